@@ -1,0 +1,39 @@
+"""Small timing helpers shared by the benchmarks (figures, not assertions)."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+
+
+def per_call_us(fn: Callable[[], object], n: int, repeat: int = 5) -> float:
+    """Best-of-``repeat`` mean microseconds per call of a sync ``fn``."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - start) / n * 1e6)
+    return best
+
+
+def per_call_us_async(fn: Callable[[], Awaitable[object]], n: int, repeat: int = 5) -> float:
+    """Best-of-``repeat`` mean microseconds per awaited call, measured inside one event loop."""
+
+    async def run() -> float:
+        best = float("inf")
+        for _ in range(repeat):
+            start = time.perf_counter()
+            for _ in range(n):
+                await fn()
+            best = min(best, (time.perf_counter() - start) / n * 1e6)
+        return best
+
+    return asyncio.run(run())
+
+
+def percentile(samples: list[float], q: float) -> float:
+    """The ``q`` quantile (0-1) of ``samples``."""
+    return statistics.quantiles(samples, n=100, method="inclusive")[max(0, min(98, round(q * 100) - 1))]

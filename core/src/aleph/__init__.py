@@ -1,0 +1,94 @@
+"""Aleph: the part of an AI agent that turns a model's tool call into a checked, permitted, recorded action.
+
+Start with :func:`load`::
+
+    import aleph
+
+    async with aleph.load() as rt:
+        service = rt.tool_service(agent="main")
+        result = await service.call("text_stats", {"text": "hello world"})
+
+Write tools with :class:`AlephTool` or :func:`tool`; ship them as a plugin with :data:`hookimpl`.
+"""
+
+from __future__ import annotations
+
+from aleph._config import AlephConfig, load_config
+from aleph._errors import (
+    AlephError,
+    ApprovalExpired,
+    Cancelled,
+    ConfigError,
+    DuplicateTool,
+    ExecutionFailed,
+    PermissionDenied,
+    PluginError,
+    ToolError,
+    ToolNotFound,
+    ToolTimeout,
+    TransportError,
+    ValidationFailed,
+)
+from aleph._hookspec import hookimpl
+from aleph._names import repair_tool_name, suggest_candidates
+from aleph._plugins import PluginContext, ToolRegistrar
+from aleph._progress import (
+    ToolProgressCallback,
+    notify_tool_result,
+    notify_tool_start,
+    notify_tool_streaming_chunk,
+    set_tool_progress_handler,
+)
+from aleph._registry import RegisteredTool, ToolRegistry
+from aleph._runtime import Aleph, load
+from aleph._service import BaseToolService, NullToolService, ToolService, UnscopedToolService
+from aleph._tool import AlephTool, LoopTool, Tool, ToolArgs, tool
+from aleph._types import ToolDefinition, ToolFacts, ToolOutput, ToolResult, ToolSource
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Aleph",
+    "AlephConfig",
+    "AlephError",
+    "AlephTool",
+    "ApprovalExpired",
+    "BaseToolService",
+    "Cancelled",
+    "ConfigError",
+    "DuplicateTool",
+    "ExecutionFailed",
+    "LoopTool",
+    "NullToolService",
+    "PermissionDenied",
+    "PluginContext",
+    "PluginError",
+    "RegisteredTool",
+    "Tool",
+    "ToolArgs",
+    "ToolDefinition",
+    "ToolError",
+    "ToolFacts",
+    "ToolNotFound",
+    "ToolOutput",
+    "ToolProgressCallback",
+    "ToolRegistrar",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolService",
+    "ToolSource",
+    "ToolTimeout",
+    "TransportError",
+    "UnscopedToolService",
+    "ValidationFailed",
+    "hookimpl",
+    "load",
+    "load_config",
+    "notify_tool_result",
+    "notify_tool_start",
+    "notify_tool_streaming_chunk",
+    "repair_tool_name",
+    "set_tool_progress_handler",
+    "suggest_candidates",
+    "tool",
+]

@@ -1,0 +1,102 @@
+"""``aleph tools``: list, describe and call tools."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from aleph._cli._common import load_runtime, parse_json_arg, print_json
+from aleph._names import suggest_candidates
+
+__all__ = ["add_parser"]
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``aleph tools ...``."""
+    tools = sub.add_parser("tools", help="list, describe and call tools", description="List, describe and call tools.")
+    tsub = tools.add_subparsers(dest="tools_command", metavar="ACTION", required=True)
+
+    p = tsub.add_parser("list", help="list the tools offered", description="List the tools offered to an agent.")
+    p.add_argument("--json", action="store_true", help="print JSON definitions")
+    p.add_argument("--agent", help="agent whose view to show")
+    p.add_argument("--channel", help="channel whose view to show")
+    p.set_defaults(func=_list)
+
+    p = tsub.add_parser("describe", help="show one tool's definition", description="Show one tool's full definition.")
+    p.add_argument("name", help="tool name")
+    p.add_argument("--agent", help="agent whose view to show")
+    p.add_argument("--channel", help="channel whose view to show")
+    p.set_defaults(func=_describe)
+
+    p = tsub.add_parser("call", help="call a tool", description="Call a tool through the permission chokepoint.")
+    p.add_argument("name", help="tool name")
+    p.add_argument("--input", default="{}", metavar="JSON", help="tool input as a JSON object (default {})")
+    p.add_argument("--agent", help="agent to act as")
+    p.add_argument("--channel", help="channel to act from")
+    p.add_argument("--json", action="store_true", help="print the full result as JSON")
+    p.set_defaults(func=_call)
+
+
+def _list(args: argparse.Namespace) -> int:
+    async def run() -> int:
+        async with load_runtime(args) as rt:
+            defs = await rt.tool_service(agent=args.agent, channel=args.channel).list()
+            if args.json:
+                print_json([d.to_json() for d in defs])
+                return 0
+            if not defs:
+                print("no tools are available (install a plugin, e.g. pip install aleph-example)")
+                return 0
+            width = max(len(d.name) for d in defs)
+            for d in defs:
+                summary = d.description.strip().splitlines()[0] if d.description.strip() else ""
+                print(f"{d.name:<{width}}  {summary[:100]}")
+            return 0
+
+    return asyncio.run(run())
+
+
+def _describe(args: argparse.Namespace) -> int:
+    async def run() -> int:
+        async with load_runtime(args) as rt:
+            service = rt.tool_service(agent=args.agent, channel=args.channel)
+            definition = await service.describe(args.name)
+            if definition is None:
+                names = [d.name for d in await service.dispatchable_list()]
+                hint = suggest_candidates(args.name, names)
+                print(
+                    f"aleph: tool not found: {args.name}" + (f". Did you mean: {', '.join(hint)}?" if hint else ""),
+                    file=sys.stderr,
+                )
+                return 1
+            print_json(definition.to_json())
+            return 0
+
+    return asyncio.run(run())
+
+
+def _call(args: argparse.Namespace) -> int:
+    payload = parse_json_arg(args.input, "--input")
+    if not isinstance(payload, dict):
+        print('aleph: --input must be a JSON object, e.g. --input \'{"text": "hello"}\'', file=sys.stderr)
+        return 2
+
+    async def run() -> int:
+        async with load_runtime(args) as rt:
+            service = rt.tool_service(agent=args.agent, channel=args.channel)
+            result = await service.call(args.name, payload)
+        if args.json:
+            print_json(result.to_json())
+        elif result.success:
+            assert result.output is not None
+            try:
+                print_json(json.loads(result.output))
+            except json.JSONDecodeError:
+                print(result.output)
+        else:
+            print(f"error: {result.error}", file=sys.stderr)
+        return 0 if result.success else 1
+
+    return asyncio.run(run())

@@ -1,0 +1,457 @@
+"""Configuration: TOML files (user, then project) with environment overrides, validated by pydantic.
+
+Precedence, lowest first: built-in defaults → the user file (``$XDG_CONFIG_HOME/aleph/config.toml``)
+→ the project file (``aleph.toml`` in the workspace, ``$ALEPH_CONFIG``, or an explicit path) →
+environment variables ``ALEPH__SECTION__KEY=value`` (the value is read as a TOML value when it
+parses as one, else as a string). A bad value fails at load with the file, the key and the reason.
+
+Sections core does not know (``[browser]``, ``[files]``, ...) belong to plugins, which validate
+them through :meth:`AlephConfig.section`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+
+from aleph._errors import ConfigError
+
+__all__ = [
+    "DEFAULT_CORE_TOOLS",
+    "AgentConfig",
+    "AlephConfig",
+    "ChannelConfig",
+    "CommandPolicyConfig",
+    "CustomCommandRule",
+    "LedgerConfig",
+    "McpConfig",
+    "McpServerConfig",
+    "PluginsConfig",
+    "PoliciesConfig",
+    "SandboxConfig",
+    "ToolPermissionsConfig",
+    "ToolsConfig",
+    "WorkspaceConfig",
+    "load_config",
+]
+
+Action = Literal["allow", "ask", "deny"]
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+DEFAULT_CORE_TOOLS: tuple[str, ...] = (
+    "ask_user",
+    "subagent",
+    "bash",
+    "code_exec",
+    "code_check",
+    "file_read",
+    "file_write",
+    "file_edit",
+    "file_ops",
+    "search",
+    "web_fetch",
+    "memory_search",
+    "remember",
+    "skill_read",
+    "skill_list",
+    "scratchpad",
+    "note_manage",
+    "system",
+    "get_tool_schema",
+    "moa",
+    "session_set_mode",
+    "mcp_read_resource",
+    "mcp_get_prompt",
+    "mcp_list_resources",
+    "mcp_list_prompts",
+    "mcp_list_resource_templates",
+    "browser_open",
+    "browser_snapshot",
+    "browser_exec",
+    "tool_search",
+)
+"""The reference's default core set, plus the resident browser tools and ``tool_search``."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class ToolPermissionsConfig(_Section):
+    """One layer of tool permissions: a default action and per-rule overrides."""
+
+    default: Action = "allow"
+    """Action for tools no override names."""
+    overrides: dict[str, Action] = Field(default_factory=dict)
+    """Rule → action. A rule is a tool name, a glob (``github__*``) or a tool with an argument specifier."""
+
+
+class PoliciesConfig(_Section):
+    """``[policies]``: install-wide permission policy and execution tier."""
+
+    exec_tier: Literal["ask", "auto", "full"] = "auto"
+    """Install-wide execution tier (``plan`` is a per-session choice only)."""
+    tool_permissions: ToolPermissionsConfig = Field(default_factory=ToolPermissionsConfig)
+    """The global permission layer."""
+    terminal: dict[str, Any] = Field(default_factory=dict)
+    """Terminal surface settings; writing them is a gate-removal floor."""
+
+
+class AgentConfig(_Section):
+    """``[agents.<name>]``: one agent's layer."""
+
+    tool_permissions: ToolPermissionsConfig | None = None
+    """This agent's permission layer, merged over the global one (most restrictive wins)."""
+    allowed_tools: list[str] | None = None
+    """If set, the only tools this agent may see or call (an empty list allows nothing)."""
+    exec_tier: Literal["plan", "ask", "auto", "full"] | None = None
+    """This agent's default execution tier."""
+
+
+class ChannelConfig(_Section):
+    """``[channels.<name>]``: one channel's layer (a chat, a device, an MCP client)."""
+
+    tool_permissions: ToolPermissionsConfig | None = None
+    """This channel's permission layer, merged last (most restrictive wins)."""
+    role: Literal["operator", "member", "guest"] | None = None
+    """The caller role of requests from this channel; guests are clamped to the ``auto`` tier."""
+
+
+class CustomCommandRule(_Section):
+    """A custom command-policy rule."""
+
+    name: str
+    """Rule name shown in refusals."""
+    regex: str | None = None
+    """Regular expression matched against each analysed sub-command."""
+    program: str | None = None
+    """Structured matcher: the program basename (``git``)."""
+    args: list[str] | None = None
+    """Structured matcher: arguments that must all be present (``["push", "--force"]``)."""
+    action: Literal["block", "warn", "ask"] = "block"
+    """What a match does."""
+    description: str = ""
+    """Reason shown to the model; defaults to ``custom rule '<name>'``."""
+
+
+class CommandPolicyConfig(_Section):
+    """``[sandbox.command_policy]``: the floor under every shell command."""
+
+    enabled: bool = True
+    """False keeps only the hardline rules, which always apply."""
+    enforcement: Literal["block", "warn", "off"] = "block"
+    """How tunable rules act: as declared, downgraded to warnings, or skipped."""
+    use_default_rules: bool = True
+    """Include the built-in tunable rules."""
+    custom_rules: list[CustomCommandRule] = Field(default_factory=list)
+    """Extra rules."""
+
+
+class SandboxConfig(_Section):
+    """``[sandbox]``."""
+
+    command_policy: CommandPolicyConfig = Field(default_factory=CommandPolicyConfig)
+    """The command-policy floor."""
+
+
+class ToolsConfig(_Section):
+    """``[tools]``: discovery and disclosure."""
+
+    core: list[str] = Field(default_factory=lambda: list(DEFAULT_CORE_TOOLS))
+    """Tools whose full schema is always sent; ``[]`` or ``["*"]`` sends every schema."""
+    truncate_tool_descriptions: bool = False
+    """Cut non-core descriptions to their first sentence."""
+    defer_mcp_tools: bool = False
+    """Start every MCP tool deferred (reachable through ``tool_search``)."""
+    defer: str | None = None
+    """``"auto:N"`` defers non-core tools once full definitions exceed N% of ``context_budget_tokens``."""
+    context_budget_tokens: int = Field(default=200_000, ge=1_000, le=10_000_000)
+    """The model's context size used by ``defer = "auto:N"`` (tokens ≈ characters / 4)."""
+
+    @field_validator("defer")
+    @classmethod
+    def _check_defer(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        match = re.fullmatch(r"auto:(\d{1,3})", value)
+        if not match or not 1 <= int(match.group(1)) <= 100:
+            raise ValueError('must be "auto:N" with N a percentage from 1 to 100')
+        return value
+
+
+_SERVER_ID = re.compile(r"[A-Za-z0-9_-]{1,32}", re.ASCII)
+
+
+class McpServerConfig(_Section):
+    """``[mcp.servers.<id>]``: one MCP server (stdio: ``command``; Streamable HTTP: ``url``)."""
+
+    command: str | None = None
+    """Program to start (stdio transport)."""
+    args: list[str] = Field(default_factory=list)
+    """Its arguments."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment for the child (``${VAR}`` is expanded)."""
+    cwd: str | None = None
+    """Working directory of the child."""
+    url: str | None = None
+    """Streamable HTTP endpoint."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """HTTP headers (``${VAR}`` is expanded; values are never logged)."""
+    enabled: bool = True
+    """Connect this server at startup."""
+    timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
+    """Connect and per-request timeout."""
+    protocol: Literal["auto", "legacy"] = "auto"
+    """``auto`` tries 2026-07-28 ``server/discover`` first; ``legacy`` forces ``initialize``."""
+    tool_filter: list[str] | None = None
+    """If set, only these tool names (globs allowed) are registered."""
+
+
+class McpConfig(_Section):
+    """``[mcp]``."""
+
+    servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    """Server id → configuration. Ids are ASCII letters, digits, ``_`` or ``-`` without ``__``."""
+
+    @field_validator("servers")
+    @classmethod
+    def _check_ids(cls, servers: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+        for server_id, server in servers.items():
+            if not _SERVER_ID.fullmatch(server_id) or "__" in server_id:
+                raise ValueError(f"server id {server_id!r}: use 1-32 ASCII letters, digits, '_' or '-', without '__'")
+            if (server.command is None) == (server.url is None):
+                raise ValueError(f"server {server_id!r}: set exactly one of command (stdio) or url (HTTP)")
+        return servers
+
+
+class LedgerConfig(_Section):
+    """``[ledger]``: the signed audit ledger."""
+
+    enabled: bool = True
+    """Record refusals, approvals and mutating calls."""
+    directory: str | None = None
+    """Where chains and keys live; default ``<data_dir>/ledger``."""
+    checkpoint_every: int = Field(default=100, ge=1, le=1_000_000)
+    """Write a signed checkpoint every N rows."""
+
+
+class WorkspaceConfig(_Section):
+    """``[workspace]``."""
+
+    root: str | None = None
+    """The directory tools work in; default the directory holding ``aleph.toml``, else the current one."""
+    data_dir: str | None = None
+    """Aleph's own data (ledger, sessions, profiles); default ``$ALEPH_DATA_DIR`` or ``~/.local/share/aleph``."""
+
+
+class PluginsConfig(_Section):
+    """``[plugins]``."""
+
+    disable: list[str] = Field(default_factory=list)
+    """Entry-point names not to load (also ``ALEPH_DISABLE_PLUGINS=a,b``)."""
+    strict: bool = False
+    """Re-raise plugin load failures instead of recording them (also ``ALEPH_STRICT_PLUGINS=1``)."""
+
+
+class AlephConfig(BaseModel):
+    """The whole configuration. Unknown top-level sections are kept for plugins."""
+
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+
+    policies: PoliciesConfig = Field(default_factory=PoliciesConfig)
+    agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    channels: dict[str, ChannelConfig] = Field(default_factory=dict)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
+    ledger: LedgerConfig = Field(default_factory=LedgerConfig)
+    workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
+    plugins: PluginsConfig = Field(default_factory=PluginsConfig)
+
+    _origins: dict[str, str] = PrivateAttr(default_factory=dict)
+    _files: list[str] = PrivateAttr(default_factory=list)
+    _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+
+    @property
+    def files(self) -> list[str]:
+        """The configuration files that were read, lowest precedence first."""
+        return list(self._files)
+
+    def origin(self, key: str) -> str:
+        """Where ``key`` (dotted) was set: a file path, ``env ALEPH__...``, or ``default``."""
+        parts = key.split(".")
+        while parts:
+            found = self._origins.get(".".join(parts))
+            if found:
+                return found
+            parts.pop()
+        return "default"
+
+    @property
+    def workspace_root(self) -> Path:
+        """The resolved workspace directory."""
+        root = self.workspace.root
+        return (self._base_dir / root).resolve() if root else self._base_dir.resolve()
+
+    @property
+    def data_dir(self) -> Path:
+        """The resolved data directory (not created here)."""
+        if self.workspace.data_dir:
+            return (self._base_dir / self.workspace.data_dir).expanduser().resolve()
+        env = os.environ.get("ALEPH_DATA_DIR")
+        if env:
+            return Path(env).expanduser().resolve()
+        xdg = os.environ.get("XDG_DATA_HOME")
+        return (Path(xdg) if xdg else Path.home() / ".local" / "share") / "aleph"
+
+    def plugin_sections(self) -> dict[str, Any]:
+        """Top-level sections core does not know, by name."""
+        return dict(self.model_extra or {})
+
+    def section(self, name: str, model: type[ModelT]) -> ModelT:
+        """Validate the plugin section ``[name]`` with ``model``; a bad value raises :class:`ConfigError`."""
+        raw = (self.model_extra or {}).get(name, {})
+        if not isinstance(raw, Mapping):
+            raise ConfigError("must be a table", file=self.origin(name), key=name)
+        try:
+            return model.model_validate(raw)
+        except ValidationError as exc:
+            raise _config_error(exc, self, prefix=(name,)) from None
+
+
+def _user_config_path(env: Mapping[str, str]) -> Path:
+    base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "aleph" / "config.toml"
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML: {exc}", file=str(path)) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from None
+
+
+def _merge(
+    base: dict[str, Any], over: Mapping[str, Any], origin: str, origins: dict[str, str], prefix: str = ""
+) -> None:
+    for key, value in over.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _merge(base[key], value, origin, origins, dotted + ".")
+        else:
+            base[key] = dict(value) if isinstance(value, Mapping) else value
+            origins[dotted] = origin
+            if isinstance(value, Mapping):
+                _record_leaves(value, origin, origins, dotted + ".")
+
+
+def _record_leaves(table: Mapping[str, Any], origin: str, origins: dict[str, str], prefix: str) -> None:
+    for key, value in table.items():
+        origins[f"{prefix}{key}"] = origin
+        if isinstance(value, Mapping):
+            _record_leaves(value, origin, origins, f"{prefix}{key}.")
+
+
+def _env_overrides(env: Mapping[str, str]) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for name in sorted(env):
+        if not name.startswith("ALEPH__"):
+            continue
+        path = [p.lower() for p in name[len("ALEPH__") :].split("__") if p]
+        if not path:
+            continue
+        raw = env[name]
+        try:
+            value: Any = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw
+        tree: dict[str, Any] = {path[-1]: value}
+        for part in reversed(path[:-1]):
+            tree = {part: tree}
+        out.append((f"env {name}", tree))
+    return out
+
+
+def _config_error(
+    exc: ValidationError,
+    config: AlephConfig | None,
+    origins: dict[str, str] | None = None,
+    prefix: tuple[str, ...] = (),
+) -> ConfigError:
+    messages = []
+    first_key = ""
+    first_file = ""
+    for err in exc.errors(include_url=False):
+        key = ".".join(str(p) for p in (*prefix, *err["loc"]))
+        if config is not None:
+            where = config.origin(key)
+        else:
+            parts = key.split(".")
+            where = "default"
+            while parts:
+                if ".".join(parts) in (origins or {}):
+                    where = (origins or {})[".".join(parts)]
+                    break
+                parts.pop()
+        message = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        if err["type"] not in ("missing", "extra_forbidden") and not isinstance(err.get("input"), dict | list):
+            message += f" (got {err.get('input')!r})"
+        messages.append(f"{where}: {key}: {message}")
+        first_key, first_file = first_key or key, first_file or where
+    if len(messages) == 1:
+        return ConfigError(messages[0].split(": ", 2)[2], file=first_file, key=first_key)
+    return ConfigError("invalid configuration:\n  " + "\n  ".join(messages))
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    workspace: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    user_file: bool = True,
+) -> AlephConfig:
+    """Read, merge and validate the configuration. Raises :class:`ConfigError` naming file, key and reason."""
+    env = os.environ if env is None else env
+    merged: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    files: list[str] = []
+    base_dir = Path(workspace).resolve() if workspace is not None else Path.cwd()
+
+    layers: list[Path] = []
+    user = _user_config_path(env)
+    if user_file and user.is_file():
+        layers.append(user)
+    explicit = path if path is not None else env.get("ALEPH_CONFIG")
+    if explicit:
+        project = Path(explicit).expanduser()
+        if not project.is_file():
+            raise ConfigError("configuration file not found", file=str(project))
+        layers.append(project)
+        if workspace is None:
+            base_dir = project.resolve().parent
+    elif (base_dir / "aleph.toml").is_file():
+        layers.append(base_dir / "aleph.toml")
+
+    for layer in layers:
+        _merge(merged, _read_toml(layer), str(layer), origins)
+        files.append(str(layer))
+    for origin, tree in _env_overrides(env):
+        _merge(merged, tree, origin, origins)
+
+    try:
+        config = AlephConfig.model_validate(merged)
+    except ValidationError as exc:
+        raise _config_error(exc, None, origins) from None
+    config._origins = origins
+    config._files = files
+    config._base_dir = base_dir
+    return config

@@ -1,0 +1,255 @@
+"""Plugin loading: entry points one by one, failures isolated and reported.
+
+A plugin that fails to import, to validate against the hook specs, or to register its
+tools is recorded with its distribution and error, and the rest keep working. Strict mode
+(``ALEPH_STRICT_PLUGINS=1`` or ``[plugins] strict``) re-raises instead, for CI.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import traceback
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import pluggy
+
+from aleph import _hookspec
+from aleph._errors import PluginError
+from aleph._registry import ToolRegistry
+from aleph._tool import Tool
+from aleph._types import ToolSource
+
+if TYPE_CHECKING:
+    from aleph._config import AlephConfig
+
+__all__ = ["FailedPlugin", "LoadedPlugin", "PluginContext", "PluginManager", "ToolRegistrar"]
+
+log = logging.getLogger("aleph.plugins")
+
+Cleanup = Callable[[], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class LoadedPlugin:
+    """A plugin that loaded: its entry-point name, distribution and the tools it registered."""
+
+    name: str
+    distribution: str | None = None
+    version: str | None = None
+    tools: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form for ``aleph plugins --json``."""
+        return {
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "tools": list(self.tools),
+        }
+
+
+@dataclass(slots=True)
+class FailedPlugin:
+    """A plugin that did not load, and why."""
+
+    name: str
+    stage: Literal["import", "validate", "configure", "register"]
+    error: str
+    distribution: str | None = None
+    version: str | None = None
+    traceback: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form for ``aleph plugins --json``."""
+        return {
+            "name": self.name,
+            "stage": self.stage,
+            "error": self.error,
+            "distribution": self.distribution,
+            "version": self.version,
+        }
+
+
+class ToolRegistrar:
+    """The ``register`` callable a plugin receives: ``register(tool, ...)``; records ownership."""
+
+    def __init__(self, registry: ToolRegistry, source: ToolSource) -> None:
+        self._registry = registry
+        self._source = source
+        self.names: list[str] = []
+
+    def __call__(self, *tools: Tool) -> None:
+        """Register each tool under this plugin."""
+        for tool in tools:
+            entry = self._registry.register(tool, source=self._source)
+            self.names.append(entry.name)
+
+
+@dataclass(slots=True)
+class PluginContext:
+    """What a plugin's ``aleph_register_tools`` gets besides ``register``."""
+
+    config: AlephConfig
+    plugin_name: str
+    _cleanups: list[Cleanup]
+
+    @property
+    def workspace(self) -> Path:
+        """The workspace root tools work in."""
+        return self.config.workspace_root
+
+    @property
+    def data_dir(self) -> Path:
+        """Aleph's data directory; a plugin keeps its state under ``data_dir / <plugin name>``."""
+        return self.config.data_dir
+
+    def add_cleanup(self, fn: Cleanup) -> None:
+        """Run ``await fn()`` when the runtime closes (last registered, first run)."""
+        self._cleanups.append(fn)
+
+
+def _kwargs(impl: Any, **kwargs: Any) -> dict[str, Any]:
+    """Only the hook arguments this implementation asks for (pluggy's own calling convention)."""
+    return {k: v for k, v in kwargs.items() if k in impl.argnames}
+
+
+def _dist_of(ep: importlib.metadata.EntryPoint) -> tuple[str | None, str | None]:
+    dist = ep.dist
+    if dist is None:
+        return None, None
+    return dist.metadata["Name"], dist.version
+
+
+class PluginManager:
+    """A typed facade over pluggy: load, isolate, report. Nothing else calls ``pm.hook``."""
+
+    def __init__(self, *, strict: bool = False, disabled: Iterable[str] = ()) -> None:
+        self._pm = pluggy.PluginManager(_hookspec.NAME)
+        self._pm.add_hookspecs(_hookspec)
+        self.strict = strict
+        self.disabled = set(disabled)
+        self.loaded: dict[str, LoadedPlugin] = {}
+        self.failed: list[FailedPlugin] = []
+        self.blocked: list[str] = []
+        for name in self.disabled:
+            self._pm.set_blocked(name)
+
+    def _fail(
+        self,
+        name: str,
+        stage: Literal["import", "validate", "configure", "register"],
+        exc: BaseException,
+        dist: str | None = None,
+        version: str | None = None,
+    ) -> None:
+        if self.strict:
+            raise PluginError(f"plugin {name!r} failed to {stage}: {type(exc).__name__}: {exc}") from exc
+        log.warning("plugin %r failed to %s: %s", name, stage, exc)
+        loaded = self.loaded.pop(name, None)
+        self.failed.append(
+            FailedPlugin(
+                name,
+                stage,
+                f"{type(exc).__name__}: {exc}",
+                dist or (loaded.distribution if loaded else None),
+                version or (loaded.version if loaded else None),
+                "".join(traceback.format_exception(exc)),
+            )
+        )
+        plugin = self._pm.get_plugin(name)
+        if plugin is not None:
+            self._pm.unregister(plugin, name=name)
+
+    def add(self, plugin: object, name: str, *, distribution: str | None = None, version: str | None = None) -> bool:
+        """Register an in-process plugin object (a module or an instance with hookimpls)."""
+        if name in self.disabled:
+            self.blocked.append(name)
+            return False
+        try:
+            self._pm.register(plugin, name=name)
+            unknown = [impl.name for impl in self._pm.get_hookcallers(plugin) or [] if impl.spec is None]
+            if unknown:
+                raise pluggy.PluginValidationError(plugin, f"unknown hooks: {', '.join(sorted(unknown))}")
+        except Exception as exc:
+            self._fail(name, "validate", exc, distribution, version)
+            return False
+        self.loaded[name] = LoadedPlugin(name, distribution, version)
+        return True
+
+    def load_entry_points(self, group: str = "aleph") -> None:
+        """Import every entry point of ``group`` one by one; failures are recorded, not fatal."""
+        for ep in sorted(importlib.metadata.entry_points(group=group), key=lambda e: e.name):
+            dist, version = _dist_of(ep)
+            if ep.name in self.disabled:
+                self.blocked.append(ep.name)
+                continue
+            if ep.name in self.loaded:
+                continue
+            try:
+                plugin = ep.load()
+            except Exception as exc:
+                self._fail(ep.name, "import", exc, dist, version)
+                continue
+            self.add(plugin, ep.name, distribution=dist, version=version)
+
+    def _impls(self, hook: str) -> list[Any]:
+        # get_hookimpls() lists implementations in registration order (pluggy *calls* them LIFO);
+        # we call them one by one in registration order so failures stay isolated and predictable.
+        return list(getattr(self._pm.hook, hook).get_hookimpls())
+
+    def configure(self, config: AlephConfig) -> None:
+        """Run ``aleph_configure`` for each plugin, isolating failures."""
+        for impl in self._impls("aleph_configure"):
+            try:
+                impl.function(**_kwargs(impl, config=config))
+            except Exception as exc:
+                self._fail(impl.plugin_name, "configure", exc)
+
+    def register_tools(self, registry: ToolRegistry, config: AlephConfig, cleanups: list[Cleanup]) -> None:
+        """Run ``aleph_register_tools`` for each plugin; a failing plugin's tools are rolled back."""
+        for impl in self._impls("aleph_register_tools"):
+            name = impl.plugin_name
+            source = ToolSource.builtin() if name == "aleph" else ToolSource.plugin(name)
+            registrar = ToolRegistrar(registry, source)
+            mark = len(cleanups)
+            try:
+                impl.function(**_kwargs(impl, register=registrar, context=PluginContext(config, name, cleanups)))
+            except Exception as exc:
+                for tool_name in registrar.names:
+                    registry.unregister(tool_name)
+                del cleanups[mark:]
+                self._fail(name, "register", exc)
+                continue
+            if name in self.loaded:
+                self.loaded[name].tools.extend(registrar.names)
+
+    def call_each(self, hook: str, **kwargs: Any) -> list[tuple[str, Any]]:
+        """Call ``hook`` on every plugin that implements it; returns (plugin, result) for non-None results.
+
+        A plugin whose hook raises is logged and skipped for this call (a decision hook must not
+        take the host down); in strict mode the error propagates.
+        """
+        results = []
+        for impl in self._impls(hook):
+            try:
+                value = impl.function(**_kwargs(impl, **kwargs))
+            except Exception:
+                if self.strict:
+                    raise
+                log.exception("plugin %r hook %s failed", impl.plugin_name, hook)
+                continue
+            if value is not None:
+                results.append((impl.plugin_name, value))
+        return results
+
+    def report(self) -> dict[str, Any]:
+        """Loaded, failed and blocked plugins, for ``aleph plugins``."""
+        return {
+            "loaded": [p.to_json() for p in sorted(self.loaded.values(), key=lambda p: p.name)],
+            "failed": [f.to_json() for f in self.failed],
+            "blocked": sorted(self.blocked),
+        }

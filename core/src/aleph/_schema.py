@@ -1,0 +1,134 @@
+"""JSON Schema for tool inputs: generated from pydantic models, shaped for strict function calling.
+
+Providers' strict function-calling modes accept a subset of JSON Schema: every
+object closes with ``additionalProperties: false`` and every ``$ref`` must
+resolve. We inline non-recursive ``$defs`` (so nothing dangles when a provider
+strips ``$defs``), keep the ones recursion needs, and drop pydantic's
+auto-generated ``title`` keywords, which only cost tokens.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import BaseModel, ValidationError
+
+__all__ = [
+    "MAX_INPUT_DEPTH",
+    "check_input_bounds",
+    "model_input_schema",
+    "schema_problems",
+    "validation_errors",
+]
+
+# Keywords whose value is a single subschema / a list of subschemas / a map of subschemas.
+_SUB_ONE = (
+    "items",
+    "additionalProperties",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+)
+_SUB_LIST = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUB_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+
+MAX_INPUT_DEPTH = 64
+"""Deepest nesting of objects and arrays accepted in a tool input."""
+
+
+def model_input_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The strict-subset JSON Schema of ``model``'s input, built with pydantic's public API."""
+    raw = model.model_json_schema(mode="validation")
+    defs: dict[str, Any] = raw.pop("$defs", {})
+    keep: dict[str, Any] = {}
+
+    def walk(node: Any, stack: tuple[str, ...]) -> Any:
+        if isinstance(node, list):
+            return [walk(item, stack) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            name = ref[len("#/$defs/") :]
+            if name in stack:  # recursive: keep a resolvable reference
+                if name not in keep:
+                    keep[name] = None
+                    keep[name] = walk(copy.deepcopy(defs[name]), stack)
+                return {k: walk(v, stack) for k, v in node.items()}
+            inlined = walk(copy.deepcopy(defs[name]), (*stack, name))
+            extra = {k: walk(v, stack) for k, v in node.items() if k != "$ref"}
+            return {**inlined, **extra}
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key == "title" and isinstance(value, str):
+                continue
+            if key in _SUB_MAP and isinstance(value, dict):
+                out[key] = {name: walk(sub, stack) for name, sub in value.items()}
+            elif key in _SUB_ONE or key in _SUB_LIST:
+                out[key] = walk(value, stack)
+            else:
+                out[key] = value
+        if out.get("type") == "object" and "additionalProperties" not in out:
+            out["additionalProperties"] = False
+        return out
+
+    schema: dict[str, Any] = walk(raw, ())
+    if keep:
+        schema["$defs"] = keep
+    schema.setdefault("type", "object")
+    schema.setdefault("properties", {})
+    return schema
+
+
+def schema_problems(schema: Any) -> list[str]:
+    """Why ``schema`` is not a usable tool input schema (empty list when it is)."""
+    if not isinstance(schema, dict):
+        return ["the input schema must be a JSON object"]
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        return [f"not a valid Draft 2020-12 schema: {exc.message}"]
+    problems: list[str] = []
+    if schema.get("type") != "object":
+        problems.append('the top-level schema must have "type": "object"')
+    return problems
+
+
+def validation_errors(exc: ValidationError) -> list[dict[str, str]]:
+    """One ``{field, message}`` entry per bad field of a pydantic validation error."""
+    out = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(part) for part in err["loc"]) or "(input)"
+        message = err["msg"]
+        if err["type"] == "extra_forbidden":
+            message = "unexpected field"
+        elif err["type"] != "missing" and "input" in err and not isinstance(err["input"], dict | list):
+            shown = repr(err["input"])
+            message += f" (got {shown[:60]}{'…' if len(shown) > 60 else ''})"
+        out.append({"field": loc, "message": message})
+    return out
+
+
+def check_input_bounds(value: Any, *, max_depth: int = MAX_INPUT_DEPTH) -> str | None:
+    """A reason when ``value`` nests deeper than ``max_depth``, else None. Iterative: no recursion limit."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list | tuple):
+            children = node
+        else:
+            continue
+        if depth > max_depth:
+            return f"input nests deeper than {max_depth} levels"
+        stack.extend((child, depth + 1) for child in children)
+    return None

@@ -1,0 +1,387 @@
+"""Typed tools (:class:`AlephTool`, :func:`tool`) and untyped ones (:class:`LoopTool`).
+
+Both satisfy the :class:`Tool` protocol the registry stores: a name, declared
+facts, a :class:`ToolDefinition` and ``call_json`` (validate, run, serialise).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
+
+import anyio.to_thread
+from jsonschema import Draft202012Validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic_core import PydanticUndefined, to_jsonable_python
+
+from aleph._errors import ExecutionFailed, ValidationFailed
+from aleph._schema import model_input_schema, schema_problems, validation_errors
+from aleph._types import BUILTIN, ToolDefinition, ToolFacts, ToolOutput, ToolSource
+
+__all__ = ["AlephTool", "LoopTool", "Tool", "ToolArgs", "check_tool_name", "facts_declared", "tool"]
+
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}", re.ASCII)
+
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
+
+
+def check_tool_name(name: object) -> str:
+    """Return ``name`` if it is a valid tool name (ASCII ``[A-Za-z0-9_-]{1,64}``), else raise ValueError."""
+    if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+        raise ValueError(
+            f"invalid tool name {name!r}: use 1-64 ASCII letters, digits, '_' or '-' "
+            "(look-alike Unicode, spaces and dots are refused)"
+        )
+    return name
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """What the registry stores. :class:`AlephTool` and :class:`LoopTool` both satisfy it."""
+
+    @property
+    def name(self) -> str:
+        """The tool's registered name."""
+        ...
+
+    @property
+    def facts(self) -> ToolFacts:
+        """The tool's declared facts."""
+        ...
+
+    def definition(self, source: ToolSource = ...) -> ToolDefinition:
+        """The definition a model sees."""
+        ...
+
+    async def call_json(self, input: Mapping[str, Any]) -> ToolOutput:
+        """Validate ``input``, run the tool and return its serialisable output."""
+        ...
+
+
+def facts_declared(tool: Tool) -> bool:
+    """Whether ``tool`` states its facts explicitly instead of inheriting the fail-closed defaults."""
+    if isinstance(tool, LoopTool):
+        return tool.facts_declared
+    return any("FACTS" in vars(cls) for cls in type(tool).__mro__ if cls is not AlephTool)
+
+
+class ToolArgs(BaseModel):
+    """Base for tool argument models: unknown fields are refused and attribute docstrings become descriptions."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+def _bad_input(name: str, exc: ValidationError) -> ValidationFailed:
+    errors = validation_errors(exc)
+    cause = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+    return ValidationFailed(name, cause, errors=errors)
+
+
+def _not_an_object(name: str, input: object) -> ValidationFailed:
+    return ValidationFailed(name, f"input must be a JSON object, got {type(input).__name__}")
+
+
+class AlephTool(Generic[ArgsT]):
+    """A typed tool. Subclass it and set ``NAME``, ``DESCRIPTION``, ``Args`` and ``call``.
+
+    ``Args`` is a pydantic model (ideally a :class:`ToolArgs`); its JSON Schema is what the
+    model sees. ``FACTS`` declares the tool's facts; leaving it out keeps the fail-closed
+    defaults. ``Output`` is informational: whatever ``call`` returns is serialised to JSON.
+    """
+
+    NAME: ClassVar[str]
+    DESCRIPTION: ClassVar[str]
+    Args: type[ArgsT]
+    Output: ClassVar[Any] = Any
+    FACTS: ClassVar[ToolFacts] = ToolFacts()
+
+    _schema_cache: ClassVar[dict[str, Any] | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._schema_cache = None
+        if inspect.isabstract(cls) or "NAME" not in cls.__dict__:
+            return
+        check_tool_name(cls.NAME)
+        if not isinstance(getattr(cls, "DESCRIPTION", None), str) or not cls.DESCRIPTION.strip():
+            raise TypeError(f"tool {cls.NAME}: DESCRIPTION must be a non-empty string")
+        args = getattr(cls, "Args", None)
+        if not (isinstance(args, type) and issubclass(args, BaseModel)):
+            raise TypeError(f"tool {cls.NAME}: Args must be a pydantic model class")
+
+    @property
+    def name(self) -> str:
+        """The tool's name (``NAME``)."""
+        return self.NAME
+
+    @property
+    def facts(self) -> ToolFacts:
+        """The tool's declared facts (``FACTS``)."""
+        return self.FACTS
+
+    @classmethod
+    def input_schema(cls) -> dict[str, Any]:
+        """The JSON Schema of ``Args``, computed once per class."""
+        if cls._schema_cache is None:
+            cls._schema_cache = model_input_schema(cls.Args)
+        return cls._schema_cache
+
+    def definition(self, source: ToolSource = BUILTIN) -> ToolDefinition:
+        """The definition a model sees."""
+        return ToolDefinition(self.NAME, self.DESCRIPTION, self.input_schema(), source, self.FACTS)
+
+    def parse(self, input: Mapping[str, Any]) -> ArgsT:
+        """Validate ``input`` against ``Args``; a failure names each bad field."""
+        if not isinstance(input, Mapping):
+            raise _not_an_object(self.NAME, input)
+        try:
+            return self.Args.model_validate(input)
+        except ValidationError as exc:
+            raise _bad_input(self.NAME, exc) from None
+
+    async def call_json(self, input: Mapping[str, Any]) -> ToolOutput:
+        """Validate ``input``, run :meth:`call` and return its output as JSON-compatible data."""
+        result = await self.call(self.parse(input))
+        return ToolOutput(_jsonable(self.NAME, result))
+
+    async def call(self, args: ArgsT) -> Any:
+        """Run the tool on validated arguments. Raise a :class:`ToolError` to fail with a message."""
+        raise NotImplementedError
+
+
+def _jsonable(name: str, value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    try:
+        return to_jsonable_python(value)
+    except Exception as exc:  # a tool returned something JSON cannot carry
+        raise ExecutionFailed(name, f"output is not JSON-serialisable: {exc}") from None
+
+
+class LoopTool:
+    """An untyped tool: a name, a description, a raw JSON Schema and an async handler on a dict.
+
+    Used for MCP and other dynamic tools. Input is validated with ``jsonschema`` (Draft 2020-12)
+    before the handler runs. Pass ``handler`` or subclass and override :meth:`call`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        input_schema: Mapping[str, Any],
+        handler: Callable[[dict[str, Any]], Awaitable[Any]] | None = None,
+        *,
+        facts: ToolFacts | None = None,
+    ) -> None:
+        self._name = check_tool_name(name)
+        if not isinstance(description, str):
+            raise TypeError(f"tool {name}: description must be a string")
+        problems = schema_problems(dict(input_schema))
+        if problems:
+            raise ValueError(f"tool {name}: {'; '.join(problems)}")
+        self.description = description
+        self.input_schema: dict[str, Any] = dict(input_schema)
+        self._facts = facts or ToolFacts()
+        self.facts_declared = facts is not None
+        self._handler = handler
+        self._validator = Draft202012Validator(self.input_schema)
+
+    @property
+    def name(self) -> str:
+        """The tool's name."""
+        return self._name
+
+    @property
+    def facts(self) -> ToolFacts:
+        """The tool's declared facts."""
+        return self._facts
+
+    def definition(self, source: ToolSource = BUILTIN) -> ToolDefinition:
+        """The definition a model sees."""
+        return ToolDefinition(self._name, self.description, self.input_schema, source, self._facts)
+
+    def validate(self, input: Mapping[str, Any]) -> dict[str, Any]:
+        """Check ``input`` against the schema; a failure names each bad field."""
+        if not isinstance(input, Mapping):
+            raise _not_an_object(self._name, input)
+        data = dict(input)
+        errors = []
+        for err in sorted(self._validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+            where = ".".join(str(p) for p in err.absolute_path) or "(input)"
+            errors.append({"field": where, "message": err.message})
+        if errors:
+            raise ValidationFailed(
+                self._name, "; ".join(f"{e['field']}: {e['message']}" for e in errors), errors=errors
+            )
+        return data
+
+    async def call_json(self, input: Mapping[str, Any]) -> ToolOutput:
+        """Validate ``input``, run the handler and return its output."""
+        result = await self.call(self.validate(input))
+        if isinstance(result, ToolOutput):
+            return result
+        return ToolOutput(_jsonable(self._name, result))
+
+    async def call(self, input: dict[str, Any]) -> Any:
+        """Run the tool on a validated dict."""
+        if self._handler is None:
+            raise NotImplementedError(f"tool {self._name}: pass a handler or override call()")
+        return await self._handler(input)
+
+
+# -- the @tool decorator ---------------------------------------------------------------------
+
+_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?)\s*:\s*$")
+_ARG_LINE = re.compile(r"^\s*\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_REST_PARAM = re.compile(r"^\s*:param\s+(?:[^:]*\s)?(\w+)\s*:\s*(.*)$")
+
+
+def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Split a Google- or reST-style docstring into (summary, {param: description})."""
+    if not doc:
+        return "", {}
+    lines = inspect.cleandoc(doc).splitlines()
+    summary: list[str] = []
+    params: dict[str, str] = {}
+    section: str | None = None
+    current: str | None = None
+    for line in lines:
+        rest = _REST_PARAM.match(line)
+        if rest:
+            current = rest.group(1)
+            params[current] = rest.group(2).strip()
+            section = "rest"
+            continue
+        header = _SECTION.match(line)
+        if header:
+            section, current = header.group(1), None
+            continue
+        if section is None:
+            summary.append(line)
+        elif section in ("Args", "Arguments", "Parameters"):
+            arg = _ARG_LINE.match(line)
+            if arg and (line[: len(line) - len(line.lstrip())].count(" ") <= 8):
+                current = arg.group(1)
+                params[current] = arg.group(2).strip()
+            elif current and line.strip():
+                params[current] = f"{params[current]} {line.strip()}".strip()
+        elif section == "rest" and current and line.strip() and not line.lstrip().startswith(":"):
+            params[current] = f"{params[current]} {line.strip()}".strip()
+    return "\n".join(summary).strip(), params
+
+
+def _args_model(fn: Callable[..., Any], name: str, param_docs: dict[str, str]) -> type[BaseModel]:
+    sig = inspect.signature(fn)
+    hints = get_type_hints(fn, include_extras=True)
+    fields: dict[str, Any] = {}
+    for pname, param in sig.parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise TypeError(f"tool {name}: parameter {pname!r} must be a plain or keyword parameter")
+        if pname not in hints:
+            raise TypeError(f"tool {name}: parameter {pname!r} needs a type annotation")
+        default = PydanticUndefined if param.default is param.empty else param.default
+        doc = param_docs.get(pname)
+        fields[pname] = (hints[pname], Field(default, description=doc) if doc else Field(default))
+    model_name = "".join(part.capitalize() for part in re.split(r"[_-]", name)) + "Args"
+    model: type[BaseModel] = create_model(model_name, __base__=ToolArgs, **fields)
+    return model
+
+
+class _FunctionTool(AlephTool[BaseModel]):
+    """An :class:`AlephTool` made by :func:`tool` from a typed function."""
+
+    _fn: ClassVar[Callable[..., Any]]
+    _is_async: ClassVar[bool]
+
+    async def call(self, args: BaseModel) -> Any:
+        """Call the wrapped function with the validated arguments."""
+        kwargs = args.__dict__
+        if self._is_async:
+            return await self._fn(**kwargs)
+        if self.FACTS.inline:
+            return self._fn(**kwargs)
+        return await anyio.to_thread.run_sync(partial(self._fn, **kwargs))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the wrapped function directly, bypassing validation (handy in tests)."""
+        return self._fn(*args, **kwargs)
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> AlephTool[BaseModel]: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    idempotent: bool = False,
+    requires_approval: bool = False,
+    concurrent_safe: bool = False,
+    max_duration_ms: int | None = None,
+    tags: tuple[str, ...] | list[str] = (),
+    inline: bool = False,
+) -> Callable[[Callable[..., Any]], AlephTool[BaseModel]]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    idempotent: bool = False,
+    requires_approval: bool = False,
+    concurrent_safe: bool = False,
+    max_duration_ms: int | None = None,
+    tags: tuple[str, ...] | list[str] = (),
+    inline: bool = False,
+) -> AlephTool[BaseModel] | Callable[[Callable[..., Any]], AlephTool[BaseModel]]:
+    """Turn a typed function (sync or async) into an :class:`AlephTool`.
+
+    The name defaults to the function's name, the description to its docstring's summary;
+    ``Args:`` / ``:param:`` docstring entries become parameter descriptions. A sync function
+    runs in a worker thread unless ``inline=True`` declares it cheap enough for the event loop.
+    """
+    facts = ToolFacts(
+        idempotent=idempotent,
+        requires_approval=requires_approval,
+        concurrent_safe=concurrent_safe,
+        max_duration_ms=max_duration_ms,
+        tags=tuple(tags),
+        inline=inline,
+    )
+
+    def build(func: Callable[..., Any]) -> AlephTool[BaseModel]:
+        tool_name = check_tool_name(name or func.__name__)
+        summary, param_docs = _parse_docstring(func.__doc__)
+        text = description or summary
+        if not text:
+            raise TypeError(f"tool {tool_name}: give it a docstring or a description")
+        is_async = inspect.iscoroutinefunction(func)
+        if inline and is_async:
+            raise TypeError(f"tool {tool_name}: inline=True is for sync functions; async ones already run inline")
+        hints = get_type_hints(func)
+        attrs = {
+            "NAME": tool_name,
+            "DESCRIPTION": text,
+            "Args": _args_model(func, tool_name, param_docs),
+            "Output": hints.get("return", Any),
+            "FACTS": facts,
+            "_fn": staticmethod(func),
+            "_is_async": is_async,
+            "__doc__": func.__doc__,
+            "__module__": func.__module__,
+        }
+        cls = type(f"{tool_name}_tool", (_FunctionTool,), attrs)
+        instance: AlephTool[BaseModel] = cls()
+        return instance
+
+    if fn is not None:
+        return build(fn)
+    return build

@@ -1,0 +1,165 @@
+"""The value types of the tool contract: facts, sources, definitions, outputs and results."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "BUILTIN",
+    "ToolDefinition",
+    "ToolFacts",
+    "ToolOutput",
+    "ToolResult",
+    "ToolSource",
+    "dumps_json",
+]
+
+
+def dumps_json(value: Any) -> str:
+    """Serialise ``value`` deterministically: sorted keys, no insignificant whitespace, UTF-8 kept."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFacts:
+    """What a tool declares about itself. The defaults fail closed.
+
+    An unknown tool is treated as mutating (not idempotent), exclusive (not
+    concurrent-safe) and without a budget of its own. Facts drive the exec
+    tiers, retries, concurrency and the ledger; they never loosen a policy.
+    """
+
+    idempotent: bool = False
+    """Calling twice with the same input has the same effect as once (read-only tools are idempotent)."""
+    requires_approval: bool = False
+    """The tool asks a human under every tier, even when a policy allows it."""
+    concurrent_safe: bool = False
+    """Calls may run in parallel with other calls."""
+    max_duration_ms: int | None = None
+    """The tool's own wall-clock budget; None means the runtime default."""
+    tags: tuple[str, ...] = ()
+    """Free-form labels (``"network"``, ``"filesystem"``) for policies and search."""
+    inline: bool = False
+    """A sync tool that is cheap enough to run on the event loop instead of a worker thread."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form used in definitions and the CLI."""
+        return {
+            "idempotent": self.idempotent,
+            "requires_approval": self.requires_approval,
+            "concurrent_safe": self.concurrent_safe,
+            "max_duration_ms": self.max_duration_ms,
+            "tags": list(self.tags),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSource:
+    """Where a tool comes from: core itself, a plugin distribution, or an MCP server."""
+
+    type: Literal["builtin", "plugin", "mcp"] = "builtin"
+    plugin_id: str | None = None
+    server_id: str | None = None
+
+    @classmethod
+    def builtin(cls) -> ToolSource:
+        """A tool shipped by aleph-core."""
+        return BUILTIN
+
+    @classmethod
+    def plugin(cls, plugin_id: str) -> ToolSource:
+        """A tool registered by the plugin ``plugin_id``."""
+        return cls("plugin", plugin_id=plugin_id)
+
+    @classmethod
+    def mcp(cls, server_id: str) -> ToolSource:
+        """A tool offered by the MCP server ``server_id``."""
+        return cls("mcp", server_id=server_id)
+
+    @property
+    def owner(self) -> str:
+        """A human-readable owner label used in diagnostics."""
+        if self.type == "plugin":
+            return f"plugin {self.plugin_id!r}"
+        if self.type == "mcp":
+            return f"MCP server {self.server_id!r}"
+        return "aleph-core"
+
+    def to_json(self) -> dict[str, Any]:
+        """Tagged-union form with tag field ``type``."""
+        out: dict[str, Any] = {"type": self.type}
+        if self.type == "plugin":
+            out["plugin_id"] = self.plugin_id
+        elif self.type == "mcp":
+            out["server_id"] = self.server_id
+        return out
+
+
+BUILTIN = ToolSource("builtin")
+"""The source of tools shipped by aleph-core."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDefinition:
+    """What a model is told about a tool: name, description and JSON Schema, plus facts and source."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    source: ToolSource = BUILTIN
+    facts: ToolFacts = field(default_factory=ToolFacts)
+
+    def to_json(self) -> dict[str, Any]:
+        """The full JSON form (CLI, ``aleph serve``, ``get_tool_schema``)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+            "source": self.source.to_json(),
+            "facts": self.facts.to_json(),
+        }
+
+    def to_function(self) -> dict[str, Any]:
+        """The provider-facing function form: ``{name, description, parameters}``."""
+        return {"name": self.name, "description": self.description, "parameters": self.input_schema}
+
+
+@dataclass(slots=True)
+class ToolOutput:
+    """A successful tool result. ``value`` is JSON-compatible; ``text`` is its deterministic JSON."""
+
+    value: Any
+    metadata: dict[str, Any] = field(default_factory=dict)
+    _text: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The serialised output the model sees: a string is passed as is, anything else is JSON."""
+        if self._text is None:
+            self._text = self.value if isinstance(self.value, str) else dumps_json(self.value)
+        return self._text
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What an agent loop feeds back to the model. Never an exception."""
+
+    success: bool
+    output: str | None = None
+    error: str | None = None
+    duration_ms: float = 0.0
+    error_kind: str | None = None
+    retryable: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form for logs and the CLI."""
+        out: dict[str, Any] = {"success": self.success, "duration_ms": round(self.duration_ms, 3)}
+        if self.success:
+            out["output"] = self.output
+        else:
+            out["error"] = self.error
+            out["error_kind"] = self.error_kind
+            out["retryable"] = self.retryable
+        return out

@@ -1,0 +1,1 @@
+"""aleph-template: rename me."""

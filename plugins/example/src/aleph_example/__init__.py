@@ -1,0 +1,1 @@
+"""aleph-example: text statistics and a clock, registered through the ``aleph`` entry point."""

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aleph._cli import main
+
+
+def test_help_on_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (
+        ["--help"],
+        ["tools", "--help"],
+        ["tools", "list", "--help"],
+        ["tools", "call", "--help"],
+        ["tools", "describe", "--help"],
+        ["plugins", "--help"],
+        ["config", "check", "--help"],
+    ):
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 0
+        assert "usage: aleph" in capsys.readouterr().out
+
+
+def test_config_check_reports_errors_with_exit_2(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (workspace / "aleph.toml").write_text('[policies.tool_permissions]\ndefault = "maybe"\n')
+    assert main(["config", "check"]) == 2
+    err = capsys.readouterr().err
+    assert "aleph.toml" in err and "policies.tool_permissions.default" in err
+
+
+def test_config_check_ok(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "check"]) == 0
+    assert "configuration OK" in capsys.readouterr().out
+
+
+def test_call_rejects_non_object_input(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tools", "call", "x", "--input", "[1]"]) == 2
+    with pytest.raises(SystemExit):
+        main(["tools", "call", "x", "--input", "{bad"])
+    assert "not valid JSON" in capsys.readouterr().err
+
+
+def test_plugins_json_is_machine_readable(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plugins", "--json"]) == 0
+    assert set(json.loads(capsys.readouterr().out)) == {"loaded", "failed", "blocked"}
