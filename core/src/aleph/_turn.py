@@ -1,0 +1,56 @@
+"""The per-call turn context, readable by tools through :func:`current_turn`."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+__all__ = ["TurnContext", "current_session", "current_turn"]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnContext:
+    """Who is calling and under which conditions. Set by the chokepoint for the duration of each call."""
+
+    session_key: str = ""
+    """The conversation session; keys session grants and the event log."""
+    run_id: str = ""
+    """The agent run this call belongs to."""
+    channel_id: str = ""
+    """The channel (chat, device, MCP client) the request came from."""
+    conversation_id: str = ""
+    """The conversation inside that channel."""
+    caller_role: str | None = None
+    """``operator`` (or None), ``member`` or ``guest``."""
+    unattended: bool = False
+    """No human is watching: approval prompts are never shown, gated calls are refused."""
+    plan_mode: bool = False
+    """The session is planning: only read-only tools run."""
+    side_question: bool = False
+    """A side question is being answered: nothing that mutates runs."""
+    principal: str | None = None
+    """The human user on whose behalf the agent acts, when known (recorded with approvals)."""
+    call_id: str | None = None
+    """The model's tool-call id, when the agent loop passes one."""
+
+    def is_channel_routable(self) -> bool:
+        """Both a channel and a conversation id are known."""
+        return bool(self.channel_id and self.conversation_id)
+
+    def caller_is_operator(self) -> bool:
+        """The caller is the server operator (role None or ``operator``)."""
+        return self.caller_role in (None, "operator")
+
+
+_TURN: ContextVar[TurnContext | None] = ContextVar("aleph_turn", default=None)
+
+
+def current_turn() -> TurnContext | None:
+    """The turn context of the tool call running in this task, or None outside a call."""
+    return _TURN.get()
+
+
+def current_session() -> str | None:
+    """The session key of the running call, or None."""
+    turn = _TURN.get()
+    return turn.session_key or None if turn is not None else None
