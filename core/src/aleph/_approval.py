@@ -36,8 +36,7 @@ class ApprovalOutcome(StrEnum):
     @property
     def is_approved(self) -> bool:
         """True for the three approving outcomes."""
-        return self in (ApprovalOutcome.APPROVED, ApprovalOutcome.APPROVED_FOR_SESSION,
-                        ApprovalOutcome.APPROVED_ALWAYS)
+        return self in (ApprovalOutcome.APPROVED, ApprovalOutcome.APPROVED_FOR_SESSION, ApprovalOutcome.APPROVED_ALWAYS)
 
 
 class ApprovalDecision(StrEnum):

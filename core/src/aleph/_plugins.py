@@ -96,6 +96,21 @@ class PluginContext:
     config: AlephConfig
     plugin_name: str
     _cleanups: list[Cleanup]
+    _manager: PluginManager | None = None
+
+    @property
+    def protected_paths(self) -> list[Path]:
+        """Aleph's own files no tool may write: config files, the data directory (ledger, keys, sessions)."""
+        paths = [Path(f).resolve() for f in self.config.files]
+        paths.append(self.config.workspace_root / "aleph.toml")
+        paths.append(self.config.data_dir)
+        return sorted(set(paths))
+
+    def call_hook(self, hook: str, **kwargs: Any) -> list[tuple[str, Any]]:
+        """Call the hook ``hook`` on every plugin (e.g. to collect providers); returns (plugin, result) pairs."""
+        if self._manager is None:
+            return []
+        return self._manager.call_each(hook, **kwargs)
 
     @property
     def workspace(self) -> Path:
@@ -199,7 +214,8 @@ class PluginManager:
     def _impls(self, hook: str) -> list[Any]:
         # get_hookimpls() lists implementations in registration order (pluggy *calls* them LIFO);
         # we call them one by one in registration order so failures stay isolated and predictable.
-        return list(getattr(self._pm.hook, hook).get_hookimpls())
+        caller = getattr(self._pm.hook, hook, None)
+        return list(caller.get_hookimpls()) if caller is not None else []
 
     def configure(self, config: AlephConfig) -> None:
         """Run ``aleph_configure`` for each plugin, isolating failures."""
@@ -217,7 +233,8 @@ class PluginManager:
             registrar = ToolRegistrar(registry, source)
             mark = len(cleanups)
             try:
-                impl.function(**_kwargs(impl, register=registrar, context=PluginContext(config, name, cleanups)))
+                context = PluginContext(config, name, cleanups, self)
+                impl.function(**_kwargs(impl, register=registrar, context=context))
             except Exception as exc:
                 for tool_name in registrar.names:
                     registry.unregister(tool_name)
