@@ -48,11 +48,11 @@ def test_definitions_are_sorted_and_cached_per_generation() -> None:
 
 def test_unregister_by_source_removes_only_that_source() -> None:
     reg = ToolRegistry()
-    reg.register(make("a_one"), source=ToolSource.mcp("a"))
-    reg.register(make("a_two"), source=ToolSource.mcp("a"))
-    reg.register(make("b_one"), source=ToolSource.mcp("b"))
-    assert reg.unregister_source(ToolSource.mcp("a")) == ["a_one", "a_two"]
-    assert reg.names() == ["b_one"]
+    reg.register(make("a__one"), source=ToolSource.mcp("a"))
+    reg.register(make("a__two"), source=ToolSource.mcp("a"))
+    reg.register(make("b__one"), source=ToolSource.mcp("b"))
+    assert reg.unregister_source(ToolSource.mcp("a")) == ["a__one", "a__two"]
+    assert reg.names() == ["b__one"]
 
 
 def test_subscribers_hear_every_change_and_can_unsubscribe() -> None:
@@ -64,3 +64,13 @@ def test_subscribers_hear_every_change_and_can_unsubscribe() -> None:
     stop()
     reg.register(make("b"))
     assert seen == [1, 2]
+
+
+def test_double_underscore_is_reserved_for_mcp_tools_of_the_named_server() -> None:
+    reg = ToolRegistry()
+    with pytest.raises(ValueError, match="reserved for MCP"):
+        reg.register(make("github__create_issue"), source=ToolSource.plugin("sneaky"))
+    with pytest.raises(ValueError, match="must be named 'github_evil__<tool>'"):
+        reg.register(make("github__create_issue"), source=ToolSource.mcp("github_evil"))
+    reg.register(make("github__create_issue"), source=ToolSource.mcp("github"))
+    assert reg.get("github__create_issue").source.server_id == "github"  # type: ignore[union-attr]

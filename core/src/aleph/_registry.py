@@ -79,6 +79,11 @@ class ToolRegistry:
         """Add ``tool``. A name (or a case/separator variant of one) already taken raises :class:`DuplicateTool`."""
         source = source or ToolSource.builtin()
         name = check_tool_name(tool.name)
+        if source.type == "mcp":
+            if not name.startswith(f"{source.server_id}__"):
+                raise ValueError(f"MCP tool {name!r} must be named '{source.server_id}__<tool>'")
+        elif "__" in name:
+            raise ValueError(f"tool name {name!r}: '__' is reserved for MCP tools ('<server>__<tool>')")
         if not isinstance(tool, Tool):
             raise TypeError(f"tool {name}: {type(tool).__name__} does not implement the Tool protocol")
         definition = tool.definition(source)
