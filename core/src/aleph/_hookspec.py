@@ -7,7 +7,8 @@ directly; it goes through :class:`~aleph._plugins.PluginManager`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -41,4 +42,29 @@ def aleph_register_tools(register: ToolRegistrar, context: PluginContext) -> Non
     :param context: the runtime's configuration, workspace and data directory, and
         ``context.add_cleanup(async_fn)`` for resources to release when the runtime closes.
     The result is ignored.
+    """
+
+
+@hookspec
+def aleph_search_providers(
+    register: Callable[[str, Callable[[str, int], Awaitable[list[Mapping[str, Any]]]]], None],
+) -> None:
+    """Called when the ``search`` tool is registered, to collect web-search backends from every plugin.
+
+    :param register: call ``register(name, search)`` once per backend. ``search(query, max_results)`` is an
+        async callable returning at most ``max_results`` mappings with ``title``, ``url`` and ``snippet``;
+        it may do I/O (it runs at call time, not in the hook). A name registered twice is an error.
+    The result is ignored. Without any backend (and no ``[files] searxng_url``) ``search`` reports
+    "search not available".
+    """
+
+
+@hookspec
+def aleph_image_providers(register: Callable[[str, Callable[[str, str], Awaitable[bytes]]], None]) -> None:
+    """Called when the ``image_generate`` tool is registered, to collect image-generation backends.
+
+    :param register: call ``register(name, generate)`` once per backend. ``generate(prompt, size)`` is an
+        async callable (``size`` like ``"512x512"``) returning the encoded image bytes (PNG or JPEG); it
+        runs at call time and may do I/O. A name registered twice is an error.
+    The result is ignored. Without any provider ``image_generate`` reports "image generation not available".
     """
