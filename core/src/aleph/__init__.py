@@ -29,7 +29,10 @@ from aleph._errors import (
     TransportError,
     ValidationFailed,
 )
+from aleph._events import EventLog
 from aleph._hookspec import hookimpl
+from aleph._keystore import Keystore
+from aleph._ledger import Ledger, LedgerRecord, LedgerRow, VerifyReport
 from aleph._names import repair_tool_name, suggest_candidates
 from aleph._plugins import PluginContext, ToolRegistrar
 from aleph._progress import (
@@ -57,7 +60,12 @@ __all__ = [
     "Cancelled",
     "ConfigError",
     "DuplicateTool",
+    "EventLog",
     "ExecutionFailed",
+    "Keystore",
+    "Ledger",
+    "LedgerRecord",
+    "LedgerRow",
     "LoopTool",
     "NullToolService",
     "PermissionDenied",
@@ -81,6 +89,7 @@ __all__ = [
     "TransportError",
     "UnscopedToolService",
     "ValidationFailed",
+    "VerifyReport",
     "hookimpl",
     "load",
     "load_config",

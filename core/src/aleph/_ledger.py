@@ -1,0 +1,970 @@
+"""The signed audit ledger: per-agent, append-only, SHA-256 hash chains signed with Ed25519.
+
+Every refusal, approval decision and mutating call the chokepoint sees becomes a :class:`LedgerRecord`;
+:meth:`Ledger.append` queues it and returns at once. One writer thread drains the queue, chains and
+signs each row, and commits a batch with one ``write`` and one ``fsync`` per agent (group commit).
+
+Files under the ledger directory::
+
+    chains/<agent>.jsonl        one JSON row per line, append-only (mode 0600)
+    chains/<agent>.ckpt.jsonl   signed (seq, head hash) checkpoints, every ``checkpoint_every`` rows and on close
+    keys/                       the :class:`~aleph._keystore.Keystore` (mode 0700; keys 0600)
+
+Row hash (version 2 of the reference layout; every displayed field is hashed)::
+
+    SHA-256( b"aleph-agent-ledger-v2" ‖ LP(agent_id) ‖ i64be(seq) ‖ i64be(at_ms) ‖ LP(action) ‖ LP(outcome)
+             ‖ LP(target) ‖ OPT(args_fp) ‖ LP(detail) ‖ LP(signer_fp) ‖ OPT(principal) ‖ OPT(result_fp)
+             ‖ OPT(rule) ‖ prev_hash or 32 zero bytes )
+
+``LP(x)`` = 4-byte big-endian length + UTF-8 bytes; ``OPT(x)`` = ``0x00`` for None, else ``0x01`` + LP(x).
+The signature is Ed25519 over the 32-byte hash. The verifier pins both; nothing in a row chooses them.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import queue
+import struct
+import threading
+import time
+import weakref
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+import anyio.to_thread
+
+from aleph._errors import AlephError
+from aleph._keystore import Keystore, Signer, agent_file_stem, check_agent_id, fingerprint, verify_signature
+
+if TYPE_CHECKING:
+    from aleph._config import AlephConfig
+
+__all__ = [
+    "CHECKPOINT_DOMAIN",
+    "HASH_DOMAIN",
+    "Ledger",
+    "LedgerAction",
+    "LedgerError",
+    "LedgerOutcome",
+    "LedgerRecord",
+    "LedgerRow",
+    "VerifyReport",
+    "checkpoint_digest",
+    "ledger_directory",
+    "row_hash",
+]
+
+logger = logging.getLogger("aleph.ledger")
+
+LedgerAction = Literal[
+    "tool_call",
+    "tool_denied",
+    "approval_granted",
+    "approval_denied",
+    "identity_created",
+    "identity_rotated",
+    "identity_revoked",
+    "checkpoint",
+]
+"""What a row records."""
+LedgerOutcome = Literal["ok", "error", "denied"]
+"""How it ended."""
+
+ACTIONS: frozenset[str] = frozenset(get_args(LedgerAction))
+OUTCOMES: frozenset[str] = frozenset(get_args(LedgerOutcome))
+
+HASH_DOMAIN = b"aleph-agent-ledger-v2"
+"""Domain tag that starts every row hash."""
+CHECKPOINT_DOMAIN = b"aleph-agent-ledger-checkpoint-v1"
+"""Domain tag that starts every checkpoint digest."""
+
+QUEUE_SIZE = 1024
+"""Records waiting for the writer; a full queue makes :meth:`Ledger.append` wait (backpressure)."""
+MAX_TARGET = 256
+MAX_DETAIL = 4096
+MAX_SHORT = 256
+_TRUNCATED = "… [truncated]"
+_TAIL_WINDOW = 1 << 20  # a row is at most ~10 KiB (fields are clipped), so the last row is within this
+_ZERO_HASH = bytes(32)
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+
+
+class LedgerError(AlephError):
+    """The ledger cannot do what was asked (export a checkpoint of a broken chain, read a missing agent)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRecord:
+    """What the chokepoint hands the ledger: one refusal, decision or mutating call.
+
+    ``detail`` must already be redacted. ``args_fp`` is the 32-hex fingerprint of tool + canonical
+    arguments (the grant key); ``result_fp`` an optional digest of the result; ``rule`` the rule that
+    decided, when the row records a decision.
+    """
+
+    agent_id: str
+    action: LedgerAction
+    target: str
+    outcome: LedgerOutcome
+    detail: str
+    args_fp: str | None = None
+    principal: str | None = None
+    result_fp: str | None = None
+    rule: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRow:
+    """One stored row. Hashes and signatures are lowercase hex; ``prev_hash`` is None only for seq 1."""
+
+    agent_id: str
+    seq: int
+    prev_hash: str | None
+    hash: str
+    signature: str
+    signer_fp: str
+    action: str
+    target: str
+    outcome: str
+    args_fp: str | None
+    detail: str
+    at_ms: int
+    principal: str | None = None
+    result_fp: str | None = None
+    rule: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as a JSON object (the on-disk form)."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> LedgerRow:
+        """Parse a stored row; raises ``ValueError`` naming the first bad field."""
+        if not isinstance(data, dict):
+            raise ValueError("row is not a JSON object")
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown field {sorted(unknown)[0]!r}")
+        for name in ("agent_id", "hash", "signature", "signer_fp", "action", "target", "outcome", "detail"):
+            if not isinstance(data.get(name), str):
+                raise ValueError(f"field {name!r} is missing or not a string")
+        for name in ("prev_hash", "args_fp", "principal", "result_fp", "rule"):
+            if data.get(name) is not None and not isinstance(data[name], str):
+                raise ValueError(f"field {name!r} is not a string or null")
+        for name in ("seq", "at_ms"):
+            if type(data.get(name)) is not int:
+                raise ValueError(f"field {name!r} is missing or not an integer")
+        if data["action"] not in ACTIONS:
+            raise ValueError(f"unknown action {data['action']!r}")
+        if data["outcome"] not in OUTCOMES:
+            raise ValueError(f"unknown outcome {data['outcome']!r}")
+        return cls(**data)
+
+
+@dataclass(slots=True)
+class VerifyReport:
+    """The result of :meth:`Ledger.verify` for one agent.
+
+    ``first_bad_seq`` / ``first_bad_line`` name the first row that failed and ``reason`` says why.
+    ``torn_tail`` is true when the file ends in an incomplete line: a write cut short by a crash,
+    never acknowledged, which the writer cuts on its next open; it does not fail verification.
+    """
+
+    agent_id: str
+    ok: bool
+    rows: int
+    first_bad_seq: int | None = None
+    first_bad_line: int | None = None
+    reason: str | None = None
+    head_hash: str | None = None
+    checkpoint_seq: int | None = None
+    torn_tail: bool = False
+    signers: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as a JSON object."""
+        return asdict(self)
+
+
+def _lp(value: str) -> bytes:
+    data = value.encode("utf-8", "surrogatepass")
+    return _U32.pack(len(data)) + data
+
+
+def _opt(value: str | None) -> bytes:
+    return b"\x00" if value is None else b"\x01" + _lp(value)
+
+
+def row_hash(
+    *,
+    agent_id: str,
+    seq: int,
+    at_ms: int,
+    action: str,
+    outcome: str,
+    target: str,
+    args_fp: str | None,
+    detail: str,
+    signer_fp: str,
+    principal: str | None,
+    result_fp: str | None,
+    rule: str | None,
+    prev_hash: bytes | None,
+) -> bytes:
+    """The 32-byte SHA-256 of a row in the v2 layout (see the module docstring)."""
+    return hashlib.sha256(
+        b"".join(
+            (
+                HASH_DOMAIN,
+                _lp(agent_id),
+                _I64.pack(seq),
+                _I64.pack(at_ms),
+                _lp(action),
+                _lp(outcome),
+                _lp(target),
+                _opt(args_fp),
+                _lp(detail),
+                _lp(signer_fp),
+                _opt(principal),
+                _opt(result_fp),
+                _opt(rule),
+                _ZERO_HASH if prev_hash is None else prev_hash,
+            )
+        )
+    ).digest()
+
+
+def _hash_of(row: LedgerRow) -> bytes:
+    return row_hash(
+        agent_id=row.agent_id,
+        seq=row.seq,
+        at_ms=row.at_ms,
+        action=row.action,
+        outcome=row.outcome,
+        target=row.target,
+        args_fp=row.args_fp,
+        detail=row.detail,
+        signer_fp=row.signer_fp,
+        principal=row.principal,
+        result_fp=row.result_fp,
+        rule=row.rule,
+        prev_hash=None if row.prev_hash is None else bytes.fromhex(row.prev_hash),
+    )
+
+
+def checkpoint_digest(agent_id: str, seq: int, head_hash: bytes, signer_fp: str, at_ms: int) -> bytes:
+    """The 32-byte digest a checkpoint signature covers."""
+    return hashlib.sha256(
+        CHECKPOINT_DOMAIN + _lp(agent_id) + _I64.pack(seq) + head_hash + _lp(signer_fp) + _I64.pack(at_ms)
+    ).digest()
+
+
+def ledger_directory(config: AlephConfig) -> Path:
+    """The ledger directory a configuration names: ``[ledger] directory`` or ``<data_dir>/ledger``.
+
+    A relative ``directory`` is resolved like ``[workspace] data_dir``: against the project file's directory.
+    """
+    if config.ledger.directory:
+        return (config._base_dir / config.ledger.directory).expanduser().resolve()
+    return config.data_dir / "ledger"
+
+
+def _clip(value: str, limit: int) -> str:
+    if type(value) is str and len(value) <= limit and value.isascii():
+        return value  # the common case, kept cheap: it runs for several fields of every row
+    text = value if isinstance(value, str) else str(value)
+    # Lone surrogates cannot be stored as UTF-8; replace rather than lose the row.
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    return text if len(text) <= limit else text[: limit - len(_TRUNCATED)] + _TRUNCATED
+
+
+def _clip_opt(value: str | None, limit: int) -> str | None:
+    return None if value is None else _clip(value, limit)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class _Flush:
+    __slots__ = ("event",)
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+
+class _Sync:
+    """Ask the writer to record the agent's key state (rotation, revocation) without another record."""
+
+    __slots__ = ("agent_id",)
+
+    def __init__(self, agent_id: str) -> None:
+        self.agent_id = agent_id
+
+
+class _Stop:
+    __slots__ = ()
+
+
+_Item = LedgerRecord | _Flush | _Sync | _Stop
+
+
+@dataclass(slots=True)
+class _Chain:
+    """The writer's view of one agent's chain file."""
+
+    agent_id: str
+    path: Path
+    ckpt_path: Path
+    fd: int
+    size: int = 0
+    seq: int = 0
+    head: bytes | None = None
+    signer_fp: str | None = None
+    revoked: bool = False
+    ckpt_seq: int = 0
+    broken: str | None = None
+
+
+_OPEN_LEDGERS: weakref.WeakSet[Ledger] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_ledgers() -> None:
+    # Rows appended by a program that never closed its ledger still reach the disk at exit.
+    for ledger in list(_OPEN_LEDGERS):
+        with contextlib.suppress(Exception):
+            ledger.close()
+
+
+def _read_lines(path: Path) -> tuple[list[bytes], bool]:
+    """Complete lines of ``path`` and whether it ends in an incomplete (torn) line."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return [], False
+    lines = data.split(b"\n")
+    torn = lines[-1] != b""
+    return lines[:-1], torn
+
+
+class Ledger:
+    """Per-agent signed hash chains under ``directory``; see the module docstring for the format.
+
+    :meth:`append` and :meth:`append_nowait` never raise: a record that cannot be stored is logged
+    and counted in :attr:`lost_appends`. :meth:`flush` is a durability barrier; :meth:`aclose`
+    (or :meth:`close`) drains the queue and writes a final checkpoint per agent.
+    """
+
+    def __init__(self, directory: Path, *, checkpoint_every: int = 100, keystore: Keystore | None = None) -> None:
+        if not 1 <= checkpoint_every <= 1_000_000:
+            raise ValueError(f"checkpoint_every must be between 1 and 1000000, got {checkpoint_every}")
+        self.directory = Path(directory)
+        self.chains_dir = self.directory / "chains"
+        self.keystore = keystore if keystore is not None else Keystore(self.directory / "keys")
+        self.checkpoint_every = checkpoint_every
+        self.lost_appends = 0
+        self._queue: queue.Queue[_Item] = queue.Queue(QUEUE_SIZE)
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._chains: dict[str, _Chain] = {}
+
+    # ---- caller side -------------------------------------------------------------------------
+
+    def _lose(self, count: int, why: str) -> None:
+        with self._lock:
+            self.lost_appends += count
+        logger.error("ledger: %d record(s) not stored: %s", count, why)
+
+    def _start(self) -> bool:
+        with self._lock:
+            if self._closed:
+                return False
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="aleph-ledger-writer", daemon=True)
+                self._thread.start()
+                _OPEN_LEDGERS.add(self)
+            return True
+
+    async def append(self, record: LedgerRecord) -> None:
+        """Queue ``record``; waits only while the queue is full. Never raises."""
+        if self._thread is None or self._closed:
+            if not self._start():
+                self._lose(1, "the ledger is closed")
+                return
+        try:
+            self._queue.put_nowait(record)
+        except queue.Full:
+            # Backpressure: wait in a worker thread so the event loop keeps running (and the writer drains).
+            await anyio.to_thread.run_sync(self._put_blocking, record)
+
+    def append_nowait(self, record: LedgerRecord) -> None:
+        """Queue ``record`` from synchronous code (any thread); blocks only while the queue is full. Never raises."""
+        if (self._thread is None or self._closed) and not self._start():
+            self._lose(1, "the ledger is closed")
+            return
+        try:
+            self._queue.put_nowait(record)
+        except queue.Full:
+            self._put_blocking(record)
+
+    def _put_blocking(self, item: _Item) -> None:
+        try:
+            self._queue.put(item, timeout=60)
+        except queue.Full:
+            if isinstance(item, LedgerRecord):
+                self._lose(1, "the writer made no progress for 60 s")
+
+    async def flush(self) -> None:
+        """Return once everything appended before this call is written and fsync'd (or counted lost)."""
+        if self._thread is None:
+            return
+        marker = _Flush()
+        await anyio.to_thread.run_sync(self._put_blocking, marker)
+        await anyio.to_thread.run_sync(marker.event.wait, abandon_on_cancel=True)
+
+    def flush_sync(self, timeout: float | None = None) -> bool:
+        """Blocking :meth:`flush` for synchronous code; False if ``timeout`` passed first."""
+        if self._thread is None or not self._thread.is_alive():
+            return True
+        marker = _Flush()
+        self._put_blocking(marker)
+        return marker.event.wait(timeout)
+
+    async def rotate_key(self, agent_id: str) -> str:
+        """Rotate the key and record ``identity_rotated``, signed by the old key; returns the new fingerprint."""
+        fp = self.keystore.rotate(agent_id)
+        if self._start():
+            await anyio.to_thread.run_sync(self._put_blocking, _Sync(agent_id))
+        return fp
+
+    async def revoke_key(self, agent_id: str) -> None:
+        """Revoke the agent's identity and record ``identity_revoked``; the agent keeps signing."""
+        self.keystore.revoke(agent_id)
+        if self._start():
+            await anyio.to_thread.run_sync(self._put_blocking, _Sync(agent_id))
+
+    def close(self) -> None:
+        """Drain the queue, write a final checkpoint per agent written to, and stop the writer."""
+        with self._lock:
+            already = self._closed
+            self._closed = True
+            thread = self._thread
+        if thread is None or already:
+            if thread is not None:
+                thread.join()
+            return
+        self._put_blocking(_Stop())
+        thread.join()
+        _OPEN_LEDGERS.discard(self)
+
+    async def aclose(self) -> None:
+        """Async :meth:`close`."""
+        await anyio.to_thread.run_sync(self.close)
+
+    async def __aenter__(self) -> Ledger:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # ---- writer side -------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            while len(batch) < 4096:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                stop = self._process(batch)
+            except Exception:  # the writer must outlive any single bad batch
+                logger.exception("ledger: writer failed on a batch")
+                stop = any(isinstance(item, _Stop) for item in batch)
+                for item in batch:
+                    if isinstance(item, _Flush):
+                        item.event.set()
+            if stop:
+                return
+
+    def _process(self, batch: list[_Item]) -> bool:
+        per_agent: dict[str, list[LedgerRecord | _Sync]] = {}
+        flushes: list[_Flush] = []
+        stop = False
+        for item in batch:
+            if isinstance(item, LedgerRecord | _Sync):
+                per_agent.setdefault(item.agent_id, []).append(item)
+            elif isinstance(item, _Flush):
+                flushes.append(item)
+            else:
+                stop = True
+        for agent_id, items in per_agent.items():
+            self._commit(agent_id, items)
+        if stop:
+            for chain in self._chains.values():
+                self._final_checkpoint(chain)
+                with contextlib.suppress(OSError):
+                    os.close(chain.fd)
+            self._chains.clear()
+        for marker in flushes:
+            marker.event.set()
+        return stop
+
+    def _chain_paths(self, agent_id: str) -> tuple[Path, Path]:
+        stem = agent_file_stem(agent_id)
+        return self.chains_dir / f"{stem}.jsonl", self.chains_dir / f"{stem}.ckpt.jsonl"
+
+    def _open_chain(self, agent_id: str) -> _Chain:
+        chain = self._chains.get(agent_id)
+        if chain is not None:
+            return chain
+        check_agent_id(agent_id)
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.chains_dir.mkdir(exist_ok=True, mode=0o700)
+        path, ckpt_path = self._chain_paths(agent_id)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        chain = _Chain(agent_id, path, ckpt_path, fd)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            self._load_state(chain)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        self._chains[agent_id] = chain
+        return chain
+
+    def _load_state(self, chain: _Chain) -> str | None:
+        """Read the chain head from the file tail, cutting a torn final line left by a crash.
+
+        Returns (and stores in ``chain.broken``) why the chain cannot be appended to, or None.
+        """
+        size = os.fstat(chain.fd).st_size
+        start = max(0, size - _TAIL_WINDOW)
+        tail = os.pread(chain.fd, size - start, start)
+        cut = tail.rfind(b"\n")
+        keep = start + cut + 1 if cut >= 0 else start
+        if keep != size:
+            if cut < 0 and start > 0:
+                chain.broken = f"{chain.path}: no complete row in the last {_TAIL_WINDOW} bytes"
+                return chain.broken
+            os.ftruncate(chain.fd, keep)
+            os.fsync(chain.fd)
+            logger.warning(
+                "ledger: %s ended in a torn row (%d bytes, a write cut short by a crash); cut it, earlier rows kept",
+                chain.path,
+                size - keep,
+            )
+            tail = tail[: keep - start]
+        chain.size = keep
+        chain.seq, chain.head, chain.signer_fp, chain.revoked = 0, None, None, False
+        lines = tail.split(b"\n")[:-1]
+        if lines:
+            try:
+                last = LedgerRow.from_json(json.loads(lines[-1]))
+            except ValueError as exc:
+                chain.broken = f"{chain.path}: the last row is unreadable ({exc}); run `aleph ledger verify`"
+                return chain.broken
+            chain.seq, chain.head, chain.signer_fp = last.seq, bytes.fromhex(last.hash), last.signer_fp
+            if self.keystore.is_revoked(chain.agent_id):
+                with chain.path.open("rb") as fh:
+                    chain.revoked = b'"action": "identity_revoked"' in fh.read()
+        chain.ckpt_seq = 0
+        ckpt_lines, _ = _read_lines(chain.ckpt_path)
+        for raw in reversed(ckpt_lines):
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                chain.ckpt_seq = int(json.loads(raw)["seq"])
+                break
+        return None
+
+    def _row(
+        self,
+        chain_state: list[Any],
+        signer: Signer,
+        *,
+        action: str,
+        target: str,
+        outcome: str,
+        detail: str,
+        args_fp: str | None = None,
+        principal: str | None = None,
+        result_fp: str | None = None,
+        rule: str | None = None,
+    ) -> bytes:
+        seq, prev = chain_state[0] + 1, chain_state[1]
+        agent_id = signer.agent_id
+        at_ms = _now_ms()
+        digest = row_hash(
+            agent_id=agent_id,
+            seq=seq,
+            at_ms=at_ms,
+            action=action,
+            outcome=outcome,
+            target=target,
+            args_fp=args_fp,
+            detail=detail,
+            signer_fp=signer.fingerprint,
+            principal=principal,
+            result_fp=result_fp,
+            rule=rule,
+            prev_hash=prev,
+        )
+        # The same keys, in the same order, as LedgerRow (built directly: asdict() costs on the hot path).
+        row = {
+            "agent_id": agent_id,
+            "seq": seq,
+            "prev_hash": None if prev is None else prev.hex(),
+            "hash": digest.hex(),
+            "signature": signer.sign(digest).hex(),
+            "signer_fp": signer.fingerprint,
+            "action": action,
+            "target": target,
+            "outcome": outcome,
+            "args_fp": args_fp,
+            "detail": detail,
+            "at_ms": at_ms,
+            "principal": principal,
+            "result_fp": result_fp,
+            "rule": rule,
+        }
+        chain_state[0], chain_state[1], chain_state[2] = seq, digest, signer.fingerprint
+        if seq % self.checkpoint_every == 0:
+            chain_state[4].append((seq, digest, signer.fingerprint))
+        return json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n"
+
+    def _identity_rows(self, chain: _Chain, state: list[Any], out: list[bytes]) -> Signer:
+        """Append the genesis, rotation and revocation rows the keystore calls for; return the active signer."""
+        agent_id = chain.agent_id
+        active = self.keystore.signer(agent_id)
+        if state[0] == 0:
+            out.append(
+                self._row(
+                    state,
+                    active,
+                    action="identity_created",
+                    target=active.fingerprint,
+                    outcome="ok",
+                    detail=f"chain opened under key {active.fingerprint}",
+                )
+            )
+        elif state[2] != active.fingerprint:
+            # The old key vouches for the new one, so a key swapped in behind the ledger's back fails verify.
+            old = self.keystore.signer_for(agent_id, state[2])
+            out.append(
+                self._row(
+                    state,
+                    old,
+                    action="identity_rotated",
+                    target=active.fingerprint,
+                    outcome="ok",
+                    detail=f"key rotated from {old.fingerprint} to {active.fingerprint}",
+                )
+            )
+            state[2] = active.fingerprint  # rows after the rotation row are signed by the new key
+        if not state[3] and self.keystore.is_revoked(agent_id):
+            out.append(
+                self._row(
+                    state,
+                    active,
+                    action="identity_revoked",
+                    target=active.fingerprint,
+                    outcome="ok",
+                    detail=f"identity revoked; the agent keeps signing under key {active.fingerprint}",
+                )
+            )
+            state[3] = True
+        return active
+
+    def _commit(self, agent_id: str, items: list[LedgerRecord | _Sync]) -> None:
+        records = sum(1 for item in items if isinstance(item, LedgerRecord))
+        try:
+            self._commit_locked(agent_id, items, records)
+        except Exception as exc:  # an unexpected failure loses this agent's batch, never the writer
+            logger.exception("ledger: unexpected failure writing the chain of agent %r", agent_id)
+            self._lose(records, f"unexpected {type(exc).__name__}: {exc}")
+
+    def _commit_locked(self, agent_id: str, items: list[LedgerRecord | _Sync], records: int) -> None:
+        try:
+            chain = self._open_chain(agent_id)
+        except (OSError, ValueError, AlephError) as exc:
+            self._lose(records, f"cannot open the chain of agent {agent_id!r}: {exc}")
+            return
+        if chain.broken:
+            self._lose(records, chain.broken)
+            return
+        fcntl.flock(chain.fd, fcntl.LOCK_EX)
+        try:
+            if os.fstat(chain.fd).st_size != chain.size:
+                broken = self._load_state(chain)  # another process appended since our last batch
+                if broken:
+                    self._lose(records, broken)
+                    return
+            # seq, head hash, signer fingerprint, revocation recorded, checkpoints due (seq, head, signer)
+            state: list[Any] = [chain.seq, chain.head, chain.signer_fp, chain.revoked, []]
+            lines: list[bytes] = []
+            stored = 0
+            signer: Signer | None = None
+            for item in items:
+                try:
+                    # Key state is read once per batch, and again after an explicit rotate/revoke.
+                    if signer is None or isinstance(item, _Sync):
+                        signer = self._identity_rows(chain, state, lines)
+                    if isinstance(item, _Sync):
+                        continue
+                    if item.action not in ACTIONS or item.outcome not in OUTCOMES:
+                        self._lose(1, f"unknown action {item.action!r} or outcome {item.outcome!r}")
+                        continue
+                    lines.append(
+                        self._row(
+                            state,
+                            signer,
+                            action=item.action,
+                            target=_clip(item.target, MAX_TARGET),
+                            outcome=item.outcome,
+                            detail=_clip(item.detail, MAX_DETAIL),
+                            args_fp=_clip_opt(item.args_fp, MAX_SHORT),
+                            principal=_clip_opt(item.principal, MAX_SHORT),
+                            result_fp=_clip_opt(item.result_fp, MAX_SHORT),
+                            rule=_clip_opt(item.rule, MAX_SHORT),
+                        )
+                    )
+                    stored += 1
+                except AlephError as exc:
+                    self._lose(1 if isinstance(item, LedgerRecord) else 0, f"agent {agent_id!r}: {exc}")
+            if not lines:
+                return
+            data = b"".join(lines)
+            try:
+                written = 0
+                while written < len(data):
+                    written += os.write(chain.fd, data[written:])
+                os.fsync(chain.fd)
+            except OSError as exc:
+                # Leave no partial row behind: the chain must stay verifiable after a failed write.
+                with contextlib.suppress(OSError):
+                    os.ftruncate(chain.fd, chain.size)
+                self._lose(stored, f"writing {chain.path} failed: {exc}")
+                return
+            chain.size += len(data)
+            chain.seq, chain.head, chain.signer_fp, chain.revoked = state[:4]
+            # Checkpoints follow the rows they vouch for onto the disk, never precede them.
+            self._write_checkpoints(chain, state[4])
+        finally:
+            fcntl.flock(chain.fd, fcntl.LOCK_UN)
+
+    def _write_checkpoints(self, chain: _Chain, due: list[tuple[int, bytes, str]]) -> None:
+        if not due:
+            return
+        try:
+            lines = b"".join(
+                json.dumps(_signed_checkpoint(self.keystore.signer_for(chain.agent_id, fp), seq, head)).encode() + b"\n"
+                for seq, head, fp in due
+            )
+            fd = os.open(chain.ckpt_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, lines)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            chain.ckpt_seq = due[-1][0]
+        except (OSError, AlephError) as exc:
+            logger.error("ledger: checkpoint of agent %r at seq %d not written: %s", chain.agent_id, due[-1][0], exc)
+
+    def _final_checkpoint(self, chain: _Chain) -> None:
+        if chain.broken or chain.seq <= chain.ckpt_seq:
+            return
+        fcntl.flock(chain.fd, fcntl.LOCK_EX)
+        try:
+            if os.fstat(chain.fd).st_size == chain.size and chain.head is not None and chain.signer_fp:
+                self._write_checkpoints(chain, [(chain.seq, chain.head, chain.signer_fp)])
+        finally:
+            fcntl.flock(chain.fd, fcntl.LOCK_UN)
+
+    # ---- readers -----------------------------------------------------------------------------
+
+    def agents(self) -> list[str]:
+        """Agents that have a chain here, sorted."""
+        out = []
+        for path in sorted(self.chains_dir.glob("*.jsonl")):
+            if path.name.endswith(".ckpt.jsonl"):
+                continue
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError), path.open("rb") as fh:
+                agent = json.loads(fh.readline())["agent_id"]
+                if isinstance(agent, str) and self._chain_paths(agent)[0] == path:
+                    out.append(agent)
+        return sorted(out)
+
+    def rows(self, agent_id: str, *, limit: int | None = None) -> list[LedgerRow]:
+        """The agent's stored rows, oldest first; with ``limit``, only the newest ``limit``.
+
+        Reads the file as it is (no verification); rows still queued are not included — :meth:`flush` first.
+        Raises :class:`LedgerError` if a row cannot be parsed (run :meth:`verify` to locate it).
+        """
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be >= 0, got {limit}")
+        lines, _ = _read_lines(self._chain_paths(check_agent_id(agent_id))[0])
+        if limit is not None:
+            lines = lines[len(lines) - limit :] if limit else []
+        out = []
+        for raw in lines:
+            try:
+                out.append(LedgerRow.from_json(json.loads(raw)))
+            except ValueError as exc:
+                raise LedgerError(f"ledger of agent {agent_id!r} has an unreadable row: {exc}") from None
+        return out
+
+    def verify(self, agent_id: str, *, checkpoint: Path | None = None) -> VerifyReport:
+        """Check the agent's chain row by row, then against its newest stored checkpoint and ``checkpoint``.
+
+        Detects an edited field, a reordered, deleted or inserted row, a bad signature, an unknown or
+        undeclared signer, a wrong genesis, an unreadable row, and (against a checkpoint) a deleted tail.
+        """
+        check_agent_id(agent_id)
+        path, ckpt_path = self._chain_paths(agent_id)
+        report = VerifyReport(agent_id=agent_id, ok=False, rows=0)
+        lines, report.torn_tail = _read_lines(path)
+        if not lines:
+            report.reason = f"no ledger rows for agent {agent_id!r} in {self.chains_dir}"
+            return report
+        keys = self.keystore.public_keys(agent_id)
+        hashes: list[str] = []
+        expected_signer: str | None = None
+        prev: str | None = None
+
+        def bad(seq: int, line: int, reason: str) -> VerifyReport:
+            report.first_bad_seq, report.first_bad_line, report.reason = seq, line, reason
+            report.rows, report.head_hash = len(hashes), prev
+            return report
+
+        for line_no, raw in enumerate(lines, start=1):
+            seq = line_no
+            try:
+                row = LedgerRow.from_json(json.loads(raw))
+            except ValueError as exc:
+                return bad(seq, line_no, f"row is unreadable: {exc}")
+            if row.seq != seq:
+                what = "missing or moved" if row.seq > seq else "out of order or duplicated"
+                return bad(seq, line_no, f"expected seq {seq} but found seq {row.seq}: a row is {what}")
+            if row.agent_id != agent_id:
+                return bad(seq, line_no, f"row belongs to agent {row.agent_id!r}")
+            if seq == 1:
+                if row.prev_hash is not None or row.action != "identity_created":
+                    return bad(seq, line_no, "wrong genesis: seq 1 must be identity_created with no prev hash")
+                expected_signer = row.signer_fp
+            elif row.prev_hash != prev:
+                return bad(seq, line_no, "prev_hash does not match the hash of the row before: the chain is broken")
+            try:
+                computed = _hash_of(row)
+            except ValueError:
+                return bad(seq, line_no, "prev_hash is not hex")
+            if computed.hex() != row.hash:
+                return bad(seq, line_no, "hash mismatch: a field of this row was changed after it was written")
+            public = keys.get(row.signer_fp)
+            if public is None:
+                return bad(seq, line_no, f"unknown signer {row.signer_fp}: no such key for this agent in the keystore")
+            if row.signer_fp != expected_signer:
+                why = f"signed by {row.signer_fp} but the chain's key is {expected_signer} (no rotation row)"
+                return bad(seq, line_no, why)
+            try:
+                signature = bytes.fromhex(row.signature)
+            except ValueError:
+                signature = b""
+            if not verify_signature(public, signature, computed):
+                return bad(seq, line_no, f"bad signature under key {row.signer_fp}")
+            if row.action == "identity_rotated":
+                if row.target not in keys:
+                    return bad(seq, line_no, f"rotation to unknown key {row.target}")
+                expected_signer = row.target
+            if row.signer_fp not in report.signers:
+                report.signers.append(row.signer_fp)
+            hashes.append(row.hash)
+            prev = row.hash
+        report.rows, report.head_hash = len(hashes), prev
+
+        ckpt_lines, _ = _read_lines(ckpt_path)
+        sources: list[tuple[str, bytes]] = []
+        if ckpt_lines:
+            sources.append((f"stored checkpoint {ckpt_path.name}", ckpt_lines[-1]))
+        if checkpoint is not None:
+            try:
+                sources.append((f"checkpoint {checkpoint}", Path(checkpoint).read_bytes()))
+            except OSError as exc:
+                report.reason = f"cannot read checkpoint {checkpoint}: {exc.strerror}"
+                return report
+        for label, raw in sources:
+            problem, ck_seq = _check_checkpoint(raw, agent_id, keys, hashes)
+            if problem is not None:
+                report.first_bad_seq = ck_seq
+                report.first_bad_line = ck_seq
+                report.reason = f"{label}: {problem}"
+                return report
+            report.checkpoint_seq = max(report.checkpoint_seq or 0, ck_seq or 0)
+        report.ok = True
+        return report
+
+    def export_checkpoint(self, agent_id: str, path: Path) -> None:
+        """Write a signed checkpoint of the agent's current head to ``path`` (keep it off this machine).
+
+        The chain is verified first: a checkpoint never vouches for a tampered chain. Rows still
+        queued are not covered — await :meth:`flush` first.
+        """
+        report = self.verify(agent_id)
+        if not report.ok or report.head_hash is None:
+            raise LedgerError(f"not exporting a checkpoint for agent {agent_id!r}: {report.reason}")
+        head = self.rows(agent_id, limit=1)[-1]
+        signer = self.keystore.signer_for(agent_id, head.signer_fp)
+        data = json.dumps(_signed_checkpoint(signer, head.seq, bytes.fromhex(head.hash)), indent=1) + "\n"
+        Path(path).write_text(data, encoding="utf-8")
+
+
+def _signed_checkpoint(signer: Signer, seq: int, head: bytes) -> dict[str, Any]:
+    at_ms = _now_ms()
+    digest = checkpoint_digest(signer.agent_id, seq, head, signer.fingerprint, at_ms)
+    return {
+        "agent_id": signer.agent_id,
+        "seq": seq,
+        "head_hash": head.hex(),
+        "signer_fp": signer.fingerprint,
+        "at_ms": at_ms,
+        "signature": signer.sign(digest).hex(),
+    }
+
+
+def _check_checkpoint(
+    raw: bytes, agent_id: str, keys: dict[str, bytes], hashes: list[str]
+) -> tuple[str | None, int | None]:
+    """``(problem, seq)``: problem is None when the checkpoint is valid and the chain still holds its head."""
+    try:
+        data = json.loads(raw)
+        seq, head_hex, signer_fp, at_ms = data["seq"], data["head_hash"], data["signer_fp"], data["at_ms"]
+        if data["agent_id"] != agent_id:
+            return f"belongs to agent {data['agent_id']!r}, not {agent_id!r}", None
+        if type(seq) is not int or type(at_ms) is not int or seq < 1:
+            raise ValueError("seq/at_ms")
+        head, signature = bytes.fromhex(head_hex), bytes.fromhex(data["signature"])
+    except (ValueError, TypeError, KeyError) as exc:
+        return f"unreadable ({type(exc).__name__}: {exc})", None
+    public = keys.get(signer_fp)
+    if public is None:
+        return f"signed by unknown key {signer_fp}", seq
+    if fingerprint(public) != signer_fp or not verify_signature(
+        public, signature, checkpoint_digest(agent_id, seq, head, signer_fp, at_ms)
+    ):
+        return "bad signature", seq
+    if seq > len(hashes):
+        return (
+            f"records seq {seq} but the chain ends at seq {len(hashes)}: rows {len(hashes) + 1}..{seq} were removed",
+            len(hashes) + 1,
+        )
+    if hashes[seq - 1] != head_hex:
+        return f"row {seq} has hash {hashes[seq - 1][:16]}… but the checkpoint records {head_hex[:16]}…", seq
+    return None, seq
