@@ -567,3 +567,20 @@ def test_verify_of_an_agent_without_rows_says_so(tmp_path: Path) -> None:
     report = Ledger(tmp_path).verify("ghost")
     assert (False, None) == (report.ok, report.first_bad_seq)
     assert "no ledger rows" in (report.reason or "")
+
+
+@pytest.mark.anyio
+async def test_chains_evicted_from_the_open_set_resume_correctly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("aleph._ledger._MAX_OPEN_CHAINS", 2)
+    ledger = Ledger(tmp_path)
+    for round_ in range(3):
+        for agent in ("a", "b", "c", "d"):
+            await ledger.append(record(round_, agent=agent))
+            await ledger.flush()
+    assert 2 >= len(ledger._chains)
+    await ledger.aclose()
+    for agent in ("a", "b", "c", "d"):
+        assert [1, 2, 3, 4] == [r.seq for r in ledger.rows(agent)]
+        assert ledger.verify(agent).ok

@@ -173,6 +173,10 @@ class ToolsConfig(_Section):
     """``"auto:N"`` defers non-core tools once full definitions exceed N% of ``context_budget_tokens``."""
     context_budget_tokens: int = Field(default=200_000, ge=1_000, le=10_000_000)
     """The model's context size used by ``defer = "auto:N"`` (tokens ≈ characters / 4)."""
+    max_input_bytes: int = Field(default=1_000_000, ge=1_000, le=100_000_000)
+    """Largest tool input accepted (strings and keys counted); larger calls fail validation."""
+    max_output_chars: int = Field(default=100_000, ge=1_000, le=100_000_000)
+    """Larger tool outputs are saved under the data directory and replaced by a preview and the path."""
 
     @field_validator("defer")
     @classmethod
@@ -211,6 +215,8 @@ class McpServerConfig(_Section):
     """``auto`` tries 2026-07-28 ``server/discover`` first; ``legacy`` forces ``initialize``."""
     tool_filter: list[str] | None = None
     """If set, only these tool names (globs allowed) are registered."""
+    trust_annotations: bool = False
+    """Believe the server's ``idempotentHint``/``readOnlyHint`` for retries and the ledger (off: they are untrusted hints)."""
 
 
 class McpConfig(_Section):

@@ -13,8 +13,12 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from aleph._approval import ApprovalRequester
     from aleph._config import AlephConfig
     from aleph._plugins import PluginContext, ToolRegistrar
+    from aleph._turn import TurnContext
+    from aleph._types import ToolFacts, ToolSource
+    from aleph._verdict import PolicyVote
 
 __all__ = ["NAME", "hookimpl", "hookspec"]
 
@@ -67,4 +71,31 @@ def aleph_image_providers(register: Callable[[str, Callable[[str, str], Awaitabl
         async callable (``size`` like ``"512x512"``) returning the encoded image bytes (PNG or JPEG); it
         runs at call time and may do I/O. A name registered twice is an error.
     The result is ignored. Without any provider ``image_generate`` reports "image generation not available".
+    """
+
+
+@hookspec
+def aleph_tool_policy(
+    tool: str,
+    input: Mapping[str, Any],
+    facts: ToolFacts,
+    source: ToolSource,
+    turn: TurnContext | None,
+    agent: str | None,
+    channel: str | None,
+) -> PolicyVote | None:
+    """Called by the chokepoint for every call that reaches the policy stage, before any human is asked.
+
+    Return ``PolicyVote("deny", reason)`` or ``PolicyVote("ask", reason)`` to tighten the decision, or None
+    to abstain. Votes can only tighten: "allow" does not exist, and a deny from any plugin wins. A hook
+    that raises is treated as an "ask" vote (fail closed). Must be fast and do no I/O.
+    """
+
+
+@hookspec(firstresult=True)
+def aleph_approval_requester(config: AlephConfig) -> ApprovalRequester | None:
+    """Called once per runtime to find the default approval requester (a chat card, a desktop prompt).
+
+    Stops at the first non-None result. A requester passed to ``rt.tool_service(requester=...)`` wins over
+    it. With no requester at all, calls that need approval are refused ("no approval channel is available").
     """

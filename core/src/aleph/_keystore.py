@@ -14,6 +14,7 @@ of what it did after revocation is worth more than silence — but it can no lon
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -44,10 +45,15 @@ def fingerprint(public_key: bytes) -> str:
     return hashlib.sha256(public_key).digest()[:16].hex()
 
 
+@functools.lru_cache(maxsize=256)
+def _public_key(raw: bytes) -> Ed25519PublicKey:
+    return Ed25519PublicKey.from_public_bytes(raw)
+
+
 def verify_signature(public_key: bytes, signature: bytes, message: bytes) -> bool:
     """True when ``signature`` is a valid Ed25519 signature of ``message`` under ``public_key``."""
     try:
-        Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)
+        _public_key(public_key).verify(signature, message)
     except (InvalidSignature, ValueError):
         return False
     return True

@@ -263,6 +263,18 @@ class PluginManager:
                 results.append((impl.plugin_name, value))
         return results
 
+    def hook_functions(self, hook: str) -> list[tuple[str, Callable[..., Any]]]:
+        """(plugin name, function) for every implementation of ``hook``, in registration order."""
+        def bind(impl: Any) -> Callable[..., Any]:
+            return lambda **kwargs: impl.function(**_kwargs(impl, **kwargs))
+
+        return [(impl.plugin_name, bind(impl)) for impl in self._impls(hook)]
+
+    def first_result(self, hook: str, **kwargs: Any) -> Any:
+        """The first non-None result of ``hook`` (failures isolated like :meth:`call_each`)."""
+        results = self.call_each(hook, **kwargs)
+        return results[0][1] if results else None
+
     def report(self) -> dict[str, Any]:
         """Loaded, failed and blocked plugins, for ``aleph plugins``."""
         return {

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
+from aleph._access import AccessControl, build_chokepoint
+from aleph._approval import ApprovalRequester
 from aleph._config import AlephConfig, load_config
 from aleph._plugins import Cleanup, PluginManager
 from aleph._registry import RegisteredTool, ToolRegistry
-from aleph._service import ToolService, UnscopedToolService
+from aleph._scoped import DefinitionRewriter, ScopedToolService
+from aleph._tiers import ExecTier
 from aleph._tool import Tool
+from aleph._turn import TurnContext
 from aleph._types import ToolSource
 
 __all__ = ["Aleph", "load"]
@@ -32,11 +36,19 @@ class Aleph:
     """
 
     def __init__(
-        self, config: AlephConfig, plugins: PluginManager, registry: ToolRegistry, cleanups: list[Cleanup]
+        self,
+        config: AlephConfig,
+        plugins: PluginManager,
+        registry: ToolRegistry,
+        cleanups: list[Cleanup],
     ) -> None:
         self.config = config
         self.plugins = plugins
         self.registry = registry
+        self.access = AccessControl(config)
+        """Validated permission layers and tier settings."""
+        self.chokepoint = build_chokepoint(config, registry, plugins)
+        """State shared by every scoped service: approval grants, ledger, event log, caches."""
         self._cleanups = cleanups
         self._closed = False
 
@@ -59,6 +71,10 @@ class Aleph:
                 await cleanup()
             except Exception:
                 log.exception("a plugin cleanup failed")
+        if self.chokepoint.ledger is not None:
+            await self.chokepoint.ledger.aclose()
+        if self.chokepoint.events is not None:
+            self.chokepoint.events.close()
 
     def register(self, tool: Tool, *, source: ToolSource | None = None) -> RegisteredTool:
         """Add one tool owned by the program itself."""
@@ -68,12 +84,36 @@ class Aleph:
         self,
         agent: str | None = None,
         channel: str | None = None,
-        turn: Any = None,
-        requester: Any = None,
-        tier: str | None = None,
-    ) -> ToolService:
-        """The tool service for one request."""
-        return UnscopedToolService(self.registry)
+        turn: TurnContext | None = None,
+        requester: ApprovalRequester | None = None,
+        tier: str | ExecTier | None = None,
+        *,
+        channel_permissions: Mapping[str, Any] | None = None,
+        rewriters: Sequence[DefinitionRewriter] = (),
+        deferred: Any = None,
+    ) -> ScopedToolService:
+        """The permission-checked tool service for one request.
+
+        :param agent: the agent acting (its ``[agents.<name>]`` layer and allow-set apply).
+        :param channel: where the request came from (its ``[channels.<name>]`` layer and role apply).
+        :param turn: session, caller role, unattended / plan flags; tools read it with ``aleph.current_turn()``.
+        :param requester: who to ask when a call needs approval (default: a plugin's, else nobody).
+        :param tier: ``plan`` / ``ask`` / ``auto`` / ``full`` for this request (default: agent, then global).
+        :param channel_permissions: a request-time permission layer (same shape as ``tool_permissions``);
+            a malformed one denies everything.
+        """
+        return ScopedToolService(
+            self.chokepoint,
+            policy=self.access.policy(agent, channel, channel_permissions),
+            tier=self.access.tier(agent, channel, tier, turn),
+            agent=agent,
+            channel=channel,
+            turn=turn,
+            requester=requester,
+            allowed=self.access.allowed(agent),
+            rewriters=rewriters,
+            deferred=deferred,
+        )
 
 
 def load(

@@ -117,18 +117,29 @@ def validation_errors(exc: ValidationError) -> list[dict[str, str]]:
     return out
 
 
-def check_input_bounds(value: Any, *, max_depth: int = MAX_INPUT_DEPTH) -> str | None:
-    """A reason when ``value`` nests deeper than ``max_depth``, else None. Iterative: no recursion limit."""
+def check_input_bounds(value: Any, *, max_depth: int = MAX_INPUT_DEPTH, max_bytes: int = 1_000_000) -> str | None:
+    """A reason when ``value`` nests deeper than ``max_depth`` or carries more than about ``max_bytes``.
+
+    Iterative (no recursion limit); strings count by length, keys included, so the walk is cheap.
+    """
+    size = 0
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
-        if isinstance(node, dict):
-            children: Any = node.values()
+        if isinstance(node, str):
+            size += len(node)
+        elif isinstance(node, dict):
+            if depth > max_depth:
+                return f"input nests deeper than {max_depth} levels"
+            for key, child in node.items():
+                size += len(key) if isinstance(key, str) else 8
+                stack.append((child, depth + 1))
         elif isinstance(node, list | tuple):
-            children = node
+            if depth > max_depth:
+                return f"input nests deeper than {max_depth} levels"
+            stack.extend((child, depth + 1) for child in node)
         else:
-            continue
-        if depth > max_depth:
-            return f"input nests deeper than {max_depth} levels"
-        stack.extend((child, depth + 1) for child in children)
+            size += 8
+        if size > max_bytes:
+            return f"input is larger than {max_bytes} bytes"
     return None

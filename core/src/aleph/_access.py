@@ -1,0 +1,166 @@
+"""Access control set-up: the permission layers of every agent and channel, validated at load.
+
+Layers come from ``[policies.tool_permissions]`` (global), ``[agents.<a>.tool_permissions]`` and
+``[channels.<c>.tool_permissions]``. A malformed rule is a configuration error naming the rule, so a
+present-but-broken layer never silently falls away. Request-time layers (a channel's permissions
+stamped into a request) that do not validate fail closed: they deny everything.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from aleph._config import AlephConfig
+from aleph._errors import ConfigError
+from aleph._events import EventLog
+from aleph._gate import ApprovalGate
+from aleph._ledger import Ledger
+from aleph._plugins import PluginManager
+from aleph._policy import PermissionLayer, PermissionPolicy
+from aleph._registry import ToolRegistry
+from aleph._scoped import Chokepoint
+from aleph._tiers import ExecTier, resolve_exec_tier
+from aleph._turn import TurnContext
+
+__all__ = ["AccessControl", "build_chokepoint"]
+
+
+class AccessControl:
+    """Validated permission layers and tier settings, with one merged policy per (agent, channel)."""
+
+    def __init__(self, config: AlephConfig) -> None:
+        self.config = config
+        workspace = str(config.workspace_root)
+        self._workspace = workspace
+        self.global_layer = PermissionLayer.from_config(
+            "global",
+            config.policies.tool_permissions,
+            workspace=workspace,
+            origin=config.origin("policies.tool_permissions"),
+            key_prefix="policies.tool_permissions",
+        )
+        self.agent_layers: dict[str, PermissionLayer] = {}
+        for name, agent in config.agents.items():
+            if agent.tool_permissions is not None:
+                key = f"agents.{name}.tool_permissions"
+                self.agent_layers[name] = PermissionLayer.from_config(
+                    f"agent:{name}",
+                    agent.tool_permissions,
+                    workspace=workspace,
+                    origin=config.origin(key),
+                    key_prefix=key,
+                )
+        self.channel_layers: dict[str, PermissionLayer] = {}
+        for name, channel in config.channels.items():
+            if channel.tool_permissions is not None:
+                key = f"channels.{name}.tool_permissions"
+                self.channel_layers[name] = PermissionLayer.from_config(
+                    f"channel:{name}",
+                    channel.tool_permissions,
+                    workspace=workspace,
+                    origin=config.origin(key),
+                    key_prefix=key,
+                )
+        self._policies: dict[tuple[str | None, str | None], PermissionPolicy] = {}
+        self._lock = threading.Lock()
+
+    def policy(
+        self, agent: str | None = None, channel: str | None = None, channel_permissions: Mapping[str, Any] | None = None
+    ) -> PermissionPolicy:
+        """The merged policy global → agent → channel (cached); ``channel_permissions`` adds a request layer."""
+        if channel_permissions is not None:
+            return PermissionPolicy([*self._layers(agent, channel), self._request_layer(channel_permissions)])
+        key = (agent, channel)
+        policy = self._policies.get(key)
+        if policy is None:
+            with self._lock:
+                policy = self._policies.get(key)
+                if policy is None:
+                    policy = self._policies[key] = PermissionPolicy(self._layers(agent, channel))
+        return policy
+
+    def _layers(self, agent: str | None, channel: str | None) -> list[PermissionLayer]:
+        layers = [self.global_layer]
+        if agent is not None and agent in self.agent_layers:
+            layers.append(self.agent_layers[agent])
+        if channel is not None and channel in self.channel_layers:
+            layers.append(self.channel_layers[channel])
+        return layers
+
+    def _request_layer(self, permissions: Mapping[str, Any]) -> PermissionLayer:
+        try:
+            return PermissionLayer.from_config("request", permissions, workspace=self._workspace)
+        except ConfigError:
+            # Present but malformed: fail closed; the layer's name says why in every refusal.
+            return PermissionLayer("request (malformed, so it denies everything)", "deny", [])
+
+    def allowed(self, agent: str | None) -> frozenset[str] | None:
+        """The agent's allow-set (None = every tool; an empty list allows nothing)."""
+        if agent is None or agent not in self.config.agents:
+            return None
+        names = self.config.agents[agent].allowed_tools
+        return None if names is None else frozenset(names)
+
+    def tier(
+        self, agent: str | None, channel: str | None, requested: str | ExecTier | None, turn: TurnContext | None
+    ) -> ExecTier:
+        """Request > agent setting > install-wide setting, then the guest clamp."""
+        configured = ExecTier.parse(self.config.policies.exec_tier)
+        stored = None
+        if agent is not None and agent in self.config.agents and self.config.agents[agent].exec_tier:
+            stored = ExecTier.parse(self.config.agents[agent].exec_tier)
+        role = turn.caller_role if turn is not None and turn.caller_role else None
+        if role is None and channel is not None and channel in self.config.channels:
+            role = self.config.channels[channel].role
+        wanted = ExecTier.parse(requested) if requested is not None else None
+        return resolve_exec_tier(configured, wanted, stored, role)
+
+
+def build_chokepoint(config: AlephConfig, registry: ToolRegistry, plugins: PluginManager) -> Chokepoint:
+    """The runtime's shared chokepoint state: gate, ledger, event log, command floor, plugin voters."""
+    data_dir = config.data_dir
+    ledger = None
+    if config.ledger.enabled:
+        directory = Path(config.ledger.directory).expanduser() if config.ledger.directory else data_dir / "ledger"
+        ledger = Ledger(directory, checkpoint_every=config.ledger.checkpoint_every)
+    check, split = _command_floor(config, plugins)
+
+    return Chokepoint(
+        registry,
+        gate=ApprovalGate(data_dir / "approvals" / "always.json"),
+        workspace=str(config.workspace_root),
+        data_dir=data_dir,
+        ledger=ledger,
+        events=EventLog(data_dir / "events.sqlite3"),
+        command_checker=check,
+        command_splitter=split,
+        voters=plugins.hook_functions("aleph_tool_policy"),
+        default_requester=plugins.first_result("aleph_approval_requester", config=config),
+        max_input_bytes=config.tools.max_input_bytes,
+        max_output_chars=config.tools.max_output_chars,
+    )
+
+
+def _command_floor(config: AlephConfig, plugins: PluginManager) -> tuple[Any, Any]:
+    """The command-policy floor as (checker, splitter); without it every shell command asks (fail closed)."""
+    try:
+        from aleph._command_policy import CommandPolicy
+    except ImportError:  # the floor module is missing from this install: nothing can be proven safe
+        return None, None
+    rules: list[Any] = []
+    plugins.call_each("aleph_command_policy_rules", register=rules.append)
+    floor = CommandPolicy.from_config(
+        config.sandbox.command_policy,
+        extra_rules=rules,
+        protected_paths=[*config.files, str(config.workspace_root / "aleph.toml"), str(config.data_dir)],
+    )
+
+    def check(command: str) -> tuple[str, str, tuple[str, ...]]:
+        verdict = floor.check(command, cwd=config.workspace_root)
+        return verdict.action, verdict.reason, tuple(verdict.rules)
+
+    split = getattr(floor, "simple_commands", None)
+    return check, split

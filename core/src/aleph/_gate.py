@@ -1,0 +1,328 @@
+"""The approval gate: fingerprints, prompt text, grants and the denial breaker.
+
+A grant binds to the exact tool and canonical arguments it was shown (a 32-hex fingerprint).
+Unattended runs never ask and never auto-allow; "nobody answered" and "nobody could be asked" are
+not refusals and never stick. Three consecutive real denials pause a session (one probe after the
+cool-down).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from aleph._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalRequester, ApprovalResponse
+
+__all__ = [
+    "FLOOR_RULES",
+    "ApprovalGate",
+    "GateOutcome",
+    "allowed_decisions",
+    "canonical_json",
+    "escape_for_prompt",
+    "grant_fingerprint",
+    "redact",
+    "summarize_call",
+]
+
+log = logging.getLogger("aleph.approval")
+
+FLOOR_RULES = frozenset({"tool_declared", "gate_removal"})
+"""Rules whose prompts never offer "allow always"."""
+EXEC_TOOLS = frozenset({"bash", "code_exec"})
+SUMMARY_LIMIT = 200
+BREAKER_THRESHOLD = 3
+BREAKER_COOLDOWN_S = 300.0
+MAX_SESSIONS = 1024
+
+_SECRET_KEY = re.compile(
+    r"(pass(word|wd|phrase)?|secret|token|api[_-]?key|auth(orization)?|credential|"
+    r"private[_-]?key|cookie|session[_-]?id)",
+    re.IGNORECASE,
+)
+_SECRET_VALUE = re.compile(
+    r"(sk-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|AKIA[0-9A-Z]{16}|"
+    r"xox[abprs]-[A-Za-z0-9\-]{10,}|eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}|"
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$))"
+)
+_INLINE_SECRET = re.compile(
+    r"((?:bearer|basic)\s+|(?:password|passwd|token|secret|api[_-]?key)\s*[=:]\s*)([^\s'\"&]+)", re.IGNORECASE
+)
+_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+
+
+def canonical_json(value: Any, *, drop_justification: bool = False) -> str:
+    """Sorted keys, nulls dropped recursively (and ``justification`` for exec tools)."""
+
+    def clean(node: Any, top: bool) -> Any:
+        if isinstance(node, Mapping):
+            return {
+                k: clean(v, False)
+                for k, v in node.items()
+                if v is not None and not (top and drop_justification and k == "justification")
+            }
+        if isinstance(node, list | tuple):
+            return [clean(v, False) for v in node]
+        return node
+
+    return json.dumps(clean(value, True), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def grant_fingerprint(tool: str, input: Mapping[str, Any]) -> str:
+    """32 hex chars of SHA-256(tool ‖ 0x1F ‖ canonical JSON of the input)."""
+    body = canonical_json(input, drop_justification=tool in EXEC_TOOLS)
+    return hashlib.sha256(tool.encode() + b"\x1f" + body.encode()).hexdigest()[:32]
+
+
+def escape_for_prompt(text: str) -> str:
+    r"""Make control, bidi and zero-width characters visible as ``\\uXXXX`` so a prompt cannot hide text."""
+    return _INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def redact(text: str) -> str:
+    """Mask secret-looking values (API keys, tokens, bearer credentials, private keys)."""
+    text = _SECRET_VALUE.sub("***", text)
+    return _INLINE_SECRET.sub(lambda m: m.group(1) + "***", text)
+
+
+def redact_arguments(value: Any) -> Any:
+    """A copy of ``value`` with secret-named keys and secret-looking strings masked and escaped."""
+    if isinstance(value, Mapping):
+        return {
+            k: ("***" if _SECRET_KEY.search(str(k)) and v not in (None, "") else redact_arguments(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact_arguments(v) for v in value]
+    if isinstance(value, str):
+        return escape_for_prompt(redact(value))
+    return value
+
+
+def summarize_call(tool: str, input: Mapping[str, Any]) -> str:
+    """``"{tool}: {preview}"``, redacted, escaped, whitespace collapsed, at most 200 characters."""
+    safe = redact_arguments(dict(input))
+    if tool in EXEC_TOOLS:
+        preview = next((str(safe[k]) for k in ("cmd", "command", "code", "script") if k in safe), "")
+    elif tool == "file_ops":
+        path = next((safe[k] for k in ("path", "file_path", "source") if k in safe), "")
+        preview = f"operation={safe.get('operation', '')} path={path}"
+        if safe.get("destination"):
+            preview += f" destination={safe['destination']}"
+    elif not safe:
+        preview = "(no arguments)"
+    else:
+        preview = " ".join(
+            f"{k}={json.dumps(safe[k], ensure_ascii=False, default=str) if not isinstance(safe[k], str) else safe[k]}"
+            for k in sorted(safe)
+        )
+    text = " ".join(f"{tool}: {preview}".split())
+    return text if len(text) <= SUMMARY_LIMIT else text[:SUMMARY_LIMIT] + "…"
+
+
+def allowed_decisions(rule_id: str, caller_is_operator: bool) -> tuple[ApprovalDecision, ...]:
+    """What a prompt may offer: "always" only to an operator and never for a floor rule."""
+    if caller_is_operator and rule_id not in FLOOR_RULES:
+        return (
+            ApprovalDecision.ALLOW_ONCE,
+            ApprovalDecision.ALLOW_SESSION,
+            ApprovalDecision.ALLOW_ALWAYS,
+            ApprovalDecision.DENY,
+        )
+    return ApprovalDecision.ALLOW_ONCE, ApprovalDecision.ALLOW_SESSION, ApprovalDecision.DENY
+
+
+DenialKind = Literal["user_rejected", "repeated_same_intent", "threshold_exceeded", "timeout", "unreachable"]
+
+HINTS: dict[str, str] = {
+    "user_rejected": "The user already declined this exact action this session; do not re-request it — try a "
+    "different approach or ask the user directly.",
+    "repeated_same_intent": "This exact intent was denied earlier this session and is now auto-refused. Change "
+    "the plan rather than repeating the request.",
+    "threshold_exceeded": "Too many actions were denied this session, so autonomous escalation is paused. Stop "
+    "and let the user decide how to proceed.",
+    "timeout": "The approval request for this action expired with no answer — nobody appears to be at the "
+    "keyboard. Do not silently retry it; surface the blocker to the user and stop.",
+    "unreachable": "This run is unattended (no human is watching it) — interactive approval is unavailable, so "
+    "confirm-gated tools are auto-denied. Use a non-interactive approach, or hand back to the user.",
+}
+
+
+@dataclass(slots=True)
+class GateOutcome:
+    """What the gate decided for one prompt."""
+
+    approved: bool
+    outcome: ApprovalOutcome
+    by: Literal["User", "Trusted", "Nobody"] = "User"
+    deny_reason: str | None = None
+    hint: str = ""
+    waited_ms: int = 0
+    asked: bool = False
+
+
+@dataclass(slots=True)
+class _SessionDenials:
+    counts: dict[str, int] = field(default_factory=dict)
+    consecutive: int = 0
+    open_until: float = 0.0
+    probing: bool = False
+
+
+class ApprovalGate:
+    """Grants and denials shared by every scoped service of one runtime. Thread-safe."""
+
+    def __init__(self, always_file: Path | None = None) -> None:
+        self._lock = threading.Lock()
+        self._session_grants: OrderedDict[str, set[str]] = OrderedDict()
+        self._denials: OrderedDict[str, _SessionDenials] = OrderedDict()
+        self._always_file = always_file
+        self._always: set[str] = set()
+        if always_file is not None and always_file.is_file():
+            try:
+                self._always = set(json.loads(always_file.read_text())["fingerprints"])
+            except (OSError, ValueError, KeyError, TypeError):
+                log.warning("ignoring unreadable approval grants file %s", always_file)
+
+    # -- grants ---------------------------------------------------------------------------------
+
+    def granted(self, session_key: str | None, fingerprint: str, *, honors_always: bool) -> bool:
+        """A standing grant covers this exact call."""
+        with self._lock:
+            if honors_always and fingerprint in self._always:
+                return True
+            return bool(session_key) and fingerprint in self._session_grants.get(session_key or "", ())
+
+    def _grant(self, session_key: str | None, fingerprint: str, outcome: ApprovalOutcome, offered_always: bool) -> None:
+        if outcome is ApprovalOutcome.APPROVED_ALWAYS and offered_always:
+            with self._lock:
+                self._always.add(fingerprint)
+                snapshot = sorted(self._always)
+            self._save_always(snapshot)
+        elif outcome in (ApprovalOutcome.APPROVED_FOR_SESSION, ApprovalOutcome.APPROVED_ALWAYS) and session_key:
+            with self._lock:
+                self._session_grants.setdefault(session_key, set()).add(fingerprint)
+                self._session_grants.move_to_end(session_key)
+                while len(self._session_grants) > MAX_SESSIONS:
+                    self._session_grants.popitem(last=False)
+
+    def _save_always(self, fingerprints: list[str]) -> None:
+        if self._always_file is None:
+            return
+        try:
+            self._always_file.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self._always_file.parent, prefix=".grants-")
+            with os.fdopen(fd, "w") as fh:
+                json.dump({"fingerprints": fingerprints}, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, self._always_file)
+        except OSError:
+            log.exception("could not persist an always-grant; it holds for this process only")
+
+    # -- denial breaker -------------------------------------------------------------------------
+
+    def _state(self, session_key: str) -> _SessionDenials:
+        state = self._denials.get(session_key)
+        if state is None:
+            state = self._denials[session_key] = _SessionDenials()
+            while len(self._denials) > MAX_SESSIONS:
+                self._denials.popitem(last=False)
+        return state
+
+    def blocked(self, session_key: str | None, fingerprint: str, now: float | None = None) -> DenialKind | None:
+        """Whether the denial memory refuses this call without asking (does not spend the probe)."""
+        if not session_key:
+            return None
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            state = self._denials.get(session_key)
+            if state is None:
+                return None
+            paused = state.open_until > now or (state.open_until and state.probing)
+            if fingerprint in state.counts:
+                return "threshold_exceeded" if paused else "repeated_same_intent"
+            return "threshold_exceeded" if paused else None
+
+    def _record_denial(self, session_key: str | None, fingerprint: str, now: float) -> None:
+        if not session_key:
+            return
+        with self._lock:
+            state = self._state(session_key)
+            state.counts[fingerprint] = state.counts.get(fingerprint, 0) + 1
+            state.consecutive += 1
+            if state.probing or state.consecutive >= BREAKER_THRESHOLD:
+                state.open_until = now + BREAKER_COOLDOWN_S
+                state.probing = False
+
+    def _record_approval(self, session_key: str | None) -> None:
+        if not session_key:
+            return
+        with self._lock:
+            state = self._denials.get(session_key)
+            if state is not None:
+                state.consecutive = 0
+                state.open_until = 0.0
+                state.probing = False
+
+    def _take_probe(self, session_key: str | None, now: float) -> None:
+        if not session_key:
+            return
+        with self._lock:
+            state = self._denials.get(session_key)
+            if state is not None and state.open_until and state.open_until <= now:
+                state.probing = True  # exactly one call goes through after the cool-down
+
+    # -- the whole confirmation -----------------------------------------------------------------
+
+    async def confirm(
+        self,
+        requester: ApprovalRequester | None,
+        request: ApprovalRequest,
+        *,
+        session_key: str | None,
+        unattended: bool,
+        now: float | None = None,
+    ) -> GateOutcome:
+        """Ask (or not) about ``request``, in the reference order: unattended → grants → denials → ask."""
+        if unattended:
+            return GateOutcome(False, ApprovalOutcome.UNAVAILABLE, "Nobody", hint=HINTS["unreachable"])
+        honors_always = ApprovalDecision.ALLOW_ALWAYS in request.allowed_decisions
+        if self.granted(session_key, request.fingerprint, honors_always=honors_always):
+            return GateOutcome(True, ApprovalOutcome.APPROVED_FOR_SESSION, "Trusted")
+        now = time.monotonic() if now is None else now
+        blocked = self.blocked(session_key, request.fingerprint, now)
+        if blocked is not None:
+            return GateOutcome(False, ApprovalOutcome.DENIED, "Trusted", hint=HINTS[blocked])
+        if requester is None:
+            return GateOutcome(False, ApprovalOutcome.UNAVAILABLE, "Nobody", hint="")
+        self._take_probe(session_key, now)
+        started = time.monotonic()
+        try:
+            response = await requester.request_approval(request)
+        except Exception as exc:
+            log.exception("approval requester failed")
+            response = ApprovalResponse(ApprovalOutcome.UNAVAILABLE, f"the approval channel failed: {exc}")
+        waited = int((time.monotonic() - started) * 1000)
+        outcome = response.outcome
+        if outcome.is_approved:
+            self._grant(session_key, request.fingerprint, outcome, honors_always)
+            self._record_approval(session_key)
+            return GateOutcome(True, outcome, "User", waited_ms=waited, asked=True)
+        if outcome is ApprovalOutcome.DENIED:
+            self._record_denial(session_key, request.fingerprint, now)
+            return GateOutcome(False, outcome, "User", response.deny_reason, HINTS["user_rejected"], waited, True)
+        kind = "timeout" if outcome is ApprovalOutcome.TIMEOUT else "unreachable"
+        return GateOutcome(False, outcome, "Nobody", response.deny_reason, HINTS[kind], waited, True)

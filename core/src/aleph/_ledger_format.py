@@ -1,0 +1,385 @@
+"""The ledger's row format: records, rows, the v2 row hash, checkpoints, and chain verification.
+
+Row hash (version 2 of the reference layout; every displayed field is hashed)::
+
+    SHA-256( b"aleph-agent-ledger-v2" ‖ LP(agent_id) ‖ i64be(seq) ‖ i64be(at_ms) ‖ LP(action) ‖ LP(outcome)
+             ‖ LP(target) ‖ OPT(args_fp) ‖ LP(detail) ‖ LP(signer_fp) ‖ OPT(principal) ‖ OPT(result_fp)
+             ‖ OPT(rule) ‖ prev_hash or 32 zero bytes )
+
+``LP(x)`` = 4-byte big-endian length + UTF-8 bytes; ``OPT(x)`` = ``0x00`` for None, else ``0x01`` + LP(x).
+The signature is Ed25519 over the 32-byte hash. A checkpoint signs
+``SHA-256(b"aleph-agent-ledger-checkpoint-v1" ‖ LP(agent_id) ‖ i64be(seq) ‖ head_hash ‖ LP(signer_fp) ‖ i64be(at_ms))``.
+The verifier pins the algorithms and domain tags; nothing in a row or checkpoint chooses them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from aleph._errors import AlephError
+from aleph._keystore import Signer, fingerprint, verify_signature
+
+__all__ = [
+    "ACTIONS",
+    "CHECKPOINT_DOMAIN",
+    "HASH_DOMAIN",
+    "OUTCOMES",
+    "LedgerAction",
+    "LedgerError",
+    "LedgerOutcome",
+    "LedgerRecord",
+    "LedgerRow",
+    "VerifyReport",
+    "checkpoint_digest",
+    "read_lines",
+    "row_hash",
+    "signed_checkpoint",
+    "verify_chain",
+]
+
+LedgerAction = Literal[
+    "tool_call",
+    "tool_denied",
+    "approval_granted",
+    "approval_denied",
+    "identity_created",
+    "identity_rotated",
+    "identity_revoked",
+    "checkpoint",
+]
+"""What a row records."""
+LedgerOutcome = Literal["ok", "error", "denied"]
+"""How it ended."""
+
+ACTIONS: frozenset[str] = frozenset(get_args(LedgerAction))
+OUTCOMES: frozenset[str] = frozenset(get_args(LedgerOutcome))
+
+HASH_DOMAIN = b"aleph-agent-ledger-v2"
+"""Domain tag that starts every row hash."""
+CHECKPOINT_DOMAIN = b"aleph-agent-ledger-checkpoint-v1"
+"""Domain tag that starts every checkpoint digest."""
+
+_ZERO_HASH = bytes(32)
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+
+
+class LedgerError(AlephError):
+    """The ledger cannot do what was asked (export a checkpoint of a broken chain, read a missing agent)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRecord:
+    """What the chokepoint hands the ledger: one refusal, decision or mutating call.
+
+    ``detail`` must already be redacted. ``args_fp`` is the 32-hex fingerprint of tool + canonical
+    arguments (the grant key); ``result_fp`` an optional digest of the result; ``rule`` the rule that
+    decided, when the row records a decision.
+    """
+
+    agent_id: str
+    action: LedgerAction
+    target: str
+    outcome: LedgerOutcome
+    detail: str
+    args_fp: str | None = None
+    principal: str | None = None
+    result_fp: str | None = None
+    rule: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRow:
+    """One stored row. Hashes and signatures are lowercase hex; ``prev_hash`` is None only for seq 1."""
+
+    agent_id: str
+    seq: int
+    prev_hash: str | None
+    hash: str
+    signature: str
+    signer_fp: str
+    action: str
+    target: str
+    outcome: str
+    args_fp: str | None
+    detail: str
+    at_ms: int
+    principal: str | None = None
+    result_fp: str | None = None
+    rule: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as a JSON object (the on-disk form)."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> LedgerRow:
+        """Parse a stored row; raises ``ValueError`` naming the first bad field."""
+        if not isinstance(data, dict):
+            raise ValueError("row is not a JSON object")
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown field {sorted(unknown)[0]!r}")
+        for name in ("agent_id", "hash", "signature", "signer_fp", "action", "target", "outcome", "detail"):
+            if not isinstance(data.get(name), str):
+                raise ValueError(f"field {name!r} is missing or not a string")
+        for name in ("prev_hash", "args_fp", "principal", "result_fp", "rule"):
+            if data.get(name) is not None and not isinstance(data[name], str):
+                raise ValueError(f"field {name!r} is not a string or null")
+        for name in ("seq", "at_ms"):
+            if type(data.get(name)) is not int:
+                raise ValueError(f"field {name!r} is missing or not an integer")
+        if data["action"] not in ACTIONS:
+            raise ValueError(f"unknown action {data['action']!r}")
+        if data["outcome"] not in OUTCOMES:
+            raise ValueError(f"unknown outcome {data['outcome']!r}")
+        return cls(**data)
+
+
+@dataclass(slots=True)
+class VerifyReport:
+    """The result of :meth:`Ledger.verify` for one agent.
+
+    ``first_bad_seq`` / ``first_bad_line`` name the first row that failed and ``reason`` says why.
+    ``torn_tail`` is true when the file ends in an incomplete line: a write cut short by a crash,
+    never acknowledged, which the writer cuts on its next open; it does not fail verification.
+    """
+
+    agent_id: str
+    ok: bool
+    rows: int
+    first_bad_seq: int | None = None
+    first_bad_line: int | None = None
+    reason: str | None = None
+    head_hash: str | None = None
+    checkpoint_seq: int | None = None
+    torn_tail: bool = False
+    signers: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as a JSON object."""
+        return asdict(self)
+
+
+def _lp(value: str) -> bytes:
+    data = value.encode("utf-8", "surrogatepass")
+    return _U32.pack(len(data)) + data
+
+
+def _opt(value: str | None) -> bytes:
+    return b"\x00" if value is None else b"\x01" + _lp(value)
+
+
+def row_hash(
+    *,
+    agent_id: str,
+    seq: int,
+    at_ms: int,
+    action: str,
+    outcome: str,
+    target: str,
+    args_fp: str | None,
+    detail: str,
+    signer_fp: str,
+    principal: str | None,
+    result_fp: str | None,
+    rule: str | None,
+    prev_hash: bytes | None,
+) -> bytes:
+    """The 32-byte SHA-256 of a row in the v2 layout (see the module docstring)."""
+    return hashlib.sha256(
+        b"".join(
+            (
+                HASH_DOMAIN,
+                _lp(agent_id),
+                _I64.pack(seq),
+                _I64.pack(at_ms),
+                _lp(action),
+                _lp(outcome),
+                _lp(target),
+                _opt(args_fp),
+                _lp(detail),
+                _lp(signer_fp),
+                _opt(principal),
+                _opt(result_fp),
+                _opt(rule),
+                _ZERO_HASH if prev_hash is None else prev_hash,
+            )
+        )
+    ).digest()
+
+
+def _hash_of(row: LedgerRow) -> bytes:
+    return row_hash(
+        agent_id=row.agent_id,
+        seq=row.seq,
+        at_ms=row.at_ms,
+        action=row.action,
+        outcome=row.outcome,
+        target=row.target,
+        args_fp=row.args_fp,
+        detail=row.detail,
+        signer_fp=row.signer_fp,
+        principal=row.principal,
+        result_fp=row.result_fp,
+        rule=row.rule,
+        prev_hash=None if row.prev_hash is None else bytes.fromhex(row.prev_hash),
+    )
+
+
+def checkpoint_digest(agent_id: str, seq: int, head_hash: bytes, signer_fp: str, at_ms: int) -> bytes:
+    """The 32-byte digest a checkpoint signature covers."""
+    return hashlib.sha256(
+        CHECKPOINT_DOMAIN + _lp(agent_id) + _I64.pack(seq) + head_hash + _lp(signer_fp) + _I64.pack(at_ms)
+    ).digest()
+
+
+def read_lines(path: Path) -> tuple[list[bytes], bool]:
+    """Complete lines of ``path`` and whether it ends in an incomplete (torn) line."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return [], False
+    lines = data.split(b"\n")
+    torn = lines[-1] != b""
+    return lines[:-1], torn
+
+
+def verify_chain(
+    agent_id: str, path: Path, ckpt_path: Path, keys: dict[str, bytes], checkpoint: Path | None = None
+) -> VerifyReport:
+    """Check a chain file row by row against ``keys``, then its newest checkpoint in ``ckpt_path`` and ``checkpoint``.
+
+    Detects an edited field, a reordered, deleted or inserted row, a bad signature, an unknown or
+    undeclared signer, a wrong genesis, an unreadable row, and (against a checkpoint) a deleted tail.
+    """
+    report = VerifyReport(agent_id=agent_id, ok=False, rows=0)
+    lines, report.torn_tail = read_lines(path)
+    if not lines:
+        report.reason = f"no ledger rows for agent {agent_id!r} in {path.parent}"
+        return report
+    hashes: list[str] = []
+    expected_signer: str | None = None
+    prev: str | None = None
+
+    def bad(seq: int, line: int, reason: str) -> VerifyReport:
+        report.first_bad_seq, report.first_bad_line, report.reason = seq, line, reason
+        report.rows, report.head_hash = len(hashes), prev
+        return report
+
+    for line_no, raw in enumerate(lines, start=1):
+        seq = line_no
+        try:
+            row = LedgerRow.from_json(json.loads(raw))
+        except ValueError as exc:
+            return bad(seq, line_no, f"row is unreadable: {exc}")
+        if row.seq != seq:
+            what = "missing or moved" if row.seq > seq else "out of order or duplicated"
+            return bad(seq, line_no, f"expected seq {seq} but found seq {row.seq}: a row is {what}")
+        if row.agent_id != agent_id:
+            return bad(seq, line_no, f"row belongs to agent {row.agent_id!r}")
+        if seq == 1:
+            if row.prev_hash is not None or row.action != "identity_created":
+                return bad(seq, line_no, "wrong genesis: seq 1 must be identity_created with no prev hash")
+            expected_signer = row.signer_fp
+        elif row.prev_hash != prev:
+            return bad(seq, line_no, "prev_hash does not match the hash of the row before: the chain is broken")
+        try:
+            computed = _hash_of(row)
+        except ValueError:
+            return bad(seq, line_no, "prev_hash is not hex")
+        if computed.hex() != row.hash:
+            return bad(seq, line_no, "hash mismatch: a field of this row was changed after it was written")
+        public = keys.get(row.signer_fp)
+        if public is None:
+            return bad(seq, line_no, f"unknown signer {row.signer_fp}: no such key for this agent in the keystore")
+        if row.signer_fp != expected_signer:
+            why = f"signed by {row.signer_fp} but the chain's key is {expected_signer} (no rotation row)"
+            return bad(seq, line_no, why)
+        try:
+            signature = bytes.fromhex(row.signature)
+        except ValueError:
+            signature = b""
+        if not verify_signature(public, signature, computed):
+            return bad(seq, line_no, f"bad signature under key {row.signer_fp}")
+        if row.action == "identity_rotated":
+            if row.target not in keys:
+                return bad(seq, line_no, f"rotation to unknown key {row.target}")
+            expected_signer = row.target
+        if row.signer_fp not in report.signers:
+            report.signers.append(row.signer_fp)
+        hashes.append(row.hash)
+        prev = row.hash
+    report.rows, report.head_hash = len(hashes), prev
+
+    ckpt_lines, _ = read_lines(ckpt_path)
+    sources: list[tuple[str, bytes]] = []
+    if ckpt_lines:
+        sources.append((f"stored checkpoint {ckpt_path.name}", ckpt_lines[-1]))
+    if checkpoint is not None:
+        try:
+            sources.append((f"checkpoint {checkpoint}", Path(checkpoint).read_bytes()))
+        except OSError as exc:
+            report.reason = f"cannot read checkpoint {checkpoint}: {exc.strerror}"
+            return report
+    for label, raw in sources:
+        problem, ck_seq = _check_checkpoint(raw, agent_id, keys, hashes)
+        if problem is not None:
+            report.first_bad_seq = ck_seq
+            report.first_bad_line = ck_seq
+            report.reason = f"{label}: {problem}"
+            return report
+        report.checkpoint_seq = max(report.checkpoint_seq or 0, ck_seq or 0)
+    report.ok = True
+    return report
+
+
+def signed_checkpoint(signer: Signer, seq: int, head: bytes) -> dict[str, Any]:
+    """A checkpoint of ``head`` at ``seq``, signed by ``signer`` (the JSON object stored and exported)."""
+    at_ms = time.time_ns() // 1_000_000
+    digest = checkpoint_digest(signer.agent_id, seq, head, signer.fingerprint, at_ms)
+    return {
+        "agent_id": signer.agent_id,
+        "seq": seq,
+        "head_hash": head.hex(),
+        "signer_fp": signer.fingerprint,
+        "at_ms": at_ms,
+        "signature": signer.sign(digest).hex(),
+    }
+
+
+def _check_checkpoint(
+    raw: bytes, agent_id: str, keys: dict[str, bytes], hashes: list[str]
+) -> tuple[str | None, int | None]:
+    """``(problem, seq)``: problem is None when the checkpoint is valid and the chain still holds its head."""
+    try:
+        data = json.loads(raw)
+        seq, head_hex, signer_fp, at_ms = data["seq"], data["head_hash"], data["signer_fp"], data["at_ms"]
+        if data["agent_id"] != agent_id:
+            return f"belongs to agent {data['agent_id']!r}, not {agent_id!r}", None
+        if type(seq) is not int or type(at_ms) is not int or seq < 1:
+            raise ValueError("seq/at_ms")
+        head, signature = bytes.fromhex(head_hex), bytes.fromhex(data["signature"])
+    except (ValueError, TypeError, KeyError) as exc:
+        return f"unreadable ({type(exc).__name__}: {exc})", None
+    public = keys.get(signer_fp)
+    if public is None:
+        return f"signed by unknown key {signer_fp}", seq
+    if fingerprint(public) != signer_fp or not verify_signature(
+        public, signature, checkpoint_digest(agent_id, seq, head, signer_fp, at_ms)
+    ):
+        return "bad signature", seq
+    if seq > len(hashes):
+        return (
+            f"records seq {seq} but the chain ends at seq {len(hashes)}: rows {len(hashes) + 1}..{seq} were removed",
+            len(hashes) + 1,
+        )
+    if hashes[seq - 1] != head_hex:
+        return f"row {seq} has hash {hashes[seq - 1][:16]}… but the checkpoint records {head_hex[:16]}…", seq
+    return None, seq

@@ -1,0 +1,482 @@
+"""Tool permission rules: parsing, validation, matching and the layered decision.
+
+A *layer* is one ``tool_permissions`` table (global, an agent, a channel): a default action and
+rules. A rule key is a tool name, a name glob, or either with an argument specifier::
+
+    bash                      exact tool name
+    "*_delete"                name glob (* and ? only; never crosses into another server's tools)
+    "github__*"               every tool of the MCP server whose recorded id is "github"
+    "bash(git status)"        a shell command (each analysed sub-command is matched)
+    "bash(git log *)"         a command prefix: a final "*" word matches any further words
+    "file_read(src/**)"       a workspace-relative path glob: "*" stays inside one segment, "**" crosses
+    "web_fetch(domain:example.com)"   a URL host (or "*.example.com")
+    "file_ops(operation=delete)"      an argument value (glob)
+
+Inside one layer the most specific rules decide: argument rules, then the exact name, then name
+globs (most restrictive wins among globs; ties go to the smallest key). Across layers the most
+restrictive decision wins: deny > ask > allow. An allow argument rule applies only when it covers
+*every* subject of the call (every sub-command, every path, every URL); deny and ask rules apply
+when they match *any*. A command the shell analyser cannot prove safe is never covered by an allow.
+"""
+
+from __future__ import annotations
+
+import itertools
+import posixpath
+import re
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from aleph._config import ToolPermissionsConfig
+from aleph._errors import ConfigError
+from aleph._types import ToolSource
+
+__all__ = [
+    "Action",
+    "CallSubjects",
+    "LayerDecision",
+    "PermissionLayer",
+    "PermissionPolicy",
+    "PermissionRule",
+    "PolicyDecision",
+    "stricter",
+]
+
+Action = Literal["allow", "ask", "deny"]
+_RANK: dict[str, int] = {"allow": 0, "ask": 1, "deny": 2}
+
+SHELL_TOOLS = frozenset({"bash", "code_exec", "node_invoke", "node_invoke_many"})
+"""Tools whose unprefixed argument specifier is a command pattern (others: a path glob)."""
+
+PATH_KEYS = (
+    "path",
+    "file_path",
+    "paths",
+    "source",
+    "destination",
+    "dest",
+    "directory",
+    "working_dir",
+    "cwd",
+    "files",
+    "target_path",
+    "output_path",
+)
+URL_KEYS = ("url", "uri", "href", "endpoint", "urls")
+
+_NAME_PATTERN = re.compile(r"[A-Za-z0-9_\-*?]{1,128}", re.ASCII)
+_RULE = re.compile(r"^(?P<name>[^()\s]+)(?:\((?P<spec>.*)\))?$", re.DOTALL)
+
+
+def stricter(a: Action, b: Action) -> Action:
+    """The more restrictive of two actions (deny > ask > allow)."""
+    return a if _RANK[a] >= _RANK[b] else b
+
+
+def _glob_regex(pattern: str, *, path: bool) -> re.Pattern[str]:
+    """Compile a glob: with ``path``, ``*``/``?`` stay inside one ``/`` segment and ``**`` crosses them."""
+    out = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "*":
+            if path and pattern.startswith("**", i):
+                i += 2
+                if pattern.startswith("/", i):  # "**/" also matches zero directories
+                    out.append("(?:.*/)?")
+                    i += 1
+                else:
+                    out.append(".*")
+                continue
+            out.append("[^/]*" if path else ".*")
+        elif c == "?":
+            out.append("[^/]" if path else ".")
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("".join(out), re.DOTALL)
+
+
+def normalise_path(value: str, workspace: str = "") -> str:
+    """A path as rules see it: ``.``/``..``/duplicate separators folded; workspace-relative when inside it."""
+    if not value:
+        return value
+    if value.startswith("~"):
+        return posixpath.normpath(value)
+    if posixpath.isabs(value):
+        normal = posixpath.normpath(value)
+        if workspace and (normal == workspace or normal.startswith(workspace.rstrip("/") + "/")):
+            rel = posixpath.relpath(normal, workspace)
+            return "." if rel == "." else rel
+        return normal
+    return posixpath.normpath(value)
+
+
+@dataclass(frozen=True, slots=True)
+class CallSubjects:
+    """What argument rules look at in one call. ``commands`` is None when the shell text is opaque."""
+
+    commands: tuple[tuple[str, ...], ...] | None = ()
+    paths: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = ()
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    is_shell: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionRule:
+    """One parsed rule key with its action."""
+
+    key: str
+    action: Action
+    name_pattern: str
+    spec_kind: Literal["none", "command", "path", "domain", "field"]
+    spec: str = ""
+    _name: re.Pattern[str] | None = None
+    _server: re.Pattern[str] | None = None
+    _spec: Any = None
+
+    @property
+    def is_exact(self) -> bool:
+        """The name part names one tool (no ``*``/``?``)."""
+        return "*" not in self.name_pattern and "?" not in self.name_pattern
+
+    def matches_name(self, name: str, source: ToolSource | None) -> bool:
+        """Whether the name part covers tool ``name`` from ``source``."""
+        if "__" in self.name_pattern:
+            # Server-level patterns match the tool's recorded MCP server id, never the raw string.
+            if source is None or source.type != "mcp" or source.server_id is None or "__" not in name:
+                return False
+            server_part, _, tool_part = self.name_pattern.partition("__")
+            inner = name[len(source.server_id) + 2 :]
+            if self._server is not None:
+                if not self._server.fullmatch(source.server_id):
+                    return False
+            elif server_part != source.server_id:
+                return False
+            return (
+                _glob_regex(tool_part, path=False).fullmatch(inner) is not None
+                if ("*" in tool_part or "?" in tool_part)
+                else tool_part == inner
+            )
+        if self._name is None:
+            return self.name_pattern == name
+        return self._name.fullmatch(name) is not None
+
+    def subjects_of(self, call: CallSubjects) -> list[Any] | None:
+        """The call's subjects this rule judges; None when they cannot be known (opaque shell text)."""
+        kind = self.spec_kind
+        if kind == "command":
+            return None if call.commands is None else list(call.commands)
+        if kind == "path":
+            return list(call.paths)
+        if kind == "domain":
+            return list(call.hosts)
+        return [call.arguments]
+
+    def matches_subject(self, subject: Any) -> bool:
+        """Whether one subject (argv, path, host or the argument map) matches the specifier."""
+        kind = self.spec_kind
+        if kind == "command":
+            return _command_matches(self._spec, subject)
+        if kind in ("path", "domain"):
+            return bool(self._spec.fullmatch(subject))
+        key, value_re = self._spec
+        value = subject.get(key)
+        return isinstance(value, str | int | float | bool) and value_re.fullmatch(str(value)) is not None
+
+
+def _command_matches(pattern: tuple[str | re.Pattern[str], ...], argv: tuple[str, ...]) -> bool:
+    words = list(argv)
+    if words:
+        words[0] = posixpath.basename(words[0])
+    for i, part in enumerate(pattern):
+        if part == "*" and i == len(pattern) - 1:
+            return True
+        if i >= len(words):
+            return False
+        if isinstance(part, str):
+            if part != words[i]:
+                return False
+        elif not part.fullmatch(words[i]):
+            return False
+    return len(words) == len(pattern)
+
+
+def parse_rule(key: str, action: Action, *, workspace: str = "") -> PermissionRule:
+    """Parse and validate a rule key; a malformed or never-matchable rule raises ValueError saying why."""
+    if not isinstance(key, str) or not key.strip():
+        raise ValueError("empty rule")
+    match = _RULE.fullmatch(key.strip())
+    if match is None:
+        raise ValueError("expected NAME or NAME(SPECIFIER) with balanced parentheses")
+    name = match.group("name")
+    spec = match.group("spec")
+    if not _NAME_PATTERN.fullmatch(name):
+        raise ValueError(f"tool part {name!r} may only use ASCII letters, digits, '_', '-', '*' and '?'")
+    if name.count("__") > 1 or name.startswith("__") or name.endswith("__"):
+        raise ValueError(f"{name!r}: MCP rules are '<server>__<tool>' with one '__'")
+    name_re = _glob_regex(name, path=False) if ("*" in name or "?" in name) and "__" not in name else None
+    server_re = None
+    if "__" in name:
+        server_part = name.partition("__")[0]
+        if not server_part:
+            raise ValueError(f"{name!r}: missing server id before '__'")
+        if "*" in server_part or "?" in server_part:
+            server_re = _glob_regex(server_part, path=False)
+    if spec is None:
+        return PermissionRule(key, action, name, "none", "", name_re, server_re)
+    spec = spec.strip()
+    if not spec:
+        raise ValueError("empty argument specifier '()' never matches; drop the parentheses")
+    kind: Literal["command", "path", "domain", "field"]
+    compiled: Any
+    if spec.startswith("domain:"):
+        host = spec[len("domain:") :].strip().lower()
+        if not host or "/" in host or not re.fullmatch(r"[a-z0-9.*\-\[\]:]+", host):
+            raise ValueError(f"domain specifier {spec!r} needs a host such as example.com or *.example.com")
+        kind, compiled = "domain", _glob_regex(host, path=True)
+    elif spec.startswith(("cmd:", "command:")):
+        kind, compiled = "command", _command_pattern(spec.partition(":")[2])
+    elif spec.startswith("path:"):
+        kind, compiled = "path", _path_pattern(spec[len("path:") :], workspace)
+    elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", spec, re.DOTALL):
+        arg, _, value = spec.partition("=")
+        kind, compiled = "field", (arg, _glob_regex(value, path=False))
+    elif name in SHELL_TOOLS or (name_re is not None and any(name_re.fullmatch(t) for t in SHELL_TOOLS)):
+        kind, compiled = "command", _command_pattern(spec)
+    else:
+        kind, compiled = "path", _path_pattern(spec, workspace)
+    return PermissionRule(key, action, name, kind, spec, name_re, server_re, compiled)
+
+
+def _command_pattern(text: str) -> tuple[str | re.Pattern[str], ...]:
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise ValueError(f"command specifier {text!r} does not parse: {exc}") from None
+    if not words:
+        raise ValueError("empty command specifier never matches")
+    if words[0] == "*" and len(words) == 1:
+        raise ValueError("'(*)' covers every command; write the bare tool name instead")
+    out: list[str | re.Pattern[str]] = []
+    for i, word in enumerate(words):
+        if word == "*" and i == len(words) - 1:
+            out.append("*")
+        elif "*" in word or "?" in word:
+            out.append(_glob_regex(word, path=False))
+        else:
+            out.append(posixpath.basename(word) if i == 0 else word)
+    return tuple(out)
+
+
+def _path_pattern(text: str, workspace: str) -> re.Pattern[str]:
+    text = text.strip()
+    if not text:
+        raise ValueError("empty path specifier never matches")
+    if "\x00" in text:
+        raise ValueError("path specifier contains a NUL byte")
+    normal = normalise_path(text, workspace)
+    if normal == ".." or normal.startswith("../"):
+        raise ValueError(
+            f"path {text!r} points outside the workspace and can never match a workspace-relative path; "
+            "use an absolute path"
+        )
+    return _glob_regex(normal, path=True)
+
+
+@dataclass(frozen=True, slots=True)
+class LayerDecision:
+    """One layer's verdict: the action, the rule key that decided (None = the layer default)."""
+
+    action: Action
+    rule: str | None
+    explicit: bool
+
+
+class PermissionLayer:
+    """One validated ``tool_permissions`` table."""
+
+    def __init__(self, name: str, default: Action, rules: Sequence[PermissionRule]) -> None:
+        self.name = name
+        self.default: Action = default
+        self.rules = list(rules)
+        self.exact = {r.name_pattern: r for r in self.rules if r.spec_kind == "none" and r.is_exact}
+        self.globs = sorted(
+            (r for r in self.rules if r.spec_kind == "none" and r not in self.exact.values()), key=lambda r: r.key
+        )
+        self.specs = [r for r in self.rules if r.spec_kind != "none"]
+
+    @classmethod
+    def from_config(
+        cls,
+        name: str,
+        config: ToolPermissionsConfig | Mapping[str, Any],
+        *,
+        workspace: str = "",
+        origin: str | None = None,
+        key_prefix: str = "",
+    ) -> PermissionLayer:
+        """Validate a table; a bad rule is a :class:`ConfigError` naming the rule (the layer fails closed)."""
+        if not isinstance(config, ToolPermissionsConfig):
+            try:
+                config = ToolPermissionsConfig.model_validate(config)
+            except Exception as exc:
+                raise ConfigError(f"malformed permission layer: {exc}", file=origin, key=key_prefix or name) from None
+        rules = []
+        for key, action in config.overrides.items():
+            try:
+                rules.append(parse_rule(key, action, workspace=workspace))
+            except ValueError as exc:
+                raise ConfigError(
+                    f"rule {key!r}: {exc}", file=origin, key=f"{key_prefix}.overrides" if key_prefix else name
+                ) from None
+        return cls(name, config.default, rules)
+
+    @property
+    def is_trivial(self) -> bool:
+        """Default allow and no rules: the layer changes nothing."""
+        return self.default == "allow" and not self.rules
+
+    def has_specs_for(self, name: str, source: ToolSource | None) -> bool:
+        """Whether any argument rule could apply to tool ``name``."""
+        return any(r.matches_name(name, source) for r in self.specs)
+
+    def decide_name(self, name: str, source: ToolSource | None) -> LayerDecision:
+        """The decision from name rules only (exact, then globs), else the default."""
+        exact = self.exact.get(name)
+        if exact is not None and exact.matches_name(name, source):
+            return LayerDecision(exact.action, exact.key, True)
+        best: PermissionRule | None = None
+        for rule in self.globs:
+            if rule.matches_name(name, source) and (best is None or _RANK[rule.action] > _RANK[best.action]):
+                best = rule
+        if best is not None:
+            return LayerDecision(best.action, best.key, True)
+        return LayerDecision(self.default, None, False)
+
+    def decide(
+        self, name: str, source: ToolSource | None, subjects: Callable[[], CallSubjects] | None
+    ) -> LayerDecision:
+        """The layer's decision for one call; argument rules first when ``subjects`` is given."""
+        if subjects is not None and self.specs:
+            relevant = [r for r in self.specs if r.matches_name(name, source)]
+            if relevant:
+                call = subjects()
+                for wanted in ("deny", "ask"):
+                    for rule in relevant:
+                        if rule.action != wanted:
+                            continue
+                        subs = rule.subjects_of(call)
+                        if subs and any(rule.matches_subject(s) for s in subs):
+                            return LayerDecision(rule.action, rule.key, True)
+                allows = [r for r in relevant if r.action == "allow"]
+                for kind in ("command", "path", "domain", "field"):
+                    group = [r for r in allows if r.spec_kind == kind]
+                    if not group:
+                        continue
+                    subs = group[0].subjects_of(call)
+                    if subs and all(any(r.matches_subject(s) for r in group) for s in subs):
+                        return LayerDecision(
+                            "allow",
+                            group[0].key
+                            if len(group) == 1
+                            else next(r.key for r in group if r.matches_subject(subs[0])),
+                            True,
+                        )
+        return self.decide_name(name, source)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyDecision:
+    """The merged verdict of every layer for one call."""
+
+    action: Action
+    rule: str | None
+    layer: str
+    explicit: bool
+
+    def describe(self) -> str:
+        """``rule `x` in layer y`` or ``the default of layer y``."""
+        if self.rule is None:
+            return f"the default `{self.action}` of the {self.layer} layer"
+        return f"`{self.rule}` = {self.action} in the {self.layer} layer"
+
+
+_TOKENS = itertools.count(1)
+
+
+class PermissionPolicy:
+    """Layers merged global → agent → channel; the most restrictive decision wins."""
+
+    def __init__(self, layers: Sequence[PermissionLayer]) -> None:
+        self.token = next(_TOKENS)
+        """A process-unique id that caches key on (never reused, unlike ``id()``)."""
+        self.layers = [layer for layer in layers if not layer.is_trivial]
+        self.default: Action = "allow"
+        for layer in self.layers:
+            self.default = stricter(self.default, layer.default)
+
+    @property
+    def is_empty(self) -> bool:
+        """No layer changes anything: every tool is allowed before tier tightening."""
+        return not self.layers
+
+    def has_specs_for(self, name: str, source: ToolSource | None) -> bool:
+        """Whether any layer has an argument rule that could apply to ``name``."""
+        return any(layer.has_specs_for(name, source) for layer in self.layers)
+
+    def decide(
+        self, name: str, source: ToolSource | None = None, subjects: Callable[[], CallSubjects] | None = None
+    ) -> PolicyDecision:
+        """Merge every layer's decision; explicit when any layer named the tool."""
+        if not self.layers:
+            return PolicyDecision("allow", None, "default", False)
+        best: PolicyDecision | None = None
+        explicit = False
+        for layer in self.layers:
+            d = layer.decide(name, source, subjects)
+            explicit = explicit or d.explicit
+            better = (
+                best is None
+                or _RANK[d.action] > _RANK[best.action]
+                or (_RANK[d.action] == _RANK[best.action] and d.explicit and not best.explicit)
+            )
+            if better:
+                best = PolicyDecision(d.action, d.rule, layer.name, d.explicit)
+        assert best is not None
+        return PolicyDecision(best.action, best.rule, best.layer, explicit)
+
+    def names_exactly(self, name: str) -> bool:
+        """Whether some layer has an exact, argument-free rule for ``name`` (stands down argument floors)."""
+        return any(name in layer.exact for layer in self.layers)
+
+    def subjects_for(
+        self,
+        input: Mapping[str, Any],
+        *,
+        workspace: str,
+        shell_command: str | None,
+        split_commands: Callable[[str], tuple[tuple[str, ...], ...] | None],
+    ) -> CallSubjects:
+        """Collect the argument subjects of one call."""
+        paths: list[str] = []
+        hosts: list[str] = []
+        for key in PATH_KEYS:
+            value = input.get(key)
+            for item in value if isinstance(value, list) else [value]:
+                if isinstance(item, str) and item:
+                    paths.append(normalise_path(item, workspace))
+        for key in URL_KEYS:
+            value = input.get(key)
+            for item in value if isinstance(value, list) else [value]:
+                if isinstance(item, str) and item:
+                    host = urlsplit(item if "//" in item else f"//{item}").hostname
+                    hosts.append(host or "")
+        commands: tuple[tuple[str, ...], ...] | None = ()
+        if shell_command is not None:
+            commands = split_commands(shell_command)
+        return CallSubjects(commands, tuple(paths), tuple(hosts), input, shell_command is not None)

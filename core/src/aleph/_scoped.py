@@ -1,0 +1,631 @@
+"""ScopedToolService: the one permission chokepoint every tool call of every source passes.
+
+Order for ``execute``: canonical name → allow-set → input bounds → verdict (policy, tier, floors,
+command policy, plugin votes) → deny (recorded) or ask (approval gate) → run inside the turn
+context with a wall-clock budget, cancellation and one retry for idempotent tools → record
+(ledger for refusals, approvals and mutating calls; session event log) → bound the output.
+A service is cheap to build: everything that depends only on the registry generation and the
+policy is computed once and shared through :class:`Chokepoint`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import logging
+import re
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from aleph._approval import ApprovalOutcome, ApprovalRequest, ApprovalRequester
+from aleph._errors import (
+    ApprovalExpired,
+    Cancelled,
+    ExecutionFailed,
+    PermissionDenied,
+    ToolError,
+    ToolNotFound,
+    ToolTimeout,
+    TransportError,
+    ValidationFailed,
+)
+from aleph._gate import ApprovalGate, allowed_decisions, escape_for_prompt, grant_fingerprint, redact, summarize_call
+from aleph._ledger import LedgerRecord
+from aleph._names import suggest_candidates
+from aleph._policy import CallSubjects, PermissionPolicy
+from aleph._progress import get_tool_progress_handler
+from aleph._registry import RegisteredTool, ToolRegistry
+from aleph._schema import check_input_bounds
+from aleph._service import BaseToolService, panic_error
+from aleph._tiers import ExecTier
+from aleph._turn import _TURN, TurnContext
+from aleph._types import ToolDefinition, ToolOutput
+from aleph._verdict import PolicyVote, Verdict, decide_call
+
+if TYPE_CHECKING:
+    from aleph._events import EventKind, EventLog
+    from aleph._ledger import Ledger, LedgerAction, LedgerOutcome
+
+__all__ = ["Chokepoint", "DefinitionRewriter", "Explanation", "ScopedToolService"]
+
+log = logging.getLogger("aleph")
+
+DEFAULT_BUDGET_MS = 300_000
+RETRY_DELAY_S = 0.1
+ERROR_LIMIT = 4000
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+DefinitionRewriter = Callable[[ToolDefinition], ToolDefinition]
+"""Rewrites a definition shown to the model (progressive disclosure); runs after all gating."""
+
+
+class CommandChecker(Protocol):
+    """The command-policy floor as the chokepoint uses it."""
+
+    def __call__(self, command: str) -> tuple[str, str, tuple[str, ...]]:
+        """(action, reason, rules) for one shell command."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """What ``explain`` reports: the decision and everything that led to it."""
+
+    decision: str
+    rule_id: str
+    rule: str | None
+    layer: str | None
+    reason: str
+    tier: str
+    decided_by: str
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form for ``aleph policy explain --json``."""
+        return {
+            "decision": self.decision,
+            "rule_id": self.rule_id,
+            "rule": self.rule,
+            "layer": self.layer,
+            "reason": self.reason,
+            "tier": self.tier,
+            "decided_by": self.decided_by,
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(slots=True)
+class Chokepoint:
+    """State shared by every scoped service of one runtime: registry, gate, ledger, caches."""
+
+    registry: ToolRegistry
+    gate: ApprovalGate = field(default_factory=ApprovalGate)
+    workspace: str = ""
+    data_dir: Path | None = None
+    ledger: Ledger | None = None
+    events: EventLog | None = None
+    command_checker: CommandChecker | None = None
+    command_splitter: Callable[[str], tuple[tuple[str, ...], ...] | None] | None = None
+    voters: Sequence[tuple[str, Callable[..., PolicyVote | None]]] = ()
+    default_requester: ApprovalRequester | None = None
+    max_input_bytes: int = 1_000_000
+    max_output_chars: int = 100_000
+    _static: dict[tuple[int, int, int], dict[str, tuple[Verdict, bool]]] = field(default_factory=dict)
+    # Keys hold the policy, rewriters and deferred set themselves (not ids), so no key outlives its object.
+    _lists: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+
+    def static_verdict(
+        self, policy: PermissionPolicy, tier: ExecTier, entry: RegisteredTool, turn: TurnContext | None
+    ) -> tuple[Verdict, bool]:
+        """The name-level verdict (no arguments), cached per policy, tier and registry generation.
+
+        Returns (verdict, needs_arguments): the second is true when an argument rule, an argument floor,
+        the command policy or a plugin vote may change the verdict for a concrete input.
+        """
+        plan = turn is not None and (turn.plan_mode or turn.side_question)
+        key = (policy.token, int(tier) + (10 if plan else 0), self.registry.generation)
+        cache = self._static.get(key)
+        if cache is None:
+            if len(self._static) > 64:
+                self._static.clear()
+            cache = self._static[key] = {}
+        hit = cache.get(entry.name)
+        if hit is not None:
+            return hit
+        verdict = decide_call(
+            tool=entry.name,
+            facts=entry.facts,
+            decision=policy.decide(entry.name, entry.source),
+            tier=tier,
+            turn=turn,
+            input=None,
+            names_exactly=policy.names_exactly(entry.name),
+        )
+        needs = (
+            policy.has_specs_for(entry.name, entry.source)
+            or bool(self.voters)
+            or callable(getattr(entry.tool, "shell_command", None))
+            or entry.name in ("self_config", "file_ops")
+        )
+        cache[entry.name] = (verdict, needs)
+        return verdict, needs
+
+
+class ScopedToolService(BaseToolService):
+    """The per-request tool service: one agent, one channel, one turn, one tier."""
+
+    def __init__(
+        self,
+        chokepoint: Chokepoint,
+        *,
+        policy: PermissionPolicy | None = None,
+        tier: ExecTier = ExecTier.AUTO,
+        agent: str | None = None,
+        channel: str | None = None,
+        turn: TurnContext | None = None,
+        requester: ApprovalRequester | None = None,
+        allowed: frozenset[str] | None = None,
+        rewriters: Sequence[DefinitionRewriter] = (),
+        deferred: Any = None,
+        extra_tools: Mapping[str, RegisteredTool] | None = None,
+    ) -> None:
+        self._cp = chokepoint
+        self.policy = policy if policy is not None else PermissionPolicy([])
+        self.tier = tier
+        self.agent = agent
+        self.channel = channel
+        self.turn = turn
+        self.requester = requester if requester is not None else chokepoint.default_requester
+        self.allowed = allowed
+        self.rewriters = tuple(rewriters)
+        self.deferred = deferred
+        self.extra_tools = dict(extra_tools or {})
+
+    # -- resolution and gating shared by every method --------------------------------------------
+
+    def _entry(self, name: str) -> RegisteredTool | None:
+        if self.extra_tools:
+            hit = self.extra_tools.get(name)
+            if hit is not None:
+                return hit
+        return self._cp.registry.get(name)
+
+    def _is_allowed(self, name: str) -> bool:
+        return self.allowed is None or name in self.allowed or name in self.extra_tools
+
+    def _visible(self, entry: RegisteredTool) -> bool:
+        if not self._is_allowed(entry.name):
+            return False
+        verdict, _ = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
+        return verdict.action != "deny"
+
+    def _is_deferred(self, name: str) -> bool:
+        return self.deferred is not None and name in self.deferred
+
+    def _rewrite(self, definition: ToolDefinition) -> ToolDefinition:
+        for rewriter in self.rewriters:
+            definition = rewriter(definition)
+        return definition
+
+    def _entries(self) -> builtins.list[RegisteredTool]:
+        entries = {entry.name: entry for entry in self._cp.registry}
+        entries.update(self.extra_tools)
+        return [entries[name] for name in sorted(entries)]
+
+    def _list_key(self, kind: str) -> tuple[Any, ...]:
+        plan = self.turn is not None and (self.turn.plan_mode or self.turn.side_question)
+        deferred_gen = getattr(self.deferred, "generation", None) if self.deferred is not None else None
+        return (
+            kind,
+            self.policy.token,
+            int(self.tier),
+            plan,
+            self.allowed,
+            self._cp.registry.generation,
+            deferred_gen,
+            self.deferred,
+            self.rewriters,
+            tuple(sorted(self.extra_tools)),
+        )
+
+    # -- the ToolService surface -----------------------------------------------------------------
+
+    async def list(self) -> builtins.list[ToolDefinition]:
+        """Tools offered this turn: allowed, not denied, not deferred; rewriters applied last."""
+        return list(self._cached_list())
+
+    def _cached_list(self) -> tuple[ToolDefinition, ...]:
+        key = self._list_key("list")
+        hit = self._cp._lists.get(key)
+        if hit is None:
+            if len(self._cp._lists) > 256:
+                self._cp._lists.clear()
+            hit = tuple(
+                self._rewrite(e.definition)
+                for e in self._entries()
+                if self._visible(e) and not self._is_deferred(e.name)
+            )
+            self._cp._lists[key] = hit
+        return hit
+
+    async def describe(self, name: str) -> ToolDefinition | None:
+        """The definition of ``name`` if this caller may see it (deferred tools are describable)."""
+        entry = self._entry(name)
+        if entry is None or not self._visible(entry):
+            return None
+        return self._rewrite(entry.definition)
+
+    async def dispatchable_list(self) -> builtins.list[ToolDefinition]:
+        """Everything callable: the listed tools plus deferred ones that pass the gates."""
+        listed = list(self._cached_list())
+        if self.deferred is None:
+            return listed
+        extra = [self._rewrite(e.definition) for e in self._entries() if self._is_deferred(e.name) and self._visible(e)]
+        return sorted(listed + extra, key=lambda d: d.name)
+
+    async def dispatcher_schema(self) -> builtins.list[dict[str, Any]]:
+        """Provider-facing function definitions; the same object until something relevant changes."""
+        key = self._list_key("schema")
+        hit = self._cp._lists.get(key)
+        if hit is None:
+            hit = [d.to_function() for d in self._cached_list()]
+            self._cp._lists[key] = hit
+        return hit
+
+    def explain(self, name: str, input: Mapping[str, Any] | None = None) -> Explanation:
+        """The decision for a call without running it: decision, rule, layer, reason."""
+        entry = self._entry(name)
+        if entry is None:
+            return Explanation("deny", "not_found", None, None, f"tool not found: {name}", self.tier.id, "registry")
+        if not self._is_allowed(entry.name):
+            return Explanation(
+                "deny",
+                "not_allowed",
+                None,
+                "agent",
+                f"`{entry.name}` is not in this agent's allowed_tools.",
+                self.tier.id,
+                "allow-set",
+            )
+        verdict = self._verdict(entry, dict(input or {}))
+        if verdict.action == "deny":
+            reason = verdict.refusal()
+        elif verdict.reason:
+            reason = verdict.reason
+        else:
+            by = f"`{verdict.rule}` in the {verdict.layer} layer" if verdict.rule else "the default"
+            reason = f"`{entry.name}` is allowed by {by} under the `{self.tier.id}` tier."
+        return Explanation(
+            verdict.action,
+            verdict.rule_id,
+            verdict.rule,
+            verdict.layer,
+            reason,
+            self.tier.id,
+            verdict.decided_by,
+            verdict.notes,
+        )
+
+    def _verdict(self, entry: RegisteredTool, input: Mapping[str, Any]) -> Verdict:
+        static, needs = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
+        if not needs or (
+            static.action == "deny"
+            and static.rule_id in ("policy_deny", "plan_mode", "side_question")
+            and not self.policy.has_specs_for(entry.name, entry.source)
+        ):
+            return static
+        shell = getattr(entry.tool, "shell_command", None)
+        command_text = shell(input) if callable(shell) else None
+        command = None
+        if command_text is not None:
+            checker = self._cp.command_checker
+            command = (
+                checker(command_text)
+                if checker is not None
+                else ("ask", "no command policy is loaded, so no shell command can be proven safe", ())
+            )
+        splitter = self._cp.command_splitter or (lambda _text: None)
+
+        def subjects() -> CallSubjects:
+            return self.policy.subjects_for(
+                input, workspace=self._cp.workspace, shell_command=command_text, split_commands=splitter
+            )
+
+        decision = self.policy.decide(entry.name, entry.source, subjects)
+        votes = self._votes(entry, input)
+        return decide_call(
+            tool=entry.name,
+            facts=entry.facts,
+            decision=decision,
+            tier=self.tier,
+            turn=self.turn,
+            input=input,
+            names_exactly=self.policy.names_exactly(entry.name),
+            command=command,
+            votes=votes,
+        )
+
+    def _votes(self, entry: RegisteredTool, input: Mapping[str, Any]) -> tuple[tuple[str, PolicyVote], ...]:
+        votes = []
+        for plugin, fn in self._cp.voters:
+            try:
+                vote = fn(
+                    tool=entry.name,
+                    input=input,
+                    facts=entry.facts,
+                    source=entry.source,
+                    turn=self.turn,
+                    agent=self.agent,
+                    channel=self.channel,
+                )
+            except Exception as exc:  # a broken voter fails closed for this call
+                log.exception("policy plugin %r failed", plugin)
+                vote = PolicyVote("ask", f"the policy plugin failed ({type(exc).__name__}), so a human must decide")
+            if isinstance(vote, PolicyVote) and vote.action in ("deny", "ask"):
+                votes.append((plugin, vote))
+        return tuple(votes)
+
+    async def execute(self, name: str, input: Mapping[str, Any], *, cancel: asyncio.Event | None = None) -> ToolOutput:
+        """Run ``name`` through every gate; raises a :class:`ToolError` with advice for the model."""
+        entry = self._entry(name)
+        if entry is None or not self._is_allowed(entry.name):
+            offered = [d.name for d in await self.dispatchable_list()]
+            raise ToolNotFound(name, suggestions=suggest_candidates(name, offered))
+        canonical = entry.name
+        if not isinstance(input, Mapping):
+            raise ValidationFailed(canonical, f"input must be a JSON object, got {type(input).__name__}")
+        problem = check_input_bounds(input, max_bytes=self._cp.max_input_bytes)
+        if problem is not None:
+            raise ValidationFailed(canonical, problem)
+        verdict = self._verdict(entry, input)
+        if verdict.action == "deny":
+            await self._record_refusal(entry, input, verdict.refusal(), verdict)
+            raise PermissionDenied(canonical, verdict.refusal())
+        if verdict.action == "ask":
+            await self._approve(entry, input, verdict)
+        return await self._run(entry, input, cancel)
+
+    # -- approval ---------------------------------------------------------------------------------
+
+    async def _approve(self, entry: RegisteredTool, input: Mapping[str, Any], verdict: Verdict) -> None:
+        name = entry.name
+        operator = self.turn.caller_is_operator() if self.turn is not None else True
+        fp = grant_fingerprint(name, input)
+        request = ApprovalRequest(
+            tool_name=name,
+            summary=summarize_call(name, input),
+            reason=escape_for_prompt(verdict.reason),
+            rule_id=verdict.rule_id,
+            allowed_decisions=allowed_decisions(verdict.rule_id, operator),
+            fingerprint=fp,
+            arguments=_redacted(input),
+            turn=self.turn,
+        )
+        session = self.turn.session_key if self.turn is not None and self.turn.session_key else None
+        unattended = self.turn is not None and self.turn.unattended
+        if self.requester is None and not unattended:
+            cause = f"{verdict.reason} No approval channel is available, so it cannot be authorized here. Do not retry."
+            await self._record_refusal(entry, input, cause, verdict)
+            raise ExecutionFailed(name, cause)
+        outcome = await self._cp.gate.confirm(self.requester, request, session_key=session, unattended=unattended)
+        await self._record_approval(
+            entry, input, verdict, outcome.approved, outcome.by, outcome.outcome.value, outcome.deny_reason
+        )
+        if outcome.approved:
+            return
+        if outcome.outcome is ApprovalOutcome.TIMEOUT:
+            raise ApprovalExpired(name, outcome.waited_ms)
+        said = f' The user said: "{escape_for_prompt(outcome.deny_reason)}".' if outcome.deny_reason else ""
+        if outcome.by == "User":
+            lead = f"The user did not approve running `{name}` ({outcome.outcome.value})."
+        else:
+            lead = f"running `{name}` was not authorized — nobody was asked ({outcome.outcome.value})."
+            said = ""
+        hint = f" {outcome.hint}" if outcome.hint else ""
+        raise ExecutionFailed(
+            name,
+            f"{lead}{said} Do not retry this call, do not rewrite it, and do not attempt to "
+            f"achieve the same result by other means.{hint} Ask the user what they would "
+            "like to do instead.",
+        )
+
+    # -- running ----------------------------------------------------------------------------------
+
+    async def _run(self, entry: RegisteredTool, input: Mapping[str, Any], cancel: asyncio.Event | None) -> ToolOutput:
+        name = entry.name
+        facts = entry.facts
+        budget_ms = facts.max_duration_ms or DEFAULT_BUDGET_MS
+        handler = get_tool_progress_handler()
+        if handler is not None:
+            handler.on_tool_start(name, summarize_call(name, input))
+        token = _TURN.set(self.turn) if self.turn is not None else None
+        try:
+            try:
+                output = await self._attempt(entry, input, budget_ms, cancel)
+            except ToolError as exc:
+                if not (facts.idempotent and exc.is_retryable and not isinstance(exc, Cancelled)):
+                    raise
+                await asyncio.sleep(RETRY_DELAY_S)
+                output = await self._attempt(entry, input, budget_ms, cancel)
+        except ToolError as exc:
+            if handler is not None:
+                handler.on_tool_result(name, str(exc)[:200], False)
+            if not facts.idempotent:
+                await self._record_execution(entry, input, "error", _bounded(str(exc)))
+            raise
+        finally:
+            if token is not None:
+                _TURN.reset(token)
+        if handler is not None:
+            handler.on_tool_result(name, output.text[:200], True)
+        if not facts.idempotent:
+            await self._record_execution(entry, input, "ok", "")
+        return self._bound_output(name, output)
+
+    async def _attempt(
+        self, entry: RegisteredTool, input: Mapping[str, Any], budget_ms: int, cancel: asyncio.Event | None
+    ) -> ToolOutput:
+        name = entry.name
+        try:
+            async with asyncio.timeout(budget_ms / 1000):
+                if cancel is None:
+                    return await entry.tool.call_json(input)
+                return await _cancellable(name, entry.tool.call_json(input), cancel)
+        except TimeoutError as exc:
+            if isinstance(exc, ToolError):
+                raise
+            raise ToolTimeout(name, budget_ms) from None
+        except ExecutionFailed as exc:
+            raise ExecutionFailed(name, _bounded(exc.cause)) from None
+        except TransportError as exc:
+            raise TransportError(name, _bounded(exc.cause)) from None
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise panic_error(name, exc) from exc
+
+    def _bound_output(self, name: str, output: ToolOutput) -> ToolOutput:
+        text = output.text
+        limit = self._cp.max_output_chars
+        if len(text) <= limit:
+            return output
+        session = self.turn.session_key if self.turn and self.turn.session_key else "default"
+        call_id = self.turn.call_id if self.turn and self.turn.call_id else uuid.uuid4().hex
+        preview = text[: min(2000, limit // 2)]
+        if self._cp.data_dir is not None:
+            try:
+                folder = self._cp.data_dir / "tool_results" / re.sub(r"[^A-Za-z0-9_.-]", "_", session)
+                folder.mkdir(parents=True, exist_ok=True)
+                path = folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', call_id)}.txt"
+                path.write_text(text, encoding="utf-8")
+                marker = f"[Full output persisted: {path} ({len(text)} chars, {name})]\n{preview}\n[…]"
+                return ToolOutput(marker, output.metadata)
+            except OSError:
+                log.exception("could not persist a large tool output; truncating instead")
+        tail = text[-min(1000, limit // 4) :]
+        return ToolOutput(
+            f"{preview}\n…[{len(text) - len(preview) - len(tail)} chars elided]…\n{tail}", output.metadata
+        )
+
+    # -- recording (never changes a call's result) ------------------------------------------------
+
+    def _agent_id(self) -> str:
+        return self.agent or "default"
+
+    async def _record_refusal(
+        self, entry: RegisteredTool, input: Mapping[str, Any], reason: str, verdict: Verdict
+    ) -> None:
+        await self._ledger(entry, input, "tool_denied", "denied", redact(reason), verdict.rule or verdict.rule_id)
+        self._event("refused", entry.name, reason)
+
+    async def _record_execution(
+        self, entry: RegisteredTool, input: Mapping[str, Any], outcome: LedgerOutcome, detail: str
+    ) -> None:
+        summary = summarize_call(entry.name, input)
+        await self._ledger(
+            entry, input, "tool_call", outcome, f"{summary} — {redact(detail)}" if detail else summary, None
+        )
+        self._event("executed" if outcome == "ok" else "failed", entry.name, redact(detail))
+
+    async def _record_approval(
+        self,
+        entry: RegisteredTool,
+        input: Mapping[str, Any],
+        verdict: Verdict,
+        approved: bool,
+        by: str,
+        outcome: str,
+        reason: str | None,
+    ) -> None:
+        if approved:
+            detail = "approved by the user" if by == "User" else "satisfied by an earlier grant for this exact call"
+        else:
+            detail = redact(reason or f"not approved ({outcome})")
+        await self._ledger(
+            entry,
+            input,
+            "approval_granted" if approved else "approval_denied",
+            "ok" if approved else "denied",
+            f"{detail} [gate: {verdict.rule_id}]",
+            verdict.rule_id,
+        )
+        self._event("approved" if approved else "denied", entry.name, detail, by=by)
+
+    async def _ledger(
+        self,
+        entry: RegisteredTool,
+        input: Mapping[str, Any],
+        action: LedgerAction,
+        outcome: LedgerOutcome,
+        detail: str,
+        rule: str | None,
+    ) -> None:
+        ledger = self._cp.ledger
+        if ledger is None:
+            return
+        try:
+            await ledger.append(
+                LedgerRecord(
+                    agent_id=self._agent_id(),
+                    action=action,
+                    target=entry.name,
+                    outcome=outcome,
+                    detail=detail,
+                    args_fp=grant_fingerprint(entry.name, input),
+                    principal=self.turn.principal if self.turn is not None else None,
+                    rule=rule,
+                )
+            )
+        except Exception:
+            log.exception("ledger append failed; the call's result is unchanged")
+
+    def _event(self, kind: EventKind, tool: str, detail: str, by: str | None = None) -> None:
+        events = self._cp.events
+        if events is None or self.turn is None or not self.turn.session_key:
+            return
+        try:
+            events.record(
+                self.turn.session_key,
+                kind,
+                tool,
+                call_id=self.turn.call_id,
+                turn_id=self.turn.run_id or None,
+                detail=detail,
+                by=by,
+            )
+        except Exception:
+            log.exception("event log write failed; the call's result is unchanged")
+
+
+async def _cancellable(name: str, work: Awaitable[ToolOutput], cancel: asyncio.Event) -> ToolOutput:
+    task = asyncio.ensure_future(work)
+    stopper = asyncio.ensure_future(cancel.wait())
+    try:
+        done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            return task.result()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        raise Cancelled(name)
+    finally:
+        stopper.cancel()
+        if not task.done():
+            task.cancel()
+
+
+def _bounded(text: str) -> str:
+    text = _ANSI.sub("", text)
+    if len(text) <= ERROR_LIMIT:
+        return text
+    head, tail = text[:2600], text[-1200:]
+    return f"{head}\n…[{len(text) - 3800} chars elided]…\n{tail}"
+
+
+def _redacted(input: Mapping[str, Any]) -> dict[str, Any]:
+    from aleph._gate import redact_arguments
+
+    out = redact_arguments(dict(input))
+    return out if isinstance(out, dict) else {}
