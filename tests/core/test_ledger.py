@@ -584,3 +584,26 @@ async def test_chains_evicted_from_the_open_set_resume_correctly(
     for agent in ("a", "b", "c", "d"):
         assert [1, 2, 3, 4] == [r.seq for r in ledger.rows(agent)]
         assert ledger.verify(agent).ok
+
+
+@pytest.mark.anyio
+async def test_bad_records_are_counted_and_the_writer_keeps_going(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path)
+    await ledger.append(record(agent=""))
+    await ledger.append(record(action="launch_missiles"))  # type: ignore[arg-type]
+    await ledger.append("not a record")  # type: ignore[arg-type]
+    await ledger.append(record(1))
+    await ledger.flush()
+    assert 3 == ledger.lost_appends
+    await ledger.aclose()
+    assert ["identity_created", "tool_call"] == [r.action for r in ledger.rows("main")]
+
+
+@pytest.mark.anyio
+async def test_flush_and_append_after_close_return_at_once(tmp_path: Path) -> None:
+    ledger = await filled(tmp_path, 1)
+    await ledger.aclose()
+    await ledger.flush()
+    assert ledger.flush_sync(timeout=1)
+    ledger.append_nowait(record())
+    assert 1 == ledger.lost_appends

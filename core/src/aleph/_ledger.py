@@ -229,19 +229,24 @@ class Ledger:
 
     async def flush(self) -> None:
         """Return once everything appended before this call is written and fsync'd (or counted lost)."""
-        if self._thread is None:
-            return
-        marker = _Flush()
-        await anyio.to_thread.run_sync(self._put_blocking, marker)
-        await anyio.to_thread.run_sync(marker.event.wait, abandon_on_cancel=True)
+        if self._thread is None or self._closed:
+            return  # a closed ledger flushed everything when it closed
+        await anyio.to_thread.run_sync(self.flush_sync, abandon_on_cancel=True)
 
     def flush_sync(self, timeout: float | None = None) -> bool:
         """Blocking :meth:`flush` for synchronous code; False if ``timeout`` passed first."""
-        if self._thread is None or not self._thread.is_alive():
+        thread = self._thread
+        if thread is None or self._closed:
             return True
         marker = _Flush()
         self._put_blocking(marker)
-        return marker.event.wait(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not marker.event.wait(0.5):
+            if not thread.is_alive():
+                return True  # closed meanwhile: close() drained the queue
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+        return True
 
     async def rotate_key(self, agent_id: str) -> str:
         """Rotate the key and record ``identity_rotated``, signed by the old key; returns the new fingerprint."""
@@ -269,6 +274,16 @@ class Ledger:
         self._put_blocking(_Stop())
         thread.join()
         _OPEN_LEDGERS.discard(self)
+        # A record that raced past the closed check landed behind the stop marker: count it, never drop it silently.
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, LedgerRecord):
+                self._lose(1, "appended while the ledger was closing")
+            elif isinstance(item, _Flush):
+                item.event.set()
 
     async def aclose(self) -> None:
         """Async :meth:`close`."""
@@ -306,12 +321,12 @@ class Ledger:
         flushes: list[_Flush] = []
         stop = False
         for item in batch:
-            if isinstance(item, LedgerRecord | _Sync):
-                per_agent.setdefault(item.agent_id, []).append(item)
-            elif isinstance(item, _Flush):
+            if isinstance(item, _Flush):
                 flushes.append(item)
-            else:
+            elif isinstance(item, _Stop):
                 stop = True
+            else:  # a record (or a wrongly typed object, which _commit counts as lost)
+                per_agent.setdefault(getattr(item, "agent_id", ""), []).append(item)
         for agent_id, items in per_agent.items():
             self._commit(agent_id, items)
         if stop:
@@ -495,7 +510,7 @@ class Ledger:
         return active
 
     def _commit(self, agent_id: str, items: list[LedgerRecord | _Sync]) -> None:
-        records = sum(1 for item in items if isinstance(item, LedgerRecord))
+        records = sum(1 for item in items if not isinstance(item, _Sync))
         try:
             self._commit_locked(agent_id, items, records)
         except Exception as exc:  # an unexpected failure loses this agent's batch, never the writer
