@@ -258,66 +258,11 @@ def verify_chain(
 
     Detects an edited field, a reordered, deleted or inserted row, a bad signature, an unknown or
     undeclared signer, a wrong genesis, an unreadable row, and (against a checkpoint) a deleted tail.
+    The file is streamed: memory does not grow with the chain.
     """
     report = VerifyReport(agent_id=agent_id, ok=False, rows=0)
-    lines, report.torn_tail = read_lines(path)
-    if not lines:
-        report.reason = f"no ledger rows for agent {agent_id!r} in {path.parent}"
-        return report
-    hashes: list[str] = []
-    expected_signer: str | None = None
-    prev: str | None = None
-
-    def bad(seq: int, line: int, reason: str) -> VerifyReport:
-        report.first_bad_seq, report.first_bad_line, report.reason = seq, line, reason
-        report.rows, report.head_hash = len(hashes), prev
-        return report
-
-    for line_no, raw in enumerate(lines, start=1):
-        seq = line_no
-        try:
-            row = LedgerRow.from_json(json.loads(raw))
-        except ValueError as exc:
-            return bad(seq, line_no, f"row is unreadable: {exc}")
-        if row.seq != seq:
-            what = "missing or moved" if row.seq > seq else "out of order or duplicated"
-            return bad(seq, line_no, f"expected seq {seq} but found seq {row.seq}: a row is {what}")
-        if row.agent_id != agent_id:
-            return bad(seq, line_no, f"row belongs to agent {row.agent_id!r}")
-        if seq == 1:
-            if row.prev_hash is not None or row.action != "identity_created":
-                return bad(seq, line_no, "wrong genesis: seq 1 must be identity_created with no prev hash")
-            expected_signer = row.signer_fp
-        elif row.prev_hash != prev:
-            return bad(seq, line_no, "prev_hash does not match the hash of the row before: the chain is broken")
-        try:
-            computed = _hash_of(row)
-        except ValueError:
-            return bad(seq, line_no, "prev_hash is not hex")
-        if computed.hex() != row.hash:
-            return bad(seq, line_no, "hash mismatch: a field of this row was changed after it was written")
-        public = keys.get(row.signer_fp)
-        if public is None:
-            return bad(seq, line_no, f"unknown signer {row.signer_fp}: no such key for this agent in the keystore")
-        if row.signer_fp != expected_signer:
-            why = f"signed by {row.signer_fp} but the chain's key is {expected_signer} (no rotation row)"
-            return bad(seq, line_no, why)
-        try:
-            signature = bytes.fromhex(row.signature)
-        except ValueError:
-            signature = b""
-        if not verify_signature(public, signature, computed):
-            return bad(seq, line_no, f"bad signature under key {row.signer_fp}")
-        if row.action == "identity_rotated":
-            if row.target not in keys:
-                return bad(seq, line_no, f"rotation to unknown key {row.target}")
-            expected_signer = row.target
-        if row.signer_fp not in report.signers:
-            report.signers.append(row.signer_fp)
-        hashes.append(row.hash)
-        prev = row.hash
-    report.rows, report.head_hash = len(hashes), prev
-
+    # Checkpoints first, so the scan keeps only the row hashes they name.
+    anchors: list[tuple[str, int, str]] = []
     ckpt_lines, _ = read_lines(ckpt_path)
     sources: list[tuple[str, bytes]] = []
     if ckpt_lines:
@@ -329,13 +274,93 @@ def verify_chain(
             report.reason = f"cannot read checkpoint {checkpoint}: {exc.strerror}"
             return report
     for label, raw in sources:
-        problem, ck_seq = _check_checkpoint(raw, agent_id, keys, hashes)
-        if problem is not None:
-            report.first_bad_seq = ck_seq
-            report.first_bad_line = ck_seq
+        problem, anchor = _parse_checkpoint(raw, agent_id, keys)
+        if anchor is None:
             report.reason = f"{label}: {problem}"
             return report
-        report.checkpoint_seq = max(report.checkpoint_seq or 0, ck_seq or 0)
+        anchors.append((label, *anchor))
+    wanted: dict[int, str] = {seq: "" for _, seq, _ in anchors}
+
+    expected_signer: str | None = None
+    prev: str | None = None
+    seq = 0
+
+    def bad(line: int, reason: str) -> VerifyReport:
+        report.first_bad_seq, report.first_bad_line, report.reason = line, line, reason
+        report.rows, report.head_hash = line - 1, prev
+        return report
+
+    try:
+        fh = path.open("rb")
+    except FileNotFoundError:
+        report.reason = f"no ledger rows for agent {agent_id!r} in {path.parent}"
+        return report
+    with fh:
+        for raw in fh:
+            if not raw.endswith(b"\n"):
+                report.torn_tail = True  # an unacknowledged write cut short by a crash; the writer cuts it
+                break
+            seq += 1
+            try:
+                row = LedgerRow.from_json(json.loads(raw))
+            except ValueError as exc:
+                return bad(seq, f"row is unreadable: {exc}")
+            if row.seq != seq:
+                what = "missing or moved" if row.seq > seq else "out of order or duplicated"
+                return bad(seq, f"expected seq {seq} but found seq {row.seq}: a row is {what}")
+            if row.agent_id != agent_id:
+                return bad(seq, f"row belongs to agent {row.agent_id!r}")
+            if seq == 1:
+                if row.prev_hash is not None or row.action != "identity_created":
+                    return bad(seq, "wrong genesis: seq 1 must be identity_created with no prev hash")
+                expected_signer = row.signer_fp
+            elif row.prev_hash != prev:
+                return bad(seq, "prev_hash does not match the hash of the row before: the chain is broken")
+            try:
+                computed = _hash_of(row)
+            except ValueError:
+                return bad(seq, "prev_hash is not hex")
+            if computed.hex() != row.hash:
+                return bad(seq, "hash mismatch: a field of this row was changed after it was written")
+            public = keys.get(row.signer_fp)
+            if public is None:
+                return bad(seq, f"unknown signer {row.signer_fp}: no such key for this agent in the keystore")
+            if row.signer_fp != expected_signer:
+                return bad(seq, f"signed by {row.signer_fp} but the chain's key is {expected_signer} (no rotation row)")
+            try:
+                signature = bytes.fromhex(row.signature)
+            except ValueError:
+                signature = b""
+            if not verify_signature(public, signature, computed):
+                return bad(seq, f"bad signature under key {row.signer_fp}")
+            if row.action == "identity_rotated":
+                if row.target not in keys:
+                    return bad(seq, f"rotation to unknown key {row.target}")
+                expected_signer = row.target
+            if row.signer_fp not in report.signers:
+                report.signers.append(row.signer_fp)
+            if seq in wanted:
+                wanted[seq] = row.hash
+            prev = row.hash
+    report.rows, report.head_hash = seq, prev
+    if seq == 0:
+        report.reason = f"no ledger rows for agent {agent_id!r} in {path.parent}"
+        return report
+
+    for label, ck_seq, head_hex in anchors:
+        if ck_seq > seq:
+            report.first_bad_seq = report.first_bad_line = seq + 1
+            report.reason = (
+                f"{label}: records seq {ck_seq} but the chain ends at seq {seq}: rows {seq + 1}..{ck_seq} were removed"
+            )
+            return report
+        if wanted[ck_seq] != head_hex:
+            report.first_bad_seq = report.first_bad_line = ck_seq
+            report.reason = (
+                f"{label}: row {ck_seq} has hash {wanted[ck_seq][:16]}… but the checkpoint records {head_hex[:16]}…"
+            )
+            return report
+        report.checkpoint_seq = max(report.checkpoint_seq or 0, ck_seq)
     report.ok = True
     return report
 
@@ -354,32 +379,23 @@ def signed_checkpoint(signer: Signer, seq: int, head: bytes) -> dict[str, Any]:
     }
 
 
-def _check_checkpoint(
-    raw: bytes, agent_id: str, keys: dict[str, bytes], hashes: list[str]
-) -> tuple[str | None, int | None]:
-    """``(problem, seq)``: problem is None when the checkpoint is valid and the chain still holds its head."""
+def _parse_checkpoint(raw: bytes, agent_id: str, keys: dict[str, bytes]) -> tuple[str, tuple[int, str] | None]:
+    """``(problem, (seq, head_hash))``: the anchor is None when the checkpoint is unreadable, foreign or forged."""
     try:
         data = json.loads(raw)
         seq, head_hex, signer_fp, at_ms = data["seq"], data["head_hash"], data["signer_fp"], data["at_ms"]
         if data["agent_id"] != agent_id:
             return f"belongs to agent {data['agent_id']!r}, not {agent_id!r}", None
         if type(seq) is not int or type(at_ms) is not int or seq < 1:
-            raise ValueError("seq/at_ms")
+            raise ValueError("seq and at_ms must be positive integers")
         head, signature = bytes.fromhex(head_hex), bytes.fromhex(data["signature"])
     except (ValueError, TypeError, KeyError) as exc:
         return f"unreadable ({type(exc).__name__}: {exc})", None
     public = keys.get(signer_fp)
     if public is None:
-        return f"signed by unknown key {signer_fp}", seq
+        return f"signed by unknown key {signer_fp}", None
     if fingerprint(public) != signer_fp or not verify_signature(
         public, signature, checkpoint_digest(agent_id, seq, head, signer_fp, at_ms)
     ):
-        return "bad signature", seq
-    if seq > len(hashes):
-        return (
-            f"records seq {seq} but the chain ends at seq {len(hashes)}: rows {len(hashes) + 1}..{seq} were removed",
-            len(hashes) + 1,
-        )
-    if hashes[seq - 1] != head_hex:
-        return f"row {seq} has hash {hashes[seq - 1][:16]}… but the checkpoint records {head_hex[:16]}…", seq
-    return None, seq
+        return "bad signature", None
+    return "", (seq, head.hex())
