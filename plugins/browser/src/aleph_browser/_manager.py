@@ -1,0 +1,651 @@
+"""The shared profile manager: one lazily launched Chromium per runtime, a browser context per agent session.
+
+- Each agent session (``aleph.current_turn().session_key``, else ``"default"``) gets its own browser
+  context: an isolated ephemeral one, or a named persistent profile (a user data dir under
+  ``<data_dir>/browser/profiles/<name>``). One session never sees another's tabs.
+- Every context routes ``**/*`` through the origin policy and sends its traffic through its own
+  :class:`~aleph_browser._proxy.PolicyProxy`, which also sees redirect hops.
+- The browser starts on first use and closes after ``idle_timeout_seconds`` without a call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import shutil
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from playwright.async_api import (
+    Browser,
+    BrowserContext,
+    ConsoleMessage,
+    Dialog,
+    Download,
+    Locator,
+    Page,
+    Playwright,
+    Request,
+    Response,
+    Route,
+    async_playwright,
+)
+from playwright.async_api import (
+    Error as PlaywrightError,
+)
+
+import aleph
+from aleph_browser._config import BrowserConfig
+from aleph_browser._paths import PathRefused, confine
+from aleph_browser._policy import OriginPolicy
+from aleph_browser._proxy import PolicyProxy
+from aleph_browser._snapshot import REF_TARGET, budget, delta
+
+__all__ = ["BrowserManager", "BrowserProblem", "BrowserUnavailable", "PolicyRefusal", "Session", "Tab"]
+
+LAUNCH_ARGS = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+"""Flags for a headless Debian Chromium in a container (see ENV.md)."""
+CANDIDATES = ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome")
+NOT_FOUND = (
+    "browser not available: no Chromium found (install Debian's chromium: apt-get install chromium, "
+    "or set [browser] executable)"
+)
+PROFILE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+DEFAULT_SESSION = "default"
+
+
+class BrowserUnavailable(Exception):
+    """No Chromium to drive; the message says what to install."""
+
+
+class BrowserProblem(Exception):
+    """An action could not be done; the message tells the model what to do next."""
+
+
+class PolicyRefusal(Exception):
+    """The origin policy refused a URL; the message names the rule."""
+
+
+def _current_turn() -> Any:
+    getter = getattr(aleph, "current_turn", None)
+    if getter is None:
+        from aleph._turn import current_turn as getter
+    return getter()
+
+
+def session_key() -> str:
+    """The agent session the running tool call belongs to (``default`` outside a turn)."""
+    turn = _current_turn()
+    return (getattr(turn, "session_key", "") or DEFAULT_SESSION) if turn is not None else DEFAULT_SESSION
+
+
+@dataclass(slots=True)
+class ConsoleEntry:
+    """One console message or uncaught page error."""
+
+    seq: int
+    level: str
+    text: str
+    location: str
+
+
+@dataclass(slots=True)
+class NetworkEntry:
+    """One request the tab made, with its outcome."""
+
+    method: str
+    url: str
+    resource_type: str
+    status: int | None = None
+    failure: str | None = None
+    blocked: str | None = None
+
+
+def _clip(text: str, limit: int = 500) -> str:
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more chars)"
+
+
+class Tab:
+    """One page of a session, with its bounded console and network logs and its snapshot baseline."""
+
+    def __init__(self, tab_id: str, page: Page, session: Session, config: BrowserConfig) -> None:
+        self.id = tab_id
+        self.page = page
+        self.session = session
+        self.console: deque[ConsoleEntry] = deque(maxlen=config.console_buffer)
+        self.network: deque[NetworkEntry] = deque(maxlen=config.network_buffer)
+        self.seq = 0
+        self.errors_reported = 0
+        self.last_snapshot: str | None = None
+        self.dialog: Dialog | None = None
+        self.dialog_opened = asyncio.Event()
+        self.dialog_plan: tuple[str, str | None] | None = None
+        self.dialog_log: deque[str] = deque(maxlen=20)
+        self.downloads: list[str] = []
+
+    def add_console(self, level: str, text: str, location: str = "") -> None:
+        """Record a console message (bounded)."""
+        self.seq += 1
+        self.console.append(ConsoleEntry(self.seq, level, _clip(text, 2000), location))
+
+    def new_errors(self) -> list[str]:
+        """Console errors and page errors since the last time they were reported."""
+        fresh = [e for e in self.console if e.seq > self.errors_reported and e.level in ("error", "pageerror")]
+        self.errors_reported = self.seq
+        return [f"{e.text}" + (f" ({e.location})" if e.location else "") for e in fresh[-10:]]
+
+
+class Session:
+    """One agent session's browser context, its tabs and its proxy."""
+
+    def __init__(self, key: str, profile: str | None, manager: BrowserManager) -> None:
+        self.key = key
+        self.profile = profile
+        self.manager = manager
+        self.context: BrowserContext | None = None
+        self.proxy: PolicyProxy | None = None
+        self.tabs: dict[str, Tab] = {}
+        self.by_page: dict[Page, Tab] = {}
+        self.current: str | None = None
+        self.next_id = 1
+        self.blocks: deque[tuple[int, str, str]] = deque(maxlen=200)
+        self.block_seq = 0
+        self.blocks_reported = 0
+        self.opened: list[str] = []
+
+    def note_block(self, url: str, reason: str) -> None:
+        """Record a refused request (from the route handler or the proxy)."""
+        self.block_seq += 1
+        self.blocks.append((self.block_seq, _clip(url, 300), reason))
+
+    def blocks_since(self, seq: int) -> list[tuple[str, str]]:
+        """Refusals recorded after ``seq``, without duplicates."""
+        seen: dict[str, str] = {}
+        for s, url, reason in self.blocks:
+            if s > seq:
+                seen.setdefault(url, reason)
+        return list(seen.items())
+
+    def adopt(self, page: Page) -> Tab:
+        """The tab for ``page``, creating it (and its listeners) the first time."""
+        tab = self.by_page.get(page)
+        if tab is not None:
+            return tab
+        config = self.manager.config
+        tab = Tab(f"t{self.next_id}", page, self, config)
+        self.next_id += 1
+        self.tabs[tab.id] = tab
+        self.by_page[page] = tab
+        if self.current is None:
+            self.current = tab.id
+        else:
+            self.opened.append(tab.id)
+        page.set_default_timeout(config.action_timeout_ms)
+        page.set_default_navigation_timeout(config.navigation_timeout_ms)
+        page.on("console", lambda m: self._console(tab, m))
+        page.on("pageerror", lambda e: tab.add_console("pageerror", str(e)))
+        page.on("response", lambda r: self._response(tab, r))
+        page.on("requestfailed", lambda r: self._failed(tab, r))
+        page.on("dialog", lambda d: self._dialog(tab, d))
+        page.on("download", lambda d: self._download(tab, d))
+        page.on("close", lambda _p: self._closed(tab))
+        return tab
+
+    @staticmethod
+    def _console(tab: Tab, message: ConsoleMessage) -> None:
+        loc = message.location or {}
+        where = f"{loc.get('url', '')}:{loc.get('lineNumber', '')}" if loc.get("url") else ""
+        tab.add_console(message.type, message.text, where)
+
+    @staticmethod
+    def _response(tab: Tab, response: Response) -> None:
+        req = response.request
+        tab.network.append(NetworkEntry(req.method, _clip(req.url, 1000), req.resource_type, response.status))
+
+    def _failed(self, tab: Tab, request: Request) -> None:
+        failure = request.failure or "failed"
+        blocked = next((r for s, u, r in reversed(self.blocks) if u == _clip(request.url, 300)), None)
+        tab.network.append(
+            NetworkEntry(request.method, _clip(request.url, 1000), request.resource_type, None, failure, blocked)
+        )
+
+    @staticmethod
+    def _dialog(tab: Tab, dialog: Dialog) -> None:
+        tab.dialog_log.append(f"{dialog.type}: {_clip(dialog.message, 300)}")
+        if tab.dialog_plan is not None:
+            action, text = tab.dialog_plan
+            tab.dialog_plan = None
+            coro = dialog.accept(text) if action == "accept" and text is not None else getattr(dialog, action)()
+            asyncio.ensure_future(coro).add_done_callback(_ignore)
+            return
+        tab.dialog = dialog
+        tab.dialog_opened.set()
+
+    def _download(self, tab: Tab, download: Download) -> None:
+        asyncio.ensure_future(self._save_download(tab, download)).add_done_callback(_ignore)
+
+    async def _save_download(self, tab: Tab, download: Download) -> None:
+        manager = self.manager
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", download.suggested_filename or "download").lstrip(".") or "download"
+        base = f"{manager.config.downloads_dir.rstrip('/')}/{name}"
+        stem, dot, ext = name.rpartition(".")
+        for n in range(1, 1000):
+            rel = (
+                base
+                if n == 1
+                else f"{manager.config.downloads_dir.rstrip('/')}/{stem or name}-{n}{dot}{ext if stem else ''}"
+            )
+            try:
+                target = confine(manager.workspace, rel, must_exist=False, create_parents=True)
+            except PathRefused as exc:
+                tab.downloads.append(f"download {name!r} refused: {exc}")
+                await download.cancel()
+                return
+            if not target.exists():
+                break
+        await download.save_as(target)
+        tab.downloads.append(str(target.relative_to(manager.workspace.resolve())))
+
+    def _closed(self, tab: Tab) -> None:
+        self.tabs.pop(tab.id, None)
+        self.by_page.pop(tab.page, None)
+        if self.current == tab.id:
+            self.current = next(reversed(self.tabs), None) if self.tabs else None
+
+    async def close(self) -> None:
+        """Close the context (all its tabs) and the proxy."""
+        context, self.context = self.context, None
+        if context is not None:
+            with contextlib.suppress(Exception):
+                await context.close()
+        if self.proxy is not None:
+            await self.proxy.close()
+            self.proxy = None
+        self.tabs.clear()
+        self.by_page.clear()
+        self.current = None
+
+
+def _ignore(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+class BrowserManager:
+    """Launches Chromium on demand, hands each agent session its context and tabs, closes when idle."""
+
+    def __init__(self, config: BrowserConfig, workspace: Path, data_dir: Path) -> None:
+        self.config = config
+        self.workspace = workspace
+        self.profiles_dir = data_dir / "browser" / "profiles"
+        self.policy = OriginPolicy(
+            config.allowed_origins, config.blocked_origins, block_private=config.block_private_addresses
+        )
+        self._pw: Playwright | None = None
+        self._browser: Browser | None = None
+        self._sessions: dict[str, Session] = {}
+        self._session_profiles: dict[str, str] = {}
+        self._lock: asyncio.Lock | None = None
+        self._last_used = time.monotonic()
+        self._busy = 0
+        self._idle_task: asyncio.Task[None] | None = None
+        self.launches = 0
+        """How many times Chromium was started (the idle close makes the next call start it again)."""
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        """Whether Playwright (and so a browser or a profile) is up."""
+        return self._pw is not None
+
+    def executable(self) -> str:
+        """The Chromium binary to drive, or :class:`BrowserUnavailable`."""
+        configured = self.config.executable
+        if configured:
+            found = shutil.which(configured)
+            if found is None:
+                raise BrowserUnavailable(
+                    f"browser not available: [browser] executable {configured!r} does not exist or is not executable "
+                    "(install Debian's chromium: apt-get install chromium, or fix [browser] executable)"
+                )
+            return found
+        for candidate in CANDIDATES:
+            found = shutil.which(candidate)
+            if found:
+                return found
+        raise BrowserUnavailable(NOT_FOUND)
+
+    def _launch_options(self) -> dict[str, Any]:
+        return {
+            "executable_path": self.executable(),
+            "headless": self.config.headless,
+            "args": [*LAUNCH_ARGS, *self.config.extra_args],
+        }
+
+    @contextlib.asynccontextmanager
+    async def activity(self) -> AsyncIterator[None]:
+        """Mark a tool call in progress: the idle timer never closes the browser under it."""
+        self._busy += 1
+        self._last_used = time.monotonic()
+        try:
+            yield
+        finally:
+            self._busy -= 1
+            self._last_used = time.monotonic()
+
+    async def _start(self) -> Playwright:
+        if self._pw is None:
+            self.executable()
+            self._pw = await async_playwright().start()
+            self._idle_task = asyncio.ensure_future(self._idle_watch())
+        return self._pw
+
+    async def _idle_watch(self) -> None:
+        idle = self.config.idle_timeout_seconds
+        while True:
+            await asyncio.sleep(max(0.1, min(idle / 4, 5.0)))
+            if self._busy == 0 and time.monotonic() - self._last_used >= idle:
+                await self._close_all(from_watcher=True)
+                return
+
+    async def _close_all(self, *, from_watcher: bool = False) -> None:
+        sessions = list(self._sessions.values())
+        self._sessions.clear()
+        for session in sessions:
+            await session.close()
+        browser, self._browser = self._browser, None
+        if browser is not None:
+            with contextlib.suppress(Exception):
+                await browser.close()
+        pw, self._pw = self._pw, None
+        if pw is not None:
+            with contextlib.suppress(Exception):
+                await pw.stop()
+        task, self._idle_task = self._idle_task, None
+        if task is not None and not from_watcher:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+    async def aclose(self) -> None:
+        """Close every context, the browser and Playwright (the runtime's cleanup)."""
+        await self._close_all()
+
+    # -- sessions and tabs -------------------------------------------------------------------
+
+    def _get_lock(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    def existing_session(self) -> Session | None:
+        """The calling session if it has a live context, without launching anything."""
+        session = self._sessions.get(session_key())
+        return session if session is not None and session.context is not None else None
+
+    async def session(self) -> Session:
+        """The calling agent session, launching the browser and its context on first use."""
+        key = session_key()
+        async with self._get_lock():
+            session = self._sessions.get(key)
+            if session is not None and session.context is not None:
+                return session
+            session = Session(key, self._session_profiles.get(key), self)
+            await self._open_context(session)
+            self._sessions[key] = session
+            return session
+
+    def _context_options(self, proxy: PolicyProxy) -> dict[str, Any]:
+        return {
+            "viewport": {"width": self.config.viewport_width, "height": self.config.viewport_height},
+            "accept_downloads": True,
+            # Service workers could fetch outside the route handler; block them.
+            "service_workers": "block",
+            "proxy": {"server": proxy.url, "bypass": "<-loopback>"},
+        }
+
+    async def _open_context(self, session: Session) -> None:
+        pw = await self._start()
+        proxy = PolicyProxy(self.policy, session.note_block)
+        await proxy.start()
+        try:
+            if session.profile is None:
+                if self._browser is None or not self._browser.is_connected():
+                    self._browser = await pw.chromium.launch(**self._launch_options())
+                    self.launches += 1
+                context = await self._browser.new_context(**self._context_options(proxy))
+            else:
+                if any(s.profile == session.profile and s.context is not None for s in self._sessions.values()):
+                    raise BrowserProblem(
+                        f"profile {session.profile!r} is in use by another session; a profile can be open in one "
+                        "session at a time"
+                    )
+                user_dir = self.profiles_dir / session.profile
+                user_dir.mkdir(parents=True, exist_ok=True)
+                context = await pw.chromium.launch_persistent_context(
+                    str(user_dir), **self._launch_options(), **self._context_options(proxy)
+                )
+                self.launches += 1
+        except BaseException:
+            await proxy.close()
+            raise
+        session.context, session.proxy = context, proxy
+        context.set_default_timeout(self.config.action_timeout_ms)
+        context.on("page", session.adopt)
+        await context.route("**/*", self._route_handler(session))
+        for page in context.pages:
+            session.adopt(page)
+
+    def _route_handler(self, session: Session) -> Callable[[Route], Awaitable[None]]:
+        policy = self.policy
+
+        async def handle(route: Route) -> None:
+            url = route.request.url
+            reason = policy.check_url(url)
+            try:
+                if reason is None:
+                    await route.continue_()
+                    return
+                session.note_block(url, reason)
+                await route.abort("blockedbyclient")
+            except Exception:  # the page or context closed under the request
+                return
+
+        return handle
+
+    async def close_session(self, key: str | None = None) -> bool:
+        """Close the calling (or named) session's context; True if one was open."""
+        key = key or session_key()
+        session = self._sessions.pop(key, None)
+        if session is None:
+            return False
+        await session.close()
+        return True
+
+    async def use_profile(self, name: str | None) -> None:
+        """Switch the calling session to the persistent profile ``name`` (None: back to ephemeral)."""
+        key = session_key()
+        if name is not None:
+            check_profile_name(name)
+            if any(s.profile == name and s.context is not None and k != key for k, s in self._sessions.items()):
+                raise BrowserProblem(
+                    f"profile {name!r} is in use by another session; a profile can be open in one session at a time"
+                )
+            self._session_profiles[key] = name
+        else:
+            self._session_profiles.pop(key, None)
+        await self.close_session(key)
+
+    def session_profile(self) -> str | None:
+        """The profile the calling session uses (None: ephemeral)."""
+        return self._session_profiles.get(session_key())
+
+    def profiles_in_use(self) -> dict[str, str]:
+        """Profile name → session key, for open profiles."""
+        return {s.profile: k for k, s in self._sessions.items() if s.profile and s.context is not None}
+
+    async def tab(self, *, create: bool = True) -> Tab:
+        """The calling session's current tab (a blank one is opened when there is none)."""
+        session = await self.session()
+        if session.current is not None and session.current in session.tabs:
+            return session.tabs[session.current]
+        if not create:
+            raise BrowserProblem("no tab is open; call browser_open with a URL")
+        return await self.new_tab(session)
+
+    async def new_tab(self, session: Session) -> Tab:
+        """Open a blank tab in ``session`` and make it current."""
+        if len(session.tabs) >= self.config.max_tabs:
+            raise BrowserProblem(
+                f"this session already has {len(session.tabs)} tabs open ([browser] max_tabs); "
+                "close one with browser_tabs"
+            )
+        assert session.context is not None
+        page = await session.context.new_page()
+        tab = session.adopt(page)
+        with contextlib.suppress(ValueError):
+            session.opened.remove(tab.id)
+        session.current = tab.id
+        return tab
+
+    # -- page helpers used by the tools ------------------------------------------------------
+
+    def check_url(self, url: str) -> None:
+        """Refuse a URL the origin policy forbids, before the browser tries it."""
+        reason = self.policy.check_url(url)
+        if reason is not None:
+            raise PolicyRefusal(f"{_clip(url, 300)} was not opened: {reason}")
+
+    async def locate(self, tab: Tab, target: str) -> Locator:
+        """The one element ``target`` names: a snapshot ref (``e4``) or a selector."""
+        self.no_dialog(tab)
+        if REF_TARGET.match(target):
+            locator = tab.page.locator(f"aria-ref={target}")
+            try:
+                count = await locator.count()
+            except PlaywrightError:  # the ref names a frame that is gone
+                count = 0
+            if count == 0:
+                raise BrowserProblem(
+                    f"ref {target} is not on the current page (it changed since the last snapshot); "
+                    "call browser_snapshot and use a fresh ref"
+                )
+            return locator
+        locator = tab.page.locator(target)
+        count = await locator.count()
+        if count == 0:
+            raise BrowserProblem(f"no element matches selector {target!r}; call browser_snapshot and use a ref")
+        if count > 1:
+            raise BrowserProblem(
+                f"selector {target!r} matches {count} elements; "
+                "use a ref from browser_snapshot or a more specific selector"
+            )
+        return locator
+
+    @staticmethod
+    def no_dialog(tab: Tab) -> None:
+        """Refuse to act while a dialog blocks the page."""
+        if tab.dialog is not None:
+            raise BrowserProblem(
+                f"a {tab.dialog.type} dialog is open ({_clip(tab.dialog.message, 200)!r}); "
+                "call browser_dialog with action accept or dismiss first"
+            )
+
+    async def act(self, tab: Tab, action: Callable[[], Awaitable[Any]]) -> bool:
+        """Run ``action``; returns False if a dialog opened and is now waiting (the action finishes after it)."""
+        self.no_dialog(tab)
+        tab.dialog_opened.clear()
+        task = asyncio.ensure_future(action())
+        waiter = asyncio.ensure_future(tab.dialog_opened.wait())
+        try:
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if task.done():
+            task.result()
+            return True
+        task.add_done_callback(_ignore)
+        return False
+
+    async def snapshot(self, tab: Tab, *, target: str | None = None, depth: int | None = None) -> str:
+        """The ARIA snapshot (``ai`` mode, with refs) of the page or of the ``target`` subtree."""
+        self.no_dialog(tab)
+        if target is not None:
+            locator = await self.locate(tab, target)
+            return await locator.aria_snapshot(mode="ai", depth=depth)
+        text = await tab.page.aria_snapshot(mode="ai", depth=depth)
+        if depth is None:
+            tab.last_snapshot = text
+        return text
+
+    async def snapshot_section(self, tab: Tab, mode: str, max_chars: int) -> str:
+        """The snapshot part of a result: ``full``, or ``delta`` against this tab's previous snapshot."""
+        if mode == "none":
+            return ""
+        if tab.dialog is not None:
+            return "Snapshot: not available while the dialog is open."
+        previous = tab.last_snapshot
+        full = await self.snapshot(tab)
+        if mode == "delta" and previous is not None:
+            change = delta(previous, full)
+            if len(change.text) < len(full):
+                return "Snapshot (delta):\n" + budget(
+                    change.text, max_chars, hint="call browser_snapshot with mode full"
+                )
+        return "Snapshot:\n" + budget(full, max_chars)
+
+    async def report(self, tab: Tab, what: str, *, snapshot: str = "delta", max_chars: int | None = None) -> str:
+        """The compact result of an action: what happened, page, new errors, modal state, and a snapshot."""
+        session = tab.session
+        lines = [what]
+        if tab.dialog is None:
+            title = await tab.page.title()
+            lines.append(f"Page: {_clip(title, 200)!r} {_clip(tab.page.url, 500)} (tab {tab.id})")
+        else:
+            lines.append(f"Page: {_clip(tab.page.url, 500)} (tab {tab.id})")
+        if session.opened:
+            lines.append("New tabs: " + ", ".join(session.opened) + " (switch with browser_tabs action select)")
+            session.opened.clear()
+        errors = tab.new_errors()
+        if errors:
+            lines.append("New console errors:\n" + "\n".join(f"- {_clip(e, 300)}" for e in errors))
+        blocked = session.blocks_since(session.blocks_reported)
+        session.blocks_reported = session.block_seq
+        if blocked:
+            lines.append("Blocked requests:\n" + "\n".join(f"- {url}: {reason}" for url, reason in blocked[:10]))
+        if tab.downloads:
+            lines.append("Downloaded into the workspace: " + ", ".join(tab.downloads))
+            tab.downloads = []
+        if tab.dialog is not None:
+            lines.append(
+                f"Dialog open: {tab.dialog.type} {_clip(tab.dialog.message, 300)!r} — "
+                "call browser_dialog to accept or dismiss it."
+            )
+        section = await self.snapshot_section(tab, snapshot, max_chars or self.config.max_snapshot_chars)
+        if section:
+            lines.append(section)
+        return "\n".join(lines)
+
+
+def check_profile_name(name: str) -> str:
+    """``name`` if it is a valid profile name, else :class:`BrowserProblem`."""
+    if not PROFILE_NAME.match(name):
+        raise BrowserProblem(
+            f"bad profile name {name[:80]!r}: use 1-64 lowercase letters, digits, '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return name

@@ -1,0 +1,138 @@
+"""browser_exec: a batch of actions in one call, one snapshot at the end."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from playwright.async_api import Error as PlaywrightError
+from pydantic import Field
+
+from aleph import ToolArgs, ToolFacts
+from aleph_browser._base import BrowserTool, SnapshotChoice, playwright_message
+from aleph_browser._manager import BrowserManager, BrowserProblem, PolicyRefusal, Tab
+from aleph_browser._paths import PathRefused
+from aleph_browser._tools_page import fill_field, goto
+
+__all__ = ["BrowserExec"]
+
+
+class Step(ToolArgs):
+    action: Literal["navigate", "click", "type", "fill", "select", "press", "hover", "check", "uncheck", "wait_for"]
+    """What to do: navigate (url), click/hover/check/uncheck (target), type or fill (target, text), select (target,
+    values), press (key, optional target), wait_for (text, or target)."""
+    target: str | None = Field(default=None, min_length=1, max_length=1000)
+    """Element ref (e4) or selector."""
+    text: str | None = Field(default=None, max_length=100_000)
+    """Text for type/fill; for wait_for, the text to wait for."""
+    url: str | None = Field(default=None, min_length=1, max_length=4096)
+    """URL for navigate."""
+    values: list[str] | None = Field(default=None, min_length=1, max_length=50)
+    """Options for select."""
+    key: str | None = Field(default=None, min_length=1, max_length=64)
+    """Key for press (Enter, Tab, Control+A)."""
+
+
+class ExecArgs(SnapshotChoice):
+    steps: list[Step] = Field(min_length=1, max_length=50)
+    """The actions, run in order (at most 50)."""
+    continue_on_error: bool = False
+    """Keep going after a failed step instead of stopping there."""
+
+
+def _need(step: Step, *names: str) -> None:
+    missing = [n for n in names if getattr(step, n) is None]
+    if missing:
+        raise BrowserProblem(f"{step.action} needs {' and '.join(missing)}")
+
+
+async def run_step(manager: BrowserManager, tab: Tab, step: Step) -> str:
+    """Do one step on ``tab``; returns a one-line description."""
+    action = step.action
+    if action == "navigate":
+        _need(step, "url")
+        assert step.url is not None
+        return await goto(manager, tab, step.url)
+    if action == "wait_for":
+        if step.text is not None:
+            await tab.page.get_by_text(step.text).first.wait_for(state="visible")
+            return f"Text {step.text!r} is visible."
+        _need(step, "target")
+        assert step.target is not None
+        await (await manager.locate(tab, step.target)).wait_for(state="visible")
+        return f"{step.target} is visible."
+    if action == "press" and step.target is None:
+        _need(step, "key")
+        assert step.key is not None
+        key = step.key
+        await manager.act(tab, lambda: tab.page.keyboard.press(key))
+        return f"Pressed {key}."
+    _need(step, "target")
+    assert step.target is not None
+    target = step.target
+    if action in ("type", "fill"):
+        _need(step, "text")
+        assert step.text is not None
+        text = step.text
+        if action == "fill":
+            await manager.act(tab, lambda: fill_field(manager, tab, target, text))
+        else:
+            locator = await manager.locate(tab, target)
+            await manager.act(tab, lambda: locator.fill(text))
+        return f"Entered {len(text)} characters into {target}."
+    locator = await manager.locate(tab, target)
+    if action == "click":
+        await manager.act(tab, locator.click)
+    elif action == "hover":
+        await manager.act(tab, locator.hover)
+    elif action in ("check", "uncheck"):
+        await manager.act(tab, lambda: locator.set_checked(action == "check"))
+    elif action == "select":
+        _need(step, "values")
+        assert step.values is not None
+        values = step.values
+        await manager.act(tab, lambda: locator.select_option(values))
+    else:  # press with a target
+        _need(step, "key")
+        assert step.key is not None
+        key = step.key
+        await manager.act(tab, lambda: locator.press(key))
+    return f"{action.capitalize()} {target}: done."
+
+
+class BrowserExec(BrowserTool[ExecArgs]):
+    NAME = "browser_exec"
+    DESCRIPTION = (
+        "Run a batch of browser actions (navigate, click, type, fill, select, press, hover, check, uncheck, wait_for) "
+        "in order in one call and get one report with a single snapshot at the end — the fastest way to do a known "
+        "sequence such as filling and submitting a form. Stops at the first failure unless continue_on_error."
+    )
+    Args = ExecArgs
+    FACTS = ToolFacts(max_duration_ms=300_000, tags=("browser", "network"))
+
+    async def run(self, args: ExecArgs) -> str:
+        manager = self.manager
+        tab = await manager.tab()
+        lines: list[str] = []
+        failed = 0
+        for i, step in enumerate(args.steps, 1):
+            try:
+                lines.append(f"{i}. {await run_step(manager, tab, step)}")
+            except PolicyRefusal as exc:
+                lines.append(f"{i}. {step.action} BLOCKED: {exc}")
+                failed += 1
+            except (BrowserProblem, PathRefused) as exc:
+                lines.append(f"{i}. {step.action} FAILED: {exc}")
+                failed += 1
+            except PlaywrightError as exc:
+                lines.append(f"{i}. {step.action} FAILED: {playwright_message(exc)}")
+                failed += 1
+            if failed and not args.continue_on_error:
+                skipped = len(args.steps) - i
+                if skipped:
+                    lines.append(f"Stopped; {skipped} later step(s) not run.")
+                break
+            if tab.dialog is not None:
+                lines.append("A dialog opened; stopped so you can answer it with browser_dialog.")
+                break
+        summary = f"Ran {len(lines)} step line(s), {failed} failed:\n" + "\n".join(lines)
+        return await manager.report(tab, summary, snapshot=args.snapshot)
