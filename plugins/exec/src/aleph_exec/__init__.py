@@ -1,0 +1,5 @@
+"""aleph-exec: shell and code execution in a bounded workspace sandbox, real checks, PDF and image generation."""
+
+from aleph_exec._sandbox import RunResult, WorkspaceSandbox
+
+__all__ = ["RunResult", "WorkspaceSandbox"]

@@ -1,0 +1,458 @@
+"""WorkspaceSandbox: run a command in the workspace with limits, and leave nothing behind.
+
+Layers, strongest first, each used when the machine offers it:
+
+* a **pids cgroup** per run (v1 ``/sys/fs/cgroup/pids`` or a delegated v2 subtree): ``pids.max`` caps
+  the number of processes even for root, and killing every pid in ``cgroup.procs`` catches
+  descendants that left the process group with ``setsid``;
+* **bubblewrap**: own PID, IPC and UTS namespaces (``--die-with-parent``: when the sandbox's init
+  dies, the kernel kills everything in the namespace), workspace bound read-write, system dirs
+  read-only, protected paths re-bound read-only, network namespace unless ``network = "host"``;
+* always: a new session and process group, rlimits set in the child before ``exec`` (CPU, address
+  space, processes, file size, open files, core dumps off), a scrubbed environment carrying a
+  per-run marker, and a kill that sends SIGTERM then SIGKILL to the group, the cgroup, and every
+  process whose environment still carries the marker (a ``/proc`` sweep).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import secrets
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aleph_exec._config import ExecConfig
+
+__all__ = ["Capture", "RunResult", "WorkspaceSandbox", "bwrap_available"]
+
+MiB = 1024 * 1024
+_MARKER = "ALEPH_SANDBOX_RUN"
+_EXIT_GRACE_S = 1.0
+_TERM_GRACE_S = 0.5
+_SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+
+class Capture:
+    """Keeps the head and tail of a stream within ``cap`` bytes and counts what was dropped."""
+
+    def __init__(self, cap: int) -> None:
+        self.half = max(1, cap // 2)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        """Add a chunk."""
+        self.total += len(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > self.half:
+                del self.tail[: len(self.tail) - self.half]
+
+    @property
+    def truncated(self) -> bool:
+        """Whether bytes were dropped between head and tail."""
+        return self.total > len(self.head) + len(self.tail)
+
+    def text(self) -> str:
+        """The kept output, with a marker where the middle was dropped."""
+        head = self.head.decode("utf-8", "replace")
+        if not self.truncated:
+            return head + self.tail.decode("utf-8", "replace")
+        dropped = self.total - len(self.head) - len(self.tail)
+        tail = self.tail.decode("utf-8", "replace")
+        return f"{head}\n[... {dropped} bytes truncated ...]\n{tail}"
+
+
+@dataclass(slots=True)
+class RunResult:
+    """What a run produced and how it ended."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    truncated: bool
+    timed_out: bool
+    isolation: str
+    network: str
+    duration_ms: float
+    killed: str | None = None
+    limits: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The tool-facing form."""
+        out = {
+            "exit_code": self.exit_code,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "truncated": self.truncated,
+            "timed_out": self.timed_out,
+            "isolation": self.isolation,
+            "network": self.network,
+            "duration_ms": round(self.duration_ms, 1),
+        }
+        if self.killed:
+            out["killed"] = self.killed
+        return out
+
+
+_bwrap_probe: dict[str, bool] = {}
+
+
+def bwrap_available() -> bool:
+    """Whether bubblewrap is installed and can create namespaces here (probed once per process)."""
+    path = shutil.which("bwrap")
+    if path is None:
+        return False
+    if path not in _bwrap_probe:
+        try:
+            probe = subprocess.run(
+                [path, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "true"],
+                capture_output=True,
+                timeout=10,
+            )
+            _bwrap_probe[path] = probe.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            _bwrap_probe[path] = False
+    return _bwrap_probe[path]
+
+
+class _Cgroup:
+    """A throw-away pids cgroup for one run."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def create(cls, max_pids: int) -> _Cgroup | None:
+        base = _pids_hierarchy()
+        if base is None:
+            return None
+        path = base / f"aleph-{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            path.mkdir()
+            (path / "pids.max").write_text(str(max_pids))
+        except OSError:
+            with contextlib.suppress(OSError):
+                path.rmdir()
+            return None
+        return cls(path)
+
+    def pids(self) -> list[int]:
+        try:
+            return [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            return []
+
+    def remove(self) -> None:
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.01)
+
+
+_hierarchy: list[Path | None] = []
+
+
+def _pids_hierarchy() -> Path | None:
+    """A writable pids-controller directory we may create child cgroups in, or None."""
+    if _hierarchy:
+        return _hierarchy[0]
+    found: Path | None = None
+    v1 = Path("/sys/fs/cgroup/pids")
+    if (v1 / "cgroup.procs").exists() and os.access(v1, os.W_OK):
+        found = v1
+    else:
+        # cgroup v2: usable only when our own cgroup delegates the pids controller to children.
+        try:
+            line = next(x for x in Path("/proc/self/cgroup").read_text().splitlines() if x.startswith("0::"))
+            own = Path("/sys/fs/cgroup") / line[3:].lstrip("/")
+            if "pids" in (own / "cgroup.subtree_control").read_text().split() and os.access(own, os.W_OK):
+                found = own
+        except (OSError, StopIteration):
+            found = None
+    _hierarchy.append(found)
+    return found
+
+
+def _proc_sweep(marker: str) -> list[int]:
+    """Pids of live processes whose environment carries ``marker`` (root can read every environ)."""
+    needle = f"{_MARKER}={marker}".encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as fh:
+                if needle in fh.read():
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def _host_env(allow: Iterable[str], workspace: Path) -> dict[str, str]:
+    env = {
+        "PATH": os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(workspace),
+        "LANG": os.environ.get("LANG", "C.UTF-8"),
+        "TERM": os.environ.get("TERM", "dumb"),
+        "TMPDIR": "/tmp",
+    }
+    for name in allow:
+        if name in os.environ:
+            env[name] = os.environ[name]
+    return env
+
+
+class WorkspaceSandbox:
+    """Runs commands in a workspace under the limits of an :class:`ExecConfig`."""
+
+    def __init__(self, workspace: Path, config: ExecConfig, protected: Iterable[Path] = ()) -> None:
+        self.workspace = Path(workspace).resolve()
+        self.config = config
+        self.protected = [Path(p) for p in protected]
+        if config.isolation == "bwrap" or (config.isolation == "auto" and bwrap_available()):
+            self.isolation = "bwrap"
+        else:
+            self.isolation = "none"
+        self.bwrap = shutil.which("bwrap") if self.isolation == "bwrap" else None
+
+    # -- argv and child set-up -----------------------------------------------------------------
+
+    def _bwrap_argv(self, cwd: Path) -> list[str]:
+        assert self.bwrap is not None
+        argv = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+        if self.config.network == "none":
+            argv.append("--unshare-net")
+        if os.geteuid() == 0:
+            argv += ["--cap-drop", "ALL"]
+        argv += ["--ro-bind", "/usr", "/usr"]
+        for d in _SYSTEM_DIRS:
+            if os.path.islink(d):
+                argv += ["--symlink", os.readlink(d), d]
+            elif os.path.isdir(d):
+                argv += ["--ro-bind", d, d]
+        argv += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        seen = {"/usr", "/etc", "/tmp"}
+        extra = [sys.prefix, sys.base_prefix, *self.config.extra_ro_paths]
+        for p in extra:
+            real = os.path.realpath(p)
+            if os.path.isdir(real) and not any(real == s or real.startswith(s + "/") for s in seen):
+                argv += ["--ro-bind", real, real]
+                seen.add(real)
+        argv += ["--bind", str(self.workspace), str(self.workspace)]
+        # Aleph's own files and git hooks inside the workspace stay read-only for commands too.
+        for path in [*self.protected, self.workspace / ".git" / "hooks", self.workspace / ".git" / "config"]:
+            if path.exists() and path.is_relative_to(self.workspace):
+                argv += ["--ro-bind", str(path), str(path)]
+        argv += ["--chdir", str(cwd), "--"]
+        return argv
+
+    def _preexec(self, cgroup: _Cgroup | None, cpu_seconds: int) -> Callable[[], None]:
+        cfg = self.config
+        procs_file = str(cgroup.path / "cgroup.procs") if cgroup else None
+
+        def setup() -> None:
+            # Runs in the child between fork and exec: join the cgroup first, so every descendant is in it.
+            if procs_file is not None:
+                with open(procs_file, "w") as fh:
+                    fh.write(str(os.getpid()))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
+            resource.setrlimit(resource.RLIMIT_AS, (cfg.memory_mb * MiB, cfg.memory_mb * MiB))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (cfg.max_file_mb * MiB, cfg.max_file_mb * MiB))
+            resource.setrlimit(resource.RLIMIT_NOFILE, (cfg.max_open_files, cfg.max_open_files))
+            # Per-uid, and ignored for root: the cgroup's pids.max is what holds there.
+            resource.setrlimit(resource.RLIMIT_NPROC, (cfg.max_processes, cfg.max_processes))
+
+        return setup
+
+    # -- running -------------------------------------------------------------------------------
+
+    def run(
+        self,
+        argv: list[str],
+        *,
+        cwd: Path,
+        timeout: float,
+        stdin: bytes | None = None,
+        on_line: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> RunResult:
+        """Run ``argv`` in ``cwd`` (already checked to lie inside the workspace); blocks until it is over."""
+        cfg = self.config
+        marker = secrets.token_hex(8)
+        env = _host_env(cfg.env_allow, self.workspace)
+        env[_MARKER] = marker
+        cgroup = _Cgroup.create(cfg.max_processes) if cfg.cgroup == "auto" else None
+        full = self._bwrap_argv(cwd) + argv if self.bwrap else argv
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            full,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=self._preexec(cgroup, int(timeout) + 5),
+        )
+        out, err = Capture(cfg.max_output_bytes), Capture(cfg.max_output_bytes)
+        timed_out = False
+        killed: str | None = None
+        try:
+            timed_out, killed = self._pump(proc, stdin, out, err, start + timeout, on_line, cancel)
+        finally:
+            self._kill_all(proc, cgroup, marker)
+            if cgroup is not None:
+                cgroup.remove()
+        network = "none" if self.bwrap and cfg.network == "none" else "host"
+        return RunResult(
+            exit_code=None if timed_out or killed else proc.returncode,
+            stdout=out.text(),
+            stderr=err.text(),
+            truncated=out.truncated or err.truncated,
+            timed_out=timed_out,
+            isolation=self.isolation + ("+cgroup" if cgroup else ""),
+            network=network,
+            duration_ms=(time.monotonic() - start) * 1000,
+            killed=killed,
+        )
+
+    def _pump(
+        self,
+        proc: subprocess.Popen[bytes],
+        stdin: bytes | None,
+        out: Capture,
+        err: Capture,
+        deadline: float,
+        on_line: Callable[[str], None] | None,
+        cancel: threading.Event | None,
+    ) -> tuple[bool, str | None]:
+        sel = selectors.DefaultSelector()
+        assert proc.stdout is not None and proc.stderr is not None
+        sel.register(proc.stdout, selectors.EVENT_READ, out)
+        sel.register(proc.stderr, selectors.EVENT_READ, err)
+        pending = memoryview(stdin or b"")
+        if proc.stdin is not None:
+            os.set_blocking(proc.stdin.fileno(), False)
+            if pending:
+                sel.register(proc.stdin, selectors.EVENT_WRITE, None)
+            else:
+                proc.stdin.close()
+        partial = b""
+        streamed = 0
+        exited_at: float | None = None
+        try:
+            while sel.get_map():
+                now = time.monotonic()
+                if now >= deadline:
+                    return True, "timeout"
+                if cancel is not None and cancel.is_set():
+                    return False, "cancelled"
+                if exited_at is None and proc.poll() is not None:
+                    exited_at = now
+                if exited_at is not None and now - exited_at > _EXIT_GRACE_S:
+                    # The command exited but a background descendant still holds the pipes: stop here.
+                    break
+                for key, _ in sel.select(timeout=min(0.1, max(0.0, deadline - now))):
+                    if key.data is None:
+                        assert proc.stdin is not None
+                        try:
+                            pending = pending[os.write(proc.stdin.fileno(), pending) :]
+                        except BrokenPipeError:
+                            pending = pending[:0]
+                        if not pending:
+                            sel.unregister(proc.stdin)
+                            proc.stdin.close()
+                        continue
+                    chunk = os.read(key.fd, 65536)
+                    if not chunk:
+                        sel.unregister(key.fileobj)
+                        continue
+                    capture: Capture = key.data
+                    capture.feed(chunk)
+                    if on_line is not None and capture is out and streamed < self.config.max_output_bytes:
+                        streamed += len(chunk)
+                        *lines, partial = (partial + chunk).split(b"\n")
+                        for line in lines:
+                            on_line(line.decode("utf-8", "replace"))
+                    if out.total + err.total > self.config.output_kill_bytes:
+                        return False, f"output limit ({self.config.output_kill_bytes} bytes)"
+            if on_line is not None and partial:
+                on_line(partial.decode("utf-8", "replace"))
+            remaining = deadline - time.monotonic()
+            try:
+                proc.wait(timeout=max(0.0, min(remaining, _EXIT_GRACE_S)))
+            except subprocess.TimeoutExpired:
+                if remaining <= _EXIT_GRACE_S:
+                    return True, "timeout"
+            return False, None
+        finally:
+            sel.close()
+
+    def _kill_all(self, proc: subprocess.Popen[bytes], cgroup: _Cgroup | None, marker: str) -> None:
+        """SIGTERM, then SIGKILL, the process group, the cgroup and every marked process; reap the child."""
+        for sig, grace in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, 2.0)):
+            targets = self._targets(proc, cgroup, marker)
+            if not targets and proc.poll() is not None:
+                break
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, sig)
+            for pid in targets:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
+            end = time.monotonic() + grace
+            while time.monotonic() < end:
+                proc.poll()
+                if proc.returncode is not None and not self._targets(proc, cgroup, marker):
+                    break
+                time.sleep(0.01)
+        for stream in (proc.stdout, proc.stderr, proc.stdin):
+            if stream is not None:
+                stream.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+
+    def _targets(self, proc: subprocess.Popen[bytes], cgroup: _Cgroup | None, marker: str) -> set[int]:
+        # The cgroup lists every descendant exactly; a bubblewrap PID namespace dies with its init;
+        # only without both do we sweep /proc for the run's marker (catches setsid'd descendants).
+        if cgroup is not None:
+            pids = set(cgroup.pids())
+        elif self.bwrap is not None:
+            return set()
+        else:
+            pids = set(_proc_sweep(marker))
+        pids.discard(os.getpid())
+        return {pid for pid in pids if _alive(pid)}
+
+
+def _alive(pid: int) -> bool:
+    """True unless ``pid`` is gone or a zombie (zombies cannot be killed, only reaped by their parent)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")

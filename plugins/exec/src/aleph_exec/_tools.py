@@ -1,0 +1,255 @@
+"""``bash``, ``code_exec`` and ``code_check``: commands in the workspace sandbox.
+
+The command-policy floor is not here: the chokepoint asks an exec-class tool for the shell text a
+call would run (:meth:`shell_command`) and applies the policy before the tool runs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import anyio.to_thread
+from pydantic import Field
+
+import aleph
+from aleph import AlephTool, ExecutionFailed, ToolArgs, ToolFacts, ValidationFailed
+from aleph_exec._sandbox import RunResult, WorkspaceSandbox
+from aleph_exec._workdir import WorkdirError, resolve_workdir
+
+__all__ = ["BashTool", "CodeCheckTool", "CodeExecTool", "run_sandboxed"]
+
+_SHELL_LANGUAGES = ("shell", "bash", "sh")
+
+
+async def run_sandboxed(
+    sandbox: WorkspaceSandbox,
+    argv: list[str],
+    *,
+    cwd: Path,
+    timeout: float,
+    stdin: bytes | None = None,
+    on_line: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Run in a worker thread; a cancelled caller stops (and kills) the run instead of leaking it."""
+    cancel = threading.Event()
+    job = partial(sandbox.run, argv, cwd=cwd, timeout=timeout, stdin=stdin, on_line=on_line, cancel=cancel)
+    try:
+        return await anyio.to_thread.run_sync(job, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        cancel.set()
+        raise
+
+
+def _workdir(tool: str, sandbox: WorkspaceSandbox, working_dir: str) -> Path:
+    try:
+        return resolve_workdir(sandbox.workspace, working_dir)
+    except WorkdirError as exc:
+        raise ValidationFailed(tool, f"working_dir: {exc}") from None
+
+
+class BashArgs(ToolArgs):
+    command: str = Field(min_length=1, max_length=100_000)
+    """The shell command (bash syntax) to run in the workspace."""
+    timeout_seconds: float | None = Field(default=None, gt=0, le=170)
+    """Wall-time limit in seconds (default from [exec] default_timeout_seconds, at most 170)."""
+    working_dir: str = Field(default=".", max_length=4096)
+    """Directory to run in, relative to the workspace."""
+
+
+class BashTool(AlephTool[BashArgs]):
+    NAME = "bash"
+    DESCRIPTION = (
+        "Run a bash command in the workspace sandbox and return exit_code, stdout, stderr, whether output was "
+        "truncated or the command timed out, and which isolation was active. Output lines stream live. "
+        "Background processes do not outlive the call; the network is off unless the operator enabled it."
+    )
+    Args = BashArgs
+    FACTS = ToolFacts(max_duration_ms=180_000, tags=("exec",))
+
+    def __init__(self, sandbox: WorkspaceSandbox) -> None:
+        self.sandbox = sandbox
+
+    def shell_command(self, input: Mapping[str, Any]) -> str | None:
+        """The shell text this call would run, for the chokepoint's command-policy floor."""
+        command = input.get("command")
+        return command if isinstance(command, str) else None
+
+    async def call(self, args: BashArgs) -> dict[str, Any]:
+        cwd = _workdir(self.NAME, self.sandbox, args.working_dir)
+        timeout = args.timeout_seconds or self.sandbox.config.default_timeout_seconds
+        result = await run_sandboxed(
+            self.sandbox,
+            ["bash", "-c", args.command],
+            cwd=cwd,
+            timeout=timeout,
+            on_line=partial(aleph.notify_tool_streaming_chunk, self.NAME),
+        )
+        return result.to_json()
+
+
+class CodeExecArgs(ToolArgs):
+    language: Literal["python", "shell", "bash", "sh", "node", "javascript"]
+    """python, shell (bash) or node (when Node.js is installed)."""
+    code: str = Field(min_length=1, max_length=1_000_000)
+    """The program text."""
+    timeout_seconds: float | None = Field(default=None, gt=0, le=170)
+    """Wall-time limit in seconds (at most 170)."""
+    working_dir: str = Field(default=".", max_length=4096)
+    """Directory to run in, relative to the workspace."""
+
+
+class CodeExecTool(AlephTool[CodeExecArgs]):
+    NAME = "code_exec"
+    DESCRIPTION = (
+        "Run a snippet of Python, shell or JavaScript (Node.js) in the workspace sandbox and return its exit "
+        "code, stdout and stderr. Python and Node read the program from stdin; shell runs it with bash -c."
+    )
+    Args = CodeExecArgs
+    FACTS = ToolFacts(max_duration_ms=180_000, tags=("exec",))
+
+    def __init__(self, sandbox: WorkspaceSandbox) -> None:
+        self.sandbox = sandbox
+
+    def shell_command(self, input: Mapping[str, Any]) -> str | None:
+        """The shell text this call would run (shell languages only), for the command-policy floor."""
+        code = input.get("code")
+        if input.get("language") in _SHELL_LANGUAGES and isinstance(code, str):
+            return code
+        return None
+
+    async def call(self, args: CodeExecArgs) -> dict[str, Any]:
+        cwd = _workdir(self.NAME, self.sandbox, args.working_dir)
+        timeout = args.timeout_seconds or self.sandbox.config.default_timeout_seconds
+        stdin: bytes | None = None
+        if args.language in _SHELL_LANGUAGES:
+            argv = ["bash", "-c", args.code]
+        elif args.language == "python":
+            # -I: ignore PYTHON* variables and the user site; the program comes on stdin.
+            argv, stdin = [sys.executable, "-I", "-"], args.code.encode()
+        else:
+            node = shutil.which("node")
+            if node is None:
+                raise ExecutionFailed(self.NAME, "node not available: install Node.js (Debian package nodejs)")
+            argv, stdin = [node, "-"], args.code.encode()
+        result = await run_sandboxed(
+            self.sandbox,
+            argv,
+            cwd=cwd,
+            timeout=timeout,
+            stdin=stdin,
+            on_line=partial(aleph.notify_tool_streaming_chunk, self.NAME),
+        )
+        return {"language": args.language, **result.to_json()}
+
+
+_FAILURE_LINE = re.compile(
+    r"^(FAILED |ERROR |E\s{2,}|.+:\d+:\d+: [A-Z]+\d*|.*\b(error|Error|failed|FAIL)\b)",
+)
+_MAX_FAILURE_LINES = 40
+_MAX_LINE = 300
+_TAIL = 2000
+
+
+def _failure_lines(output: str) -> list[str]:
+    lines = [line[:_MAX_LINE] for line in output.splitlines() if _FAILURE_LINE.match(line)]
+    if len(lines) > _MAX_FAILURE_LINES:
+        dropped = len(lines) - _MAX_FAILURE_LINES
+        lines = [*lines[:_MAX_FAILURE_LINES], f"[... {dropped} more failure lines ...]"]
+    return lines
+
+
+class CodeCheckArgs(ToolArgs):
+    checks: list[str] | None = Field(default=None, max_length=20)
+    """Checks to run: ruff, pytest, or names from [exec] checks. Default: [exec] default_checks."""
+    paths: list[str] = Field(default_factory=list, max_length=100)
+    """Files or directories (workspace-relative) for ruff and pytest; default: the whole workspace."""
+    timeout_seconds: float | None = Field(default=None, gt=0, le=170)
+    """Per-check wall-time limit (default [exec] check_timeout_seconds)."""
+
+
+class CodeCheckTool(AlephTool[CodeCheckArgs]):
+    NAME = "code_check"
+    DESCRIPTION = (
+        "Lint and test the workspace with real tools (ruff, pytest, and the checks the project configures) "
+        "and return pass/fail per check with the failing lines. Use it after editing code."
+    )
+    Args = CodeCheckArgs
+    FACTS = ToolFacts(max_duration_ms=600_000, tags=("check",))
+
+    def __init__(self, sandbox: WorkspaceSandbox) -> None:
+        self.sandbox = sandbox
+
+    def _argv(self, name: str, paths: list[str]) -> list[str] | str:
+        """The argv of a check, or why it is not available."""
+        configured = self.sandbox.config.checks
+        if name in configured:
+            return ["bash", "-c", configured[name]]
+        if name == "ruff":
+            if importlib.util.find_spec("ruff") is None:
+                return "ruff not available: pip install ruff"
+            return [sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format=concise", *(paths or ["."])]
+        if name == "pytest":
+            if importlib.util.find_spec("pytest") is None:
+                return "pytest not available: pip install pytest"
+            return [sys.executable, "-m", "pytest", "-q", "--no-header", "-rfE", "-p", "no:cacheprovider", *paths]
+        known = ", ".join(sorted({"ruff", "pytest", *configured}))
+        raise ValidationFailed(self.NAME, f"checks: unknown check {name!r} (available: {known})")
+
+    async def call(self, args: CodeCheckArgs) -> dict[str, Any]:
+        cfg = self.sandbox.config
+        names = args.checks if args.checks is not None else cfg.default_checks
+        if not names:
+            raise ValidationFailed(self.NAME, "checks: name at least one check")
+        for path in args.paths:
+            if path.startswith("-"):
+                raise ValidationFailed(self.NAME, f"paths: {path!r} looks like an option, not a path")
+            try:
+                resolve_workdir(self.sandbox.workspace, str(Path(path).parent))
+            except WorkdirError as exc:
+                raise ValidationFailed(self.NAME, f"paths: {exc}") from None
+        plans = [(name, self._argv(name, args.paths)) for name in names]
+        results = []
+        for name, argv in plans:
+            if isinstance(argv, str):
+                results.append({"name": name, "status": "unavailable", "passed": False, "failures": [argv]})
+                continue
+            start = time.monotonic()
+            run = await run_sandboxed(
+                self.sandbox,
+                argv,
+                cwd=self.sandbox.workspace,
+                timeout=args.timeout_seconds or cfg.check_timeout_seconds,
+            )
+            output = (run.stdout + "\n" + run.stderr).strip()
+            if run.timed_out:
+                status = "timed_out"
+            elif name == "pytest" and run.exit_code == 5:
+                status = "no_tests"
+            else:
+                status = "passed" if run.exit_code == 0 else "failed"
+            results.append(
+                {
+                    "name": name,
+                    "status": status,
+                    "passed": status in ("passed", "no_tests"),
+                    "exit_code": run.exit_code,
+                    "duration_ms": round((time.monotonic() - start) * 1000, 1),
+                    "failures": _failure_lines(output) if status != "passed" else [],
+                    "output_tail": output[-_TAIL:],
+                }
+            )
+        return {
+            "passed": all(r["passed"] for r in results),
+            "checks": results,
+            "isolation": self.sandbox.isolation,
+        }

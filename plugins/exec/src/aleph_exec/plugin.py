@@ -1,0 +1,44 @@
+"""The ``exec`` plugin: bash, code_exec, code_check, pdf_generate and image_generate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aleph
+from aleph_exec._config import ExecConfig
+from aleph_exec._generate import ImageFn, ImageGenerateTool, PdfGenerateTool
+from aleph_exec._sandbox import WorkspaceSandbox, bwrap_available
+from aleph_exec._tools import BashTool, CodeCheckTool, CodeExecTool
+
+ALEPH_PLUGIN_NAME = "exec"
+
+
+@aleph.hookimpl
+def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginContext) -> None:
+    """Register the sandboxed execution tools and the generators over the runtime's workspace."""
+    config = context.config.section("exec", ExecConfig)
+    if config.isolation == "bwrap" and not bwrap_available():
+        raise aleph.ConfigError(
+            'bwrap not available: install bubblewrap (Debian package bubblewrap) or set isolation = "auto"',
+            file=context.config.origin("exec.isolation"),
+            key="exec.isolation",
+        )
+    protected = context.protected_paths
+    sandbox = WorkspaceSandbox(context.workspace, config, protected)
+    providers: dict[str, ImageFn] = {}
+
+    def add_provider(name: str, generate: Any) -> None:
+        if not isinstance(name, str) or not name or not callable(generate):
+            raise ValueError("register(name, generate) needs a non-empty name and an async callable")
+        if name in providers:
+            raise ValueError(f"image provider {name!r} is registered twice")
+        providers[name] = generate
+
+    context.call_hook("aleph_image_providers", register=add_provider)
+    register(
+        BashTool(sandbox),
+        CodeExecTool(sandbox),
+        CodeCheckTool(sandbox),
+        PdfGenerateTool(context.workspace, protected),
+        ImageGenerateTool(providers, context.workspace, protected),
+    )

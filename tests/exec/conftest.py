@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import aleph_exec.plugin
+
+import aleph
+
+
+def make_runtime(workspace: Path, extra_toml: str = "", plugins: tuple[object, ...] = ()) -> aleph.Aleph:
+    (workspace / "aleph.toml").write_text(
+        f'[workspace]\ndata_dir = "{(workspace / ".aleph-data").as_posix()}"\n{extra_toml}'
+    )
+    return aleph.load(
+        workspace / "aleph.toml",
+        workspace=workspace,
+        plugins=[aleph_exec.plugin, *plugins],
+        entry_points=False,
+        strict=True,
+    )
+
+
+async def run(workspace: Path, name: str, payload: dict[str, Any], toml: str = "", plugins=()) -> Any:
+    """Call one tool in a fresh runtime and return its parsed output (raises the ToolError)."""
+    async with make_runtime(workspace, toml, plugins) as rt:
+        out = await aleph.UnscopedToolService(rt.registry).execute(name, payload)
+    return json.loads(out.text)
+
+
+def processes_with(token: str) -> list[str]:
+    """Command lines (and states) of every process whose command line contains ``token``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if token in cmd:
+            found.append(f"{entry.name} {state} {cmd}")
+    return found
+
+
+def zombie_children() -> list[int]:
+    """Zombie processes whose parent is this test process."""
+    import os
+
+    me = str(os.getpid())
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] == "Z" and fields[1] == me:
+                out.append(int(entry.name))
+    return out

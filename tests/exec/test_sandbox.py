@@ -1,0 +1,172 @@
+"""The sandbox with real subprocesses: timeouts, process caps, output caps, environment, working directory."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import pytest
+from aleph_exec._sandbox import bwrap_available
+
+import aleph
+
+from .conftest import make_runtime, processes_with, run, zombie_children
+
+MODES = [
+    pytest.param('isolation = "none"\ncgroup = "off"\n', id="plain"),
+    pytest.param('isolation = "none"\n', id="cgroup"),
+    pytest.param(
+        'isolation = "bwrap"\ncgroup = "off"\n',
+        id="bwrap",
+        marks=pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot create namespaces here"),
+    ),
+]
+
+
+def cgroup_writable() -> bool:
+    return os.access("/sys/fs/cgroup/pids", os.W_OK)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_timeout_kills_grandchildren_including_setsid_ones_and_leaves_no_zombie(
+    workspace: Path, mode: str
+) -> None:
+    token = str(900000 + secrets.randbelow(99999))
+    command = f"sleep {token}1 & setsid sleep {token}2 & (sleep {token}3 &) ; sleep {token}4"
+    out = await run(workspace, "bash", {"command": command, "timeout_seconds": 1}, f"[exec]\n{mode}")
+    assert (True, None) == (out["timed_out"], out["exit_code"])
+    assert [] == processes_with(token)
+    assert [] == zombie_children()
+
+
+@pytest.mark.anyio
+async def test_background_process_does_not_outlive_a_finished_command(workspace: Path) -> None:
+    token = str(800000 + secrets.randbelow(99999))
+    out = await run(workspace, "bash", {"command": f"setsid sleep {token} & echo started"})
+    assert ("started\n", False) == (out["stdout"], out["timed_out"])
+    assert [] == processes_with(token)
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(not cgroup_writable(), reason="no writable pids cgroup: root ignores RLIMIT_NPROC")
+async def test_fork_loop_is_contained_by_the_process_cap(workspace: Path) -> None:
+    token = str(700000 + secrets.randbelow(99999))
+    command = f"for i in $(seq 1 500); do sleep {token} & done; wait"
+    out = await run(
+        workspace,
+        "bash",
+        {"command": command, "timeout_seconds": 3},
+        '[exec]\nisolation = "none"\nmax_processes = 32\n',
+    )
+    assert "Resource temporarily unavailable" in out["stderr"] or "retry" in out["stderr"]
+    assert out["isolation"] == "none+cgroup"
+    assert [] == processes_with(token)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_endless_output_is_capped_with_a_marker_and_killed(workspace: Path, mode: str) -> None:
+    toml = f"[exec]\n{mode}max_output_bytes = 4096\noutput_kill_bytes = 1048576\n"
+    out = await run(workspace, "bash", {"command": "yes", "timeout_seconds": 60}, toml)
+    assert (True, "output limit (1048576 bytes)") == (out["truncated"], out["killed"])
+    assert "bytes truncated ...]" in out["stdout"]
+    assert len(out["stdout"]) < 4096 + 100
+    assert out["stdout"].startswith("y\ny\n") and out["stdout"].endswith("y\n")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_environment_is_scrubbed_of_host_secrets(workspace: Path, mode: str, monkeypatch) -> None:
+    monkeypatch.setenv("ALEPH_TEST_HOST_SECRET", "s3cr3t-value")
+    monkeypatch.setenv("ALEPH_TEST_ALLOWED", "visible")
+    toml = f'[exec]\n{mode}env_allow = ["ALEPH_TEST_ALLOWED"]\n'
+    out = await run(workspace, "bash", {"command": "env"}, toml)
+    assert "s3cr3t-value" not in out["stdout"]
+    assert "ALEPH_TEST_ALLOWED=visible" in out["stdout"]
+    assert f"HOME={workspace}" in out["stdout"]
+
+
+@pytest.mark.anyio
+async def test_working_dir_must_stay_inside_the_workspace(workspace: Path) -> None:
+    (workspace / "sub").mkdir()
+    out = await run(workspace, "bash", {"command": "pwd", "working_dir": "sub"})
+    assert f"{workspace}/sub\n" == out["stdout"]
+    (workspace / "esc").symlink_to("/etc")
+    for bad in ("..", "../..", "/etc", "esc", "sub/../../x", "nope"):
+        with pytest.raises(aleph.ValidationFailed, match="working_dir"):
+            await run(workspace, "bash", {"command": "pwd", "working_dir": bad})
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot create namespaces here")
+async def test_bwrap_keeps_system_read_only_protected_files_read_only_and_network_off(workspace: Path) -> None:
+    command = (
+        "touch /usr/aleph-probe 2>/dev/null && echo usr-writable; "
+        "echo x >> aleph.toml 2>/dev/null && echo toml-writable; "
+        "echo ok > inside.txt && cat inside.txt; "
+        "cat /proc/net/dev | grep -c : ; "
+        "echo pid=$$"
+    )
+    out = await run(workspace, "bash", {"command": command}, '[exec]\nisolation = "bwrap"\n')
+    assert "usr-writable" not in out["stdout"] and "toml-writable" not in out["stdout"]
+    assert "ok\n" in out["stdout"]
+    assert (workspace / "inside.txt").read_text() == "ok\n"
+    assert "1\n" in out["stdout"]  # only the loopback interface: no network
+    assert ("none", True) == (out["network"], out["isolation"].startswith("bwrap"))
+    assert int(out["stdout"].split("pid=")[1]) < 10  # own PID namespace
+
+
+@pytest.mark.anyio
+async def test_streaming_lines_reach_the_progress_handler(workspace: Path) -> None:
+    chunks: list[tuple[str, str]] = []
+
+    class Recorder:
+        def on_tool_start(self, tool_name: str, args_summary: str) -> None: ...
+
+        def on_tool_result(self, tool_name: str, result_summary: str, success: bool) -> None: ...
+
+        def on_tool_streaming_chunk(self, tool_name: str, chunk: str) -> None:
+            chunks.append((tool_name, chunk))
+
+    previous = aleph.set_tool_progress_handler(Recorder())
+    try:
+        out = await run(workspace, "bash", {"command": "echo one; echo two; printf three"})
+    finally:
+        aleph.set_tool_progress_handler(previous)
+    assert [("bash", "one"), ("bash", "two"), ("bash", "three")] == chunks
+    assert "one\ntwo\nthree" == out["stdout"]
+
+
+@pytest.mark.anyio
+async def test_results_report_exit_code_and_isolation(workspace: Path) -> None:
+    out = await run(workspace, "bash", {"command": "echo err >&2; exit 3"})
+    assert (3, "err\n", False) == (out["exit_code"], out["stderr"], out["timed_out"])
+    assert out["isolation"].split("+")[0] in ("bwrap", "none")
+
+
+@pytest.mark.anyio
+async def test_cancelling_the_caller_kills_the_run(workspace: Path) -> None:
+    import anyio
+
+    token = str(600000 + secrets.randbelow(99999))
+    async with make_runtime(workspace) as rt:
+        service = aleph.UnscopedToolService(rt.registry)
+        with anyio.move_on_after(0.5):
+            await service.execute("bash", {"command": f"sleep {token}"})
+        with anyio.fail_after(10):
+            while processes_with(token):
+                await anyio.sleep(0.05)
+    assert [] == processes_with(token)
+
+
+def test_shell_command_contract_for_the_chokepoint(tmp_path: Path) -> None:
+    rt = make_runtime(tmp_path)
+    bash = rt.registry.get("bash").tool
+    code = rt.registry.get("code_exec").tool
+    assert "ls -la" == bash.shell_command({"command": "ls -la"})
+    assert "rm -rf x" == code.shell_command({"language": "shell", "code": "rm -rf x"})
+    assert "echo" == code.shell_command({"language": "sh", "code": "echo"})
+    assert None is code.shell_command({"language": "python", "code": "print(1)"})
+    assert ("exec",) == bash.facts.tags == code.facts.tags
