@@ -11,6 +11,7 @@ from typing import Any
 from aleph._access import AccessControl, build_chokepoint
 from aleph._approval import ApprovalRequester
 from aleph._config import AlephConfig, load_config
+from aleph._discovery import Discovery
 from aleph._plugins import Cleanup, PluginManager
 from aleph._registry import RegisteredTool, ToolRegistry
 from aleph._scoped import DefinitionRewriter, ScopedToolService
@@ -49,6 +50,8 @@ class Aleph:
         """Validated permission layers and tier settings."""
         self.chokepoint = build_chokepoint(config, registry, plugins)
         """State shared by every scoped service: approval grants, ledger, event log, caches."""
+        self.discovery = Discovery(config.tools, registry, config.data_dir)
+        """``[tools]`` discovery: search index, disclosure rewriters, deferred sets, session knobs."""
         self._cleanups = cleanups
         self._closed = False
 
@@ -91,6 +94,7 @@ class Aleph:
         channel_permissions: Mapping[str, Any] | None = None,
         rewriters: Sequence[DefinitionRewriter] = (),
         deferred: Any = None,
+        discovery: bool = True,
     ) -> ScopedToolService:
         """The permission-checked tool service for one request.
 
@@ -101,8 +105,16 @@ class Aleph:
         :param tier: ``plan`` / ``ask`` / ``auto`` / ``full`` for this request (default: agent, then global).
         :param channel_permissions: a request-time permission layer (same shape as ``tool_permissions``);
             a malformed one denies everything.
+        :param rewriters: definition rewriters (default: ``[tools]`` progressive disclosure for the session's mode).
+        :param deferred: a deferred set (default: the session's, from ``[tools]`` deferral settings).
+        :param discovery: False leaves out everything ``[tools]`` adds (rewriters, deferral, discovery tools).
         """
-        return ScopedToolService(
+        setup = self.discovery.prepare(turn, rewriters=rewriters, deferred=deferred) if discovery else None
+        if setup is not None:
+            rewriters, deferred = setup.rewriters, setup.deferred
+            if tier is None:
+                tier = setup.knobs.exec_tier
+        service = ScopedToolService(
             self.chokepoint,
             policy=self.access.policy(agent, channel, channel_permissions),
             tier=self.access.tier(agent, channel, tier, turn),
@@ -113,7 +125,9 @@ class Aleph:
             allowed=self.access.allowed(agent),
             rewriters=rewriters,
             deferred=deferred,
+            extra_tools=setup.extra_tools if setup is not None else None,
         )
+        return setup.bind(service) if setup is not None else service
 
 
 def load(

@@ -34,7 +34,7 @@ from aleph._errors import (
 )
 from aleph._gate import ApprovalGate, allowed_decisions, escape_for_prompt, grant_fingerprint, redact, summarize_call
 from aleph._ledger import LedgerRecord
-from aleph._names import suggest_candidates
+from aleph._names import repair_tool_name, suggest_candidates
 from aleph._policy import CallSubjects, PermissionPolicy
 from aleph._progress import get_tool_progress_handler
 from aleph._registry import RegisteredTool, ToolRegistry
@@ -373,7 +373,13 @@ class ScopedToolService(BaseToolService):
         entry = self._entry(name)
         if entry is None or not self._is_allowed(entry.name):
             offered = [d.name for d in await self.dispatchable_list()]
-            raise ToolNotFound(name, suggestions=suggest_candidates(name, offered))
+            # Exact, case and separator repairs are unambiguous spellings of one offered tool; a fuzzy
+            # match may be a different tool, so it is only suggested. Non-ASCII never repairs (look-alikes).
+            repaired = repair_tool_name(name, offered) if isinstance(name, str) and name.isascii() else None
+            if repaired is not None and repaired[1] != "fuzzy":
+                entry = self._entry(repaired[0])
+            if entry is None or not self._is_allowed(entry.name):
+                raise ToolNotFound(name, suggestions=suggest_candidates(name, offered))
         canonical = entry.name
         if not isinstance(input, Mapping):
             raise ValidationFailed(canonical, f"input must be a JSON object, got {type(input).__name__}")

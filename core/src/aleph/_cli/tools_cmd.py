@@ -8,6 +8,8 @@ import json
 import sys
 
 from aleph._cli._common import load_runtime, parse_json_arg, print_json
+from aleph._discovery import RequestBinding, search_tools
+from aleph._discovery._tools import MAX_LIMIT
 from aleph._names import suggest_candidates
 
 __all__ = ["add_parser"]
@@ -38,6 +40,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--json", action="store_true", help="print the full result as JSON")
     p.set_defaults(func=_call)
 
+    p = tsub.add_parser(
+        "search",
+        help="search tools by what they do",
+        description="Rank the tools an agent may see by a natural-language query (the tool_search BM25 index).",
+    )
+    p.add_argument("query", help="what you want to do, e.g. 'take a screenshot'")
+    p.add_argument("--limit", type=int, default=5, metavar="N", help="how many tools to show (1-20, default 5)")
+    p.add_argument("--json", action="store_true", help="print the tool_search result object")
+    p.add_argument("--agent", help="agent whose view to search")
+    p.add_argument("--channel", help="channel whose view to search")
+    p.set_defaults(func=_search)
+
 
 def _list(args: argparse.Namespace) -> int:
     async def run() -> int:
@@ -61,7 +75,8 @@ def _list(args: argparse.Namespace) -> int:
 def _describe(args: argparse.Namespace) -> int:
     async def run() -> int:
         async with load_runtime(args) as rt:
-            service = rt.tool_service(agent=args.agent, channel=args.channel)
+            # A person asking for a tool sees its full schema, not the collapsed form a model is first shown.
+            service = rt.tool_service(agent=args.agent, channel=args.channel, discovery=False)
             definition = await service.describe(args.name)
             if definition is None:
                 names = [d.name for d in await service.dispatchable_list()]
@@ -98,5 +113,34 @@ def _call(args: argparse.Namespace) -> int:
         else:
             print(f"error: {result.error}", file=sys.stderr)
         return 0 if result.success else 1
+
+    return asyncio.run(run())
+
+
+def _search(args: argparse.Namespace) -> int:
+    if not args.query.strip():
+        print("aleph: QUERY must not be empty, e.g. aleph tools search 'read a file'", file=sys.stderr)
+        return 2
+    if not 1 <= args.limit <= MAX_LIMIT:
+        print(f"aleph: --limit must be between 1 and {MAX_LIMIT}", file=sys.stderr)
+        return 2
+
+    async def run() -> int:
+        async with load_runtime(args) as rt:
+            service = rt.tool_service(agent=args.agent, channel=args.channel)
+            binding = RequestBinding(rt.registry, rt.discovery.index, None)
+            binding.service = service
+            found = search_tools(binding, args.query, args.limit, promote=False)
+        if args.json:
+            print_json(found)
+            return 0
+        if not found["results"]:
+            print(f"no tool matches {args.query!r}")
+            return 0
+        width = max(len(r["name"]) for r in found["results"])
+        for r in found["results"]:
+            summary = r["description"].strip().splitlines()[0] if r["description"].strip() else ""
+            print(f"{r['score']:8.3f}  {r['name']:<{width}}  {summary[:100]}")
+        return 0
 
     return asyncio.run(run())

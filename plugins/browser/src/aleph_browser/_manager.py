@@ -612,10 +612,13 @@ class BrowserManager:
         """The compact result of an action: what happened, page, new errors, modal state, and a snapshot."""
         session = tab.session
         lines = [what]
+        budget_chars = max_chars or self.config.max_snapshot_chars
         if tab.dialog is None:
-            title = await tab.page.title()
+            # One round trip instead of two: the title and the snapshot are fetched together.
+            title, section = await asyncio.gather(tab.page.title(), self.snapshot_section(tab, snapshot, budget_chars))
             lines.append(f"Page: {_clip(title, 200)!r} {_clip(tab.page.url, 500)} (tab {tab.id})")
         else:
+            section = await self.snapshot_section(tab, snapshot, budget_chars)
             lines.append(f"Page: {_clip(tab.page.url, 500)} (tab {tab.id})")
         if session.opened:
             lines.append("New tabs: " + ", ".join(session.opened) + " (switch with browser_tabs action select)")
@@ -635,7 +638,6 @@ class BrowserManager:
                 f"Dialog open: {tab.dialog.type} {_clip(tab.dialog.message, 300)!r} — "
                 "call browser_dialog to accept or dismiss it."
             )
-        section = await self.snapshot_section(tab, snapshot, max_chars or self.config.max_snapshot_chars)
         if section:
             lines.append(section)
         return "\n".join(lines)
