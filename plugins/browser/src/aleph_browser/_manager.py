@@ -15,35 +15,17 @@ import contextlib
 import re
 import shutil
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from playwright.async_api import (
-    Browser,
-    BrowserContext,
-    ConsoleMessage,
-    Dialog,
-    Download,
-    Locator,
-    Page,
-    Playwright,
-    Request,
-    Response,
-    Route,
-    async_playwright,
-)
-from playwright.async_api import (
-    Error as PlaywrightError,
-)
+from playwright.async_api import Browser, Locator, Playwright, Route, async_playwright
+from playwright.async_api import Error as PlaywrightError
 
-import aleph
 from aleph_browser._config import BrowserConfig
-from aleph_browser._paths import PathRefused, confine
 from aleph_browser._policy import OriginPolicy
 from aleph_browser._proxy import PolicyProxy
+from aleph_browser._session import Session, Tab, clip, ignore_result, session_key
 from aleph_browser._snapshot import REF_TARGET, budget, delta
 
 __all__ = ["BrowserManager", "BrowserProblem", "BrowserUnavailable", "PolicyRefusal", "Session", "Tab"]
@@ -64,7 +46,6 @@ NOT_FOUND = (
     "or set [browser] executable)"
 )
 PROFILE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-DEFAULT_SESSION = "default"
 
 
 class BrowserUnavailable(Exception):
@@ -77,211 +58,6 @@ class BrowserProblem(Exception):
 
 class PolicyRefusal(Exception):
     """The origin policy refused a URL; the message names the rule."""
-
-
-def _current_turn() -> Any:
-    getter = getattr(aleph, "current_turn", None)
-    if getter is None:
-        from aleph._turn import current_turn as getter
-    return getter()
-
-
-def session_key() -> str:
-    """The agent session the running tool call belongs to (``default`` outside a turn)."""
-    turn = _current_turn()
-    return (getattr(turn, "session_key", "") or DEFAULT_SESSION) if turn is not None else DEFAULT_SESSION
-
-
-@dataclass(slots=True)
-class ConsoleEntry:
-    """One console message or uncaught page error."""
-
-    seq: int
-    level: str
-    text: str
-    location: str
-
-
-@dataclass(slots=True)
-class NetworkEntry:
-    """One request the tab made, with its outcome."""
-
-    method: str
-    url: str
-    resource_type: str
-    status: int | None = None
-    failure: str | None = None
-    blocked: str | None = None
-
-
-def _clip(text: str, limit: int = 500) -> str:
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more chars)"
-
-
-class Tab:
-    """One page of a session, with its bounded console and network logs and its snapshot baseline."""
-
-    def __init__(self, tab_id: str, page: Page, session: Session, config: BrowserConfig) -> None:
-        self.id = tab_id
-        self.page = page
-        self.session = session
-        self.console: deque[ConsoleEntry] = deque(maxlen=config.console_buffer)
-        self.network: deque[NetworkEntry] = deque(maxlen=config.network_buffer)
-        self.seq = 0
-        self.errors_reported = 0
-        self.last_snapshot: str | None = None
-        self.dialog: Dialog | None = None
-        self.dialog_opened = asyncio.Event()
-        self.dialog_plan: tuple[str, str | None] | None = None
-        self.dialog_log: deque[str] = deque(maxlen=20)
-        self.downloads: list[str] = []
-
-    def add_console(self, level: str, text: str, location: str = "") -> None:
-        """Record a console message (bounded)."""
-        self.seq += 1
-        self.console.append(ConsoleEntry(self.seq, level, _clip(text, 2000), location))
-
-    def new_errors(self) -> list[str]:
-        """Console errors and page errors since the last time they were reported."""
-        fresh = [e for e in self.console if e.seq > self.errors_reported and e.level in ("error", "pageerror")]
-        self.errors_reported = self.seq
-        return [f"{e.text}" + (f" ({e.location})" if e.location else "") for e in fresh[-10:]]
-
-
-class Session:
-    """One agent session's browser context, its tabs and its proxy."""
-
-    def __init__(self, key: str, profile: str | None, manager: BrowserManager) -> None:
-        self.key = key
-        self.profile = profile
-        self.manager = manager
-        self.context: BrowserContext | None = None
-        self.proxy: PolicyProxy | None = None
-        self.tabs: dict[str, Tab] = {}
-        self.by_page: dict[Page, Tab] = {}
-        self.current: str | None = None
-        self.next_id = 1
-        self.blocks: deque[tuple[int, str, str]] = deque(maxlen=200)
-        self.block_seq = 0
-        self.blocks_reported = 0
-        self.opened: list[str] = []
-
-    def note_block(self, url: str, reason: str) -> None:
-        """Record a refused request (from the route handler or the proxy)."""
-        self.block_seq += 1
-        self.blocks.append((self.block_seq, _clip(url, 300), reason))
-
-    def blocks_since(self, seq: int) -> list[tuple[str, str]]:
-        """Refusals recorded after ``seq``, without duplicates."""
-        seen: dict[str, str] = {}
-        for s, url, reason in self.blocks:
-            if s > seq:
-                seen.setdefault(url, reason)
-        return list(seen.items())
-
-    def adopt(self, page: Page) -> Tab:
-        """The tab for ``page``, creating it (and its listeners) the first time."""
-        tab = self.by_page.get(page)
-        if tab is not None:
-            return tab
-        config = self.manager.config
-        tab = Tab(f"t{self.next_id}", page, self, config)
-        self.next_id += 1
-        self.tabs[tab.id] = tab
-        self.by_page[page] = tab
-        if self.current is None:
-            self.current = tab.id
-        else:
-            self.opened.append(tab.id)
-        page.set_default_timeout(config.action_timeout_ms)
-        page.set_default_navigation_timeout(config.navigation_timeout_ms)
-        page.on("console", lambda m: self._console(tab, m))
-        page.on("pageerror", lambda e: tab.add_console("pageerror", str(e)))
-        page.on("response", lambda r: self._response(tab, r))
-        page.on("requestfailed", lambda r: self._failed(tab, r))
-        page.on("dialog", lambda d: self._dialog(tab, d))
-        page.on("download", lambda d: self._download(tab, d))
-        page.on("close", lambda _p: self._closed(tab))
-        return tab
-
-    @staticmethod
-    def _console(tab: Tab, message: ConsoleMessage) -> None:
-        loc = message.location or {}
-        where = f"{loc.get('url', '')}:{loc.get('lineNumber', '')}" if loc.get("url") else ""
-        tab.add_console(message.type, message.text, where)
-
-    @staticmethod
-    def _response(tab: Tab, response: Response) -> None:
-        req = response.request
-        tab.network.append(NetworkEntry(req.method, _clip(req.url, 1000), req.resource_type, response.status))
-
-    def _failed(self, tab: Tab, request: Request) -> None:
-        failure = request.failure or "failed"
-        blocked = next((r for s, u, r in reversed(self.blocks) if u == _clip(request.url, 300)), None)
-        tab.network.append(
-            NetworkEntry(request.method, _clip(request.url, 1000), request.resource_type, None, failure, blocked)
-        )
-
-    @staticmethod
-    def _dialog(tab: Tab, dialog: Dialog) -> None:
-        tab.dialog_log.append(f"{dialog.type}: {_clip(dialog.message, 300)}")
-        if tab.dialog_plan is not None:
-            action, text = tab.dialog_plan
-            tab.dialog_plan = None
-            coro = dialog.accept(text) if action == "accept" and text is not None else getattr(dialog, action)()
-            asyncio.ensure_future(coro).add_done_callback(_ignore)
-            return
-        tab.dialog = dialog
-        tab.dialog_opened.set()
-
-    def _download(self, tab: Tab, download: Download) -> None:
-        asyncio.ensure_future(self._save_download(tab, download)).add_done_callback(_ignore)
-
-    async def _save_download(self, tab: Tab, download: Download) -> None:
-        manager = self.manager
-        name = re.sub(r"[^A-Za-z0-9._-]", "_", download.suggested_filename or "download").lstrip(".") or "download"
-        base = f"{manager.config.downloads_dir.rstrip('/')}/{name}"
-        stem, dot, ext = name.rpartition(".")
-        for n in range(1, 1000):
-            rel = (
-                base
-                if n == 1
-                else f"{manager.config.downloads_dir.rstrip('/')}/{stem or name}-{n}{dot}{ext if stem else ''}"
-            )
-            try:
-                target = confine(manager.workspace, rel, must_exist=False, create_parents=True)
-            except PathRefused as exc:
-                tab.downloads.append(f"download {name!r} refused: {exc}")
-                await download.cancel()
-                return
-            if not target.exists():
-                break
-        await download.save_as(target)
-        tab.downloads.append(str(target.relative_to(manager.workspace.resolve())))
-
-    def _closed(self, tab: Tab) -> None:
-        self.tabs.pop(tab.id, None)
-        self.by_page.pop(tab.page, None)
-        if self.current == tab.id:
-            self.current = next(reversed(self.tabs), None) if self.tabs else None
-
-    async def close(self) -> None:
-        """Close the context (all its tabs) and the proxy."""
-        context, self.context = self.context, None
-        if context is not None:
-            with contextlib.suppress(Exception):
-                await context.close()
-        if self.proxy is not None:
-            await self.proxy.close()
-            self.proxy = None
-        self.tabs.clear()
-        self.by_page.clear()
-        self.current = None
-
-
-def _ignore(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
 
 
 class BrowserManager:
@@ -358,11 +134,17 @@ class BrowserManager:
         idle = self.config.idle_timeout_seconds
         while True:
             await asyncio.sleep(max(0.1, min(idle / 4, 5.0)))
-            if self._busy == 0 and time.monotonic() - self._last_used >= idle:
-                await self._close_all(from_watcher=True)
+            if self._busy or time.monotonic() - self._last_used < idle:
+                continue
+            async with self._get_lock():
+                # A call may have started while we waited for the lock.
+                if self._busy or time.monotonic() - self._last_used < idle:
+                    continue
+                self._idle_task = None
+                await self._shutdown()
                 return
 
-    async def _close_all(self, *, from_watcher: bool = False) -> None:
+    async def _shutdown(self) -> None:
         sessions = list(self._sessions.values())
         self._sessions.clear()
         for session in sessions:
@@ -375,15 +157,16 @@ class BrowserManager:
         if pw is not None:
             with contextlib.suppress(Exception):
                 await pw.stop()
-        task, self._idle_task = self._idle_task, None
-        if task is not None and not from_watcher:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
 
     async def aclose(self) -> None:
         """Close every context, the browser and Playwright (the runtime's cleanup)."""
-        await self._close_all()
+        task, self._idle_task = self._idle_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        async with self._get_lock():
+            await self._shutdown()
 
     # -- sessions and tabs -------------------------------------------------------------------
 
@@ -528,7 +311,7 @@ class BrowserManager:
         """Refuse a URL the origin policy forbids, before the browser tries it."""
         reason = self.policy.check_url(url)
         if reason is not None:
-            raise PolicyRefusal(f"{_clip(url, 300)} was not opened: {reason}")
+            raise PolicyRefusal(f"{clip(url, 300)} was not opened: {reason}")
 
     async def locate(self, tab: Tab, target: str) -> Locator:
         """The one element ``target`` names: a snapshot ref (``e4``) or a selector."""
@@ -561,7 +344,7 @@ class BrowserManager:
         """Refuse to act while a dialog blocks the page."""
         if tab.dialog is not None:
             raise BrowserProblem(
-                f"a {tab.dialog.type} dialog is open ({_clip(tab.dialog.message, 200)!r}); "
+                f"a {tab.dialog.type} dialog is open ({clip(tab.dialog.message, 200)!r}); "
                 "call browser_dialog with action accept or dismiss first"
             )
 
@@ -578,7 +361,7 @@ class BrowserManager:
         if task.done():
             task.result()
             return True
-        task.add_done_callback(_ignore)
+        task.add_done_callback(ignore_result)
         return False
 
     async def snapshot(self, tab: Tab, *, target: str | None = None, depth: int | None = None) -> str:
@@ -616,16 +399,16 @@ class BrowserManager:
         if tab.dialog is None:
             # One round trip instead of two: the title and the snapshot are fetched together.
             title, section = await asyncio.gather(tab.page.title(), self.snapshot_section(tab, snapshot, budget_chars))
-            lines.append(f"Page: {_clip(title, 200)!r} {_clip(tab.page.url, 500)} (tab {tab.id})")
+            lines.append(f"Page: {clip(title, 200)!r} {clip(tab.page.url, 500)} (tab {tab.id})")
         else:
             section = await self.snapshot_section(tab, snapshot, budget_chars)
-            lines.append(f"Page: {_clip(tab.page.url, 500)} (tab {tab.id})")
+            lines.append(f"Page: {clip(tab.page.url, 500)} (tab {tab.id})")
         if session.opened:
             lines.append("New tabs: " + ", ".join(session.opened) + " (switch with browser_tabs action select)")
             session.opened.clear()
         errors = tab.new_errors()
         if errors:
-            lines.append("New console errors:\n" + "\n".join(f"- {_clip(e, 300)}" for e in errors))
+            lines.append("New console errors:\n" + "\n".join(f"- {clip(e, 300)}" for e in errors))
         blocked = session.blocks_since(session.blocks_reported)
         session.blocks_reported = session.block_seq
         if blocked:
@@ -635,7 +418,7 @@ class BrowserManager:
             tab.downloads = []
         if tab.dialog is not None:
             lines.append(
-                f"Dialog open: {tab.dialog.type} {_clip(tab.dialog.message, 300)!r} — "
+                f"Dialog open: {tab.dialog.type} {clip(tab.dialog.message, 300)!r} — "
                 "call browser_dialog to accept or dismiss it."
             )
         if section:

@@ -13,8 +13,9 @@ from pydantic import Field, model_validator
 from aleph import ToolArgs, ToolFacts
 from aleph_browser._base import BrowserTool, SnapshotChoice
 from aleph_browser._config import BrowserConfig
-from aleph_browser._manager import BrowserManager, BrowserProblem, check_profile_name, session_key
+from aleph_browser._manager import BrowserManager, BrowserProblem, check_profile_name
 from aleph_browser._paths import confine
+from aleph_browser._session import session_key
 from aleph_browser._snapshot import budget
 from aleph_browser._tools_page import goto
 
