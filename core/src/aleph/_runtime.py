@@ -12,6 +12,7 @@ from aleph._access import AccessControl, build_chokepoint
 from aleph._approval import ApprovalRequester
 from aleph._config import AlephConfig, load_config
 from aleph._discovery import Discovery
+from aleph._mcp import McpManager
 from aleph._plugins import Cleanup, PluginManager
 from aleph._registry import RegisteredTool, ToolRegistry
 from aleph._scoped import DefinitionRewriter, ScopedToolService
@@ -42,10 +43,13 @@ class Aleph:
         plugins: PluginManager,
         registry: ToolRegistry,
         cleanups: list[Cleanup],
+        mcp: McpManager | None = None,
     ) -> None:
         self.config = config
         self.plugins = plugins
         self.registry = registry
+        self.mcp = mcp if mcp is not None else McpManager(config.mcp, registry, config.data_dir)
+        """The MCP client manager; servers connect when the runtime is entered."""
         self.access = AccessControl(config)
         """Validated permission layers and tier settings."""
         self.chokepoint = build_chokepoint(config, registry, plugins)
@@ -56,6 +60,7 @@ class Aleph:
         self._closed = False
 
     async def __aenter__(self) -> Aleph:
+        await self.mcp.start()
         return self
 
     async def __aexit__(
@@ -68,6 +73,10 @@ class Aleph:
         if self._closed:
             return
         self._closed = True
+        try:
+            await self.mcp.aclose()
+        except Exception:
+            log.exception("closing the MCP manager failed")
         while self._cleanups:
             cleanup = self._cleanups.pop()
             try:
@@ -160,4 +169,4 @@ def load(
     registry = ToolRegistry()
     cleanups: list[Cleanup] = []
     manager.register_tools(registry, config, cleanups)
-    return Aleph(config, manager, registry, cleanups)
+    return Aleph(config, manager, registry, cleanups, McpManager(config.mcp, registry, config.data_dir))

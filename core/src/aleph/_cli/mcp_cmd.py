@@ -1,0 +1,251 @@
+"""``aleph mcp``: list, add, remove and trust MCP servers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from aleph._cli._common import load_runtime, print_json
+from aleph._config import load_config
+from aleph._errors import ConfigError
+
+__all__ = ["add_parser"]
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``aleph mcp ...``."""
+    mcp = sub.add_parser("mcp", help="manage MCP servers", description="Manage the MCP servers Aleph connects to.")
+    msub = mcp.add_subparsers(dest="mcp_command", metavar="ACTION", required=True)
+
+    p = msub.add_parser("list", help="connect and show every server", description="Connect and show every server.")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_list)
+
+    p = msub.add_parser("add", help="add a server to aleph.toml", description="Add a server to the project aleph.toml.")
+    p.add_argument("id", help="server id: ASCII letters, digits, '_' or '-', no '__'")
+    how = p.add_mutually_exclusive_group(required=True)
+    how.add_argument("--command", help="program to start (stdio)")
+    how.add_argument("--url", help="Streamable HTTP endpoint")
+    p.add_argument("--arg", action="append", default=[], metavar="A", help="an argument of --command (repeatable; write --arg=-x for one starting with -)")
+    p.add_argument("--env", action="append", default=[], metavar="K=V", help="environment for --command (repeatable)")
+    p.add_argument("--header", action="append", default=[], metavar="K=V", help="HTTP header for --url (repeatable)")
+    p.add_argument("--timeout", type=float, help="connect and request timeout in seconds")
+    p.set_defaults(func=_add)
+
+    p = msub.add_parser("remove", help="remove a server from aleph.toml", description="Remove a server.")
+    p.add_argument("id", help="server id")
+    p.set_defaults(func=_remove)
+
+    p = msub.add_parser(
+        "trust",
+        help="accept changed tool definitions",
+        description="Re-pin the current definitions of a server's changed tools (or one tool), lifting the "
+        "forced approval that a changed definition triggers.",
+    )
+    p.add_argument("id", help="server id")
+    p.add_argument("tool", nargs="?", help="one tool (its MCP name or the {server}__{tool} name)")
+    p.set_defaults(func=_trust)
+
+
+def _list(args: argparse.Namespace) -> int:
+    async def run() -> int:
+        async with load_runtime(args) as rt:
+            statuses = rt.mcp.servers()
+        if args.json:
+            print_json([s.to_json() for s in statuses])
+            return 0
+        if not statuses:
+            print("no MCP servers configured (add one: aleph mcp add ID --command CMD | --url URL)")
+            return 0
+        for s in statuses:
+            proto = s.protocol_version or "-"
+            print(f"{s.id}  [{s.transport}] {s.state}  protocol {proto}  {s.target}")
+            if s.reason:
+                print(f"    reason: {s.reason}")
+            if s.capabilities:
+                print(f"    capabilities: {', '.join(s.capabilities)}")
+            print(
+                f"    tools {s.tools}, resources {s.resources}, templates {s.templates}, prompts {s.prompts}, "
+                f"restarts {s.restarts}"
+            )
+            for q in s.quarantined:
+                print(f"    quarantined: {q['tool']}: {q['reason']}")
+            if s.changed_tools:
+                print(
+                    f"    CHANGED since pinned (ask on every call): {', '.join(s.changed_tools)} — "
+                    f"review, then: aleph mcp trust {s.id}"
+                )
+            for w in s.warnings:
+                print(f"    warning: {w}")
+        return 0
+
+    return anyio.run(run)
+
+
+def _trust(args: argparse.Namespace) -> int:
+    async def run() -> int:
+        async with load_runtime(args) as rt:
+            try:
+                names = rt.mcp.trust(args.id, args.tool)
+            except (KeyError, RuntimeError) as exc:
+                print(f"aleph: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+                return 1
+        if names:
+            print(f"pinned {len(names)} tool definition(s) of {args.id}: {', '.join(names)}")
+        else:
+            print(f"nothing to trust: no tool of {args.id} changed since it was pinned")
+        return 0
+
+    return anyio.run(run)
+
+
+# -- editing aleph.toml ------------------------------------------------------------------------------
+
+_ID = re.compile(r"[A-Za-z0-9_-]{1,32}", re.ASCII)
+
+
+def _project_file(args: argparse.Namespace) -> Path:
+    if args.config:
+        return Path(args.config)
+    if os.environ.get("ALEPH_CONFIG"):
+        return Path(os.environ["ALEPH_CONFIG"])
+    return Path(args.workspace or ".") / "aleph.toml"
+
+
+def _toml_str(value: str) -> str:
+    # A JSON string with ensure_ascii=False is a valid TOML basic string (same escapes, \uXXXX for controls).
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _toml_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _toml_str(key)
+
+
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{what} {item!r} must look like KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def _inline(table: dict[str, str]) -> str:
+    return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_str(v)}" for k, v in table.items()) + " }"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
+    fd, tmp = tempfile.mkstemp(prefix=".aleph-", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _servers_in(text: str, path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML: {exc}", file=str(path)) from None
+    servers = data.get("mcp", {}).get("servers", {})
+    return servers if isinstance(servers, dict) else {}
+
+
+def _check_with_loader(path: Path, text: str) -> None:
+    """Validate the would-be file with the real loader before replacing the original."""
+    fd, tmp = tempfile.mkstemp(suffix=".toml", dir=path.parent)
+    os.close(fd)
+    try:
+        Path(tmp).write_text(text, encoding="utf-8")
+        load_config(tmp, workspace=path.parent, user_file=False, env={})
+    except ConfigError as exc:
+        raise ConfigError(str(exc).replace(tmp, str(path))) from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _add(args: argparse.Namespace) -> int:
+    if not _ID.fullmatch(args.id) or "__" in args.id:
+        print(
+            f"aleph: server id {args.id!r}: use 1-32 ASCII letters, digits, '_' or '-', without '__'", file=sys.stderr
+        )
+        return 2
+    if args.command is None and (args.arg or args.env):
+        print("aleph: --arg and --env go with --command", file=sys.stderr)
+        return 2
+    if args.command is not None and args.header:
+        print("aleph: --header goes with --url", file=sys.stderr)
+        return 2
+    path = _project_file(args)
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if args.id in _servers_in(text, path):
+        print(f"aleph: MCP server {args.id!r} already exists in {path}; remove it first", file=sys.stderr)
+        return 1
+    lines = [f"[mcp.servers.{args.id}]"]
+    if args.command is not None:
+        lines.append(f"command = {_toml_str(args.command)}")
+        if args.arg:
+            lines.append("args = [" + ", ".join(_toml_str(a) for a in args.arg) + "]")
+        env = _pairs(args.env, "--env")
+        if env:
+            lines.append(f"env = {_inline(env)}")
+    else:
+        lines.append(f"url = {_toml_str(args.url)}")
+        headers = _pairs(args.header, "--header")
+        if headers:
+            lines.append(f"headers = {_inline(headers)}")
+    if args.timeout is not None:
+        lines.append(f"timeout_seconds = {float(args.timeout)!r}")
+    new = text + ("\n" if text and not text.endswith("\n") else "") + ("\n" if text.strip() else "")
+    new += "\n".join(lines) + "\n"
+    if args.id not in _servers_in(new, path):
+        print(f"aleph: could not add {args.id!r} to {path} (the file defines [mcp] inline?)", file=sys.stderr)
+        return 1
+    _check_with_loader(path, new)
+    _write_atomic(path, new)
+    print(f"added MCP server {args.id!r} to {path}")
+    return 0
+
+
+def _remove(args: argparse.Namespace) -> int:
+    path = _project_file(args)
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if args.id not in _servers_in(text, path):
+        print(f"aleph: MCP server {args.id!r} is not in {path}", file=sys.stderr)
+        return 1
+    quoted = re.escape(args.id)
+    own = re.compile(
+        rf"^\s*\[\s*mcp\s*\.\s*servers\s*\.\s*(?:{quoted}|\"{quoted}\"|'{quoted}')\s*(?:\.[^\]]*)?\]\s*(?:#.*)?$"
+    )
+    header = re.compile(r"^\s*\[")
+    kept: list[str] = []
+    skipping = False
+    for line in text.splitlines(keepends=True):
+        if header.match(line):
+            skipping = bool(own.match(line))
+        if not skipping:
+            kept.append(line)
+    new = "".join(kept)
+    if args.id in _servers_in(new, path):
+        print(f"aleph: {args.id!r} is defined inline in {path}; edit that file by hand", file=sys.stderr)
+        return 1
+    _check_with_loader(path, new)
+    _write_atomic(path, new)
+    print(f"removed MCP server {args.id!r} from {path}")
+    return 0

@@ -1,0 +1,73 @@
+"""Pins: the hash of each MCP tool's full definition when it was first seen or trusted.
+
+A later definition with a different hash (a "rug pull") is not adopted silently: the manager
+re-gates the tool until ``aleph mcp trust`` re-pins it. The file is written atomically, mode 0600.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+__all__ = ["PinStore"]
+
+log = logging.getLogger("aleph.mcp")
+
+
+class PinStore:
+    """``{server_id: {tool_name: sha256}}`` persisted in ``<data_dir>/mcp/pins.json``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._pins: dict[str, dict[str, str]] | None = None
+
+    def _load(self) -> dict[str, dict[str, str]]:
+        if self._pins is None:
+            pins: dict[str, dict[str, str]] = {}
+            try:
+                raw = json.loads(self.path.read_text(encoding="utf-8"))
+                servers = raw.get("servers", {}) if isinstance(raw, dict) else {}
+                for sid, tools in servers.items():
+                    if isinstance(tools, dict):
+                        pins[str(sid)] = {str(k): str(v) for k, v in tools.items() if isinstance(v, str)}
+            except FileNotFoundError:
+                pass
+            except (OSError, ValueError) as exc:
+                # A corrupt pin file must not silently trust everything: keep it, start empty in memory.
+                log.warning("MCP pin file %s is unreadable (%s); every tool will be pinned afresh", self.path, exc)
+            self._pins = pins
+        return self._pins
+
+    def get(self, server_id: str, tool: str) -> str | None:
+        """The pinned hash of ``tool`` on ``server_id``, or None if never seen."""
+        with self._lock:
+            return self._load().get(server_id, {}).get(tool)
+
+    def set_many(self, server_id: str, hashes: dict[str, str]) -> None:
+        """Pin every ``tool → hash`` in ``hashes`` and persist."""
+        if not hashes:
+            return
+        with self._lock:
+            pins = self._load()
+            pins.setdefault(server_id, {}).update(hashes)
+            self._save(pins)
+
+    def _save(self, pins: dict[str, dict[str, str]]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        data = json.dumps({"version": 1, "servers": pins}, indent=2, sort_keys=True)
+        fd, tmp = tempfile.mkstemp(prefix=".pins-", dir=self.path.parent)
+        try:
+            os.fchmod(fd, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
