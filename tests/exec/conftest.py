@@ -45,8 +45,24 @@ def processes_with(token: str) -> list[str]:
     return found
 
 
-def zombie_children() -> list[int]:
-    """Zombie processes whose parent is this test process."""
+def processes_named(comm: str) -> list[str]:
+    """Every process (zombies included) whose command name is ``comm``, with its state and parent."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            name = stat[stat.index("(") + 1 : stat.rindex(")")]
+            if name == comm[:15]:
+                state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+                found.append(f"{entry.name} {state} ppid={ppid}")
+    return found
+
+
+def zombie_children() -> list[str]:
+    """Zombie processes whose parent is this test process (pid and command name)."""
     import os
 
     me = str(os.getpid())
@@ -54,9 +70,10 @@ def zombie_children() -> list[int]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                stat = (entry / "stat").read_text()
             except OSError:
                 continue
+            fields = stat.rsplit(")", 1)[1].split()
             if fields[0] == "Z" and fields[1] == me:
-                out.append(int(entry.name))
+                out.append(f"{entry.name} {stat[stat.index('(') + 1 : stat.rindex(')')]}")
     return out

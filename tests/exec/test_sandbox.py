@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from aleph_exec._sandbox import bwrap_available
 
 import aleph
 
-from .conftest import make_runtime, processes_with, run, zombie_children
+from .conftest import make_runtime, processes_named, processes_with, run, zombie_children
 
 MODES = [
     pytest.param('isolation = "none"\ncgroup = "off"\n', id="plain"),
@@ -33,11 +34,13 @@ def cgroup_writable() -> bool:
 async def test_timeout_kills_grandchildren_including_setsid_ones_and_leaves_no_zombie(
     workspace: Path, mode: str
 ) -> None:
-    token = str(900000 + secrets.randbelow(99999))
-    command = f"sleep {token}1 & setsid sleep {token}2 & (sleep {token}3 &) ; sleep {token}4"
+    # A copy of sleep under a unique name: its comm identifies our processes, zombies included.
+    token = f"zz{secrets.token_hex(4)}"
+    shutil.copy(shutil.which("sleep") or "/bin/sleep", workspace / token)
+    command = f"./{token} 1001 & setsid ./{token} 1002 & (./{token} 1003 &) ; ./{token} 1004"
     out = await run(workspace, "bash", {"command": command, "timeout_seconds": 1}, f"[exec]\n{mode}")
     assert (True, None) == (out["timed_out"], out["exit_code"])
-    assert [] == processes_with(token)
+    assert [] == processes_named(token)
     assert [] == zombie_children()
 
 

@@ -236,6 +236,8 @@ class WorkspaceSandbox:
         else:
             self.isolation = "none"
         self.bwrap = shutil.which("bwrap") if self.isolation == "bwrap" else None
+        if self.bwrap is None:
+            _become_subreaper()
 
     # -- argv and child set-up -----------------------------------------------------------------
 
@@ -414,8 +416,11 @@ class WorkspaceSandbox:
 
     def _kill_all(self, proc: subprocess.Popen[bytes], cgroup: _Cgroup | None, marker: str) -> None:
         """SIGTERM, then SIGKILL, the process group, the cgroup and every marked process; reap the child."""
+        # The direct child's own children (bubblewrap's namespace init) may be re-parented to us.
+        signalled: set[int] = set(_children(proc.pid))
         for sig, grace in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, 2.0)):
             targets = self._targets(proc, cgroup, marker)
+            signalled |= targets
             if not targets and proc.poll() is not None:
                 break
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -434,6 +439,15 @@ class WorkspaceSandbox:
                 stream.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
+        if signalled:
+            # Re-parenting to us happens when their parent dies; give it a moment, then reap.
+            end = time.monotonic() + 2.0
+            while True:
+                _reap(signalled)
+                left = [pid for pid in signalled if _is_our_zombie_or_child(pid)]
+                if not left or time.monotonic() > end:
+                    break
+                time.sleep(0.01)
 
     def _targets(self, proc: subprocess.Popen[bytes], cgroup: _Cgroup | None, marker: str) -> set[int]:
         # The cgroup lists every descendant exactly; a bubblewrap PID namespace dies with its init;
@@ -446,6 +460,52 @@ class WorkspaceSandbox:
             pids = set(_proc_sweep(marker))
         pids.discard(os.getpid())
         return {pid for pid in pids if _alive(pid)}
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _become_subreaper() -> None:
+    """Make this process the reaper of orphaned descendants (Linux ``PR_SET_CHILD_SUBREAPER``).
+
+    Without a PID namespace, a descendant that outlives its parent is re-parented to PID 1, and not
+    every PID 1 reaps (container inits often do not). As a subreaper we inherit our runs' orphans and
+    reap the ones we killed. Side effect: orphans of other subprocesses of this process come to us too
+    and stay zombies until the process exits, as they would under a non-reaping PID 1.
+    """
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            return [int(p) for p in fh.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _reap(pids: Iterable[int]) -> None:
+    """Collect the exit status of killed descendants that were re-parented to us."""
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def _is_our_zombie_or_child(pid: int) -> bool:
+    """True while ``pid`` exists and we can still expect to reap it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    # Still dying, or a zombie whose parent is still dying: it will be re-parented to us and reaped.
+    # One under PID 1 is out of our reach.
+    return int(fields[1]) != 1
 
 
 def _alive(pid: int) -> bool:

@@ -69,23 +69,31 @@ class FileReadTool(AlephTool[FileReadArgs]):
                     "read it in parts with offset and limit",
                 )
             text = self._decode(args.path, data)
-        lines = text.splitlines()
+        if args.line_numbers:
+            lines = text.splitlines()
+            content, count = _render(lines, 1, True), len(lines)
+        else:
+            content = text[:-1] if text.endswith("\n") else text
+            count = content.count("\n") + 1 if content else 0
         return {
             "path": target.rel,
-            "content": _render(lines, 1, args.line_numbers),
-            "start_line": 1 if lines else 0,
-            "end_line": len(lines),
-            "total_lines": len(lines),
+            "content": content,
+            "start_line": 1 if count else 0,
+            "end_line": count,
+            "total_lines": count,
             "truncated": False,
         }
 
     def _decode(self, path: str, data: bytes) -> str:
-        if sniff_binary(data):
+        try:
+            if b"\x00" in data[:8192]:
+                raise ValueError("NUL byte")
+            return data.decode("utf-8")
+        except ValueError:  # UnicodeDecodeError is a ValueError
             raise ExecutionFailed(
                 self.NAME,
                 f"{path!r} looks binary (NUL bytes or not UTF-8); pass encoding='base64' to get its bytes",
-            )
-        return data.decode("utf-8")
+            ) from None
 
     def _read_range(self, fd: int, rel: str, args: FileReadArgs, cap: int) -> dict[str, Any]:
         first = args.offset or 1

@@ -1,0 +1,56 @@
+"""bash ``true`` through the full chokepoint and the sandbox vs a bare ``subprocess.run(["bash", "-c", "true"])``.
+
+Run: python bench/bench_exec.py [N]
+Target (aleph-exec issue): <= 1.5x the bare spawn, measured in the same run.
+The call goes through ``rt.tool_service(tier="full")`` (the scoped chokepoint: permissions, tier, the
+command-policy floor, ledger) so that no approval is needed for an unattended benchmark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import aleph_exec.plugin
+from _util import per_call_us, per_call_us_async
+
+import aleph
+
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 40
+
+MODES = {
+    "bwrap + cgroup (auto, default here)": '[exec]\nisolation = "auto"\n',
+    "bwrap, no cgroup": '[exec]\nisolation = "auto"\ncgroup = "off"\n',
+    "no bwrap, cgroup": '[exec]\nisolation = "none"\n',
+    "no bwrap, no cgroup (group kill + /proc sweep)": '[exec]\nisolation = "none"\ncgroup = "off"\n',
+}
+
+
+def measure(toml: str) -> tuple[float, str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = Path(tmp)
+        (ws / "aleph.toml").write_text(f'[workspace]\ndata_dir = "{(ws / ".data").as_posix()}"\n{toml}')
+        rt = aleph.load(ws / "aleph.toml", workspace=ws, plugins=[aleph_exec.plugin], entry_points=False, strict=True)
+        service = rt.tool_service(tier="full")
+        first = asyncio.run(service.call("bash", {"command": "true"}))
+        assert first.success, first.error
+        isolation = str(__import__("json").loads(first.output or "{}").get("isolation"))
+        us = per_call_us_async(lambda: service.execute("bash", {"command": "true"}), N, repeat=3)
+        asyncio.run(rt.aclose())
+        return us, isolation
+
+
+def main() -> None:
+    bare = per_call_us(lambda: subprocess.run(["bash", "-c", "true"], check=True), N, repeat=3)
+    print(f"calls per measurement: {N}; service: {type(aleph.load).__name__} -> rt.tool_service(tier='full')")
+    print(f"bare subprocess.run(bash -c true)                  {bare / 1000:8.2f} ms")
+    for label, toml in MODES.items():
+        us, isolation = measure(toml)
+        print(f"{label:<50} {us / 1000:8.2f} ms  ratio {us / bare:5.2f}x  [{isolation}]  (target <= 1.5x)")
+
+
+if __name__ == "__main__":
+    main()
