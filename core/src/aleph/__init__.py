@@ -13,6 +13,13 @@ Write tools with :class:`AlephTool` or :func:`tool`; ship them as a plugin with 
 
 from __future__ import annotations
 
+from aleph._approval import (
+    ApprovalDecision,
+    ApprovalOutcome,
+    ApprovalRequest,
+    ApprovalRequester,
+    ApprovalResponse,
+)
 from aleph._config import AlephConfig, load_config
 from aleph._errors import (
     AlephError,
@@ -43,10 +50,15 @@ from aleph._progress import (
     set_tool_progress_handler,
 )
 from aleph._registry import RegisteredTool, ToolRegistry
+from aleph._requesters import ScriptedRequester, TerminalRequester
 from aleph._runtime import Aleph, load
+from aleph._scoped import Explanation, ScopedToolService
 from aleph._service import BaseToolService, NullToolService, ToolService, UnscopedToolService
+from aleph._tiers import ExecTier
 from aleph._tool import AlephTool, LoopTool, Tool, ToolArgs, tool
+from aleph._turn import TurnContext, current_session, current_turn
 from aleph._types import ToolDefinition, ToolFacts, ToolOutput, ToolResult, ToolSource
+from aleph._verdict import PolicyVote
 
 __version__ = "0.1.0"
 
@@ -55,13 +67,20 @@ __all__ = [
     "AlephConfig",
     "AlephError",
     "AlephTool",
+    "ApprovalDecision",
     "ApprovalExpired",
+    "ApprovalOutcome",
+    "ApprovalRequest",
+    "ApprovalRequester",
+    "ApprovalResponse",
     "BaseToolService",
     "Cancelled",
     "ConfigError",
     "DuplicateTool",
     "EventLog",
+    "ExecTier",
     "ExecutionFailed",
+    "Explanation",
     "Keystore",
     "Ledger",
     "LedgerRecord",
@@ -71,7 +90,11 @@ __all__ = [
     "PermissionDenied",
     "PluginContext",
     "PluginError",
+    "PolicyVote",
     "RegisteredTool",
+    "ScopedToolService",
+    "ScriptedRequester",
+    "TerminalRequester",
     "Tool",
     "ToolArgs",
     "ToolDefinition",
@@ -87,9 +110,12 @@ __all__ = [
     "ToolSource",
     "ToolTimeout",
     "TransportError",
+    "TurnContext",
     "UnscopedToolService",
     "ValidationFailed",
     "VerifyReport",
+    "current_session",
+    "current_turn",
     "hookimpl",
     "load",
     "load_config",

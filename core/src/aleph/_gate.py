@@ -324,5 +324,8 @@ class ApprovalGate:
         if outcome is ApprovalOutcome.DENIED:
             self._record_denial(session_key, request.fingerprint, now)
             return GateOutcome(False, outcome, "User", response.deny_reason, HINTS["user_rejected"], waited, True)
-        kind = "timeout" if outcome is ApprovalOutcome.TIMEOUT else "unreachable"
-        return GateOutcome(False, outcome, "Nobody", response.deny_reason, HINTS[kind], waited, True)
+        if outcome is ApprovalOutcome.TIMEOUT:
+            return GateOutcome(False, outcome, "Nobody", response.deny_reason, HINTS["timeout"], waited, True)
+        why = f" ({response.deny_reason})" if response.deny_reason else ""
+        hint = f"Nobody could be asked to approve this call{why}; it can only run where a human can approve it."
+        return GateOutcome(False, outcome, "Nobody", response.deny_reason, hint, waited, True)

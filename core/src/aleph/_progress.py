@@ -42,9 +42,8 @@ def set_tool_progress_handler(handler: ToolProgressCallback | None) -> ToolProgr
 
 
 def get_tool_progress_handler() -> ToolProgressCallback | None:
-    """The installed handler, if any."""
-    with _lock:
-        return _handler
+    """The installed handler, if any (reading one reference is atomic, so no lock on the hot path)."""
+    return _handler
 
 
 def notify_tool_start(tool_name: str, args_summary: str) -> None:

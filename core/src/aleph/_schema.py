@@ -120,26 +120,26 @@ def validation_errors(exc: ValidationError) -> list[dict[str, str]]:
 def check_input_bounds(value: Any, *, max_depth: int = MAX_INPUT_DEPTH, max_bytes: int = 1_000_000) -> str | None:
     """A reason when ``value`` nests deeper than ``max_depth`` or carries more than about ``max_bytes``.
 
-    Iterative (no recursion limit); strings count by length, keys included, so the walk is cheap.
+    Iterative (no recursion limit); strings count by length, keys included, scalars as 8. It runs on
+    every call, so it checks exact types (JSON gives dict/list/str) and falls back to isinstance.
     """
     size = 0
     stack: list[tuple[Any, int]] = [(value, 1)]
+    pop, push = stack.pop, stack.append
     while stack:
-        node, depth = stack.pop()
-        if isinstance(node, str):
-            size += len(node)
-        elif isinstance(node, dict):
-            if depth > max_depth:
-                return f"input nests deeper than {max_depth} levels"
-            for key, child in node.items():
-                size += len(key) if isinstance(key, str) else 8
-                stack.append((child, depth + 1))
-        elif isinstance(node, list | tuple):
-            if depth > max_depth:
-                return f"input nests deeper than {max_depth} levels"
-            stack.extend((child, depth + 1) for child in node)
-        else:
-            size += 8
+        node, depth = pop()
+        if depth > max_depth:
+            return f"input nests deeper than {max_depth} levels"
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, child in items:
+            size += len(key) if type(key) is str else 8
+            kind = type(child)
+            if kind is str:
+                size += len(child)
+            elif kind is dict or kind is list or isinstance(child, dict | list | tuple):
+                push((child, depth + 1))
+            else:
+                size += len(child) if isinstance(child, str) else 8
         if size > max_bytes:
             return f"input is larger than {max_bytes} bytes"
     return None

@@ -44,6 +44,7 @@ from aleph._tiers import ExecTier
 from aleph._turn import _TURN, TurnContext
 from aleph._types import ToolDefinition, ToolOutput
 from aleph._verdict import PolicyVote, Verdict, decide_call
+from aleph._watchdog import run_with_budget
 
 if TYPE_CHECKING:
     from aleph._events import EventKind, EventLog
@@ -476,10 +477,11 @@ class ScopedToolService(BaseToolService):
     ) -> ToolOutput:
         name = entry.name
         try:
-            async with asyncio.timeout(budget_ms / 1000):
-                if cancel is None:
-                    return await entry.tool.call_json(input)
-                return await _cancellable(name, entry.tool.call_json(input), cancel)
+            work = entry.tool.call_json(input) if cancel is None else _cancellable(
+                name, entry.tool.call_json(input), cancel)
+            if entry.facts.inline:  # runs synchronously on the loop: a timer could not interrupt it anyway
+                return await work
+            return await run_with_budget(work, budget_ms / 1000)
         except TimeoutError as exc:
             if isinstance(exc, ToolError):
                 raise
@@ -494,8 +496,11 @@ class ScopedToolService(BaseToolService):
             raise panic_error(name, exc) from exc
 
     def _bound_output(self, name: str, output: ToolOutput) -> ToolOutput:
-        text = output.text
         limit = self._cp.max_output_chars
+        value = output.value
+        if value is None or isinstance(value, bool | int | float) or (isinstance(value, str) and len(value) <= limit):
+            return output
+        text = output.text
         if len(text) <= limit:
             return output
         session = self.turn.session_key if self.turn and self.turn.session_key else "default"
@@ -530,6 +535,8 @@ class ScopedToolService(BaseToolService):
     async def _record_execution(
         self, entry: RegisteredTool, input: Mapping[str, Any], outcome: LedgerOutcome, detail: str
     ) -> None:
+        if self._cp.ledger is None and (self._cp.events is None or self.turn is None or not self.turn.session_key):
+            return  # nothing records: skip building the summary on the hot path
         summary = summarize_call(entry.name, input)
         await self._ledger(
             entry, input, "tool_call", outcome, f"{summary} — {redact(detail)}" if detail else summary, None

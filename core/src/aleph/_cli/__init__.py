@@ -10,12 +10,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from aleph._cli import config_cmd, ledger_cmd, mcp_cmd, plugins_cmd, serve_cmd, tools_cmd
+from aleph._cli import config_cmd, ledger_cmd, mcp_cmd, plugins_cmd, policy_cmd, serve_cmd, tools_cmd
 from aleph._errors import AlephError, ConfigError
 
 __all__ = ["main"]
 
-COMMANDS = (tools_cmd, plugins_cmd, config_cmd, ledger_cmd, mcp_cmd, serve_cmd)
+COMMANDS = (tools_cmd, plugins_cmd, config_cmd, policy_cmd, ledger_cmd, mcp_cmd, serve_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,6 +11,7 @@ from aleph._cli._common import load_runtime, parse_json_arg, print_json
 from aleph._discovery import RequestBinding, search_tools
 from aleph._discovery._tools import MAX_LIMIT
 from aleph._names import suggest_candidates
+from aleph._requesters import TerminalRequester
 
 __all__ = ["add_parser"]
 
@@ -100,7 +101,8 @@ def _call(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         async with load_runtime(args) as rt:
-            service = rt.tool_service(agent=args.agent, channel=args.channel)
+            # On a terminal the user is asked y/s/a/n; without one nobody can be asked, so gated calls are refused.
+            service = rt.tool_service(agent=args.agent, channel=args.channel, requester=TerminalRequester())
             result = await service.call(args.name, payload)
         if args.json:
             print_json(result.to_json())

@@ -1,0 +1,114 @@
+"""The chokepoint's cost: per-call overhead with a 200-rule policy, service construction, ledger-on calls.
+
+Run: python bench/bench_chokepoint.py
+Targets (issue 3): overhead of the full chokepoint for an allowed async call with a 200-rule merged policy
+<= 25 µs over the registry-only call; building a ScopedToolService over 300 tools <= 200 µs; a mutating call
+with the ledger on <= 150 µs amortised, and 1,000 concurrent mutating calls lose no row and verify.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+
+from _util import per_call_us_async
+
+import aleph
+from aleph._ledger import Ledger
+from aleph._policy import PermissionLayer, PermissionPolicy
+from aleph._scoped import Chokepoint, ScopedToolService
+
+N = 20_000
+
+
+async def add(a: int, b: int) -> int:
+    return a + b
+
+
+def registry_with(n: int) -> aleph.ToolRegistry:
+    reg = aleph.ToolRegistry()
+    reg.register(aleph.tool(name="add_async", description="Add two integers.", idempotent=True)(add))
+    reg.register(aleph.tool(name="add_write", description="Add two integers (declared mutating).")(add))
+    for i in range(n - 2):
+        reg.register(aleph.tool(name=f"filler_{i:03d}", description=f"Filler tool {i}.", inline=True)(lambda: 0))
+    return reg
+
+
+def policy_with_200_rules() -> PermissionPolicy:
+    global_rules = {f"team_{i}_*": "ask" for i in range(50)} | {f"exact_tool_{i}": "deny" for i in range(50)}
+    agent_rules = {f"*_suffix_{i}": "deny" for i in range(50)} | {f"bash(cmd{i} *)": "allow" for i in range(50)}
+    return PermissionPolicy(
+        [
+            PermissionLayer.from_config("global", {"default": "allow", "overrides": global_rules}),
+            PermissionLayer.from_config("agent:bench", {"default": "allow", "overrides": agent_rules}),
+        ]
+    )
+
+
+def main() -> None:
+    reg = registry_with(300)
+    payload = {"a": 2, "b": 3}
+    bare = aleph.UnscopedToolService(reg)
+    cp = Chokepoint(reg)
+    policy = policy_with_200_rules()
+    scoped = ScopedToolService(cp, policy=policy, agent="bench", turn=aleph.TurnContext(session_key="s"))
+    assert asyncio.run(scoped.execute("add_async", payload)).value == 5
+
+    registry_us = per_call_us_async(lambda: bare.execute("add_async", payload), N)
+    scoped_us = per_call_us_async(lambda: scoped.execute("add_async", payload), N)
+    print(f"registry-only execute (300 tools)          {registry_us:8.2f} µs")
+    print(
+        f"scoped execute, 200-rule merged policy     {scoped_us:8.2f} µs   overhead {scoped_us - registry_us:6.2f} µs "
+        "(target <= 25 µs)"
+    )
+
+    turn = aleph.TurnContext(session_key="s")
+    build = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(10_000):
+            ScopedToolService(cp, policy=policy, agent="bench", turn=turn)
+        build.append((time.perf_counter() - start) / 10_000 * 1e6)
+    first_list = []
+    for _ in range(5):
+        fresh = Chokepoint(reg)
+        start = time.perf_counter()
+        asyncio.run(ScopedToolService(fresh, policy=policy).list())
+        first_list.append((time.perf_counter() - start) * 1e6)
+    print(f"build a ScopedToolService over 300 tools  {min(build):8.2f} µs   (target <= 200 µs)")
+    print(f"  first list() on a cold cache (300 tools) {min(first_list):8.0f} µs   (once per registry generation)")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ledger = Ledger(Path(tmp) / "ledger")
+        lcp = Chokepoint(reg, ledger=ledger)
+        writer = ScopedToolService(lcp, policy=policy, agent="bench", turn=turn)
+        no_ledger = ScopedToolService(Chokepoint(reg), policy=policy, agent="bench", turn=turn)
+
+        async def mutating_calls(svc: ScopedToolService, n: int, flush: bool) -> float:
+            start = time.perf_counter()
+            await asyncio.gather(*(svc.execute("add_write", payload) for _ in range(n)))
+            if flush:
+                await ledger.flush()
+            return (time.perf_counter() - start) / n * 1e6
+
+        base = asyncio.run(mutating_calls(no_ledger, 10_000, False))
+        with_ledger = asyncio.run(mutating_calls(writer, 10_000, True))
+        print(f"mutating call, ledger off                  {base:8.2f} µs")
+        print(f"mutating call, ledger on (amortised, incl. flush) {with_ledger:8.2f} µs   (target <= 150 µs)")
+
+        async def thousand() -> int:
+            await asyncio.gather(*(writer.execute("add_write", {"a": i, "b": 0}) for i in range(1000)))
+            await ledger.flush()
+            return len(ledger.rows("bench"))
+
+        before = len(ledger.rows("bench"))
+        after = asyncio.run(thousand())
+        report = ledger.verify("bench")
+        print(f"1,000 concurrent mutating calls: {after - before} new rows, verify ok={report.ok}")
+        ledger.close()
+
+
+if __name__ == "__main__":
+    main()
