@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import anyio.to_thread
 
 from aleph._errors import AlephError
@@ -180,6 +181,7 @@ class Ledger:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._chains: dict[str, _Chain] = {}
+        self._room_lock = anyio.Lock()
 
     # ---- caller side -------------------------------------------------------------------------
 
@@ -207,8 +209,29 @@ class Ledger:
         try:
             self._queue.put_nowait(record)
         except queue.Full:
-            # Backpressure: wait in a worker thread so the event loop keeps running (and the writer drains).
-            await anyio.to_thread.run_sync(self._put_blocking, record)
+            await self._append_when_room(record)
+
+    async def _append_when_room(self, record: LedgerRecord) -> None:
+        # Backpressure. One task at a time waits, in a worker thread, until the writer has drained
+        # half the queue; the others wait on the lock and then find room without a thread hop each.
+        async with self._room_lock:
+            while True:
+                try:
+                    self._queue.put_nowait(record)
+                    return
+                except queue.Full:
+                    if not await anyio.to_thread.run_sync(self._wait_for_room):
+                        self._lose(1, "the writer made no progress for 60 s")
+                        return
+
+    def _wait_for_room(self) -> bool:
+        # Polling (1 ms) from the one waiting thread is simpler than a condition shared with the queue's own lock.
+        deadline = time.monotonic() + 60
+        while self._queue.qsize() > QUEUE_SIZE // 2:
+            if time.monotonic() > deadline or self._thread is None or not self._thread.is_alive():
+                return False
+            time.sleep(0.001)
+        return True
 
     def append_nowait(self, record: LedgerRecord) -> None:
         """Queue ``record`` from synchronous code (any thread); blocks only while the queue is full. Never raises."""
