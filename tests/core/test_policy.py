@@ -126,7 +126,7 @@ def test_command_rules_cover_every_sub_command_for_allow_and_any_for_deny() -> N
 
 def test_an_opaque_command_is_never_covered_by_an_allow_rule() -> None:
     policy = PermissionPolicy([layer_of({"bash": "ask", "bash(git status)": "allow"})])
-    assert decide(policy, "bash", commands=None, is_shell=True) == "ask"
+    assert decide(policy, "bash", commands=(("git", "status"),), opaque=True, is_shell=True) == "ask"
 
 
 def test_path_rules_use_workspace_relative_normalised_paths_and_star_stays_in_one_segment() -> None:

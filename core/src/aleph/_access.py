@@ -148,6 +148,7 @@ def _command_floor(config: AlephConfig, plugins: PluginManager) -> tuple[Any, An
     """The command-policy floor as (checker, splitter); without it every shell command asks (fail closed)."""
     try:
         from aleph._command_policy import CommandPolicy
+        from aleph._shell_analysis import analyse
     except ImportError:  # the floor module is missing from this install: nothing can be proven safe
         return None, None
     rules: list[Any] = []
@@ -162,5 +163,12 @@ def _command_floor(config: AlephConfig, plugins: PluginManager) -> tuple[Any, An
         verdict = floor.check(command, cwd=config.workspace_root)
         return verdict.action, verdict.reason, tuple(verdict.rules)
 
-    split = getattr(floor, "simple_commands", None)
+    home = str(Path.home())
+    cwd = str(config.workspace_root)
+
+    def split(command: str) -> tuple[tuple[tuple[str, ...], ...], bool]:
+        analysis = analyse(command, home=home, cwd=cwd)
+        commands = tuple(tuple(arg.text for arg in c.argv) for c in analysis.commands if c.argv and not c.speculative)
+        return commands, bool(analysis.unknowns) or analysis.budget_exceeded is not None
+
     return check, split

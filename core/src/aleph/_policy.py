@@ -117,9 +117,15 @@ def normalise_path(value: str, workspace: str = "") -> str:
 
 @dataclass(frozen=True, slots=True)
 class CallSubjects:
-    """What argument rules look at in one call. ``commands`` is None when the shell text is opaque."""
+    """What argument rules look at in one call.
 
-    commands: tuple[tuple[str, ...], ...] | None = ()
+    ``commands`` holds the argv of every sub-command the shell analyser could see; ``opaque`` is true when
+    part of the text could not be analysed, so no allow rule may cover the call (deny and ask rules still
+    match the parts that were seen).
+    """
+
+    commands: tuple[tuple[str, ...], ...] = ()
+    opaque: bool = False
     paths: tuple[str, ...] = ()
     hosts: tuple[str, ...] = ()
     arguments: Mapping[str, Any] = field(default_factory=dict)
@@ -170,7 +176,7 @@ class PermissionRule:
         """The call's subjects this rule judges; None when they cannot be known (opaque shell text)."""
         kind = self.spec_kind
         if kind == "command":
-            return None if call.commands is None else list(call.commands)
+            return list(call.commands)
         if kind == "path":
             return list(call.paths)
         if kind == "domain":
@@ -378,6 +384,8 @@ class PermissionLayer:
                     group = [r for r in allows if r.spec_kind == kind]
                     if not group:
                         continue
+                    if kind == "command" and call.opaque:
+                        continue  # what the analyser could not see is never covered by an allow
                     subs = group[0].subjects_of(call)
                     if subs and all(any(r.matches_subject(s) for r in group) for s in subs):
                         return LayerDecision(
@@ -460,7 +468,7 @@ class PermissionPolicy:
         *,
         workspace: str,
         shell_command: str | None,
-        split_commands: Callable[[str], tuple[tuple[str, ...], ...] | None],
+        split_commands: Callable[[str], tuple[tuple[tuple[str, ...], ...], bool]],
     ) -> CallSubjects:
         """Collect the argument subjects of one call."""
         paths: list[str] = []
@@ -476,7 +484,8 @@ class PermissionPolicy:
                 if isinstance(item, str) and item:
                     host = urlsplit(item if "//" in item else f"//{item}").hostname
                     hosts.append(host or "")
-        commands: tuple[tuple[str, ...], ...] | None = ()
+        commands: tuple[tuple[str, ...], ...] = ()
+        opaque = False
         if shell_command is not None:
-            commands = split_commands(shell_command)
-        return CallSubjects(commands, tuple(paths), tuple(hosts), input, shell_command is not None)
+            commands, opaque = split_commands(shell_command)
+        return CallSubjects(commands, opaque, tuple(paths), tuple(hosts), input, shell_command is not None)

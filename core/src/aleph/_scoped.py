@@ -109,7 +109,7 @@ class Chokepoint:
     ledger: Ledger | None = None
     events: EventLog | None = None
     command_checker: CommandChecker | None = None
-    command_splitter: Callable[[str], tuple[tuple[str, ...], ...] | None] | None = None
+    command_splitter: Callable[[str], tuple[tuple[tuple[str, ...], ...], bool]] | None = None
     voters: Sequence[tuple[str, Callable[..., PolicyVote | None]]] = ()
     default_requester: ApprovalRequester | None = None
     max_input_bytes: int = 1_000_000
@@ -328,7 +328,7 @@ class ScopedToolService(BaseToolService):
                 if checker is not None
                 else ("ask", "no command policy is loaded, so no shell command can be proven safe", ())
             )
-        splitter = self._cp.command_splitter or (lambda _text: None)
+        splitter = self._cp.command_splitter or _opaque
 
         def subjects() -> CallSubjects:
             return self.policy.subjects_for(
@@ -477,8 +477,11 @@ class ScopedToolService(BaseToolService):
     ) -> ToolOutput:
         name = entry.name
         try:
-            work = entry.tool.call_json(input) if cancel is None else _cancellable(
-                name, entry.tool.call_json(input), cancel)
+            work = (
+                entry.tool.call_json(input)
+                if cancel is None
+                else _cancellable(name, entry.tool.call_json(input), cancel)
+            )
             if entry.facts.inline:  # runs synchronously on the loop: a timer could not interrupt it anyway
                 return await work
             return await run_with_budget(work, budget_ms / 1000)
@@ -627,6 +630,11 @@ async def _cancellable(name: str, work: Awaitable[ToolOutput], cancel: asyncio.E
         stopper.cancel()
         if not task.done():
             task.cancel()
+
+
+def _opaque(_text: str) -> tuple[tuple[tuple[str, ...], ...], bool]:
+    """Without a shell analyser nothing can be seen, so no allow rule covers a command."""
+    return (), True
 
 
 def _bounded(text: str) -> str:
