@@ -607,3 +607,26 @@ async def test_flush_and_append_after_close_return_at_once(tmp_path: Path) -> No
     assert ledger.flush_sync(timeout=1)
     ledger.append_nowait(record())
     assert 1 == ledger.lost_appends
+
+
+def test_backpressure_keeps_every_row_across_event_loops(tmp_path: Path) -> None:
+    # More appends than the queue holds, from tasks that never yield between them: callers must wait, not drop.
+    # The same ledger serves two event loops in turn (built outside both).
+    ledger = Ledger(tmp_path)
+
+    async def burst(offset: int) -> None:
+        async def worker(t: int) -> None:
+            for i in range(150):
+                await ledger.append(record(offset + t * 1000 + i))
+
+        async with anyio.create_task_group() as tg:
+            for t in range(20):
+                tg.start_soon(worker, t)
+        await ledger.flush()
+
+    anyio.run(burst, 0)
+    anyio.run(burst, 100_000)
+    ledger.close()
+    assert 0 == ledger.lost_appends
+    assert list(range(1, 6002)) == [r.seq for r in ledger.rows("main")]
+    assert ledger.verify("main").ok
