@@ -151,13 +151,13 @@ class VerifyReport:
     never acknowledged, which the writer cuts on its next open; it does not fail verification.
     """
 
-    agent_id: str
     ok: bool
     rows: int
     first_bad_seq: int | None = None
-    first_bad_line: int | None = None
     reason: str | None = None
     head_hash: str | None = None
+    agent_id: str = ""
+    first_bad_line: int | None = None
     checkpoint_seq: int | None = None
     torn_tail: bool = False
     signers: list[str] = field(default_factory=list)
