@@ -94,3 +94,15 @@ async def test_hunks_tolerate_trailing_whitespace_and_use_context_anchors(call, 
     await call("apply_patch", patch=f"*** Begin Patch\n*** Update File: t.py\n{hunk}*** End Patch")
     assert (project / "t.py").read_text().endswith("class B:\n    def f(self):\n        return 2\n")
     assert "        return 1\nclass B" in (project / "t.py").read_text()
+
+
+def test_subject_paths_name_every_file_a_patch_or_batch_move_touches(tmp_path: Path) -> None:
+    from .conftest import make_runtime
+
+    rt = make_runtime(tmp_path)
+    patch_tool = rt.registry.get("apply_patch").tool
+    ops_tool = rt.registry.get("file_ops").tool
+    assert ["docs/new.md", "src/app.py", "src/main.py", "old.txt"] == patch_tool.subject_paths({"patch": PATCH})
+    assert [] == patch_tool.subject_paths({"patch": "not a patch"})
+    moves = [{"source": "a", "destination": "b"}, {"source": "c", "destination": "d"}]
+    assert [".", "a", "b", "c", "d"] == ops_tool.subject_paths({"operation": "batch_move", "moves": moves})

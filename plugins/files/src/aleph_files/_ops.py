@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -109,6 +110,14 @@ class FileOpsTool(AlephTool[FileOpsArgs]):
     def __init__(self, ws: Workspace, config: FilesConfig) -> None:
         self.ws = ws
         self.config = config
+
+    def subject_paths(self, input: Mapping[str, Any]) -> list[str]:
+        """Every path this call would touch (``path``, ``destination`` and each batch move), for path rules."""
+        paths = [input.get("path", "."), input.get("destination")]
+        for move in input.get("moves") or []:
+            if isinstance(move, Mapping):
+                paths += [move.get("source"), move.get("destination")]
+        return [p for p in paths if isinstance(p, str) and p]
 
     async def call(self, args: FileOpsArgs) -> dict[str, Any]:
         return await anyio.to_thread.run_sync(self.run, args)

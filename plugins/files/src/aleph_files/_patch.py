@@ -21,6 +21,7 @@ under a rollback journal, so a failure on one file leaves every file as it was.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,6 +199,14 @@ class ApplyPatchTool(AlephTool[ApplyPatchArgs]):
     def __init__(self, ws: Workspace, config: FilesConfig) -> None:
         self.ws = ws
         self.config = config
+
+    def subject_paths(self, input: Mapping[str, Any]) -> list[str]:
+        """The files a patch names (sources and move targets), for path rules; [] if it does not parse."""
+        try:
+            ops = parse_patch(str(input.get("patch", "")))
+        except PatchError:
+            return []
+        return [p for op in ops for p in (op.path, op.move_to) if p]
 
     async def call(self, args: ApplyPatchArgs) -> dict[str, Any]:
         return await anyio.to_thread.run_sync(self.apply, args)
