@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import hashlib
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -75,7 +76,7 @@ def test_key_files_are_0600_in_a_0700_directory(tmp_path: Path) -> None:
     keys.rotate("main")
     assert 0o700 == mode(tmp_path / "keys")
     files = list((tmp_path / "keys").iterdir())
-    assert 3 == len(files)  # two private keys and the index
+    assert 4 == len(files)  # two private keys, the index and the lock file
     assert {0o600} == {mode(f) for f in files}
 
 
@@ -108,3 +109,19 @@ def test_agent_ids_with_path_characters_stay_inside_the_directory(tmp_path: Path
     keys.signer("ü/ñ")
     assert all(p.parent == tmp_path / "keys" for p in (tmp_path / "keys").iterdir())
     assert not (tmp_path / "escape").exists()
+
+
+def test_concurrent_first_use_from_many_keystores_creates_one_key(tmp_path: Path) -> None:
+    # Separate Keystore objects stand in for separate processes sharing the directory.
+    results: list[str] = []
+
+    def worker() -> None:
+        results.append(Keystore(tmp_path / "keys").signer("main").fingerprint)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert 1 == len(set(results))
+    assert set(results) == set(Keystore(tmp_path / "keys").public_keys("main"))

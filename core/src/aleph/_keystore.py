@@ -14,6 +14,7 @@ of what it did after revocation is worth more than silence — but it can no lon
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import hashlib
 import json
@@ -21,6 +22,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,6 +134,18 @@ class Keystore:
         self._lock = threading.RLock()
         self._signers: dict[tuple[str, str], Signer] = {}
 
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """Serialise key creation, rotation and revocation across threads and processes."""
+        with self._lock:
+            self._ensure_dir()
+            fd = os.open(self.directory / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)
+
     def _index_path(self, agent_id: str) -> Path:
         return self.directory / f"{agent_file_stem(agent_id)}.json"
 
@@ -187,6 +201,10 @@ class Keystore:
         check_agent_id(agent_id)
         with self._lock:
             index = self._read_index(agent_id)
+            if index is not None:
+                return self._load_signer(agent_id, str(index["active"]), index)
+        with self._exclusive():
+            index = self._read_index(agent_id)  # another process may have created it meanwhile
             if index is None:
                 fp, public = self._new_key()
                 now = int(time.time() * 1000)
@@ -221,7 +239,7 @@ class Keystore:
         Raises :class:`KeystoreError` for a revoked agent: revocation is not undone by rotating.
         """
         self.signer(agent_id)
-        with self._lock:
+        with self._exclusive():
             index = self._read_index(agent_id)
             assert index is not None
             if index.get("revoked"):
@@ -239,7 +257,7 @@ class Keystore:
     def revoke(self, agent_id: str) -> None:
         """Mark the agent revoked. It keeps signing (what it does stays on record) but cannot rotate."""
         self.signer(agent_id)
-        with self._lock:
+        with self._exclusive():
             index = self._read_index(agent_id)
             assert index is not None
             if not index.get("revoked"):
