@@ -260,3 +260,20 @@ async def test_exec_runs_a_batch_and_stops_at_the_first_failure(call: Any, site:
     assert "name=Lin color=g agree=true size=s" in out
     assert "7. click FAILED: no element matches selector '#nope'" in out
     assert "Stopped; 1 later step(s) not run." in out
+
+
+@pytest.mark.parametrize(
+    "tool, payload", [("browser_pdf", {"path": "aleph.toml"}), ("browser_screenshot", {"path": ".aleph-data/x.png"})]
+)
+async def test_captures_never_overwrite_alephs_own_files(
+    call: Any, site: Any, tool: str, payload: dict[str, Any]
+) -> None:
+    await open_page(call, site, "/form")
+    with pytest.raises(aleph.ExecutionFailed, match="protected paths"):
+        await call(tool, payload)
+
+
+async def test_alephs_own_files_are_never_uploaded(call: Any, site: Any) -> None:
+    await open_page(call, site, "/upload")
+    with pytest.raises(aleph.ExecutionFailed, match="protected paths"):
+        await call("browser_upload", {"target": "#file", "paths": ["aleph.toml"]})

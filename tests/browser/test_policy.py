@@ -167,3 +167,23 @@ async def test_private_addresses_are_blocked_in_the_browser(make_rt: Any, tmp_pa
         page = f'data:text/html,<p>hi</p><img src="http://127.0.0.1:{site.port}/form">'
         out = (await service.execute("browser_open", {"url": page, "snapshot": "none"})).value
         assert f"- http://127.0.0.1:{site.port}/form: http://127.0.0.1:{site.port} is a loopback address" in out
+
+
+async def test_webrtc_udp_does_not_bypass_the_policy_proxy(call: Any) -> None:
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    udp.setblocking(False)
+    port = udp.getsockname()[1]
+    try:
+        await call("browser_navigate", {"url": "data:text/html,<p>rtc</p>", "snapshot": "none"})
+        script = (
+            f"() => {{ const pc = new RTCPeerConnection({{iceServers: [{{urls: 'stun:127.0.0.1:{port}'}}]}});"
+            " pc.createDataChannel('x'); return pc.createOffer().then(o => pc.setLocalDescription(o)).then(() => 1); }"
+        )
+        await call("browser_evaluate", {"function": script})
+        # Without the policy flag a STUN binding request reaches this socket within milliseconds.
+        await call("browser_wait_for", {"seconds": 2, "snapshot": "none"})
+        with pytest.raises(BlockingIOError):
+            udp.recvfrom(2048)
+    finally:
+        udp.close()

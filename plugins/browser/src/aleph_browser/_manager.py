@@ -23,6 +23,7 @@ from playwright.async_api import Browser, Locator, Playwright, Route, async_play
 from playwright.async_api import Error as PlaywrightError
 
 from aleph_browser._config import BrowserConfig
+from aleph_browser._paths import confine
 from aleph_browser._policy import OriginPolicy
 from aleph_browser._proxy import PolicyProxy
 from aleph_browser._session import Session, Tab, clip, ignore_result, session_key
@@ -40,6 +41,8 @@ LAUNCH_ARGS = (
     "--disable-sync",
 )
 """Flags for a headless Debian Chromium in a container (see ENV.md)."""
+HARDENING_ARGS = ("--webrtc-ip-handling-policy=disable_non_proxied_udp",)
+"""WebRTC UDP would bypass the policy proxy; only proxied traffic is allowed."""
 CANDIDATES = ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome")
 NOT_FOUND = (
     "browser not available: no Chromium found (install Debian's chromium: apt-get install chromium, "
@@ -63,9 +66,13 @@ class PolicyRefusal(Exception):
 class BrowserManager:
     """Launches Chromium on demand, hands each agent session its context and tabs, closes when idle."""
 
-    def __init__(self, config: BrowserConfig, workspace: Path, data_dir: Path) -> None:
+    def __init__(
+        self, config: BrowserConfig, workspace: Path, data_dir: Path, protected: tuple[Path, ...] | list[Path] = ()
+    ) -> None:
         self.config = config
         self.workspace = workspace
+        self.protected = tuple(protected)
+        """Aleph's own files (configuration, data directory) that uploads, downloads and captures never touch."""
         self.profiles_dir = data_dir / "browser" / "profiles"
         self.policy = OriginPolicy(
             config.allowed_origins, config.blocked_origins, block_private=config.block_private_addresses
@@ -109,7 +116,7 @@ class BrowserManager:
         return {
             "executable_path": self.executable(),
             "headless": self.config.headless,
-            "args": [*LAUNCH_ARGS, *self.config.extra_args],
+            "args": [*LAUNCH_ARGS, *HARDENING_ARGS, *self.config.extra_args],
         }
 
     @contextlib.asynccontextmanager
@@ -306,6 +313,12 @@ class BrowserManager:
         return tab
 
     # -- page helpers used by the tools ------------------------------------------------------
+
+    def path(self, given: str, *, must_exist: bool) -> Path:
+        """A workspace file for reading (``must_exist``) or writing (parents created), never a protected one."""
+        return confine(
+            self.workspace, given, must_exist=must_exist, create_parents=not must_exist, protected=self.protected
+        )
 
     def check_url(self, url: str) -> None:
         """Refuse a URL the origin policy forbids, before the browser tries it."""

@@ -20,12 +20,21 @@ class PathRefused(ValueError):
     """A path that may not be used; the message says why."""
 
 
-def confine(workspace: Path, given: str, *, must_exist: bool, create_parents: bool = False) -> Path:
+def confine(
+    workspace: Path,
+    given: str,
+    *,
+    must_exist: bool,
+    create_parents: bool = False,
+    protected: tuple[Path, ...] | list[Path] = (),
+) -> Path:
     """The absolute path for ``given`` inside ``workspace``, or :class:`PathRefused`.
 
     :param must_exist: the path must name an existing regular file (reading); otherwise it must not be
         anything but a regular file if it exists (writing).
     :param create_parents: create missing parent directories (each one checked).
+    :param protected: Aleph's own files and directories (configuration, data directory): refused both ways,
+        so a page can neither receive the signing keys as an upload nor overwrite ``aleph.toml`` with a download.
     """
     if not given or "\x00" in given or len(given) > _MAX_PATH:
         raise PathRefused(f"path {given[:100]!r} is empty, too long or contains NUL")
@@ -41,6 +50,14 @@ def confine(workspace: Path, given: str, *, must_exist: bool, create_parents: bo
     parts = [p for p in path.parts if p not in ("", ".")]
     if not parts:
         raise PathRefused(f"path {given!r} names the workspace itself, not a file")
+    # Symlinks are refused below, so the lexical path is the real one.
+    candidate = root.joinpath(*parts)
+    for item in protected:
+        if candidate == item or item in candidate.parents:
+            raise PathRefused(
+                f"{given!r} is one of Aleph's protected paths (configuration or data directory); "
+                "browser tools may not read or write it"
+            )
     current = root
     for i, part in enumerate(parts):
         current = current / part

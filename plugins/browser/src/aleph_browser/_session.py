@@ -13,7 +13,7 @@ from playwright.async_api import BrowserContext, ConsoleMessage, Dialog, Downloa
 
 import aleph
 from aleph_browser._config import BrowserConfig
-from aleph_browser._paths import PathRefused, confine
+from aleph_browser._paths import PathRefused
 from aleph_browser._proxy import PolicyProxy
 
 if TYPE_CHECKING:
@@ -195,7 +195,7 @@ class Session:
                 else f"{manager.config.downloads_dir.rstrip('/')}/{stem or name}-{n}{dot}{ext if stem else ''}"
             )
             try:
-                target = confine(manager.workspace, rel, must_exist=False, create_parents=True)
+                target = manager.path(rel, must_exist=False)
             except PathRefused as exc:
                 tab.downloads.append(f"download {name!r} refused: {exc}")
                 await download.cancel()

@@ -12,7 +12,6 @@ from pydantic import Field, model_validator
 from aleph import ToolArgs, ToolFacts
 from aleph_browser._base import BrowserTool, SnapshotChoice, TargetArgs
 from aleph_browser._manager import BrowserManager, BrowserProblem, PolicyRefusal, Tab
-from aleph_browser._paths import confine
 from aleph_browser._proxy import BLOCK_HEADER
 from aleph_browser._snapshot import REF_TARGET, budget, delta
 
@@ -427,7 +426,7 @@ class BrowserUpload(BrowserTool[UploadArgs]):
     FACTS = ToolFacts(max_duration_ms=60_000, tags=(*TAGS, "filesystem"))
 
     async def run(self, args: UploadArgs) -> str:
-        files = [str(confine(self.manager.workspace, p, must_exist=True)) for p in args.paths]
+        files = [str(self.manager.path(p, must_exist=True)) for p in args.paths]
         tab = await self.manager.tab()
         locator = await self.manager.locate(tab, args.target)
         is_input = await locator.evaluate("e => e.tagName === 'INPUT' && (e.type || '').toLowerCase() === 'file'")

@@ -14,7 +14,6 @@ from aleph import ToolArgs, ToolFacts
 from aleph_browser._base import BrowserTool, SnapshotChoice
 from aleph_browser._config import BrowserConfig
 from aleph_browser._manager import BrowserManager, BrowserProblem, check_profile_name
-from aleph_browser._paths import confine
 from aleph_browser._session import session_key
 from aleph_browser._snapshot import budget
 from aleph_browser._tools_page import goto
@@ -229,7 +228,7 @@ class BrowserScreenshot(BrowserTool[ScreenshotArgs]):
     async def run(self, args: ScreenshotArgs) -> dict[str, Any]:
         tab = await self.manager.tab()
         self.manager.no_dialog(tab)
-        dest = confine(self.manager.workspace, args.path, must_exist=False, create_parents=True) if args.path else None
+        dest = self.manager.path(args.path, must_exist=False) if args.path else None
         if args.target is not None:
             locator = await self.manager.locate(tab, args.target)
             data = await locator.screenshot(type=args.format)
@@ -266,7 +265,7 @@ class BrowserPdf(BrowserTool[PdfArgs]):
     FACTS = ToolFacts(max_duration_ms=120_000, tags=(*TAGS, "filesystem"))
 
     async def run(self, args: PdfArgs) -> dict[str, Any]:
-        dest = confine(self.manager.workspace, args.path, must_exist=False, create_parents=True)
+        dest = self.manager.path(args.path, must_exist=False)
         tab = await self.manager.tab()
         self.manager.no_dialog(tab)
         data = await tab.page.pdf(format=args.paper, landscape=args.landscape, print_background=args.print_background)

@@ -73,6 +73,6 @@ TOOLS = (
 def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginContext) -> None:
     """Validate ``[browser]``, create the runtime's shared manager and register the tools over it."""
     config = context.config.section("browser", BrowserConfig)
-    manager = BrowserManager(config, context.workspace, context.data_dir)
+    manager = BrowserManager(config, context.workspace, context.data_dir, context.protected_paths)
     context.add_cleanup(manager.aclose)
     register(*(tool(manager) for tool in TOOLS))
