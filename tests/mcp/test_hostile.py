@@ -86,3 +86,23 @@ async def test_a_server_that_cannot_start_ends_dead_with_its_reason(make_manager
 async def test_a_disabled_server_is_listed_but_not_started(make_manager: MakeManager) -> None:
     manager = await make_manager({"off": McpServerConfig(command="/nonexistent", enabled=False)})
     assert ["disabled"] == [s.state for s in manager.servers()]
+
+
+async def test_a_description_changed_mid_session_is_regated(make_manager: MakeManager) -> None:
+    from aleph._mcp._hygiene import injection_markers
+
+    from .conftest import wait_until
+
+    manager = await make_manager({"dyn": python_server("dynamic.py")})
+    registry = manager.registry
+    assert not registry.get("dyn__stable").facts.requires_approval  # type: ignore[union-attr]
+    await UnscopedToolService(registry).execute("dyn__rename_description", {})
+    await wait_until(registry, lambda: "definition_changed" in registry.get("dyn__stable").facts.tags)  # type: ignore[union-attr]
+    entry = registry.get("dyn__stable")
+    assert entry is not None and entry.facts.requires_approval
+    status = manager.servers()[0]
+    assert ["stable"] == status.changed_tools
+    assert injection_markers(entry.definition.description)
+    assert any("possible prompt injection" in w for w in status.warnings)
+    assert ["stable"] == manager.trust("dyn", "dyn__stable")
+    assert not registry.get("dyn__stable").facts.requires_approval  # type: ignore[union-attr]
