@@ -210,7 +210,7 @@ class BrowserManager:
 
     async def _open_context(self, session: Session) -> None:
         pw = await self._start()
-        proxy = PolicyProxy(self.policy, session.note_block)
+        proxy = PolicyProxy(self.policy)
         await proxy.start()
         try:
             if session.profile is None:

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import socket
 from collections import deque
-from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from aleph_browser._policy import OriginPolicy
@@ -35,10 +34,9 @@ def _html_escape(text: str) -> str:
 class PolicyProxy:
     """One proxy per browser context; ``refusals`` keeps the most recent (url, reason) pairs."""
 
-    def __init__(self, policy: OriginPolicy, on_refusal: Callable[[str, str], None] | None = None) -> None:
+    def __init__(self, policy: OriginPolicy) -> None:
         self.policy = policy
         self.refusals: deque[tuple[str, str]] = deque(maxlen=100)
-        self._on_refusal = on_refusal
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
@@ -65,10 +63,15 @@ class PolicyProxy:
                 await asyncio.wait_for(self._server.wait_closed(), 2)
             self._server = None
 
-    def _refuse_record(self, url: str, reason: str) -> None:
-        self.refusals.append((url, reason))
-        if self._on_refusal is not None:
-            self._on_refusal(url, reason)
+    def reason_for(self, url: str) -> str | None:
+        """Why the proxy refused ``url`` (an http URL, or any URL of a refused https origin), if it did."""
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme in ("https", "wss") else 80)
+        tunnel = f"https://{parts.hostname}:{port}" if parts.hostname else None
+        for refused, reason in reversed(self.refusals):
+            if refused == url or refused == tunnel:
+                return reason
+        return None
 
     async def _check(self, schemes: tuple[str, ...], host: str, port: int, url: str) -> tuple[str | None, str | None]:
         """(reason, address): a refusal, or the checked address to connect to."""
@@ -114,7 +117,7 @@ class PolicyProxy:
             schemes = ("http", "ws")
         reason, address = await self._check(schemes, host, port, url)
         if reason is not None or address is None:
-            self._refuse_record(url, reason or "refused")
+            self.refusals.append((url, reason or "refused"))
             await self._reply(writer, 403, f"blocked by the browser origin policy: {reason}", url)
             return
         try:

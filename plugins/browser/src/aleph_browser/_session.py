@@ -14,7 +14,7 @@ from playwright.async_api import BrowserContext, ConsoleMessage, Dialog, Downloa
 import aleph
 from aleph_browser._config import BrowserConfig
 from aleph_browser._paths import PathRefused
-from aleph_browser._proxy import PolicyProxy
+from aleph_browser._proxy import BLOCK_HEADER, PolicyProxy
 
 if TYPE_CHECKING:
     from aleph_browser._manager import BrowserManager
@@ -156,14 +156,29 @@ class Session:
         where = f"{loc.get('url', '')}:{loc.get('lineNumber', '')}" if loc.get("url") else ""
         tab.add_console(message.type, message.text, where)
 
-    @staticmethod
-    def _response(tab: Tab, response: Response) -> None:
+    def _proxy_block(self, url: str, *, certain: bool) -> str | None:
+        reason = self.proxy.reason_for(url) if self.proxy is not None else None
+        if reason is None and certain:
+            reason = "blocked by the origin policy"
+        if reason is not None:
+            self.note_block(url, reason)
+        return reason
+
+    def _response(self, tab: Tab, response: Response) -> None:
         req = response.request
-        tab.network.append(NetworkEntry(req.method, clip(req.url, 1000), req.resource_type, response.status))
+        # Only refusals the page itself ran into are reported: Chromium's own background
+        # requests also pass the proxy, and are refused there silently.
+        blocked = self._proxy_block(response.url, certain=True) if BLOCK_HEADER.lower() in response.headers else None
+        tab.network.append(
+            NetworkEntry(req.method, clip(req.url, 1000), req.resource_type, response.status, None, blocked)
+        )
 
     def _failed(self, tab: Tab, request: Request) -> None:
         failure = request.failure or "failed"
         blocked = next((r for s, u, r in reversed(self.blocks) if u == clip(request.url, 300)), None)
+        if blocked is None:
+            # A hop the proxy refused: a tunnel failure, or a 403 the browser then rejected (ORB for scripts).
+            blocked = self._proxy_block(request.url, certain=False)
         tab.network.append(
             NetworkEntry(request.method, clip(request.url, 1000), request.resource_type, None, failure, blocked)
         )

@@ -60,9 +60,8 @@ async def goto(manager: BrowserManager, tab: Tab, url: str) -> str:
             raise PolicyRefusal(f"navigation to {url} was stopped at {blocked[0][0]}: {blocked[0][1]}") from None
         raise
     if response is not None and response.headers.get(BLOCK_HEADER.lower()):
-        blocked = session.blocks_since(mark)
-        where, why = blocked[-1] if blocked else (response.url, "blocked by the origin policy")
-        raise PolicyRefusal(f"navigation to {url} was stopped at {where}: {why}")
+        why = (session.proxy.reason_for(response.url) if session.proxy else None) or "blocked by the origin policy"
+        raise PolicyRefusal(f"navigation to {url} was stopped at {response.url}: {why}")
     status = f" (HTTP {response.status})" if response is not None and response.status >= 400 else ""
     return f"Navigated to {url}{status}."
 
