@@ -6,7 +6,9 @@ import re
 from typing import Any
 
 import pytest
-from aleph_browser._snapshot import budget, delta
+from aleph_browser._snapshot import budget, delta, find
+
+import aleph
 
 pytestmark = pytest.mark.anyio
 
@@ -39,6 +41,15 @@ def test_delta_marks_changed_added_and_removed_nodes_by_ref() -> None:
     assert "~ - paragraph [ref=e3]: clicked" in d.text
     assert '+ - button "New" [ref=e9] (in e1)' in d.text
     assert "- removed: e4" in d.text
+
+
+def test_find_keeps_matching_lines_under_their_ancestors() -> None:
+    assert find(OLD, "HOME") == (
+        "# 2 line(s) contain 'HOME' (shown with their ancestors)\n"
+        '- generic [ref=e1]:\n  - link "Home" [ref=e4] [cursor=pointer]:\n    - /url: /home'
+    )
+    assert find(OLD, "go").splitlines()[1:] == ["- generic [ref=e1]:", '  - button "Go" [ref=e2]']
+    assert find(OLD, "nowhere") == "# no line of the snapshot contains 'nowhere'"
 
 
 def test_delta_of_identical_snapshots_says_no_changes() -> None:
@@ -83,3 +94,15 @@ async def test_delta_after_one_click_is_much_smaller_than_the_full_snapshot(call
     assert len(snapshot) * 10 < len(full)
     again = await call("browser_snapshot", {"mode": "delta"})
     assert "no changes" in again
+
+
+async def test_find_picks_one_row_out_of_a_large_page(call: Any, site: Any) -> None:
+    await call("browser_navigate", {"url": site.url("/big"), "snapshot": "none"})
+    out = await call("browser_snapshot", {"find": "row 2345"})
+    assert len(out) < 500
+    ref = re.search(r'link "row 2345" \[ref=(\w+)\]', out)
+    assert ref is not None
+    clicked = await call("browser_click", {"target": ref.group(1), "snapshot": "none"})
+    assert clicked.startswith(f"Clicked {ref.group(1)}.")
+    with pytest.raises(aleph.ValidationFailed, match="mode delta compares whole-page snapshots"):
+        await call("browser_snapshot", {"mode": "delta", "find": "row"})

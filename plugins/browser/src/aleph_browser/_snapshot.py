@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["REF", "Delta", "budget", "delta", "refs_in"]
+__all__ = ["REF", "Delta", "budget", "delta", "find", "refs_in"]
 
 REF = re.compile(r"\[ref=([A-Za-z0-9]+)\]")
 """A ref inside a snapshot line."""
@@ -43,6 +43,34 @@ def budget(text: str, max_chars: int, *, hint: str = "") -> str:
         if len(head) + len(marker) <= max_chars:
             return head + marker
     return marker[-max_chars:]
+
+
+def find(text: str, needle: str, *, max_hits: int = 200) -> str:
+    """The lines containing ``needle`` (case-insensitive), each under its chain of ancestor lines."""
+    wanted = needle.casefold()
+    out: list[str] = []
+    ancestors: list[tuple[int, str, bool]] = []  # (indent, line, already emitted)
+    hits = 0
+    for line in text.splitlines():
+        indent = len(line) - len(line.lstrip(" "))
+        while ancestors and ancestors[-1][0] >= indent:
+            ancestors.pop()
+        if wanted in line.casefold():
+            hits += 1
+            if hits > max_hits:
+                out.append(f"[... more than {max_hits} matches; narrow the search]")
+                break
+            for i, (level, parent, shown) in enumerate(ancestors):
+                if not shown:
+                    out.append(parent)
+                    ancestors[i] = (level, parent, True)
+            out.append(line)
+            ancestors.append((indent, line, True))
+        else:
+            ancestors.append((indent, line, False))
+    if not hits:
+        return f"# no line of the snapshot contains {needle!r}"
+    return f"# {min(hits, max_hits)} line(s) contain {needle!r} (shown with their ancestors)\n" + "\n".join(out)
 
 
 @dataclass(slots=True)

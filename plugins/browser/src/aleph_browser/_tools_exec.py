@@ -113,8 +113,9 @@ class BrowserExec(BrowserTool[ExecArgs]):
         manager = self.manager
         tab = await manager.tab()
         lines: list[str] = []
-        failed = 0
+        failed = ran = 0
         for i, step in enumerate(args.steps, 1):
+            ran = i
             try:
                 lines.append(f"{i}. {await run_step(manager, tab, step)}")
             except PolicyRefusal as exc:
@@ -134,5 +135,5 @@ class BrowserExec(BrowserTool[ExecArgs]):
             if tab.dialog is not None:
                 lines.append("A dialog opened; stopped so you can answer it with browser_dialog.")
                 break
-        summary = f"Ran {len(lines)} step line(s), {failed} failed:\n" + "\n".join(lines)
+        summary = f"Ran {ran} of {len(args.steps)} step(s), {failed} failed:\n" + "\n".join(lines)
         return await manager.report(tab, summary, snapshot=args.snapshot)

@@ -13,7 +13,7 @@ from aleph import ToolArgs, ToolFacts
 from aleph_browser._base import BrowserTool, SnapshotChoice, TargetArgs
 from aleph_browser._manager import BrowserManager, BrowserProblem, PolicyRefusal, Tab
 from aleph_browser._proxy import BLOCK_HEADER
-from aleph_browser._snapshot import REF_TARGET, budget, delta
+from aleph_browser._snapshot import REF_TARGET, budget, delta, find
 
 __all__ = [
     "BrowserClick",
@@ -141,14 +141,23 @@ class SnapshotArgs(ToolArgs):
     """Character budget (default [browser] max_snapshot_chars); longer snapshots end with a truncation marker."""
     mode: Literal["full", "delta"] = "full"
     """full, or delta: only nodes added, removed or changed since this tab's previous snapshot."""
+    find: str | None = Field(default=None, min_length=1, max_length=200)
+    """Only the lines containing this text (case-insensitive), each with its ancestors and refs."""
+
+    @model_validator(mode="after")
+    def _delta_is_whole_page(self) -> SnapshotArgs:
+        if self.mode == "delta" and (self.target is not None or self.depth is not None or self.find is not None):
+            raise ValueError("mode delta compares whole-page snapshots; leave out target, depth and find")
+        return self
 
 
 class BrowserSnapshot(BrowserTool[SnapshotArgs]):
     NAME = "browser_snapshot"
     DESCRIPTION = (
         "Return the current tab's accessibility snapshot as YAML: roles, names and [ref=eN] markers to use as "
-        "`target` in actions. Narrow it with target (a subtree), depth and max_chars, or ask for mode=delta to get "
-        "only what changed since the last snapshot. Refs stay valid until the page changes."
+        "`target` in actions. Narrow it with target (a subtree), depth, find (only matching lines) and max_chars, "
+        "or ask for mode=delta to get only what changed since the last snapshot. Refs stay valid until the page "
+        "changes."
     )
     Args = SnapshotArgs
     FACTS = ToolFacts(idempotent=True, max_duration_ms=60_000, tags=TAGS)
@@ -156,7 +165,7 @@ class BrowserSnapshot(BrowserTool[SnapshotArgs]):
     async def run(self, args: SnapshotArgs) -> str:
         tab = await self.manager.tab()
         limit = args.max_chars or self.manager.config.max_snapshot_chars
-        if args.mode == "delta" and args.target is None and args.depth is None:
+        if args.mode == "delta":
             previous = tab.last_snapshot
             full = await self.manager.snapshot(tab)
             if previous is not None:
@@ -167,6 +176,8 @@ class BrowserSnapshot(BrowserTool[SnapshotArgs]):
                 full, limit
             )
         text = await self.manager.snapshot(tab, target=args.target, depth=args.depth)
+        if args.find is not None:
+            text = find(text, args.find)
         return f"Page: {tab.page.url} (tab {tab.id})\n" + budget(text, limit)
 
 
