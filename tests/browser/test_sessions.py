@@ -69,6 +69,7 @@ async def test_browser_closes_when_idle_and_relaunches_on_next_use(make_rt: Any,
                 await anyio.sleep(0.1)
         out = (await service.execute("browser_open", {"url": site.url("/form"), "snapshot": "none"})).value
         assert "Navigated" in out
+        assert "The browser had closed after 0.5 s without use" in out
         assert manager.launches == 2
 
 

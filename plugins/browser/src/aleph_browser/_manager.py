@@ -85,6 +85,7 @@ class BrowserManager:
         self._last_used = time.monotonic()
         self._busy = 0
         self._idle_task: asyncio.Task[None] | None = None
+        self._idle_closed: set[str] = set()
         self.launches = 0
         """How many times Chromium was started (the idle close makes the next call start it again)."""
 
@@ -148,6 +149,7 @@ class BrowserManager:
                 if self._busy or time.monotonic() - self._last_used < idle:
                     continue
                 self._idle_task = None
+                self._idle_closed = {k for k, s in self._sessions.items() if s.tabs}
                 await self._shutdown()
                 return
 
@@ -195,6 +197,12 @@ class BrowserManager:
             if session is not None and session.context is not None:
                 return session
             session = Session(key, self._session_profiles.get(key), self)
+            if key in self._idle_closed:
+                self._idle_closed.discard(key)
+                session.notice = (
+                    f"The browser had closed after {self.config.idle_timeout_seconds:g} s without use "
+                    "([browser] idle_timeout_seconds); tabs opened before are gone."
+                )
             await self._open_context(session)
             self._sessions[key] = session
             return session
@@ -408,6 +416,9 @@ class BrowserManager:
         """The compact result of an action: what happened, page, new errors, modal state, and a snapshot."""
         session = tab.session
         lines = [what]
+        if session.notice:
+            lines.append(session.notice)
+            session.notice = ""
         budget_chars = max_chars or self.config.max_snapshot_chars
         if tab.dialog is None:
             # One round trip instead of two: the title and the snapshot are fetched together.

@@ -111,6 +111,8 @@ class Session:
         self.block_seq = 0
         self.blocks_reported = 0
         self.opened: list[str] = []
+        self.notice = ""
+        """A one-time message for the next result (e.g. the browser was closed while idle)."""
 
     def note_block(self, url: str, reason: str) -> None:
         """Record a refused request (from the route handler or the proxy)."""
