@@ -12,6 +12,7 @@ import asyncio
 import subprocess
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import aleph_exec.plugin
@@ -27,6 +28,38 @@ MODES = {
     "no bwrap, cgroup": '[exec]\nisolation = "none"\n',
     "no bwrap, no cgroup (group kill + /proc sweep)": '[exec]\nisolation = "none"\ncgroup = "off"\n',
 }
+
+
+def breakdown(bare: float) -> None:
+    """Where the time goes in the default mode: spawn options, the sandbox alone, the unscoped service."""
+    from aleph_exec import WorkspaceSandbox
+    from aleph_exec._config import ExecConfig
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = Path(tmp)
+        session = per_call_us(lambda: subprocess.run(["bash", "-c", "true"], start_new_session=True), N, repeat=3)
+        preexec = per_call_us(
+            lambda: subprocess.run(["bash", "-c", "true"], start_new_session=True, preexec_fn=lambda: None), N, repeat=3
+        )
+        print(
+            f"  spawn with start_new_session                     {session / 1000:8.2f} ms  ratio {session / bare:5.2f}x"
+        )
+        print(
+            f"  spawn with a preexec_fn (fork instead of vfork)  {preexec / 1000:8.2f} ms  ratio {preexec / bare:5.2f}x"
+        )
+        for label, cfg in (
+            ("bwrap+cgroup", ExecConfig()),
+            ("none, no cgroup", ExecConfig(isolation="none", cgroup="off")),
+        ):
+            sandbox = WorkspaceSandbox(ws, cfg)
+            us = per_call_us(partial(sandbox.run, ["bash", "-c", "true"], cwd=ws, timeout=30), N, repeat=3)
+            print(f"  WorkspaceSandbox.run alone, {label:<20} {us / 1000:8.2f} ms  ratio {us / bare:5.2f}x")
+        (ws / "aleph.toml").write_text(f'[workspace]\ndata_dir = "{(ws / ".data").as_posix()}"\n')
+        rt = aleph.load(ws / "aleph.toml", workspace=ws, plugins=[aleph_exec.plugin], entry_points=False, strict=True)
+        unscoped = aleph.UnscopedToolService(rt.registry)
+        us = per_call_us_async(lambda: unscoped.execute("bash", {"command": "true"}), N, repeat=3)
+        print(f"  bash via UnscopedToolService (bwrap+cgroup)      {us / 1000:8.2f} ms  ratio {us / bare:5.2f}x")
+        asyncio.run(rt.aclose())
 
 
 def measure(toml: str) -> tuple[float, str]:
@@ -45,11 +78,13 @@ def measure(toml: str) -> tuple[float, str]:
 
 def main() -> None:
     bare = per_call_us(lambda: subprocess.run(["bash", "-c", "true"], check=True), N, repeat=3)
-    print(f"calls per measurement: {N}; service: {type(aleph.load).__name__} -> rt.tool_service(tier='full')")
+    print(f"calls per measurement: {N}; through rt.tool_service(tier='full') (the scoped chokepoint)")
     print(f"bare subprocess.run(bash -c true)                  {bare / 1000:8.2f} ms")
     for label, toml in MODES.items():
         us, isolation = measure(toml)
         print(f"{label:<50} {us / 1000:8.2f} ms  ratio {us / bare:5.2f}x  [{isolation}]  (target <= 1.5x)")
+    print("breakdown:")
+    breakdown(bare)
 
 
 if __name__ == "__main__":

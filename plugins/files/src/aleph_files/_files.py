@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import binascii
 import difflib
+import operator
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import Field
@@ -141,10 +143,24 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
+_PREFIXES: list[str] = []
+_PREFIX_CACHE_LINES = 100_000
+
+
+def _prefixes(first: int, count: int) -> Iterable[str]:
+    """Line-number prefixes (six-wide number and a tab), cached so a large read joins strings in C."""
+    last = first + count - 1
+    if last <= _PREFIX_CACHE_LINES:
+        if len(_PREFIXES) < last:
+            _PREFIXES.extend(f"{n:>6}\t" for n in range(len(_PREFIXES) + 1, last + 1))
+        return _PREFIXES[first - 1 : last]
+    return (f"{n:>6}\t" for n in range(first, last + 1))
+
+
 def _render(lines: list[str], first: int, numbered: bool) -> str:
     if not numbered:
         return "\n".join(lines)
-    return "\n".join([f"{n:>6}\t{line}" for n, line in enumerate(lines, start=first)])
+    return "\n".join(map(operator.add, _prefixes(first, len(lines)), lines))
 
 
 class FileWriteArgs(ToolArgs):
