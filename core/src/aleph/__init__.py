@@ -20,6 +20,7 @@ from aleph._approval import (
     ApprovalRequester,
     ApprovalResponse,
 )
+from aleph._command_policy import CommandPolicy, CommandRule, CommandVerdict
 from aleph._config import AlephConfig, load_config
 from aleph._errors import (
     AlephError,
@@ -75,6 +76,9 @@ __all__ = [
     "ApprovalResponse",
     "BaseToolService",
     "Cancelled",
+    "CommandPolicy",
+    "CommandRule",
+    "CommandVerdict",
     "ConfigError",
     "DuplicateTool",
     "EventLog",

@@ -14,6 +14,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from aleph._approval import ApprovalRequester
+    from aleph._command_policy import CommandRule
     from aleph._config import AlephConfig
     from aleph._plugins import PluginContext, ToolRegistrar
     from aleph._turn import TurnContext
@@ -89,6 +90,17 @@ def aleph_tool_policy(
     Return ``PolicyVote("deny", reason)`` or ``PolicyVote("ask", reason)`` to tighten the decision, or None
     to abstain. Votes can only tighten: "allow" does not exist, and a deny from any plugin wins. A hook
     that raises is treated as an "ask" vote (fail closed). Must be fast and do no I/O.
+    """
+
+
+@hookspec
+def aleph_command_policy_rules(register: Callable[[CommandRule], None]) -> None:
+    """Called once per runtime, when the command-policy floor is built, to collect extra tunable rules.
+
+    :param register: call ``register(CommandRule(...))`` for each rule. Plugin rules can only add
+        restrictions: they block, ask or warn; nothing can lower a hardline rule. They obey
+        ``[sandbox.command_policy] enforcement`` like ``custom_rules``. A name already used is an error.
+    The result is ignored.
     """
 
 

@@ -1,0 +1,796 @@
+"""The built-in command-policy rules: hardline rules, cannot-prove-safe guards and the default tunable rules.
+
+Each rule is a predicate over one analysed :class:`~aleph._shell_analysis.Command`; the knowledge of
+what a program does with its arguments (what ``rm -r`` deletes, where ``dd of=`` or ``sort -o``
+writes, which ``git -c`` keys run programs) lives here. :mod:`aleph._command_policy` combines them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from aleph._shell_analysis import SHELLS, Arg, Command, resolve
+
+__all__ = ["DEFAULT_RULES", "GUARDS", "HARDLINE", "Builtin", "Env", "Tier"]
+
+Tier = Literal["hardline", "guard", "tunable"]
+
+
+@dataclass(frozen=True, slots=True)
+class Builtin:
+    """One built-in rule: a predicate over an analysed command, its tier and its action."""
+
+    name: str
+    tier: Tier
+    action: Literal["block", "warn", "ask"]
+    description: str
+    check: Callable[[Command, Env], bool]
+    programs: frozenset[str] | None = None  # None: look at every command
+
+
+@dataclass(frozen=True, slots=True)
+class Env:
+    """What rules need besides the command: the home directory and the protected paths (absolute)."""
+
+    home: str
+    protected: tuple[str, ...]
+
+
+_MKFS = re.compile(r"mkfs(\..+)?|mke2fs|mkswap|mkntfs|mkdosfs|mkexfatfs")
+_BLOCK_DEVICE = re.compile(r"/dev/(sd|nvme|disk|hd|xvd|vd|mmcblk|loop|sr|pmem|dm-|md|mapper/|nbd|rbd|zd)")
+_SYSTEM_DIRS = (
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/opt",
+    "/proc",
+    "/root",
+    "/sbin",
+    "/snap",
+    "/srv",
+    "/sys",
+    "/usr",
+    "/var",
+    "/mnt",
+    "/media",
+)
+_SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
+_RC_FILES = (
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".zlogout",
+    ".gitconfig",
+    ".config/git/config",
+    ".config/fish/config.fish",
+    ".inputrc",
+)
+_DOWNLOADERS = frozenset({"curl", "wget", "fetch", "aria2c", "http", "https", "lwp-request", "GET", "xh", "wget2"})
+_INTERPRETERS = re.compile(r"(?:python[0-9.]*|pypy[0-9.]*|perl[0-9.]*|ruby[0-9.]*|node|nodejs|php[0-9.]*|lua[0-9.]*)")
+_LOADER_VARS = frozenset(
+    {
+        "BASH_ENV",
+        "ENV",
+        "PROMPT_COMMAND",
+        "PS4",
+        "GIT_SSH",
+        "GIT_SSH_COMMAND",
+        "GIT_EXTERNAL_DIFF",
+        "GIT_EXEC_PATH",
+        "GIT_ASKPASS",
+        "SSH_ASKPASS",
+        "GIT_PROXY_COMMAND",
+        "GIT_PAGER",
+        "PAGER",
+        "MANPAGER",
+        "SYSTEMD_PAGER",
+        "LESSOPEN",
+        "LESSCLOSE",
+        "PYTHONSTARTUP",
+        "PYTHONINSPECT",
+        "PERL5OPT",
+        "PERL5LIB",
+        "PERLLIB",
+        "RUBYOPT",
+        "NODE_OPTIONS",
+        "JAVA_TOOL_OPTIONS",
+        "_JAVA_OPTIONS",
+        "BROWSER",
+        "TAR_OPTIONS",
+    }
+)
+_LOADER_PREFIXES = ("LD_", "DYLD_", "GIT_CONFIG", "BASH_FUNC_")
+_EDITOR_VARS = frozenset({"EDITOR", "VISUAL", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "SUDO_EDITOR"})
+_EDITOR_LAUNCHERS = frozenset(
+    {
+        "git",
+        "crontab",
+        "visudo",
+        "sudoedit",
+        "vipw",
+        "vigr",
+        "less",
+        "more",
+        "man",
+        "fc",
+        "hg",
+        "svn",
+        "mutt",
+        "kubectl",
+    }
+    | {"systemctl", "sudo", "edquota", "virsh", "gh", "jj", "tig"}
+)
+_STATE_VARS = frozenset({"PATH", "IFS", "SHELLOPTS", "BASHOPTS", "CDPATH", "FPATH", "BASH_LOADABLES_PATH"})
+_SAFE_SET = frozenset("euxvCfnabhmBHP")
+_SAFE_SET_O = frozenset({"errexit", "nounset", "pipefail", "xtrace", "verbose", "noclobber", "noglob", "noexec"})
+_SAFE_SHOPT = frozenset(
+    {
+        "nullglob",
+        "failglob",
+        "globstar",
+        "extglob",
+        "dotglob",
+        "nocaseglob",
+        "nocasematch",
+        "lastpipe",
+        "inherit_errexit",
+    }
+)
+_GIT_EXEC_KEYS = re.compile(
+    r"(core\.(fsmonitor|sshcommand|pager|editor|hookspath|gitproxy|askpass|alternaterefscommand|worktree)"
+    r"|alias\.|diff\..*\.(textconv|command)|diff\.external|filter\.|merge\..*\.driver|credential\.|"
+    r"sequence\.editor|uploadpack\.packobjectshook|protocol\..*allow|gpg\..*program|gpg\.program|"
+    r"include\.path|includeif\.|pager\.|remote\..*\.(uploadpack|receivepack|vcs)|http\..*proxy|"
+    r"receive\.procreceiverefs|sendemail\..*(cmd|smtpserver)|url\..*\.insteadof|mergetool\.|difftool\.)",
+    re.IGNORECASE,
+)
+
+
+def _paths(args: Sequence[Arg]) -> list[Arg]:
+    """Operands: the arguments that do not look like options."""
+    out = []
+    dashdash = False
+    for a in args:
+        if a.text == "--" and not dashdash:
+            dashdash = True
+            continue
+        if not dashdash and a.text.startswith("-") and len(a.text) > 1:
+            continue
+        out.append(a)
+    return out
+
+
+def _flags(args: Sequence[Arg]) -> set[str]:
+    """Every option spelling: ``-rf`` gives ``-r`` and ``-f``; long options stay whole (without ``=value``)."""
+    out: set[str] = set()
+    for a in args:
+        t = a.text
+        if t == "--":
+            break
+        if t.startswith("--"):
+            out.add(t.split("=", 1)[0])
+        elif t.startswith("-") and len(t) > 1:
+            out.update(f"-{c}" for c in t[1:])
+    return out
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _is_block_device(a: Arg, cmd: Command) -> bool:
+    path = resolve(a.text, cmd.cwd) if a.literal else None
+    return bool(_BLOCK_DEVICE.match(path or a.text))
+
+
+def _root_or_home(a: Arg, cmd: Command, env: Env) -> bool:
+    if not a.literal:
+        return False
+    path = resolve(a.text, cmd.cwd)
+    if path is None:
+        return False
+    head, _, tail = path.rpartition("/")
+    head = head or "/"
+    globbed = a.glob and tail and set(tail) <= set("*?.[]!^") and ("*" in tail or "?" in tail)
+    base = head if globbed else path
+    return base in ("/", "/home", env.home, "/root" if env.home == "/root" else "/home")
+
+
+def _recursive_rm(cmd: Command) -> bool:
+    flags = _flags(cmd.args)
+    return bool(flags & {"-r", "-R", "--recursive"}) or any(not a.literal for a in cmd.args if a.text.startswith("-"))
+
+
+def _rm_targets(cmd: Command) -> list[Arg]:
+    if cmd.program == "rm" and _recursive_rm(cmd):
+        return _paths(cmd.args)
+    if cmd.program == "find" and _find_deletes(cmd):
+        return _find_roots(cmd)
+    return []
+
+
+def _find_deletes(cmd: Command) -> bool:
+    """``-delete``, or ``-exec rm``: find deletes what it finds (judged by its start points)."""
+    texts = [a.text for a in cmd.args]
+    for i, t in enumerate(texts):
+        if t == "-delete":
+            return True
+        if t in ("-exec", "-execdir", "-ok", "-okdir") and i + 1 < len(texts):
+            inner = texts[i + 1].rsplit("/", 1)[-1]
+            if inner in ("rm", "shred", "unlink") or (inner in ("busybox", "sudo") and "rm" in texts[i + 2 : i + 3]):
+                return True
+    return False
+
+
+def _find_roots(cmd: Command) -> list[Arg]:
+    roots = []
+    for a in cmd.args:
+        if a.text.startswith("-") or a.text in ("(", "!", ")"):
+            break
+        roots.append(a)
+    return roots or [Arg(".")]
+
+
+def _rm_rf_root(cmd: Command, env: Env) -> bool:
+    return any(_root_or_home(a, cmd, env) for a in _rm_targets(cmd))
+
+
+def _rm_no_preserve_root(cmd: Command, env: Env) -> bool:
+    return any(a.text == "--no-preserve-root" for a in cmd.args)
+
+
+def _system_path(a: Arg, cmd: Command) -> bool:
+    if not a.literal or not a.text.startswith("/"):
+        return False
+    path = resolve(a.text, None) or ""
+    if any(_under(path, s) for s in _SCRATCH) or (cmd.cwd and _under(path, cmd.cwd)):
+        return False
+    return any(_under(path, d) for d in _SYSTEM_DIRS)
+
+
+def _rm_rf_system_path(cmd: Command, env: Env) -> bool:
+    return any(_system_path(a, cmd) for a in _rm_targets(cmd))
+
+
+def _dd_to_block_device(cmd: Command, env: Env) -> bool:
+    return any(a.text.startswith("of=") and _is_block_device(Arg(a.text[3:], a.literal), cmd) for a in cmd.args)
+
+
+def _mkfs_device(cmd: Command, env: Env) -> bool:
+    if not _MKFS.fullmatch(cmd.program):
+        return False
+    return any(a.text.startswith("/dev/") or _is_block_device(a, cmd) for a in _paths(cmd.args))
+
+
+_WIPE_TOOLS = frozenset({"wipefs", "blkdiscard", "shred", "sgdisk", "sfdisk", "badblocks", "fdisk", "gdisk", "cfdisk"})
+_WIPE_TOOLS_SUB = {
+    "hdparm": ("--security-erase", "--security-erase-enhanced", "--trim-sector-ranges", "--sanitize"),
+    "nvme": ("format", "sanitize"),
+    "cryptsetup": ("luksFormat", "erase", "luksErase", "format", "reencrypt"),
+    "parted": ("mklabel", "mkpart", "rm", "resizepart", "mkpartfs"),
+}
+
+
+def _device_wipe(cmd: Command, env: Env) -> bool:
+    if not any(_is_block_device(a, cmd) or _BLOCK_DEVICE.search(a.text) for a in cmd.args):
+        return False
+    texts = {a.text.split("=", 1)[0] for a in cmd.args}
+    if cmd.program in _WIPE_TOOLS_SUB:
+        return bool(texts & set(_WIPE_TOOLS_SUB[cmd.program]))
+    if cmd.program in ("fdisk", "gdisk", "cfdisk", "sfdisk") and texts & {"-l", "--list", "-d", "--dump"}:
+        return False
+    if cmd.program == "badblocks":
+        return bool(_flags(cmd.args) & {"-w", "-n"})
+    return True
+
+
+def _write_targets(cmd: Command) -> list[Arg]:
+    """Files this command writes or changes: redirections and the file operands of writing programs."""
+    out = [t for op, _, t in cmd.redirects if t is not None and op in (">", ">>", ">|", "&>", "&>>", "<>", ">&")]
+    p = cmd.program
+    args = cmd.args
+    if p == "tee":
+        out.extend(_paths(args))
+    elif p in ("cp", "mv", "install", "rsync", "scp"):
+        target = _option_value(args, ("-t", "--target-directory"))
+        paths = [a for a in _paths(args) if ":" not in a.text or p not in ("rsync", "scp")]
+        if target is not None:
+            out.append(target)
+        elif len(_paths(args)) >= 2 and paths and paths[-1] is _paths(args)[-1]:
+            out.append(paths[-1])
+    elif p in ("ln", "link", "truncate", "chmod", "chown", "chgrp", "chattr", "setfacl", "rm", "rmdir", "unlink"):
+        out.extend(_paths(args))
+    elif p == "shred":
+        out.extend(_paths(args))
+    elif p == "dd":
+        out.extend(Arg(a.text[3:], a.literal) for a in args if a.text.startswith("of="))
+    elif p == "sort":
+        value = _option_value(args, ("-o", "--output"))
+        if value is not None:
+            out.append(value)
+    elif p in ("curl", "wget"):
+        value = _option_value(args, ("-o", "--output") if p == "curl" else ("-O", "--output-document"))
+        if value is not None and value.text != "-":
+            out.append(value)
+    elif p == "sed" and any(a.text.startswith("-i") or a.text.startswith("--in-place") for a in args):
+        paths = _paths([a for a in args if not a.text.startswith("-i")])
+        explicit_script = any(a.text in ("-e", "-f", "--expression", "--file") for a in args)
+        out.extend(paths if explicit_script else paths[1:])
+    elif p == "find":
+        for flag in ("-fprint", "-fprint0", "-fprintf", "-fls"):
+            value = _option_value(args, (flag,))
+            if value is not None:
+                out.append(value)
+        if any(a.text == "-delete" for a in args):
+            out.extend(_find_roots(cmd))
+    return out
+
+
+def _option_value(args: Sequence[Arg], names: tuple[str, ...]) -> Arg | None:
+    for i, a in enumerate(args):
+        t = a.text
+        for name in names:
+            if t == name and i + 1 < len(args):
+                return args[i + 1]
+            if name.startswith("--") and t.startswith(name + "="):
+                return Arg(t[len(name) + 1 :], a.literal)
+            if not name.startswith("--") and len(name) == 2 and t.startswith(name) and len(t) > 2:
+                return Arg(t[2:], a.literal)
+    return None
+
+
+def _protected(path: str, env: Env) -> bool:
+    if any(_under(path, p) for p in env.protected):
+        return True
+    if "/.git/hooks/" in path + "/" or path.endswith("/.git/config"):
+        return True
+    if _under(path, f"{env.home}/.ssh"):
+        return True
+    return any(path == f"{env.home}/{rc}" for rc in _RC_FILES)
+
+
+def _relative_protected(text: str) -> bool:
+    norm = "/" + os.path.normpath(text).lstrip("/")
+    return "/.git/hooks/" in norm + "/" or norm.endswith("/.git/config")
+
+
+def _write_protected(cmd: Command, env: Env) -> bool:
+    for target in _write_targets(cmd):
+        if not target.literal:
+            continue
+        path = resolve(target.text, cmd.cwd)
+        if path is not None and _protected(path, env):
+            return True
+        if path is None and _relative_protected(target.text):
+            return True
+    return False
+
+
+def _redirect_to_block_device(cmd: Command, env: Env) -> bool:
+    targets = _write_targets(cmd)
+    if cmd.program == "dd" or cmd.program in _WIPE_TOOLS:
+        # their operands are judged by dd_to_block_device and device_wipe_tools
+        targets = [t for _, _, t in cmd.redirects if t is not None]
+    return any(_is_block_device(t, cmd) for t in targets if cmd.program not in ("chmod", "chown", "chgrp"))
+
+
+def _pipe_to_shell(cmd: Command, env: Env) -> bool:
+    return bool(set(cmd.upstream) & _DOWNLOADERS) and _reads_code_from_stdin(cmd)
+
+
+def _reads_code_from_stdin(cmd: Command) -> bool:
+    if cmd.program in SHELLS:
+        operands = [a for a in cmd.args if not a.text.startswith("-") and not a.text.startswith("+")]
+        return not operands and not any(a.text.startswith("-") and "c" in a.text[1:] for a in cmd.args)
+    if _INTERPRETERS.fullmatch(cmd.program):
+        operands = _paths(cmd.args)
+        return not operands or operands[0].text == "-"
+    return False
+
+
+def _shell_eval_download(cmd: Command, env: Env) -> bool:
+    runs_code = cmd.program in SHELLS or cmd.program in ("eval", "source", ".") or _INTERPRETERS.fullmatch(cmd.program)
+    return bool(runs_code) and bool(cmd.input_programs & _DOWNLOADERS)
+
+
+_CHMOD_777 = re.compile(r"0?[0-7]?777|(?:a|ugo|o)?\+[rwxX]*w[rwxX]*|a=rwx|ugo=rwx")
+
+
+def _chmod_777_system(cmd: Command, env: Env) -> bool:
+    args = [a for a in cmd.args if not (a.text.startswith("-") and not _CHMOD_777.fullmatch(a.text))]
+    if not args or not _CHMOD_777.fullmatch(args[0].text):
+        return False
+    return any(a.literal and (resolve(a.text, cmd.cwd) == "/" or _system_path(a, cmd)) for a in args[1:])
+
+
+def _write_sensitive_etc(cmd: Command, env: Env) -> bool:
+    return any(
+        t.literal and (resolve(t.text, cmd.cwd) or "").startswith("/etc/")
+        for t in _write_targets(cmd)
+        if cmd.program not in ("rm", "rmdir", "unlink")
+    )
+
+
+def _reverse_shell(cmd: Command, env: Env) -> bool:
+    if any("/dev/tcp/" in t.text or "/dev/udp/" in t.text for _, _, t in cmd.redirects if t is not None):
+        return True
+    if any("/dev/tcp/" in a.text or "/dev/udp/" in a.text for a in cmd.args):
+        return True
+    if cmd.program in ("nc", "ncat", "netcat", "nc.traditional", "nc.openbsd"):
+        return bool(_flags(cmd.args) & {"-e", "-c", "--exec", "--sh-exec", "--lua-exec"})
+    if cmd.program == "socat":
+        return any(re.match(r"(exec|system):", a.text, re.I) for a in cmd.args)
+    return False
+
+
+def _system_shutdown(cmd: Command, env: Env) -> bool:
+    p = cmd.program
+    texts = [a.text for a in cmd.args]
+    if p in ("shutdown", "reboot", "halt", "poweroff"):
+        return True
+    if p in ("init", "telinit"):
+        return bool(texts) and texts[0] in ("0", "6")
+    if p in ("systemctl", "loginctl"):
+        return any(t in ("poweroff", "reboot", "halt", "kexec", "suspend", "hibernate", "soft-reboot") for t in texts)
+    if p in ("kill", "pkill"):
+        return p == "kill" and ("-1" in texts[1:] or "1" in texts or texts[-2:] == ["--", "-1"])
+    return False
+
+
+def _sudo_stdin(cmd: Command, env: Env) -> bool:
+    return "-S" in _flags(cmd.args[:1] if cmd.args else ()) or any(
+        a.text in ("-S", "--stdin") or (a.text.startswith("-") and not a.text.startswith("--") and "S" in a.text)
+        for a in cmd.args[:4]
+    )
+
+
+def _authorized_keys(cmd: Command, env: Env) -> bool:
+    return any("authorized_keys" in t.text for t in _write_targets(cmd))
+
+
+def _privilege(cmd: Command, env: Env) -> bool:
+    return True
+
+
+def _loader_variable(cmd: Command, env: Env) -> bool:
+    for name, _value, _literal in _assignments(cmd):
+        if name in _LOADER_VARS or name.startswith(_LOADER_PREFIXES):
+            return True
+        if name in _EDITOR_VARS and (not cmd.program or cmd.program in _EDITOR_LAUNCHERS or cmd.program in _DECLARE):
+            return True
+    return False
+
+
+_DECLARE = frozenset({"export", "declare", "typeset", "local", "readonly"})
+
+
+def _assignments(cmd: Command) -> list[tuple[str, str, bool]]:
+    found = list(cmd.assigns)
+    if cmd.program in _DECLARE:
+        for a in cmd.args:
+            m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)\+?=(.*)", a.text, re.S)
+            if m:
+                found.append((m.group(1), m.group(2), a.literal))
+    return found
+
+
+def _state_change(cmd: Command, env: Env) -> bool:
+    if any(name in _STATE_VARS for name, _, _ in _assignments(cmd)):
+        return True
+    p = cmd.program
+    texts = [a.text for a in cmd.args]
+    if p in ("alias", "trap", "source", ".", "enable"):
+        return bool(texts) and not (p in ("alias", "trap") and all(t in ("-p", "-l") for t in texts))
+    if p == "hash":
+        return "-p" in texts
+    if p in _DECLARE and any(t.startswith("-") and "f" in t for t in texts) and p != "local":
+        return p == "export"
+    if p == "set":
+        for i, t in enumerate(texts):
+            if t in ("-o", "+o"):
+                if i + 1 < len(texts) and texts[i + 1] not in _SAFE_SET_O:
+                    return True
+            elif t[:1] in ("-", "+") and t not in ("-", "--") and not set(t[1:]) <= _SAFE_SET | {"o"}:
+                return True
+        return False
+    if p == "shopt":
+        if not any(t in ("-s", "-u") for t in texts):
+            return False
+        return any(t not in _SAFE_SHOPT for t in texts if not t.startswith("-"))
+    return False
+
+
+def _exec_flag(cmd: Command, env: Env) -> bool:
+    p = cmd.program
+    args = cmd.args
+    texts = [a.text for a in args]
+    if p == "git":
+        for i, t in enumerate(texts):
+            if t == "-c" and i + 1 < len(texts) and _GIT_EXEC_KEYS.match(texts[i + 1]):
+                return True
+            if t.startswith("-c") and len(t) > 2 and _GIT_EXEC_KEYS.match(t[2:]):
+                return True
+            if t.startswith(("--config-env", "--exec-path=", "--upload-pack", "--receive-pack", "--ext-diff")):
+                return True
+            if t in ("-u", "--upload-pack") and ("clone" in texts[:i] or "fetch" in texts[:i] or "pull" in texts):
+                return True
+            if t.startswith("ext::"):
+                return True
+        sub = next((t for t in texts if not t.startswith("-")), "")
+        if sub == "config":
+            keys = [t for t in texts[texts.index("config") + 1 :] if not t.startswith("-")]
+            reading = any(t in ("--get", "--get-all", "--list", "-l", "--get-regexp", "get", "list") for t in texts)
+            return bool(keys) and not reading and len(keys) >= 2 and bool(_GIT_EXEC_KEYS.match(keys[0]))
+        return sub in ("filter-branch",) or (sub in ("difftool", "mergetool") and bool({"-x", "--extcmd"} & set(texts)))
+    if p in ("tar", "bsdtar", "gtar"):
+        return any(
+            t.startswith(("--to-command", "--checkpoint-action", "--use-compress-program", "--rsh-command"))
+            or t.startswith(("--info-script", "--new-volume-script", "-I", "-F"))
+            for t in texts
+        )
+    if p == "rsync":
+        return any(t in ("-e",) or t.startswith(("--rsh", "--rsync-path", "-e")) for t in texts)
+    if p in ("ssh", "scp", "sftp", "autossh"):
+        opts = " ".join(texts).lower()
+        if re.search(r"(proxycommand|localcommand|permitlocalcommand|knownhostscommand|match\s+exec)", opts):
+            return True
+        return p == "scp" and "-S" in texts
+    if p in ("awk", "gawk", "mawk", "nawk", "busybox"):
+        program = next((t for t in texts if not t.startswith("-")), "")
+        return bool(re.search(r"system\s*\(|\|\s*getline|\|&|print[^;}]*\|\s*\"|printf[^;}]*\|\s*\"", program))
+    if p == "sed":
+        scripts = [t for i, t in enumerate(texts) if i > 0 and texts[i - 1] in ("-e", "--expression")]
+        scripts = scripts or [t for t in texts if not t.startswith("-")][:1]
+        return any(re.search(r"(^|[;\n{}])\s*\d*e(\s|;|$)|/[gpimIM0-9w]*e[gpimIM0-9]*\s*(;|$|})", s) for s in scripts)
+    if p in ("zip",):
+        return any(t in ("-TT", "--unzip-command") or t.startswith("--unzip-command=") for t in texts)
+    if p == "man":
+        return any(t in ("-P", "--pager", "-H", "--html") or t.startswith(("--pager=", "--html=")) for t in texts)
+    if p in ("crontab",):
+        return not any(t in ("-l", "-e", "-r") for t in texts) and not (texts == [])
+    if p in ("at", "batch"):
+        return True
+    return False
+
+
+def _code_from_pipe(cmd: Command, env: Env) -> bool:
+    if not cmd.upstream or cmd.stdin_known or set(cmd.upstream) & _DOWNLOADERS:
+        return False
+    return _reads_code_from_stdin(cmd)
+
+
+def _dynamic_script(cmd: Command, env: Env) -> bool:
+    """``bash <(...)``, ``source "$f"``: shell code from a file whose name or content is computed."""
+    if cmd.program not in SHELLS and cmd.program not in ("source", "."):
+        return False
+    if cmd.input_programs & _DOWNLOADERS:
+        return False  # judged by shell_eval_download
+    operands = [a for a in cmd.args if not a.text.startswith(("-", "+")) or not a.literal]
+    return (
+        bool(operands)
+        and not operands[0].literal
+        and not any(a.text.startswith("-") and "c" in a.text for a in cmd.args)
+    )
+
+
+def _dynamic_delete(cmd: Command, env: Env) -> bool:
+    return any(not a.literal for a in _rm_targets(cmd))
+
+
+def _dynamic_write(cmd: Command, env: Env) -> bool:
+    if cmd.program in ("rm", "rmdir", "unlink", "chmod", "chown", "chgrp"):
+        return False
+    return any(not t.literal for t in _write_targets(cmd))
+
+
+def _unknown_cwd_write(cmd: Command, env: Env) -> bool:
+    if cmd.cwd is not None:
+        return False
+    names = {rc.rsplit("/", 1)[-1] for rc in _RC_FILES} | {"authorized_keys", "config"}
+    for t in _write_targets(cmd):
+        if t.literal and not t.text.startswith("/") and (t.text.rsplit("/", 1)[-1] in names or ".ssh" in t.text):
+            return True
+    return False
+
+
+HARDLINE = (
+    Builtin(
+        "rm_no_preserve_root",
+        "hardline",
+        "block",
+        "rm --no-preserve-root can delete the whole filesystem",
+        _rm_no_preserve_root,
+        frozenset({"rm"}),
+    ),
+    Builtin(
+        "rm_rf_root",
+        "hardline",
+        "block",
+        "recursive delete of /, the home directory or /home",
+        _rm_rf_root,
+        frozenset({"rm", "find"}),
+    ),
+    Builtin(
+        "dd_to_block_device",
+        "hardline",
+        "block",
+        "dd writing to a block device",
+        _dd_to_block_device,
+        frozenset({"dd"}),
+    ),
+    Builtin(
+        "mkfs_device",
+        "hardline",
+        "block",
+        "creating a filesystem on a device",
+        _mkfs_device,
+        None,
+    ),
+    Builtin(
+        "redirect_to_block_device",
+        "hardline",
+        "block",
+        "writing to a block device",
+        _redirect_to_block_device,
+    ),
+    Builtin(
+        "device_wipe_tools",
+        "hardline",
+        "block",
+        "wiping or repartitioning a block device",
+        _device_wipe,
+        _WIPE_TOOLS | frozenset(_WIPE_TOOLS_SUB),
+    ),
+    Builtin(
+        "write_protected_path",
+        "hardline",
+        "block",
+        "writing a protected file (Aleph's own files, .git/hooks, .git/config, ~/.ssh, shell start-up files)",
+        _write_protected,
+    ),
+)
+
+GUARDS = (
+    Builtin(
+        "code_from_pipe",
+        "guard",
+        "ask",
+        "a shell or interpreter runs code produced by another command",
+        _code_from_pipe,
+    ),
+    Builtin(
+        "dynamic_shell_code",
+        "guard",
+        "ask",
+        "a shell runs a script whose name or content is only known at run time",
+        _dynamic_script,
+    ),
+    Builtin(
+        "dynamic_delete_target",
+        "guard",
+        "ask",
+        "recursive delete of a path that is only known at run time",
+        _dynamic_delete,
+        frozenset({"rm", "find"}),
+    ),
+    Builtin(
+        "dynamic_write_target",
+        "guard",
+        "ask",
+        "writes to a file whose name is only known at run time",
+        _dynamic_write,
+    ),
+    Builtin(
+        "unknown_cwd_write",
+        "guard",
+        "ask",
+        "writes a file that may be protected, in a directory that is only known at run time",
+        _unknown_cwd_write,
+    ),
+    Builtin(
+        "loader_variable",
+        "guard",
+        "ask",
+        "sets a loader or hook variable that makes programs run other code",
+        _loader_variable,
+    ),
+    Builtin(
+        "shell_state_change",
+        "guard",
+        "ask",
+        "changes how later commands run (alias, trap, source, PATH, set/shopt options)",
+        _state_change,
+    ),
+    Builtin(
+        "exec_flag",
+        "guard",
+        "ask",
+        "a flag or setting that makes this program run another command",
+        _exec_flag,
+        frozenset(
+            {"git", "tar", "bsdtar", "gtar", "rsync", "ssh", "scp", "sftp", "autossh", "awk", "gawk", "mawk", "nawk"}
+            | {"sed", "zip", "man", "crontab", "at", "batch"}
+        ),
+    ),
+)
+
+DEFAULT_RULES = (
+    Builtin(
+        "rm_rf_system_path",
+        "tunable",
+        "warn",
+        "recursive delete of a system path",
+        _rm_rf_system_path,
+        frozenset({"rm", "find"}),
+    ),
+    Builtin(
+        "pipe_to_shell",
+        "tunable",
+        "warn",
+        "downloaded content piped into a shell or interpreter",
+        _pipe_to_shell,
+    ),
+    Builtin(
+        "shell_eval_download",
+        "tunable",
+        "warn",
+        "a shell runs code straight from a download",
+        _shell_eval_download,
+    ),
+    Builtin(
+        "chmod_777_system",
+        "tunable",
+        "warn",
+        "world-writable permissions on a system path",
+        _chmod_777_system,
+        frozenset({"chmod"}),
+    ),
+    Builtin("write_sensitive_etc", "tunable", "warn", "writing a file under /etc", _write_sensitive_etc),
+    Builtin("reverse_shell_devtcp", "tunable", "warn", "network shell (/dev/tcp, nc -e, socat exec)", _reverse_shell),
+    Builtin(
+        "system_shutdown",
+        "tunable",
+        "warn",
+        "shuts down or reboots the machine",
+        _system_shutdown,
+        frozenset({"shutdown", "reboot", "halt", "poweroff", "init", "telinit", "systemctl", "loginctl", "kill"}),
+    ),
+    Builtin(
+        "sudo_privilege_stdin",
+        "tunable",
+        "warn",
+        "sudo reading a password from standard input",
+        _sudo_stdin,
+        frozenset({"sudo"}),
+    ),
+    Builtin(
+        "write_ssh_authorized_keys",
+        "tunable",
+        "warn",
+        "writing an SSH authorized_keys file",
+        _authorized_keys,
+    ),
+    Builtin(
+        "privilege_escalation",
+        "tunable",
+        "ask",
+        "runs a command as another user (sudo, doas, su, pkexec)",
+        _privilege,
+        frozenset({"sudo", "doas", "su", "pkexec", "run0", "runuser", "sudoedit"}),
+    ),
+)

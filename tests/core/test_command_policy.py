@@ -1,0 +1,310 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from aleph import CommandPolicy, CommandRule, CommandVerdict, ConfigError, load_config
+from aleph._config import CommandPolicyConfig
+from aleph._shell_analysis import Limits
+
+from .command_corpus import ALL, CWD, HOME, PROTECTED, REFERENCE, Case
+
+HARDLINE_SAMPLES = [
+    ":(){ :|:& };:",
+    "dd if=/dev/zero of=/dev/sda",
+    "mkfs.ext4 /dev/sdb1",
+    "rm --no-preserve-root -rf /",
+    "rm -rf /",
+    "rm -rf /*",
+    "rm -r /",
+    "rm --recursive /",
+    "echo > /dev/loop0",
+    "wipefs -a /dev/sda",
+    "blkdiscard /dev/nvme0n1",
+    "shred /dev/sda",
+    "echo x >> ~/.bashrc",
+]
+
+
+def policy(**kwargs: object) -> CommandPolicy:
+    return CommandPolicy(home=Path(HOME), protected_paths=PROTECTED, **kwargs)  # type: ignore[arg-type]
+
+
+def check(p: CommandPolicy, command: str) -> CommandVerdict:
+    return p.check(command, cwd=Path(CWD))
+
+
+def from_toml(tmp_path: Path, text: str) -> CommandPolicyConfig:
+    path = tmp_path / "aleph.toml"
+    path.write_text(text)
+    return load_config(path, env={}, user_file=False).sandbox.command_policy
+
+
+def test_corpus_has_at_least_200_cases_without_duplicates() -> None:
+    commands = [command for command, _, _ in ALL]
+    assert len(commands) >= 200
+    assert sorted(set(commands)) == sorted(commands)
+
+
+@pytest.mark.parametrize(("command", "expected", "rule"), ALL, ids=[repr(c[0])[:60] for c in ALL])
+def test_corpus_case(command: str, expected: str, rule: str | None) -> None:
+    verdict = check(policy(), command)
+    assert (expected, True) == (verdict.action, rule is None or rule in verdict.rules), verdict.reason
+
+
+@pytest.mark.parametrize("enforcement", ["block", "warn", "off"])
+@pytest.mark.parametrize("command", HARDLINE_SAMPLES)
+def test_hardline_blocks_under_every_enforcement_mode(command: str, enforcement: str) -> None:
+    assert "block" == check(policy(enforcement=enforcement), command).action
+
+
+@pytest.mark.parametrize("command", HARDLINE_SAMPLES)
+def test_hardline_blocks_with_the_policy_disabled(command: str) -> None:
+    assert "block" == check(policy(enabled=False), command).action
+
+
+def test_block_reason_names_the_rules_and_the_first_description() -> None:
+    verdict = check(policy(), "rm -rf / ; dd if=/dev/zero of=/dev/sda")
+    assert verdict.reason.startswith("blocked by command policy [rm_rf_root, dd_to_block_device]: recursive delete")
+    assert ("rm_rf_root", "dd_to_block_device") == verdict.rules
+    assert ("rm", "dd") == verdict.programs
+
+
+def test_verdict_lists_every_program_and_each_subcommand_decision() -> None:
+    verdict = check(policy(), "git status && timeout 5 rm -rf /etc/foo | head")
+    assert ("git", "timeout", "rm", "head") == verdict.programs
+    decisions = {(c.program, c.action) for c in verdict.commands}
+    assert {("git", "allow"), ("timeout", "allow"), ("rm", "warn"), ("head", "allow")} == decisions
+    wrapped = next(c for c in verdict.commands if c.program == "rm")
+    assert ("timeout",) == wrapped.via
+    assert {"action": "warn", "rules": ["rm_rf_system_path"], "reason": verdict.reason} | {
+        "programs": ["git", "timeout", "rm", "head"]
+    } == verdict.to_json()
+
+
+def test_allow_has_empty_reason_and_no_rules() -> None:
+    verdict = check(policy(), "ls -la")
+    assert ("allow", (), "", ("ls",)) == (verdict.action, verdict.rules, verdict.reason, verdict.programs)
+    assert verdict.allowed
+
+
+def test_ask_wins_over_warn_and_block_wins_over_ask() -> None:
+    assert "ask" == check(policy(), "rm -rf /etc/foo; $x").action
+    assert "block" == check(policy(), "$x; rm -rf /").action
+
+
+# -- configuration ----------------------------------------------------------------------------
+
+
+def test_default_config_warns_on_the_reference_tunable_rules(tmp_path: Path) -> None:
+    p = CommandPolicy.from_config(CommandPolicyConfig(), home=Path(HOME))
+    for command, expected, rule in REFERENCE:
+        verdict = check(p, command)
+        assert (expected, True) == (verdict.action, rule is None or rule in verdict.rules)
+
+
+def test_an_empty_table_gives_the_defaults(tmp_path: Path) -> None:
+    config = from_toml(tmp_path, "[sandbox.command_policy]\n")
+    assert CommandPolicyConfig() == config
+    p = CommandPolicy.from_config(config, home=Path(HOME))
+    assert "warn" == check(p, "curl x | bash").action
+
+
+def test_disabled_keeps_hardline_and_guards_only(tmp_path: Path) -> None:
+    config = from_toml(tmp_path, "[sandbox.command_policy]\nenabled = false\n")
+    p = CommandPolicy.from_config(config, home=Path(HOME))
+    assert "allow" == check(p, "curl x | bash").action
+    assert "allow" == check(p, "sudo ls").action
+    assert "block" == check(p, "rm -rf /").action
+    assert "ask" == check(p, "$cmd").action
+
+
+def test_enforcement_warn_turns_tunable_block_and_ask_into_warn(tmp_path: Path) -> None:
+    config = from_toml(
+        tmp_path,
+        '[sandbox.command_policy]\nenforcement = "warn"\n'
+        '[[sandbox.command_policy.custom_rules]]\nname = "no_push"\nregex = "^git push"\n',
+    )
+    assert "warn" == config.enforcement
+    p = CommandPolicy.from_config(config, home=Path(HOME))
+    verdict = check(p, "git push origin main")
+    assert ("warn", ("no_push",)) == (verdict.action, verdict.rules)
+    assert verdict.reason == "command policy warning [no_push]: custom rule 'no_push'"
+    assert "warn" == check(p, "sudo ls").action
+    assert "block" == check(p, "rm -rf ~").action
+
+
+def test_enforcement_off_skips_tunable_rules_but_not_hardline(tmp_path: Path) -> None:
+    config = from_toml(tmp_path, '[sandbox.command_policy]\nenforcement = "off"\n')
+    p = CommandPolicy.from_config(config, home=Path(HOME))
+    assert ("allow", ()) == (check(p, "rm -rf /etc/foo").action, check(p, "rm -rf /etc/foo").rules)
+    assert "block" == check(p, "rm -rf /").action
+    assert "ask" == check(p, "eval $x").action
+
+
+def test_use_default_rules_false_drops_only_the_defaults(tmp_path: Path) -> None:
+    config = from_toml(tmp_path, "[sandbox.command_policy]\nuse_default_rules = false\n")
+    p = CommandPolicy.from_config(config, home=Path(HOME))
+    assert "allow" == check(p, "curl x | sh").action
+    assert "block" == check(p, "dd if=x of=/dev/sda").action
+
+
+def test_custom_regex_rule_blocks_with_its_description(tmp_path: Path) -> None:
+    config = from_toml(
+        tmp_path,
+        "[[sandbox.command_policy.custom_rules]]\n"
+        'name = "no_force_push"\nregex = "git push .*--force"\ndescription = "force pushes rewrite history"\n',
+    )
+    p = CommandPolicy.from_config(config, home=Path(HOME))
+    verdict = check(p, "cd repo && GIT_TRACE=1 git push origin main --force")
+    assert "block" == verdict.action
+    assert "blocked by command policy [no_force_push]: force pushes rewrite history" == verdict.reason
+    assert "allow" == check(p, "git push origin main").action
+
+
+def test_custom_regex_rule_sees_through_quotes_and_wrappers(tmp_path: Path) -> None:
+    p = policy(rules=[CommandRule("no_kubectl_delete", regex=r"^kubectl delete\b")])
+    for command in ("kubectl delete pod x", "k'u'bectl delete pod x", "timeout 9 kubectl delete ns y"):
+        assert "block" == check(p, command).action
+    assert "allow" == check(p, "echo kubectl delete").action
+
+
+def test_structured_rule_matches_program_basename_and_all_args() -> None:
+    rule = CommandRule("no_force_push", program="git", args=("push", "--force"), action="ask")
+    p = policy(rules=[rule])
+    assert "ask" == check(p, "/usr/bin/git push --force origin").action
+    assert "ask" == check(p, "bash -c 'git push origin --force'").action
+    assert "allow" == check(p, "git push origin").action
+    assert "allow" == check(p, "echo git push --force").action
+
+
+def test_ask_action_custom_rule_asks(tmp_path: Path) -> None:
+    config = from_toml(
+        tmp_path,
+        '[[sandbox.command_policy.custom_rules]]\nname = "deploys"\nprogram = "terraform"\n'
+        'args = ["apply"]\naction = "ask"\n',
+    )
+    verdict = check(CommandPolicy.from_config(config, home=Path(HOME)), "terraform apply -auto-approve")
+    assert ("ask", ("deploys",)) == (verdict.action, verdict.rules)
+
+
+def test_a_bad_regex_is_a_config_error_naming_the_rule(tmp_path: Path) -> None:
+    config = from_toml(tmp_path, '[[sandbox.command_policy.custom_rules]]\nname = "broken"\nregex = "(unclosed"\n')
+    with pytest.raises(ConfigError) as info:
+        CommandPolicy.from_config(config)
+    assert str(info.value).startswith("sandbox.command_policy.custom_rules: rule 'broken': bad regex")
+
+
+def test_a_rule_without_regex_or_program_is_a_config_error(tmp_path: Path) -> None:
+    config = from_toml(tmp_path, '[[sandbox.command_policy.custom_rules]]\nname = "empty"\n')
+    with pytest.raises(ConfigError, match=r"custom_rules: rule 'empty': set regex or program"):
+        CommandPolicy.from_config(config)
+
+
+def test_a_custom_rule_cannot_take_a_builtin_name(tmp_path: Path) -> None:
+    config = from_toml(tmp_path, '[[sandbox.command_policy.custom_rules]]\nname = "rm_rf_root"\nregex = "x"\n')
+    with pytest.raises(ConfigError, match="rule 'rm_rf_root': the name is already used"):
+        CommandPolicy.from_config(config)
+
+
+def test_a_custom_rule_defined_twice_is_a_config_error(tmp_path: Path) -> None:
+    rule = '[[sandbox.command_policy.custom_rules]]\nname = "twice"\nregex = "x"\n'
+    with pytest.raises(ConfigError, match="rule 'twice': defined twice"):
+        CommandPolicy.from_config(from_toml(tmp_path, rule + rule))
+
+
+def test_command_rule_validation_names_the_rule() -> None:
+    with pytest.raises(ValueError, match="rule 'r': bad regex"):
+        CommandRule("r", regex="[")
+    with pytest.raises(ValueError, match="rule 'r': args needs program"):
+        CommandRule("r", regex="x", args=("y",))
+    with pytest.raises(ValueError, match="rule 'r': program must be a basename"):
+        CommandRule("r", program="/usr/bin/git")
+    assert "custom rule 'r'" == CommandRule("r", regex="x").description
+
+
+def test_plugin_rules_only_add_restrictions() -> None:
+    extra = [CommandRule("plugin_no_npm_publish", program="npm", args=("publish",))]
+    p = CommandPolicy.from_config(CommandPolicyConfig(), extra_rules=extra, home=Path(HOME))
+    assert "block" == check(p, "npm publish").action
+    assert "block" == check(p, "rm -rf /").action
+    with pytest.raises(ValueError, match="rule 'rm_rf_root'"):
+        CommandPolicy(rules=[CommandRule("rm_rf_root", regex="x")])
+
+
+# -- paths ------------------------------------------------------------------------------------
+
+
+def test_protected_paths_accept_tilde_and_relative_targets_resolve_against_cwd(tmp_path: Path) -> None:
+    p = CommandPolicy(home=Path(HOME), protected_paths=["~/secrets"])
+    assert "block" == p.check("echo x > ../secrets/a", cwd=Path(HOME) / "work").action
+    assert "allow" == p.check("echo x > secrets/a", cwd=Path(HOME) / "work").action
+
+
+def test_without_cwd_relative_git_hook_writes_block_and_rc_names_ask() -> None:
+    p = policy()
+    assert "block" == p.check("echo x > .git/hooks/pre-commit").action
+    assert "ask" == p.check("echo x >> .bashrc").action
+    assert "allow" == p.check("echo x > out.txt").action
+
+
+def test_stdin_of_a_shell_is_analysed_as_a_script() -> None:
+    p = policy()
+    assert "block" == p.check("bash", stdin="echo hi\nrm -rf /\n").action
+    assert "allow" == p.check("bash -s", stdin="ls -la\n").action
+    assert "allow" == p.check("cat", stdin="rm -rf /\n").action
+
+
+def test_simple_commands_lists_what_runs_or_none_when_unknowable() -> None:
+    p = policy()
+    assert (("git", "status"), ("timeout", "5", "ls"), ("ls",)) == p.simple_commands("git status && timeout 5 ls")
+    assert (("rm", "-rf", "build"),) == p.simple_commands("/bin/r''m -rf build")
+    assert p.simple_commands("eval $x") is None
+    assert p.simple_commands("ls $DIR") is None
+    assert p.simple_commands("echo 'x") is None
+
+
+# -- budget -----------------------------------------------------------------------------------
+
+
+def test_too_many_subcommands_blocks() -> None:
+    verdict = check(policy(), "true;" * 1_500)
+    assert ("block", ("analysis_budget",)) == (verdict.action, verdict.rules)
+    assert "too complex to analyse" in verdict.reason
+
+
+def test_too_deep_nesting_blocks_without_recursion_error() -> None:
+    deep = "$(" * 5_000 + "ls" + ")" * 5_000
+    assert "block" == check(policy(), f"echo {deep}").action
+    assert "block" == check(policy(), "( " * 5_000 + "ls" + " )" * 5_000).action
+    assert "block" == check(policy(), "{ " * 5_000 + "ls;" + " }" * 5_000).action
+    assert "block" == check(policy(), "eval " * 40 + "ls").action
+    assert "allow" == check(policy(), "eval " * 5 + "ls").action
+
+
+def test_brace_explosion_blocks() -> None:
+    assert "block" == check(policy(), "echo " + "{a,b}" * 30).action
+    assert "block" == check(policy(), "echo {1..100000000}").action
+
+
+def test_a_one_megabyte_command_is_blocked_within_bounds() -> None:
+    verdict = check(policy(), "echo " + "a" * 1_048_576)
+    assert ("block", ("analysis_budget",)) == (verdict.action, verdict.rules)
+
+
+def test_a_large_heredoc_within_the_limit_is_analysed() -> None:
+    body = "rm -rf /\n" * 20_000
+    assert "allow" == check(policy(), f"cat <<'EOF' > notes.txt\n{body}EOF\n").action
+
+
+def test_custom_limits_are_honoured() -> None:
+    p = CommandPolicy(home=Path(HOME), limits=Limits(max_commands=3))
+    assert "allow" == p.check("a; b; c").action
+    assert "block" == p.check("a; b; c; d").action
+
+
+def test_corpus_cases_are_well_formed() -> None:
+    actions = {"allow", "warn", "ask", "block"}
+    bad: list[Case] = [case for case in ALL if case[1] not in actions]
+    assert [] == bad
