@@ -279,3 +279,26 @@ async def test_alephs_own_files_are_never_uploaded(call: Any, site: Any) -> None
     await open_page(call, site, "/upload")
     with pytest.raises(aleph.ExecutionFailed, match="protected paths"):
         await call("browser_upload", {"target": "#file", "paths": ["aleph.toml"]})
+
+
+async def test_back_forward_and_reload(call: Any, site: Any) -> None:
+    await open_page(call, site, "/form")
+    await open_page(call, site, "/dialogs")
+    out = await call("browser_navigate", {"action": "back", "snapshot": "none"})
+    assert f"Page: 'Form' {site.url('/form')}" in out
+    out = await call("browser_navigate", {"action": "forward", "snapshot": "none"})
+    assert f"Page: 'Dialogs' {site.url('/dialogs')}" in out
+    out = await call("browser_navigate", {"action": "reload", "snapshot": "none"})
+    assert out.startswith("Reloaded.")
+    with pytest.raises(aleph.ValidationFailed, match="url is required"):
+        await call("browser_navigate", {})
+
+
+async def test_console_log_is_a_bounded_ring_buffer(call: Any, site: Any) -> None:
+    await open_page(call, site, "/form")
+    await call("browser_evaluate", {"function": "() => { for (let i = 0; i < 700; i++) console.log('line ' + i); }"})
+    await call("browser_wait_for", {"seconds": 0.3, "snapshot": "none"})
+    listing = await call("browser_console", {"level": "all", "limit": 1000})
+    assert len(listing["messages"]) == 500
+    assert listing["messages"][-1]["text"] == "line 699"
+    assert listing["dropped_before_buffer"] >= 200
