@@ -182,10 +182,12 @@ class CommandPolicy:
                 builtins.extend(_downgrade(b, self.enforcement) for b in DEFAULT_RULES)
             custom = [_downgrade_rule(r, self.enforcement) for r in rules]
         self._any = tuple(b for b in builtins if b.programs is None)
+        # program -> the rules to run on it (its own, then the ones that look at every command)
         self._by_program: dict[str, tuple[Builtin, ...]] = {}
         for b in builtins:
             for program in b.programs or ():
                 self._by_program[program] = (*self._by_program.get(program, ()), b)
+        self._by_program = {program: (*rules, *self._any) for program, rules in self._by_program.items()}
         self._custom = tuple(custom)
 
     @classmethod
@@ -292,7 +294,7 @@ class CommandPolicy:
             if cmd.program and not cmd.speculative:
                 programs.setdefault(cmd.program)
             mine: list[tuple[str, str, str]] = []
-            for rule in (*self._by_program.get(cmd.program, ()), *self._any):
+            for rule in self._by_program.get(cmd.program, self._any):
                 if cmd.speculative and rule.tier == "guard":
                     continue
                 if rule.check(cmd, env):

@@ -299,8 +299,16 @@ def _device_wipe(cmd: Command, env: Env) -> bool:
     return True
 
 
+_WRITERS = frozenset(
+    {"tee", "cp", "mv", "install", "rsync", "scp", "ln", "link", "truncate", "chmod", "chown", "chgrp", "chattr"}
+    | {"setfacl", "rm", "rmdir", "unlink", "shred", "dd", "sort", "curl", "wget", "sed", "find"}
+)
+
+
 def _write_targets(cmd: Command) -> list[Arg]:
     """Files this command writes or changes: redirections and the file operands of writing programs."""
+    if not cmd.redirects and cmd.program not in _WRITERS:
+        return []
     out = [t for op, _, t in cmd.redirects if t is not None and op in (">", ">>", ">|", "&>", "&>>", "<>", ">&")]
     p = cmd.program
     args = cmd.args

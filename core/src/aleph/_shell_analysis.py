@@ -237,7 +237,7 @@ class _Walker:
                 if index > 0:
                     stage.stdin = fed
             found = self.node(node, stage)
-            fed = self.printed_text(node)
+            fed = self.printed_text(node) if piped else None
             if piped:
                 # each stage of a pipeline is a subshell: a cd inside it does not leak
                 upstream = (*upstream, *sorted(found))
@@ -326,6 +326,9 @@ class _Walker:
     def expand(self, word: Word) -> list[Arg]:
         """Brace expansion, ``$IFS`` splitting and ``~``/``$HOME``, then render each resulting word."""
         segs = word.segs
+        if len(segs) == 1 and segs[0][0] == "u" and "{" not in segs[0][1]:
+            self.budget.count_words(1)
+            return [Arg(segs[0][1], True, _GLOB.search(segs[0][1]) is not None)]
         if any(kind == "u" and "{" in text for kind, text in segs):
             variants = _brace_expand(segs, self.budget)
         else:
@@ -424,8 +427,9 @@ class _Walker:
             return frozenset(programs)
         if program == "cd" or program == "pushd":
             ctx.cwd = self.cd(argv[1:], ctx.cwd)
-        inner = replace(ctx, depth=ctx.depth + 1)
-        for item in _unwrap(program, list(argv[1:]), ctx.stdin):
+        items = _unwrap(program, list(argv[1:]), ctx.stdin)
+        inner = replace(ctx, depth=ctx.depth + 1) if items else ctx
+        for item in items:
             if isinstance(item, _Text):
                 label = f"{program} {item.label}".strip()
                 if item.speculative:
