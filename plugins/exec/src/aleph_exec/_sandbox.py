@@ -309,17 +309,22 @@ class WorkspaceSandbox:
         cgroup = _Cgroup.create(cfg.max_processes) if cfg.cgroup == "auto" else None
         full = self._bwrap_argv(cwd) + argv if self.bwrap else argv
         start = time.monotonic()
-        proc = subprocess.Popen(
-            full,
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
-            close_fds=True,
-            preexec_fn=self._preexec(cgroup, int(timeout) + 5),
-        )
+        try:
+            proc = subprocess.Popen(
+                full,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+                preexec_fn=self._preexec(cgroup, int(timeout) + 5),
+            )
+        except (OSError, subprocess.SubprocessError):
+            if cgroup is not None:
+                cgroup.remove()
+            raise
         out, err = Capture(cfg.max_output_bytes), Capture(cfg.max_output_bytes)
         timed_out = False
         killed: str | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -32,6 +33,7 @@ _SHELL_LANGUAGES = ("shell", "bash", "sh")
 
 
 async def run_sandboxed(
+    tool: str,
     sandbox: WorkspaceSandbox,
     argv: list[str],
     *,
@@ -48,6 +50,8 @@ async def run_sandboxed(
     except anyio.get_cancelled_exc_class():
         cancel.set()
         raise
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ExecutionFailed(tool, f"could not start {argv[0]!r} in the sandbox: {exc}") from None
 
 
 def _workdir(tool: str, sandbox: WorkspaceSandbox, working_dir: str) -> Path:
@@ -88,6 +92,7 @@ class BashTool(AlephTool[BashArgs]):
         cwd = _workdir(self.NAME, self.sandbox, args.working_dir)
         timeout = args.timeout_seconds or self.sandbox.config.default_timeout_seconds
         result = await run_sandboxed(
+            self.NAME,
             self.sandbox,
             ["bash", "-c", args.command],
             cwd=cwd,
@@ -142,6 +147,7 @@ class CodeExecTool(AlephTool[CodeExecArgs]):
                 raise ExecutionFailed(self.NAME, "node not available: install Node.js (Debian package nodejs)")
             argv, stdin = [node, "-"], args.code.encode()
         result = await run_sandboxed(
+            self.NAME,
             self.sandbox,
             argv,
             cwd=cwd,
@@ -225,6 +231,7 @@ class CodeCheckTool(AlephTool[CodeCheckArgs]):
                 continue
             start = time.monotonic()
             run = await run_sandboxed(
+                self.NAME,
                 self.sandbox,
                 argv,
                 cwd=self.sandbox.workspace,
