@@ -302,3 +302,14 @@ async def test_console_log_is_a_bounded_ring_buffer(call: Any, site: Any) -> Non
     assert len(listing["messages"]) == 500
     assert listing["messages"][-1]["text"] == "line 699"
     assert listing["dropped_before_buffer"] >= 200
+
+
+async def test_tabs_new_opens_the_url_and_refuses_blocked_ones(call: Any, site: Any) -> None:
+    listing = await call("browser_tabs", {"action": "new", "url": site.url("/dialogs")})
+    current = [t for t in listing["tabs"] if t["current"]]
+    assert [(t["url"], t["title"]) for t in current] == [(site.url("/dialogs"), "Dialogs")]
+    before = len(listing["tabs"])
+    with pytest.raises(aleph.PermissionDenied, match="is not in \\[browser\\] allowed_origins"):
+        await call("browser_tabs", {"action": "new", "url": f"http://localhost:{site.port}/form"})
+    assert len((await call("browser_tabs", {}))["tabs"]) == before
+    await call("browser_tabs", {"action": "close"})
