@@ -270,3 +270,13 @@ def test_mcp_source_tools_are_never_mode_deferred() -> None:
     # '__' names belong to MCP servers; modes leave them to defer_mcp_tools.
     assert ToolSource.mcp("gh").type == "mcp"
     assert not defers_tool("gh__browser_click", "chat")
+
+
+def test_tools_core_entries_must_be_tool_names_or_star(tmp_path: Path) -> None:
+    from aleph import ConfigError, load_config
+
+    (tmp_path / "aleph.toml").write_text('[tools]\ncore = ["file_read", "bad name!"]\n')
+    with pytest.raises(ConfigError, match="'bad name!' is not a tool name"):
+        load_config(tmp_path / "aleph.toml", user_file=False)
+    (tmp_path / "aleph.toml").write_text('[tools]\ncore = ["*", "file_read"]\ndefer = "auto:10"\n')
+    assert ["*", "file_read"] == load_config(tmp_path / "aleph.toml", user_file=False).tools.core

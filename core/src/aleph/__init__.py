@@ -22,6 +22,7 @@ from aleph._approval import (
 )
 from aleph._command_policy import CommandPolicy, CommandRule, CommandVerdict
 from aleph._config import AlephConfig, load_config
+from aleph._discovery import DeferredSet, ProgressiveDisclosure
 from aleph._errors import (
     AlephError,
     ApprovalExpired,
@@ -80,6 +81,7 @@ __all__ = [
     "CommandRule",
     "CommandVerdict",
     "ConfigError",
+    "DeferredSet",
     "DuplicateTool",
     "EventLog",
     "ExecTier",
@@ -95,6 +97,7 @@ __all__ = [
     "PluginContext",
     "PluginError",
     "PolicyVote",
+    "ProgressiveDisclosure",
     "RegisteredTool",
     "ScopedToolService",
     "ScriptedRequester",

@@ -160,6 +160,9 @@ class SandboxConfig(_Section):
     """The command-policy floor."""
 
 
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}", re.ASCII)
+
+
 class ToolsConfig(_Section):
     """``[tools]``: discovery and disclosure."""
 
@@ -177,6 +180,16 @@ class ToolsConfig(_Section):
     """Largest tool input accepted (strings and keys counted); larger calls fail validation."""
     max_output_chars: int = Field(default=100_000, ge=1_000, le=100_000_000)
     """Larger tool outputs are saved under the data directory and replaced by a preview and the path."""
+
+    @field_validator("core")
+    @classmethod
+    def _check_core(cls, value: list[str]) -> list[str]:
+        if len(value) > 10_000:
+            raise ValueError(f"lists {len(value)} tools; at most 10000")
+        for name in value:
+            if name != "*" and not _TOOL_NAME.fullmatch(name):
+                raise ValueError(f'{name!r} is not a tool name (ASCII letters, digits, "_" or "-") or "*"')
+        return value
 
     @field_validator("defer")
     @classmethod

@@ -7,17 +7,16 @@ then independent of the number of tools that do *not* share a term with the quer
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from aleph._discovery._tokens import search_terms
+from aleph._discovery._tokens import search_terms, term_counts
 from aleph._types import ToolDefinition
 
-__all__ = ["K1", "B", "SearchHit", "ToolIndex", "document_text"]
+__all__ = ["K1", "B", "SearchHit", "TermCache", "ToolIndex", "document_text"]
 
 K1 = 1.5
 B = 0.75
@@ -59,44 +58,75 @@ def document_text(definition: ToolDefinition) -> str:
     return f"{definition.name} {definition.name} {definition.description} {params}"
 
 
+class TermCache:
+    """Per-definition term vectors kept across index builds, so a rebuild re-tokenises only what changed.
+
+    Definitions are immutable and the registry keeps the same objects across generations, so a
+    definition's terms are computed once. Term ids come from one vocabulary that only grows; the cache
+    is reset when it holds far more entries than the registry (tools removed in bulk).
+    """
+
+    def __init__(self) -> None:
+        self.vocabulary: dict[str, int] = {}
+        self._docs: dict[int, tuple[ToolDefinition, np.ndarray, np.ndarray, int]] = {}
+
+    def vectors(self, definition: ToolDefinition) -> tuple[np.ndarray, np.ndarray, int]:
+        """(term ids, term frequencies, document length) of ``definition``."""
+        hit = self._docs.get(id(definition))
+        if hit is not None and hit[0] is definition:
+            return hit[1], hit[2], hit[3]
+        counts, length = term_counts(document_text(definition))
+        vocabulary = self.vocabulary
+        ids = np.fromiter((vocabulary.setdefault(t, len(vocabulary)) for t in counts), np.int64, len(counts))
+        tfs = np.fromiter(counts.values(), np.float64, len(counts))
+        self._docs[id(definition)] = (definition, ids, tfs, length)
+        return ids, tfs, length
+
+    def trim(self, live: int) -> None:
+        """Forget everything once the cache holds more than four times ``live`` definitions."""
+        if len(self._docs) > 4 * max(live, 1_000):
+            # New objects, not clear(): an index built earlier may still be answering queries.
+            self._docs = {}
+            self.vocabulary = {}
+
+
 class ToolIndex:
     """BM25 (k1=1.5, b=0.75, idf = ln(1 + (N - n + 0.5)/(n + 0.5))) over a fixed set of tools.
 
-    Build one per registry generation; it is immutable and safe to share between threads.
+    Terms are :func:`search_terms` (the R12.3 tokens minus English stop words, lightly stemmed).
+    Build one per registry generation (pass the same :class:`TermCache` each time); an index is
+    immutable and safe to share between threads.
     """
 
-    def __init__(self, definitions: Iterable[ToolDefinition]) -> None:
+    def __init__(self, definitions: Iterable[ToolDefinition], cache: TermCache | None = None) -> None:
         defs = sorted(definitions, key=lambda d: d.name)
+        cache = cache if cache is not None else TermCache()
+        cache.trim(len(defs))
         self.names: tuple[str, ...] = tuple(d.name for d in defs)
         """Indexed tool names, sorted (a document's position is its rank among equal scores)."""
-        term_ids: dict[str, int] = {}
-        post_terms: list[int] = []
-        post_docs: list[int] = []
-        post_tf: list[int] = []
-        lengths: list[int] = []
-        for doc, definition in enumerate(defs):
-            tokens = search_terms(document_text(definition))
-            lengths.append(len(tokens))
-            for term, count in Counter(tokens).items():
-                tid = term_ids.setdefault(term, len(term_ids))
-                post_terms.append(tid)
-                post_docs.append(doc)
-                post_tf.append(count)
-        self._term_ids = term_ids
+        vectors = [cache.vectors(d) for d in defs]
+        self._term_ids = cache.vocabulary
         n_docs = len(defs)
-        terms = np.asarray(post_terms, dtype=np.int64)
-        order = np.argsort(terms, kind="stable")
-        docs = np.asarray(post_docs, dtype=np.int64)[order]
-        tf = np.asarray(post_tf, dtype=np.float64)[order]
-        df = np.bincount(terms, minlength=len(term_ids)).astype(np.float64)
+        n_terms = len(self._term_ids)
+        if vectors:
+            terms = np.concatenate([v[0] for v in vectors])
+            tf_all = np.concatenate([v[1] for v in vectors])
+            sizes = np.fromiter((len(v[0]) for v in vectors), np.int64, n_docs)
+            doc_of = np.repeat(np.arange(n_docs, dtype=np.int64), sizes)
+            dl = np.fromiter((v[2] for v in vectors), np.float64, n_docs)
+        else:
+            terms = doc_of = np.zeros(0, np.int64)
+            tf_all = dl = np.zeros(0, np.float64)
+        order = np.argsort(terms)  # order inside one term's postings does not matter: each doc occurs once
+        docs = doc_of[order]
+        tf = tf_all[order]
+        df = np.bincount(terms, minlength=n_terms).astype(np.float64)
         self._offsets = np.concatenate(([0], np.cumsum(df))).astype(np.int64)
-        dl = np.asarray(lengths, dtype=np.float64)
         avgdl = float(dl.mean()) if n_docs else 0.0
         idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
         norm = K1 * (1.0 - B + B * dl / max(avgdl, 1.0))
-        term_of_posting = terms[order]
         self._docs = docs
-        self._weights = idf[term_of_posting] * tf * (K1 + 1.0) / (tf + norm[docs]) if len(docs) else tf
+        self._weights = idf[terms[order]] * tf * (K1 + 1.0) / (tf + norm[docs])
 
     def __len__(self) -> int:
         return len(self.names)
@@ -106,7 +136,7 @@ class ToolIndex:
         scores = np.zeros(len(self.names), dtype=np.float64)
         for token in search_terms(query):
             tid = self._term_ids.get(token)
-            if tid is None:
+            if tid is None or tid + 1 >= len(self._offsets):
                 continue
             start, end = self._offsets[tid], self._offsets[tid + 1]
             scores[self._docs[start:end]] += self._weights[start:end]

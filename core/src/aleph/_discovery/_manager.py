@@ -22,7 +22,7 @@ from aleph._discovery._disclosure import (
     disclosure_enabled,
     never_deferred,
 )
-from aleph._discovery._index import ToolIndex
+from aleph._discovery._index import TermCache, ToolIndex
 from aleph._discovery._sessions import SessionKnobs, SessionStore
 from aleph._discovery._tools import RequestBinding, request_tools
 from aleph._registry import RegisteredTool, ToolRegistry
@@ -82,6 +82,7 @@ class Discovery:
         self._lock = threading.Lock()
         self._build_lock = threading.Lock()
         self._index: tuple[int, ToolIndex] | None = None
+        self._terms = TermCache()
         self._size: tuple[int, int] | None = None
         self._plan: dict[tuple[int, SessionMode], frozenset[str]] = {}
         self._deferred: OrderedDict[tuple[str, SessionMode], tuple[DeferredSet, int]] = OrderedDict()
@@ -98,7 +99,7 @@ class Discovery:
             cached = self._index
             if cached is not None and cached[0] == generation:
                 return cached[1]
-            index = ToolIndex(self.registry.definitions())
+            index = ToolIndex(self.registry.definitions(), self._terms)
             self._index = (generation, index)
             return index
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import re
+from collections import Counter
 
-__all__ = ["STOP_WORDS", "search_terms", "stem", "tokenize"]
+__all__ = ["STOP_WORDS", "search_terms", "stem", "term_counts", "tokenize"]
 
 _CJK_RANGES = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7AF), (0xF900, 0xFAFF))
 # For ASCII text this one pattern is exactly the character walk below: a run of letters and digits,
@@ -69,6 +71,7 @@ STOP_WORDS = frozenset(
 """English words that say nothing about which tool is meant; dropped from documents and queries alike."""
 
 
+@functools.lru_cache(maxsize=65_536)
 def stem(token: str) -> str:
     """A light, conservative suffix strip for ASCII words (plural, -ing, -ed, final e): save/saved/saving → sav."""
     if len(token) <= 3 or not token.isascii():
@@ -93,3 +96,12 @@ def stem(token: str) -> str:
 def search_terms(text: str) -> list[str]:
     """The terms the search index uses: :func:`tokenize`, minus stop words, lightly stemmed."""
     return [stem(t) for t in tokenize(text) if t not in STOP_WORDS]
+
+
+def term_counts(text: str) -> tuple[Counter[str], int]:
+    """``Counter(search_terms(text))`` and its total, stemming each distinct token once (index builds)."""
+    raw = Counter(t for t in tokenize(text) if t not in STOP_WORDS)
+    counts: Counter[str] = Counter()
+    for token, n in raw.items():
+        counts[stem(token)] += n
+    return counts, sum(raw.values())
