@@ -93,13 +93,13 @@ class SearchTool(AlephTool[SearchArgs]):
             try:
                 with anyio.fail_after(self.config.search_timeout_seconds):
                     hits = await self.providers[name](args.query, args.max_results)
-            except Exception as exc:  # one backend failing falls through to the next
+                results = [
+                    {"title": str(h["title"]), "url": str(h["url"]), "snippet": str(h.get("snippet", ""))}
+                    for h in list(hits)[: args.max_results]
+                ]
+            except Exception as exc:  # one backend failing (or answering garbage) falls through to the next
                 errors.append(f"{name}: {type(exc).__name__}: {exc}"[:300])
                 continue
-            results = [
-                {"title": str(h.get("title", "")), "url": str(h.get("url", "")), "snippet": str(h.get("snippet", ""))}
-                for h in list(hits)[: args.max_results]
-            ]
             out: dict[str, Any] = {"query": args.query, "provider": name, "results": results}
             if errors:
                 out["fallback_errors"] = errors
