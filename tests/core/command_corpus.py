@@ -237,6 +237,29 @@ BYPASS: list[Case] = [
     ("command -p rm -rf /", "block", "rm_rf_root"),
     ("timeout --signal=KILL 5s rm -rf /", "block", "rm_rf_root"),
     ("xargs sh -c 'rm -rf /' < list", "block", "rm_rf_root"),
+    ("rm -rf ~root", "ask", "dynamic_delete_target"),
+    ("find / -name x -exec sh -c 'rm -rf {}' \\;", "block", "rm_rf_root"),
+    ("mkfs.ext4 $(losetup -f)", "ask", "dynamic_write_target"),
+    ("dd if=/dev/zero of=$DISK", "ask", "dynamic_write_target"),
+    ("while true; do bash & done", "block", "fork_bomb"),
+    ("while :; do $0 & done", "block", "fork_bomb"),
+    ("perl -e 'fork while fork'", "block", "fork_bomb"),
+    ("python3 -c 'import os\nwhile True: os.fork()'", "block", "fork_bomb"),
+    ("sudo LD_PRELOAD=/tmp/x.so ls", "ask", "loader_variable"),
+    ("sudo FOO=1 rm -rf /", "block", "rm_rf_root"),
+    ("env -C / rm -rf *", "block", "rm_rf_root"),
+    ("perl -pe 'system(\"rm -rf /\")' f", "block", "rm_rf_root"),
+    ("awk 'BEGIN { system(\"rm -rf /\") }'", "block", "rm_rf_root"),
+    ("source /dev/stdin <<< 'rm -rf /'", "block", "rm_rf_root"),
+    ("python3 /dev/stdin <<< \"import os; os.system('rm -rf /')\"", "block", "rm_rf_root"),
+    ("mv ~/.local/share/aleph /tmp/x", "block", "write_protected_path"),
+    ("sqlite3 ~/.local/share/aleph/events.sqlite3 'delete from events'", "ask", "aleph_files"),
+    ("GIT_TEMPLATE_DIR=/tmp/t git init", "ask", "loader_variable"),
+    ("exec 3<>/dev/sda", "block", "redirect_to_block_device"),
+    ("sudo tee /dev/sda < image", "block", "redirect_to_block_device"),
+    ("bash -c $'rm -rf /'", "block", "rm_rf_root"),
+    ("[[ -v x[$(rm -rf /)] ]]", "block", "rm_rf_root"),
+    ("(( a[$(rm -rf /)] ))", "block", "rm_rf_root"),
 ]
 
 # -- cannot be proven safe: ask -----------------------------------------------------------------
@@ -455,6 +478,11 @@ ALLOW: list[Case] = [
     ("python3 - <<'EOF'\nprint('hello world')\nEOF", "allow", None),
     ("command -v rm", "allow", None),
     ("find /tmp/x -name '*.log' -delete", "allow", None),
+    ("cat ~/.local/share/aleph/events.log", "allow", None),
+    ("aleph ledger verify ~/.local/share/aleph/ledger", "allow", None),
+    ('while read -r f; do gzip "$f" & done < list', "allow", None),
+    ("while true; do sleep 5; done", "allow", None),
+    ("ls ~+", "allow", None),
 ]
 
 ALL: list[Case] = REFERENCE + HARDLINE + BYPASS + ASK + PROTECTED_WRITES + TUNABLE + ALLOW

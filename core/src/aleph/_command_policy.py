@@ -287,8 +287,8 @@ class CommandPolicy:
         hits: list[tuple[str, str, str]] = []
         subs: list[SubcommandVerdict] = []
         programs: dict[str, None] = {}
-        for name in analysis.fork_bombs:
-            hits.append(("fork_bomb", "block", f"fork bomb: function '{name}' starts copies of itself"))
+        for what in analysis.fork_bombs:
+            hits.append(("fork_bomb", "block", f"fork bomb: {what}"))
         env = self._env
         for cmd in analysis.commands:
             if cmd.program and not cmd.speculative:

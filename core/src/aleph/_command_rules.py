@@ -112,6 +112,7 @@ _LOADER_VARS = frozenset(
         "_JAVA_OPTIONS",
         "BROWSER",
         "TAR_OPTIONS",
+        "GIT_TEMPLATE_DIR",
     }
 )
 _LOADER_PREFIXES = ("LD_", "DYLD_", "GIT_CONFIG", "BASH_FUNC_")
@@ -314,7 +315,9 @@ def _write_targets(cmd: Command) -> list[Arg]:
     args = cmd.args
     if p == "tee":
         out.extend(_paths(args))
-    elif p in ("cp", "mv", "install", "rsync", "scp"):
+    elif p == "mv":
+        out.extend(_paths(args))  # the sources go away too
+    elif p in ("cp", "install", "rsync", "scp"):
         target = _option_value(args, ("-t", "--target-directory"))
         paths = [a for a in _paths(args) if ":" not in a.text or p not in ("rsync", "scp")]
         if target is not None:
@@ -576,6 +579,25 @@ def _exec_flag(cmd: Command, env: Env) -> bool:
     return False
 
 
+_READERS = frozenset(
+    {"cat", "less", "more", "head", "tail", "grep", "egrep", "fgrep", "rg", "ls", "stat", "wc", "file", "du"}
+    | {"sha256sum", "sha1sum", "md5sum", "b2sum", "tree", "diff", "cmp", "jq", "xxd", "hexdump", "od", "strings"}
+    | {"aleph", "test", "[", "realpath", "readlink", "dirname", "basename", "echo", "printf", "cd", "pushd"}
+)
+
+
+def _touches_aleph_files(cmd: Command, env: Env) -> bool:
+    """Any other program handed one of Aleph's own files (``sqlite3 events.sqlite3 'delete ...'``)."""
+    if not env.protected or cmd.program in _READERS or (cmd.program == "find" and not _find_deletes(cmd)):
+        return False
+    for a in cmd.args:
+        text = a.text.split("=", 1)[1] if a.text.startswith("-") and "=" in a.text else a.text
+        path = resolve(text, cmd.cwd) if a.literal and text and not text.startswith("-") else None
+        if path is not None and any(_under(path, p) for p in env.protected):
+            return True
+    return False
+
+
 def _code_from_pipe(cmd: Command, env: Env) -> bool:
     if not cmd.upstream or cmd.stdin_known or set(cmd.upstream) & _DOWNLOADERS:
         return False
@@ -601,6 +623,8 @@ def _dynamic_delete(cmd: Command, env: Env) -> bool:
 
 
 def _dynamic_write(cmd: Command, env: Env) -> bool:
+    if _MKFS.fullmatch(cmd.program) or cmd.program in _WIPE_TOOLS or cmd.program in _WIPE_TOOLS_SUB:
+        return any(not a.literal for a in _paths(cmd.args))
     if cmd.program in ("rm", "rmdir", "unlink", "chmod", "chown", "chgrp"):
         return False
     return any(not t.literal for t in _write_targets(cmd))
@@ -674,6 +698,13 @@ HARDLINE = (
 )
 
 GUARDS = (
+    Builtin(
+        "aleph_files",
+        "guard",
+        "ask",
+        "hands one of Aleph's own files (configuration, ledger, keys) to a program that may change it",
+        _touches_aleph_files,
+    ),
     Builtin(
         "code_from_pipe",
         "guard",

@@ -272,7 +272,7 @@ class _Walker:
         programs = self.node(node.body, inner)
         calls = self.self_calls.pop(name)
         if any(calls) or len(calls) >= 2:
-            self.result.fork_bombs.append(name)
+            self.result.fork_bombs.append(f"function '{name}' starts copies of itself")
         return programs
 
     def compound(self, node: Compound, ctx: _Ctx) -> frozenset[str]:
@@ -286,6 +286,8 @@ class _Walker:
             inner.stdin = stdin
         for body in node.bodies:
             programs |= self.script(body, inner)
+        if node.kind in ("while", "until") and _forever(node) and any(p.background for p in node.bodies[1]):
+            self.result.fork_bombs.append(f"an endless {node.kind} loop starts background jobs")
         if node.kind != "subshell":
             ctx.cwd = inner.cwd
         return frozenset(programs)
@@ -444,7 +446,11 @@ class _Walker:
                 if not item.argv:
                     continue
                 spec = replace(inner, via=(*ctx.via, program), speculative=ctx.speculative or item.speculative)
+                if item.chdir is not None:
+                    spec.cwd = resolve(item.chdir.text, ctx.cwd) if item.chdir.literal else None
                 programs |= self.emit(item.argv, item.assigns, [], spec, input_programs)
+            elif item.rule == "fork_bomb":
+                self.result.fork_bombs.append(f"{program}: {item.reason}")
             else:
                 self.unknown(ctx, item.rule, f"{program}: {item.reason}")
         return frozenset(programs)
@@ -457,6 +463,18 @@ class _Walker:
         if not target.literal or target.glob or target.text == "-":
             return None
         return resolve(target.text, cwd)
+
+
+def _forever(node: Compound) -> bool:
+    """A ``while true``/``while :``/``until false`` loop condition."""
+    cond = node.bodies[0]
+    if len(cond) != 1 or len(cond[0].cmds) != 1 or cond[0].negated:
+        return False
+    cmd = cond[0].cmds[0]
+    if not isinstance(cmd, Simple) or len(cmd.words) != 1:
+        return False
+    word = cmd.words[0].raw
+    return word in (("true", ":") if node.kind == "while" else ("false",))
 
 
 def _assignment_like(word: str) -> bool:
@@ -549,6 +567,7 @@ class _Argv:
     argv: list[Arg]
     assigns: list[tuple[str, str, bool]] = field(default_factory=list)
     speculative: bool = False
+    chdir: Arg | None = None  # env -C DIR, sudo -D DIR
 
 
 @dataclass(frozen=True, slots=True)
@@ -649,6 +668,10 @@ _INTERPRETER = re.compile(
     r"python[0-9.]*|pypy[0-9.]*|perl[0-9.]*|ruby[0-9.]*|node|nodejs|deno|bun|php[0-9.]*|lua[0-9.]*"
 )
 _CODE_FLAGS = frozenset({"-c", "-e", "-E", "-r", "--eval", "-p", "--print"})
+_STDIN_FILES = frozenset({"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0", "-"})
+_FORK_CODE = re.compile(
+    r"fork\s*while\s*fork|while\s*\(?\s*(?:1|true|True)\s*\)?\s*[:{]?\s*(?:os\.|POSIX::)?fork\s*\(", re.IGNORECASE
+)
 _STRING_LITERAL = re.compile(r"'((?:[^'\\\n]|\\.)*)'|\"((?:[^\"\\\n]|\\.)*)\"|`([^`]*)`")
 _SHELL_VALUE_OPTS = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
 
@@ -724,6 +747,11 @@ def _unwrap(program: str, args: list[Arg], stdin: str | None) -> list[_Inner]:
         a.text in ("-c", "--command") or a.text.startswith("--command=") for a in args
     ):
         return _flag_text(args, ("-c", "--command"), "-c")
+    if program in ("source", ".") and stdin is not None and args and args[0].text in _STDIN_FILES:
+        return [_Text(Arg(stdin), "stdin")]
+    if program in ("awk", "gawk", "mawk", "nawk"):
+        script = next((a for a in args if not a.text.startswith("-")), None)
+        return _inline_code([Arg("-e"), script], None) if script is not None else []
     if program in ("at", "batch") and stdin is not None:
         return [_Text(Arg(stdin), "at")]
     spec = _WRAPPERS.get(program)
@@ -740,6 +768,14 @@ def _unwrap(program: str, args: list[Arg], stdin: str | None) -> list[_Inner]:
             replace_str = _xargs_replace(args[:start])
             if replace_str:
                 inner = [Arg(a.text, False) if replace_str in a.text else a for a in inner]
+        if program in ("sudo", "doas", "run0"):
+            env_assigns: list[tuple[str, str, bool]] = []
+            while inner and re.match(r"[A-Za-z_][A-Za-z0-9_]*=", inner[0].text):
+                name, _, value = inner[0].text.partition("=")
+                env_assigns.append((name, value, inner[0].literal))
+                inner = inner[1:]
+            if env_assigns and inner:
+                return [_Argv(inner, env_assigns)]
         if program in ("sudo", "doas", "run0") and not inner:
             # an interactive root shell reads its commands from standard input
             return [_Argv([Arg("sh")])] if any(a.text in ("-s", "-i", "--shell", "--login") for a in args) else []
@@ -793,7 +829,7 @@ def _shell(args: list[Arg], stdin: str | None) -> list[_Inner]:
         if i >= len(args):
             return [_Opaque("unparseable", "-c without shell code")]
         return [_Text(args[i], "-c")]
-    if i < len(args) and args[i].text in ("/dev/stdin", "/dev/fd/0", "/proc/self/fd/0") and stdin is not None:
+    if i < len(args) and args[i].text in _STDIN_FILES and stdin is not None:
         return [_Text(Arg(stdin), "stdin")]
     if i < len(args):
         return []  # a script file: its contents are not part of this command
@@ -804,6 +840,7 @@ def _shell(args: list[Arg], stdin: str | None) -> list[_Inner]:
 
 def _env(args: list[Arg]) -> list[_Inner]:
     assigns: list[tuple[str, str, bool]] = []
+    chdir: Arg | None = None
     i = 0
     while i < len(args):
         a = args[i]
@@ -822,7 +859,15 @@ def _env(args: list[Arg]) -> list[_Inner]:
             text = Arg(f"{value.text} {tail}".strip(), value.literal and all(r.literal for r in rest))
             prefix = " ".join(_quote(f"{n}={v}") for n, v, _ in assigns)
             return [_Text(replace(text, text=f"{prefix} {text.text}".strip() if prefix else text.text), "-S")]
-        if t in ("-u", "--unset", "-C", "--chdir", "-a", "--argv0"):
+        if t in ("-C", "--chdir") and i + 1 < len(args):
+            chdir = args[i + 1]
+            i += 2
+            continue
+        if t.startswith("--chdir="):
+            chdir = Arg(t.split("=", 1)[1], a.literal)
+            i += 1
+            continue
+        if t in ("-u", "--unset", "-a", "--argv0"):
             i += 2
             continue
         if t.startswith("-") and len(t) > 1:
@@ -835,7 +880,7 @@ def _env(args: list[Arg]) -> list[_Inner]:
             continue
         break
     inner = args[i:]
-    return [_Argv(inner, assigns)] if inner else []
+    return [_Argv(inner, assigns, chdir=chdir)] if inner else []
 
 
 def _quote(text: str) -> str:
@@ -843,6 +888,11 @@ def _quote(text: str) -> str:
 
 
 def _find(args: list[Arg]) -> list[_Inner]:
+    roots: list[Arg] = []
+    for a in args:
+        if a.text.startswith("-") or a.text in ("(", "!", ")"):
+            break
+        roots.append(a)
     out: list[_Inner] = []
     i = 0
     while i < len(args):
@@ -850,12 +900,21 @@ def _find(args: list[Arg]) -> list[_Inner]:
             j = i + 1
             while j < len(args) and args[j].text not in (";", "+"):
                 j += 1
-            # {} stands for a path find found under its (literal) start points, so it stays literal
-            out.append(_Argv(args[i + 1 : j]))
+            # {} is whatever find finds: anything under a start point, written as "<start>/*"
+            for root in (roots or [Arg(".")])[:4]:
+                here = (
+                    Arg(root.text.rstrip("/") + "/*", root.literal, True) if root.text != "/" else Arg("/*", True, True)
+                )
+                inner = [_place(a, here) if "{}" in a.text else a for a in args[i + 1 : j]]
+                out.append(_Argv(inner))
             i = j + 1
         else:
             i += 1
     return out
+
+
+def _place(a: Arg, value: Arg) -> Arg:
+    return Arg(a.text.replace("{}", value.text), a.literal and value.literal, a.glob or value.glob)
 
 
 def _watch(args: list[Arg]) -> list[_Inner]:
@@ -932,14 +991,16 @@ def _inline_code(args: list[Arg], stdin: str | None) -> list[_Inner]:
     They are analysed speculatively, alone and joined per ``[...]`` list, so a hardline rule still fires.
     """
     for i, a in enumerate(args[:-1]):
-        if a.text in _CODE_FLAGS:
+        if a.text in _CODE_FLAGS or re.fullmatch(r"-[A-Za-z]*[ceE]", a.text):
             code = args[i + 1].text
             break
     else:
         operands = [a for a in args if not a.text.startswith("-")]
-        if stdin is None or (operands and operands[0].text != "-"):
+        if stdin is None or (operands and operands[0].text not in _STDIN_FILES):
             return []
         code = stdin
+    if _FORK_CODE.search(code):
+        return [_Opaque("fork_bomb", "inline code forks in an endless loop")]
     out: list[_Inner] = []
     for m in _STRING_LITERAL.finditer(code):
         text = next(g for g in m.groups() if g is not None)

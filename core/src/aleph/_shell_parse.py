@@ -164,6 +164,7 @@ _PLAIN = re.compile(r"[^\s;&|()<>'\"\\$`]+")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?\+?=")
 _REDIR = re.compile(r"(\d+|\{[A-Za-z_][A-Za-z0-9_]*\})?(<<<|<<-|<<|<>|<&|<|>>|>&|>\||>|&>>|&>)")
+_TILDE = re.compile(r"~([A-Za-z0-9_.][A-Za-z0-9_.-]*|[+-])?(?=/|$|[\s;&|()<>:])")
 _SPECIAL_PARAM = frozenset("@*#?-$!0123456789")
 _RESERVED = frozenset(
     "if then elif else fi for in do done while until case esac function select time coproc { } ! [[ ]]".split()
@@ -631,10 +632,13 @@ class _Parser:
         segs: list[tuple[SegKind, str]] = []
         subs: list[Sub] = []
         if tilde and s.startswith("~", self.i):
-            m = re.compile(r"~(?=/|$|[\s;&|()<>:])").match(s, self.i)
-            if m:
+            m = _TILDE.match(s, self.i)
+            if m and m.group() == "~":
                 segs.append(("home", "~"))
                 self.i += 1
+            elif m:  # ~user, ~+, ~-: another directory, only known at run time
+                segs.append(("d", m.group()))
+                self.i = m.end()
         while self.i < n:
             c = s[self.i]
             if c in _META:
