@@ -260,6 +260,12 @@ BYPASS: list[Case] = [
     ("bash -c $'rm -rf /'", "block", "rm_rf_root"),
     ("[[ -v x[$(rm -rf /)] ]]", "block", "rm_rf_root"),
     ("(( a[$(rm -rf /)] ))", "block", "rm_rf_root"),
+    ("a[$(rm -rf /)]=1", "block", "rm_rf_root"),
+    ("declare a[`rm -rf /`]=(1 2)", "block", "rm_rf_root"),
+    ('declare "a[$(rm -rf /)]=1"', "block", "rm_rf_root"),
+    ("coproc rm -rf /", "block", "rm_rf_root"),
+    ("rm -rf /\r", "block", "rm_rf_root"),
+    ("coproc worker { rm -rf /; }", "block", "rm_rf_root"),
 ]
 
 # -- cannot be proven safe: ask -----------------------------------------------------------------

@@ -376,6 +376,8 @@ class _Walker:
             argv.extend(self.expand(word))
         assigns: list[tuple[str, str, bool]] = []
         for assign in node.assigns:
+            if assign.index is not None:
+                sub_programs |= self.word_subs(assign.index, ctx)
             items = [assign.value] if assign.value is not None else assign.array
             values: list[Arg] = []
             for item in items:
@@ -747,6 +749,10 @@ def _unwrap(program: str, args: list[Arg], stdin: str | None) -> list[_Inner]:
         a.text in ("-c", "--command") or a.text.startswith("--command=") for a in args
     ):
         return _flag_text(args, ("-c", "--command"), "-c")
+    if program in ("declare", "typeset", "local", "export", "readonly"):
+        # declare 'a[$(cmd)]=1' evaluates the subscript, quoted or not
+        subscripts = [m.group(1) for a in args if (m := re.match(r"[A-Za-z_][A-Za-z0-9_]*\[(.*)\]\+?=", a.text, re.S))]
+        return [_Text(Arg(": " + sub), "subscript") for sub in subscripts if "$" in sub or "`" in sub]
     if program in ("source", ".") and stdin is not None and args and args[0].text in _STDIN_FILES:
         return [_Text(Arg(stdin), "stdin")]
     if program in ("awk", "gawk", "mawk", "nawk"):

@@ -104,6 +104,7 @@ class Assign:
     name: str
     value: Word | None
     array: list[Word] = field(default_factory=list)
+    index: Word | None = None
 
 
 @dataclass(slots=True)
@@ -296,6 +297,12 @@ class _Parser:
             if word == "!":
                 pipe.negated = True
                 self.i += 1
+            elif word == "coproc":
+                self.i += 6
+                self.blanks()
+                m = _NAME.match(self.s, self.i)
+                if m and re.compile(r"[ \t]*[{(]").match(self.s, m.end()):
+                    self.i = m.end()  # coproc NAME { ...; }: the name of the co-process
             elif word == "time":
                 self.i += 4
                 self.blanks()
@@ -533,9 +540,11 @@ class _Parser:
             if m and self.s.startswith("(", m.end()):
                 # declare/local/export NAME=(a b): an array argument, opaque to the analyser
                 start = self.i
-                array = self.assignment(m).array
+                assign = self.assignment(m)
                 raw = self.s[start : self.i]
-                words.append(Word(raw, [("d", raw)], [sub for item in array for sub in item.subs]))
+                subs = [sub for item in assign.array for sub in item.subs]
+                subs.extend(assign.index.subs if assign.index is not None else [])
+                words.append(Word(raw, [("d", raw)], subs))
                 continue
             words.append(self.word())
         if not (assigns or words or redirects):
@@ -556,6 +565,15 @@ class _Parser:
 
     def assignment(self, m: re.Match[str]) -> Assign:
         self.i = m.end()
+        index = None
+        if m.group(2) and any(t in m.group(2) for t in ("$", "`", "<(", ">(")):
+            # a[$(cmd)]=x runs cmd: keep the substitutions of the subscript
+            index = _Parser(m.group(2)[1:-1], self.budget, self.depth).dquote_text()
+        assign = self.assignment_value(m)
+        assign.index = index
+        return assign
+
+    def assignment_value(self, m: re.Match[str]) -> Assign:
         if self.s.startswith("(", self.i):
             self.i += 1
             items: list[Word] = []
