@@ -17,7 +17,7 @@ from aleph._config import AlephConfig
 from aleph._errors import ConfigError
 from aleph._events import EventLog
 from aleph._gate import ApprovalGate
-from aleph._ledger import Ledger
+from aleph._ledger import Ledger, ledger_directory
 from aleph._plugins import PluginManager
 from aleph._policy import PermissionLayer, PermissionPolicy
 from aleph._registry import ToolRegistry
@@ -124,8 +124,7 @@ def build_chokepoint(config: AlephConfig, registry: ToolRegistry, plugins: Plugi
     data_dir = config.data_dir
     ledger = None
     if config.ledger.enabled:
-        directory = Path(config.ledger.directory).expanduser() if config.ledger.directory else data_dir / "ledger"
-        ledger = Ledger(directory, checkpoint_every=config.ledger.checkpoint_every)
+        ledger = Ledger(ledger_directory(config), checkpoint_every=config.ledger.checkpoint_every)
     check, split = _command_floor(config, plugins)
 
     return Chokepoint(
@@ -156,7 +155,12 @@ def _command_floor(config: AlephConfig, plugins: PluginManager) -> tuple[Any, An
     floor = CommandPolicy.from_config(
         config.sandbox.command_policy,
         extra_rules=rules,
-        protected_paths=[*config.files, str(config.workspace_root / "aleph.toml"), str(config.data_dir)],
+        protected_paths=[
+            *config.files,
+            str(config.workspace_root / "aleph.toml"),
+            str(config.data_dir),
+            str(ledger_directory(config)),
+        ],
     )
 
     def check(command: str) -> tuple[str, str, tuple[str, ...]]:

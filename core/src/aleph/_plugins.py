@@ -19,6 +19,7 @@ import pluggy
 
 from aleph import _hookspec
 from aleph._errors import PluginError
+from aleph._ledger import ledger_directory
 from aleph._registry import ToolRegistry
 from aleph._tool import Tool
 from aleph._types import ToolSource
@@ -104,6 +105,7 @@ class PluginContext:
         paths = [Path(f).resolve() for f in self.config.files]
         paths.append(self.config.workspace_root / "aleph.toml")
         paths.append(self.config.data_dir)
+        paths.append(ledger_directory(self.config))
         return sorted(set(paths))
 
     def call_hook(self, hook: str, **kwargs: Any) -> list[tuple[str, Any]]:
