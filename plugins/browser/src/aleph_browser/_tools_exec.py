@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from playwright.async_api import Error as PlaywrightError
 from pydantic import Field
@@ -39,40 +39,33 @@ class ExecArgs(SnapshotChoice):
     """Keep going after a failed step instead of stopping there."""
 
 
-def _need(step: Step, *names: str) -> None:
-    missing = [n for n in names if getattr(step, n) is None]
-    if missing:
-        raise BrowserProblem(f"{step.action} needs {' and '.join(missing)}")
+def _need(step: Step, name: str) -> Any:
+    """The step's ``name`` argument, or a clear error when the action needs it and it is missing."""
+    value = getattr(step, name)
+    if value is None:
+        raise BrowserProblem(f"{step.action} needs {name}")
+    return value
 
 
 async def run_step(manager: BrowserManager, tab: Tab, step: Step) -> str:
     """Do one step on ``tab``; returns a one-line description."""
     action = step.action
     if action == "navigate":
-        _need(step, "url")
-        assert step.url is not None
-        return await goto(manager, tab, step.url)
+        return await goto(manager, tab, _need(step, "url"))
     if action == "wait_for":
         if step.text is not None:
             await tab.page.get_by_text(step.text).first.wait_for(state="visible")
             return f"Text {step.text!r} is visible."
-        _need(step, "target")
-        assert step.target is not None
-        await (await manager.locate(tab, step.target)).wait_for(state="visible")
-        return f"{step.target} is visible."
+        target = _need(step, "target")
+        await (await manager.locate(tab, target)).wait_for(state="visible")
+        return f"{target} is visible."
     if action == "press" and step.target is None:
-        _need(step, "key")
-        assert step.key is not None
-        key = step.key
+        key = _need(step, "key")
         await manager.act(tab, lambda: tab.page.keyboard.press(key))
         return f"Pressed {key}."
-    _need(step, "target")
-    assert step.target is not None
-    target = step.target
+    target = _need(step, "target")
     if action in ("type", "fill"):
-        _need(step, "text")
-        assert step.text is not None
-        text = step.text
+        text = _need(step, "text")
         if action == "fill":
             await manager.act(tab, lambda: fill_field(manager, tab, target, text))
         else:
@@ -87,14 +80,10 @@ async def run_step(manager: BrowserManager, tab: Tab, step: Step) -> str:
     elif action in ("check", "uncheck"):
         await manager.act(tab, lambda: locator.set_checked(action == "check"))
     elif action == "select":
-        _need(step, "values")
-        assert step.values is not None
-        values = step.values
+        values = _need(step, "values")
         await manager.act(tab, lambda: locator.select_option(values))
     else:  # press with a target
-        _need(step, "key")
-        assert step.key is not None
-        key = step.key
+        key = _need(step, "key")
         await manager.act(tab, lambda: locator.press(key))
     return f"{action.capitalize()} {target}: done."
 

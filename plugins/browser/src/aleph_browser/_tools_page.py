@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Literal
 
 from playwright.async_api import Error as PlaywrightError
@@ -294,7 +295,7 @@ class BrowserFillForm(BrowserTool[FillFormArgs]):
         tab = await self.manager.tab()
         for i, field in enumerate(args.fields, 1):
             try:
-                await self.manager.act(tab, lambda f=field: fill_field(self.manager, tab, f.target, f.value))  # type: ignore[misc]
+                await self.manager.act(tab, partial(fill_field, self.manager, tab, field.target, field.value))
             except BrowserProblem as exc:
                 raise BrowserProblem(f"field {i} ({field.element or field.target}): {exc}") from None
         return await self.manager.report(tab, f"Filled {len(args.fields)} field(s).", snapshot=args.snapshot)
