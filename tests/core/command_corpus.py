@@ -266,6 +266,11 @@ BYPASS: list[Case] = [
     ("coproc rm -rf /", "block", "rm_rf_root"),
     ("rm -rf /\r", "block", "rm_rf_root"),
     ("coproc worker { rm -rf /; }", "block", "rm_rf_root"),
+    ("nsenter -t 1 -m rm -rf /", "block", "rm_rf_root"),
+    ("unshare -r rm -rf /", "block", "rm_rf_root"),
+    ("timeout -s rm -rf /", "block", "rm_rf_root"),
+    ("eval -- 'rm -rf /'", "block", "rm_rf_root"),
+    ("tcsh -c 'rm -rf /'", "block", "rm_rf_root"),
 ]
 
 # -- cannot be proven safe: ask -----------------------------------------------------------------

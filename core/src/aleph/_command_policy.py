@@ -249,7 +249,7 @@ class CommandPolicy:
         analysis = analyse(
             command,
             home=self._env.home,
-            cwd=os.path.normpath(str(cwd)) if cwd is not None else None,
+            cwd=os.path.abspath(cwd) if cwd is not None else None,
             limits=self._limits,
         )
         if analysis.budget_exceeded is not None or analysis.unknowns:
@@ -273,7 +273,7 @@ class CommandPolicy:
         analysis = analyse(
             command,
             home=self._env.home,
-            cwd=os.path.normpath(str(cwd)) if cwd is not None else None,
+            cwd=os.path.abspath(cwd) if cwd is not None else None,
             stdin=stdin,
             limits=self._limits,
         )

@@ -45,7 +45,10 @@ __all__ = [
     "resolve",
 ]
 
-SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "posh", "rbash", "fish", "lksh", "oksh"})
+SHELLS = frozenset(
+    {"sh", "bash", "dash", "zsh", "ksh", "ksh93", "mksh", "ash", "yash", "posh", "rbash", "fish", "lksh", "oksh"}
+    | {"csh", "tcsh"}
+)
 """Programs that run shell code from ``-c``, a file or standard input."""
 
 _INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
@@ -624,8 +627,8 @@ _WRAPPERS: dict[str, _Spec] = {
         frozenset({"arg-file", "delimiter", "eof", "replace", "max-lines", "max-args", "max-procs", "max-chars"}),
     ),
     "flock": _Spec("Ew", frozenset({"conflict-exit-code", "timeout"}), 1),
-    "nsenter": _Spec("tSGmuinpUCTr", frozenset({"target", "setuid", "setgid"})),
-    "unshare": _Spec("S G", frozenset({"setuid", "setgid", "map-user", "map-group"})),
+    "nsenter": _Spec("tSG", frozenset({"target", "setuid", "setgid"})),
+    "unshare": _Spec("RwSG", frozenset({"root", "wd", "setuid", "setgid", "map-user", "map-group"})),
     "chroot": _Spec("", frozenset({"userspec", "groups"}), 1),
     "prlimit": _Spec("p", frozenset({"pid"})),
     "numactl": _Spec("CcmNpiP", frozenset()),
@@ -715,6 +718,7 @@ def _unwrap(program: str, args: list[Arg], stdin: str | None) -> list[_Inner]:
     if program == "env":
         return _env(args)
     if program == "eval":
+        args = args[1:] if args and args[0].text == "--" else args
         if not args:
             return []
         return [_Text(Arg(" ".join(a.text for a in args), all(a.literal for a in args)), "")]
@@ -785,7 +789,11 @@ def _unwrap(program: str, args: list[Arg], stdin: str | None) -> list[_Inner]:
         if program in ("sudo", "doas", "run0") and not inner:
             # an interactive root shell reads its commands from standard input
             return [_Argv([Arg("sh")])] if any(a.text in ("-s", "-i", "--shell", "--login") for a in args) else []
-        return [_Argv(inner)]
+        # an option value we skipped may really be the command (an option this table gets wrong)
+        guesses = [
+            _Argv(args[k:], speculative=True) for k in range(min(start, len(args))) if _looks_like_command(args[k])
+        ]
+        return [_Argv(inner), *guesses[:4]]
     if program in _GENERIC_WRAPPERS:
         # options of these are not modelled: try every operand position as the start of a command
         guesses: list[_Inner] = [
@@ -793,6 +801,10 @@ def _unwrap(program: str, args: list[Arg], stdin: str | None) -> list[_Inner]:
         ]
         return guesses[:8]
     return []
+
+
+def _looks_like_command(a: Arg) -> bool:
+    return a.literal and re.fullmatch(r"[A-Za-z_./][A-Za-z0-9_.+/-]*", a.text) is not None and not a.text.isdigit()
 
 
 def _xargs_replace(opts: list[Arg]) -> str | None:
