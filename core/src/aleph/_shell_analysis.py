@@ -790,10 +790,10 @@ def _unwrap(program: str, args: list[Arg], stdin: str | None) -> list[_Inner]:
             # an interactive root shell reads its commands from standard input
             return [_Argv([Arg("sh")])] if any(a.text in ("-s", "-i", "--shell", "--login") for a in args) else []
         # an option value we skipped may really be the command (an option this table gets wrong)
-        guesses = [
+        skipped: list[_Inner] = [
             _Argv(args[k:], speculative=True) for k in range(min(start, len(args))) if _looks_like_command(args[k])
         ]
-        return [_Argv(inner), *guesses[:4]]
+        return [_Argv(inner), *skipped[:4]]
     if program in _GENERIC_WRAPPERS:
         # options of these are not modelled: try every operand position as the start of a command
         guesses: list[_Inner] = [
