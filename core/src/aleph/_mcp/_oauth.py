@@ -273,9 +273,11 @@ async def start_login(manager: McpManager, server_id: str, scope: str | None) ->
                             Client(streamable_http_client(url, http_client=http)),
                         ):
                             pass
-                    conn.auth = provider
-                    log.info("MCP server %r: OAuth login complete; reconnecting", server_id)
-                    manager.reconnect(conn)
+                    log.info("MCP server %r: OAuth login complete", server_id)
+                    # A restart attempt may already have picked up the stored tokens and connected.
+                    if not conn.connected:
+                        conn.auth = provider
+                        manager.reconnect(conn)
                 except Exception as exc:
                     holder.setdefault("error", f"login failed: {type(exc).__name__}: {str(exc)[:300]}")
                     log.warning("MCP server %r: OAuth login failed: %s", server_id, holder["error"])

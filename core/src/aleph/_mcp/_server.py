@@ -97,13 +97,6 @@ def _contains(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> boo
     return isinstance(exc, kinds)
 
 
-def _is_http_status(exc: BaseException, status: int) -> bool:
-    if isinstance(exc, BaseExceptionGroup):
-        return any(_is_http_status(e, status) for e in exc.exceptions)
-    response = getattr(exc, "response", None)
-    return getattr(response, "status_code", None) == status or f" {status} " in f" {exc} "
-
-
 class ServerConnection:
     """The supervised connection to one configured MCP server."""
 
@@ -138,6 +131,7 @@ class ServerConnection:
         self._lost_reason: str | None = None
         self._reconnect = False
         self._running = False
+        self._session_auth: Any = None
         self.auth: Any = None  # an httpx2.Auth installed by mcp_login once tokens exist
 
     # -- status ------------------------------------------------------------------------------
@@ -235,7 +229,7 @@ class ServerConnection:
                 reason = self._lost_reason or "connection closed"
             except Exception as exc:
                 reason = _describe(exc)
-                self.needs_auth = self.transport == "http" and _is_http_status(exc, 401)
+                self.needs_auth = self.transport == "http" and await self._wants_oauth()
                 if self.needs_auth:
                     reason += " (the server wants OAuth: run the mcp_login tool)"
             self.client = None
@@ -267,6 +261,22 @@ class ServerConnection:
             with anyio.move_on_after(delay):
                 await self._wake.wait()
             self._wake = anyio.Event()
+
+    async def _wants_oauth(self) -> bool:
+        """Whether the HTTP endpoint answers 401 (the SDK reports a failed connect without the status)."""
+        import httpx2
+
+        url = self.config.url
+        assert url is not None
+        headers = {**self.config.headers, "Accept": "application/json, text/event-stream"}
+        body = {"jsonrpc": "2.0", "id": 0, "method": "ping"}
+        try:
+            with anyio.fail_after(min(self.config.timeout_seconds, 10.0)):
+                async with httpx2.AsyncClient(follow_redirects=False) as http:
+                    response = await http.post(url, json=body, headers=headers)
+        except Exception:
+            return False
+        return response.status_code == 401
 
     def _client(self) -> Client:
         cfg = self.config
@@ -302,6 +312,8 @@ class ServerConnection:
 
     async def _session(self) -> None:
         timeout = self.config.timeout_seconds
+        self._reconnect = False  # this attempt is the reconnect that was asked for
+        self._session_auth = self.auth
         with anyio.CancelScope() as scope:
             self._scope = scope
             scope.deadline = anyio.current_time() + timeout
@@ -336,8 +348,10 @@ class ServerConnection:
             if self.stopping:
                 return
             if self._reconnect:
-                self._lost_reason = "reconnecting"
-                return
+                self._reconnect = False
+                if self._session_auth is not self.auth:  # connected before the login finished
+                    self._lost_reason = "reconnecting with new credentials"
+                    return
             try:
                 with anyio.fail_after(min(self.config.timeout_seconds, 10.0)):
                     await self._probe()
