@@ -173,3 +173,20 @@ def test_shell_command_contract_for_the_chokepoint(tmp_path: Path) -> None:
     assert "echo" == code.shell_command({"language": "sh", "code": "echo"})
     assert None is code.shell_command({"language": "python", "code": "print(1)"})
     assert ("exec",) == bash.facts.tags == code.facts.tags
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("launcher", ["prlimit", "preexec"])
+@pytest.mark.parametrize("mode", MODES)
+async def test_resource_limits_apply_with_either_launcher(
+    workspace: Path, mode: str, launcher: str, monkeypatch
+) -> None:
+    import aleph_exec._sandbox as sandbox
+
+    if launcher == "preexec":
+        # As on a machine without util-linux prlimit: the limits are set in the child before exec.
+        monkeypatch.setitem(sandbox._which, "prlimit", None)
+    toml = f"[exec]\n{mode}memory_mb = 1024\nmax_file_mb = 8\nmax_open_files = 256\nmax_processes = 64\n"
+    out = await run(workspace, "bash", {"command": "ulimit -c -v -f -n -u -t", "timeout_seconds": 20}, toml)
+    values = [line.rsplit(" ", 1)[-1] for line in out["stdout"].splitlines()]
+    assert ["0", str(1024 * 1024), str(8 * 1024), "256", "64", "25"] == values

@@ -112,6 +112,13 @@ class RunResult:
 
 
 _bwrap_probe: dict[str, bool] = {}
+_which: dict[str, str | None] = {}
+
+
+def _which_cached(name: str) -> str | None:
+    if name not in _which:
+        _which[name] = shutil.which(name, path="/usr/local/bin:/usr/bin:/bin")
+    return _which[name]
 
 
 def bwrap_available() -> bool:
@@ -289,6 +296,38 @@ class WorkspaceSandbox:
 
         return setup
 
+    def _launcher(self, cgroup: _Cgroup | None, cpu_seconds: int) -> list[str] | None:
+        """A vfork-friendly prefix that applies the same limits: ``sh`` joins the cgroup, ``prlimit`` sets rlimits.
+
+        CPython must ``fork()`` the whole interpreter when a ``preexec_fn`` is given, but can ``vfork()``
+        otherwise; two tiny execs cost far less than copying a large process's page tables. None when
+        util-linux ``prlimit`` is missing (then :meth:`_preexec` does the same work in the child).
+        """
+        prlimit = _which_cached("prlimit")
+        if prlimit is None:
+            return None
+        cfg = self.config
+
+        def lim(name: str, value: int, hard: int | None = None) -> str:
+            return f"--{name}={value}:{value if hard is None else hard}"
+
+        prefix = []
+        if cgroup is not None:
+            # Join the cgroup before anything can fork; "$0" is the cgroup.procs path.
+            prefix = [_which_cached("sh") or "/bin/sh", "-c", 'echo $$ > "$0" || exit 125; exec "$@"']
+            prefix.append(str(cgroup.path / "cgroup.procs"))
+        return [
+            *prefix,
+            prlimit,
+            lim("core", 0),
+            lim("cpu", cpu_seconds, cpu_seconds + 5),
+            lim("as", cfg.memory_mb * MiB),
+            lim("fsize", cfg.max_file_mb * MiB),
+            lim("nofile", cfg.max_open_files),
+            lim("nproc", cfg.max_processes),
+            "--",
+        ]
+
     # -- running -------------------------------------------------------------------------------
 
     def run(
@@ -308,6 +347,9 @@ class WorkspaceSandbox:
         env[_MARKER] = marker
         cgroup = _Cgroup.create(cfg.max_processes) if cfg.cgroup == "auto" else None
         full = self._bwrap_argv(cwd) + argv if self.bwrap else argv
+        launcher = self._launcher(cgroup, int(timeout) + 5)
+        if launcher is not None:
+            full = launcher + full
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -319,7 +361,7 @@ class WorkspaceSandbox:
                 env=env,
                 start_new_session=True,
                 close_fds=True,
-                preexec_fn=self._preexec(cgroup, int(timeout) + 5),
+                preexec_fn=None if launcher is not None else self._preexec(cgroup, int(timeout) + 5),
             )
         except (OSError, subprocess.SubprocessError):
             if cgroup is not None:
