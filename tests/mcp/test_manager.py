@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp_types import ToolAnnotations
 
-from aleph import ToolRegistry, UnscopedToolService
+from aleph import ToolRegistry, UnscopedToolService, set_tool_progress_handler
 from aleph._config import McpServerConfig
 from aleph._mcp import CAPABILITY_TOOLS
 
@@ -251,3 +252,53 @@ async def test_pins_persist_and_a_changed_definition_is_regated(make_manager: Ma
     assert ["look"] == manager2.trust("t")
     assert not manager2.registry.get("t__look").facts.requires_approval  # type: ignore[union-attr]
     assert [] == manager2.servers()[0].changed_tools
+
+
+def progress_server() -> MCPServer:
+    srv = MCPServer("prog")
+
+    @srv.tool(annotations=ToolAnnotations(read_only_hint=True))
+    async def chatty(ctx: Context, steps: int) -> str:
+        """Work for a while, reporting progress often."""
+        for i in range(steps):
+            await ctx.report_progress(i + 1, steps, f"step {i + 1}")
+            await anyio.sleep(0.05)
+        return "finished"
+
+    @srv.tool(annotations=ToolAnnotations(read_only_hint=True))
+    async def quiet(seconds: float) -> str:
+        """Work silently."""
+        await anyio.sleep(seconds)
+        return "finished"
+
+    return srv
+
+
+class Chunks:
+    def __init__(self) -> None:
+        self.chunks: list[tuple[str, str]] = []
+
+    def on_tool_start(self, tool_name: str, args_summary: str) -> None: ...
+
+    def on_tool_result(self, tool_name: str, result_summary: str, success: bool) -> None: ...
+
+    def on_tool_streaming_chunk(self, tool_name: str, chunk: str) -> None:
+        self.chunks.append((tool_name, chunk))
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_progress_streams_chunks_and_keeps_a_long_call_alive(make_manager: MakeManager, mode: str) -> None:
+    cfg = INPROC.model_copy(update={"protocol": mode, "timeout_seconds": 0.5})
+    manager = await make_manager({"p": cfg}, inprocess={"p": progress_server()})
+    service = UnscopedToolService(manager.registry)
+    seen = Chunks()
+    previous = set_tool_progress_handler(seen)
+    try:
+        # 20 steps of 50 ms = 1 s, twice the idle timeout: progress keeps it alive.
+        assert "finished" == (await service.execute("p__chatty", {"steps": 20})).value
+    finally:
+        set_tool_progress_handler(previous)
+    assert ("p__chatty", "step 1") == seen.chunks[0]
+    assert 20 == len(seen.chunks)
+    silent = await service.call("p__quiet", {"seconds": 2.0})
+    assert "timeout" == silent.error_kind
