@@ -264,6 +264,7 @@ def test_session_store_refuses_bad_modes_tiers_and_keys(tmp_path: Path) -> None:
         store.set_mode("", "chat")
     with pytest.raises(ValueError, match="limit is 512"):
         store.set_mode("k" * 513, "chat")
+    assert "work" == store.get("k" * 513).mode  # reading never fails: such a session just has the defaults
 
 
 def test_mcp_source_tools_are_never_mode_deferred() -> None:

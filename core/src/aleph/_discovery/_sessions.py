@@ -70,15 +70,15 @@ class SessionStore:
         return conn
 
     def get(self, session_key: str) -> SessionKnobs:
-        """The knobs of ``session_key`` (defaults for an unknown session)."""
-        if not session_key:
+        """The knobs of ``session_key`` (defaults for an unknown session or a key too long to store)."""
+        if not session_key or len(session_key) > MAX_SESSION_KEY:
             return _DEFAULT
         with self._lock:
             hit = self._cache.get(session_key)
             if hit is not None:
                 self._cache.move_to_end(session_key)
                 return hit
-        knobs = self._read(_check_key(session_key))
+        knobs = self._read(session_key)
         with self._lock:
             self._remember(session_key, knobs)
         return knobs

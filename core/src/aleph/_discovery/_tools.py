@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft202012Validator
 
-from aleph._discovery._deferred import DeferredSet
 from aleph._discovery._disclosure import MODES
 from aleph._discovery._index import ToolIndex
 from aleph._discovery._sessions import SessionStore
@@ -140,17 +139,15 @@ def search_tools(
     if len(query) > MAX_QUERY_CHARS:
         raise ValueError(f"`query` is {len(query)} characters long; the limit is {MAX_QUERY_CHARS}")
     count = clamp_limit(limit)
-    found: list[tuple[RegisteredTool, float]] = []
+    entries: dict[str, RegisteredTool] = {}
 
     def accept(name: str) -> bool:
         entry = binding.visible_entry(name)
-        if entry is None:
-            return False
-        found.append((entry, 0.0))
-        return True
+        if entry is not None:
+            entries[name] = entry
+        return entry is not None
 
     hits = binding.index().search(query, count, accept)
-    entries = {entry.name: entry for entry, _ in found}
     results = []
     for hit in hits:
         definition = entries[hit.name].definition
@@ -162,9 +159,9 @@ def search_tools(
                 "score": round(hit.score, 3),
             }
         )
-    deferred = binding.deferred
-    if promote and isinstance(deferred, DeferredSet) and results:
-        deferred.undefer(hit.name for hit in hits)
+    undefer = getattr(binding.deferred, "undefer", None)  # any deferred set that can promote (DeferredSet does)
+    if promote and callable(undefer) and results:
+        undefer([hit.name for hit in hits])
     return {"query": query, "count": len(results), "results": results}
 
 
