@@ -164,10 +164,9 @@ class CommandPolicy:
         limits: Limits | None = None,
     ) -> None:
         home_text = os.path.normpath(str(home if home is not None else Path.home()))
-        self._env = Env(
-            home=home_text,
-            protected=tuple(sorted({_absolute(p, home_text) for p in protected_paths})),
-        )
+        protected = tuple(sorted({_absolute(p, home_text) for p in protected_paths}))
+        basenames = tuple(sorted({os.path.basename(p) or p for p in protected}))
+        self._env = Env(home=home_text, protected=protected, protected_names=basenames)
         self._limits = limits or Limits()
         self.enforcement = enforcement if enabled else "off"
         builtins: list[Builtin] = [*HARDLINE, *GUARDS]

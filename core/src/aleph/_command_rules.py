@@ -38,6 +38,7 @@ class Env:
 
     home: str
     protected: tuple[str, ...]
+    protected_names: tuple[str, ...] = ()  # their basenames: a cheap first test before resolving paths
 
 
 _MKFS = re.compile(r"mkfs(\..+)?|mke2fs|mkswap|mkntfs|mkdosfs|mkexfatfs")
@@ -310,6 +311,13 @@ def _write_targets(cmd: Command) -> list[Arg]:
     """Files this command writes or changes: redirections and the file operands of writing programs."""
     if not cmd.redirects and cmd.program not in _WRITERS:
         return []
+    cached = cmd.memo.get("writes")
+    if cached is None:
+        cached = cmd.memo["writes"] = _compute_write_targets(cmd)
+    return cached  # type: ignore[return-value]
+
+
+def _compute_write_targets(cmd: Command) -> list[Arg]:
     out = [t for op, _, t in cmd.redirects if t is not None and op in (">", ">>", ">|", "&>", "&>>", "<>", ">&")]
     p = cmd.program
     args = cmd.args
@@ -401,7 +409,7 @@ def _redirect_to_block_device(cmd: Command, env: Env) -> bool:
 
 
 def _pipe_to_shell(cmd: Command, env: Env) -> bool:
-    return bool(set(cmd.upstream) & _DOWNLOADERS) and _reads_code_from_stdin(cmd)
+    return bool(cmd.upstream) and not _DOWNLOADERS.isdisjoint(cmd.upstream) and _reads_code_from_stdin(cmd)
 
 
 def _reads_code_from_stdin(cmd: Command) -> bool:
@@ -479,6 +487,8 @@ def _privilege(cmd: Command, env: Env) -> bool:
 
 
 def _loader_variable(cmd: Command, env: Env) -> bool:
+    if not cmd.assigns and cmd.program not in _DECLARE:
+        return False
     for name, _value, _literal in _assignments(cmd):
         if name in _LOADER_VARS or name.startswith(_LOADER_PREFIXES):
             return True
@@ -500,7 +510,12 @@ def _assignments(cmd: Command) -> list[tuple[str, str, bool]]:
     return found
 
 
+_STATE_PROGRAMS = frozenset({"alias", "trap", "source", ".", "enable", "hash", "set", "shopt"}) | _DECLARE
+
+
 def _state_change(cmd: Command, env: Env) -> bool:
+    if not cmd.assigns and cmd.program not in _STATE_PROGRAMS:
+        return False
     if any(name in _STATE_VARS for name, _, _ in _assignments(cmd)):
         return True
     p = cmd.program
@@ -590,7 +605,10 @@ def _touches_aleph_files(cmd: Command, env: Env) -> bool:
     """Any other program handed one of Aleph's own files (``sqlite3 events.sqlite3 'delete ...'``)."""
     if not env.protected or cmd.program in _READERS or (cmd.program == "find" and not _find_deletes(cmd)):
         return False
+    inside = cmd.cwd is not None and any(_under(cmd.cwd, p) for p in env.protected)
     for a in cmd.args:
+        if not inside and not any(name in a.text for name in env.protected_names):
+            continue
         text = a.text.split("=", 1)[1] if a.text.startswith("-") and "=" in a.text else a.text
         path = resolve(text, cmd.cwd) if a.literal and text and not text.startswith("-") else None
         if path is not None and any(_under(path, p) for p in env.protected):

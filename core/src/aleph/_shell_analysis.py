@@ -102,6 +102,8 @@ class Command:
     cwd: str | None = None
     depth: int = 0
     speculative: bool = False
+    memo: dict[str, object] = field(default_factory=dict, compare=False, repr=False, hash=False)
+    """Per-command scratch space for facts the rules derive more than once (write targets)."""
 
     @property
     def args(self) -> tuple[Arg, ...]:
@@ -375,7 +377,8 @@ class _Walker:
         sub_programs: set[str] = set()
         argv: list[Arg] = []
         for word in node.words:
-            sub_programs |= self.word_subs(word, ctx)
+            if word.subs:
+                sub_programs |= self.word_subs(word, ctx)
             argv.extend(self.expand(word))
         assigns: list[tuple[str, str, bool]] = []
         for assign in node.assigns:
@@ -387,11 +390,13 @@ class _Walker:
                 sub_programs |= self.word_subs(item, ctx)
                 values.append(self.render([s for s in item.segs if s[0] != "ifs"]))
             assigns.append((assign.name, " ".join(v.text for v in values), all(v.literal for v in values)))
-        input_programs, redirects, stdin = self.redirects(node.redirects, ctx)
-        sub_programs |= input_programs
+        redirects: list[tuple[str, str | None, Arg | None]] = []
+        if node.redirects:
+            input_programs, redirects, stdin = self.redirects(node.redirects, ctx)
+            sub_programs |= input_programs
+            if stdin is not None:
+                ctx = replace(ctx, stdin=stdin)
         programs |= sub_programs
-        if stdin is not None:
-            ctx = replace(ctx, stdin=stdin)
         programs |= self.emit(argv, assigns, redirects, ctx, frozenset(sub_programs))
         return frozenset(programs)
 

@@ -166,6 +166,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?\+?=")
 _REDIR = re.compile(r"(\d+|\{[A-Za-z_][A-Za-z0-9_]*\})?(<<<|<<-|<<|<>|<&|<|>>|>&|>\||>|&>>|&>)")
 _TILDE = re.compile(r"~([A-Za-z0-9_.][A-Za-z0-9_.-]*|[+-])?(?=/|$|[\s;&|()<>:])")
+_SIMPLE_LINE = re.compile(r"[ \t]*[A-Za-z0-9_./:@%^+,-]+(?:[ \t]+[A-Za-z0-9_./:@%^+=,-]+)*[ \t]*")
 _SPECIAL_PARAM = frozenset("@*#?-$!0123456789")
 _RESERVED = frozenset(
     "if then elif else fi for in do done while until case esac function select time coproc { } ! [[ ]]".split()
@@ -176,6 +177,11 @@ _ANSI = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "
 def parse(text: str, budget: Budget, depth: int = 0) -> Script:
     """Parse ``text`` into a :data:`Script`. Raises :class:`ShellSyntaxError` or :class:`BudgetExceeded`."""
     budget.check_depth(depth)
+    if _SIMPLE_LINE.fullmatch(text):
+        # one command of plain words (no quotes, expansions, operators or assignments): split on blanks
+        words = text.split()
+        if words[0] not in _RESERVED:
+            return [Pipeline([Simple([], [Word(w, [("u", w)]) for w in words], [])])]
     parser = _Parser(text, budget, depth)
     script = parser.script(frozenset(), paren=False)
     parser.finish()

@@ -117,7 +117,8 @@ class McpManager:
         self._capability_tools: set[str] = set()
         self._tg: anyio.abc.TaskGroup | None = None
         self._started = False
-        self.logins: dict[str, Any] = {}
+        self.logins: set[str] = set()
+        """Servers with an OAuth login waiting for its browser redirect."""
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -145,10 +146,6 @@ class McpManager:
         """Stop every server and remove their tools; safe to call twice."""
         for conn in self.connections.values():
             conn.stop()
-        for task in list(self.logins.values()):
-            cancel = getattr(task, "cancel", None)
-            if cancel is not None:
-                cancel()
         if self._tg is not None:
             tg, self._tg = self._tg, None
             tg.cancel_scope.cancel()

@@ -221,6 +221,9 @@ async def start_login(manager: McpManager, server_id: str, scope: str | None) ->
     except ValueError as exc:
         raise ExecutionFailed(tool, str(exc)) from None
 
+    if server_id in manager.logins:
+        raise ExecutionFailed(tool, f"a login for MCP server {server_id!r} is already waiting for the browser")
+
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -287,8 +290,9 @@ async def start_login(manager: McpManager, server_id: str, scope: str | None) ->
                     tg.cancel_scope.cancel()
         finally:
             await listener.aclose()
-            manager.logins.pop(server_id, None)
+            manager.logins.discard(server_id)
 
+    manager.logins.add(server_id)
     manager.spawn(flow)
     with anyio.move_on_after(60):
         await url_ready.wait()

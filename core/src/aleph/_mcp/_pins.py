@@ -6,11 +6,13 @@ re-gates the tool until ``aleph mcp trust`` re-pins it. The file is written atom
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 __all__ = ["PinStore"]
@@ -38,8 +40,13 @@ class PinStore:
             except FileNotFoundError:
                 pass
             except (OSError, ValueError) as exc:
-                # A corrupt pin file must not silently trust everything: keep it, start empty in memory.
-                log.warning("MCP pin file %s is unreadable (%s); every tool will be pinned afresh", self.path, exc)
+                # Keep the unreadable file for inspection instead of overwriting it with fresh pins.
+                kept = self.path.with_name(f"{self.path.name}.unreadable-{int(time.time())}")
+                with contextlib.suppress(OSError):
+                    self.path.rename(kept)
+                log.warning(
+                    "MCP pin file %s is unreadable (%s); kept as %s, every tool is pinned afresh", self.path, exc, kept
+                )
             self._pins = pins
         return self._pins
 

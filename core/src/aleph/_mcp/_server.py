@@ -82,6 +82,15 @@ def expanded_settings(config: McpServerConfig) -> McpServerConfig:
     )
 
 
+def _without_userinfo(url: str) -> str:
+    """``url`` with any ``user:password@`` removed (never shown)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    authority, slash, path = rest.partition("/")
+    return f"{scheme}://{authority.rpartition('@')[2]}{slash}{path}"
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(_describe(e) for e in exc.exceptions[:3])
@@ -162,7 +171,8 @@ class ServerConnection:
 
     def status(self) -> ServerStatus:
         """A snapshot for ``aleph mcp list``; secrets (env values, headers) are never part of it."""
-        target = self.raw_config.url or " ".join([self.raw_config.command or "", *self.raw_config.args]).strip()
+        target = _without_userinfo(self.raw_config.url) if self.raw_config.url else ""
+        target = target or " ".join([self.raw_config.command or "", *self.raw_config.args]).strip()
         return ServerStatus(
             id=self.id,
             transport=self.transport,
