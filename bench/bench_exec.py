@@ -47,6 +47,11 @@ def breakdown(bare: float) -> None:
         print(
             f"  spawn with a preexec_fn (fork instead of vfork)  {preexec / 1000:8.2f} ms  ratio {preexec / bare:5.2f}x"
         )
+        bwrap_sandbox = WorkspaceSandbox(ws, ExecConfig(cgroup="off"))
+        if bwrap_sandbox.bwrap is not None:
+            bwrap_argv = [*bwrap_sandbox._bwrap_argv(ws), "bash", "-c", "true"]
+            bw = per_call_us(lambda: subprocess.run(bwrap_argv, check=True), N, repeat=3)
+            print(f"  bare bwrap with the sandbox's arguments          {bw / 1000:8.2f} ms  ratio {bw / bare:5.2f}x")
         for label, cfg in (
             ("bwrap+cgroup", ExecConfig()),
             ("none, no cgroup", ExecConfig(isolation="none", cgroup="off")),

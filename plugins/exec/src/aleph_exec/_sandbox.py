@@ -167,14 +167,15 @@ class _Cgroup:
             return []
 
     def remove(self) -> None:
-        for _ in range(50):
+        # rmdir fails with EBUSY until the last member has fully exited: retry for up to about a second.
+        for _ in range(500):
             try:
                 self.path.rmdir()
                 return
             except FileNotFoundError:
                 return
             except OSError:
-                time.sleep(0.01)
+                time.sleep(0.002)
 
 
 _hierarchy: list[Path | None] = []
@@ -480,7 +481,7 @@ class WorkspaceSandbox:
                 proc.poll()
                 if proc.returncode is not None and not self._targets(proc, cgroup, marker):
                     break
-                time.sleep(0.01)
+                time.sleep(0.002)
         for stream in (proc.stdout, proc.stderr, proc.stdin):
             if stream is not None:
                 stream.close()
@@ -494,7 +495,7 @@ class WorkspaceSandbox:
                 left = [pid for pid in signalled if _is_our_zombie_or_child(pid)]
                 if not left or time.monotonic() > end:
                     break
-                time.sleep(0.01)
+                time.sleep(0.002)
 
     def _targets(self, proc: subprocess.Popen[bytes], cgroup: _Cgroup | None, marker: str) -> set[int]:
         # The cgroup lists every descendant exactly; a bubblewrap PID namespace dies with its init;
