@@ -494,6 +494,18 @@ ALLOW: list[Case] = [
     ('while read -r f; do gzip "$f" & done < list', "allow", None),
     ("while true; do sleep 5; done", "allow", None),
     ("ls ~+", "allow", None),
+    ("xargs -I {} cp {} backup/ < files.txt", "allow", None),
+    ("export NODE_ENV=production && npm run build", "allow", None),
+    ("nohup python app.py > app.log 2>&1 &", "allow", None),
+    ("kill -9 $(lsof -t -i:3000)", "allow", None),
+    ("cat > src/app.py << 'EOF'\nimport os\nprint(os.getcwd())\nEOF", "allow", None),
+    ("cat <<EOF > config.yaml\nname: $NAME\nhome: $HOME\nEOF", "allow", None),
+    ('cd "$(git rev-parse --show-toplevel)" && make', "allow", None),
+    ("rm -rf build/ dist/ *.egg-info", "allow", None),
+    ("sed -n '/start/,/end/p' file", "allow", None),
+    ("ssh -o StrictHostKeyChecking=no host uptime", "allow", None),
+    ('uv pip install -e ".[dev]"', "allow", None),
+    ("du -sh * | sort -h", "allow", None),
 ]
 
 ALL: list[Case] = REFERENCE + HARDLINE + BYPASS + ASK + PROTECTED_WRITES + TUNABLE + ALLOW

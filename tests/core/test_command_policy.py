@@ -283,6 +283,38 @@ def test_too_deep_nesting_blocks_without_recursion_error() -> None:
     assert "allow" == check(policy(), "eval " * 5 + "ls").action
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo " + "${" * 3_000 + "x" + "}" * 3_000,
+        "echo " + "$((" * 3_000 + "1" + "))" * 3_000,
+        "echo " + '"$(' * 3_000 + "ls" + ')"' * 3_000,
+        "echo " + "`" * 3_001,
+    ],
+    ids=["parameter", "arithmetic", "quoted-substitution", "unbalanced-backquotes"],
+)
+def test_deep_nesting_of_every_kind_blocks_or_asks_without_crashing(command: str) -> None:
+    assert check(policy(), command).action in ("block", "ask")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "a[ " * 80_000,
+        "echo " + "[" * 250_000,
+        "chmod +" + "w" * 250_000 + "! /",
+        "awk '" + "print" * 50_000 + "'",
+        "python -c '" + "while " * 40_000 + "'",
+        "echo " + "{" * 200_000,
+        "rm -rf " + "x " * 120_000,
+    ],
+    ids=["assign-subscripts", "brackets", "chmod-mode", "awk-print", "fork-regex", "braces", "many-args"],
+)
+def test_adversarial_inputs_near_the_size_limit_finish(command: str) -> None:
+    # these inputs made earlier regexes and loops quadratic; they must come back (any verdict)
+    assert check(policy(), command).action in ("allow", "warn", "ask", "block")
+
+
 def test_brace_explosion_blocks() -> None:
     assert "block" == check(policy(), "echo " + "{a,b}" * 30).action
     assert "block" == check(policy(), "echo {1..100000000}").action

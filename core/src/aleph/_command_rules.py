@@ -427,7 +427,8 @@ def _shell_eval_download(cmd: Command, env: Env) -> bool:
     return bool(runs_code) and bool(cmd.input_programs & _DOWNLOADERS)
 
 
-_CHMOD_777 = re.compile(r"0?[0-7]?777|(?:a|ugo|o)?\+[rwxX]*w[rwxX]*|a=rwx|ugo=rwx")
+_AWK_EXEC = re.compile(r"system\s{0,64}\(|\|\s{0,64}getline|\|&|printf?[^;}\n]{0,256}\|\s{0,64}\"")
+_CHMOD_777 = re.compile(r"0?[0-7]?777|(?:a|ugo|o)?\+[rxX]{0,3}w[rwxX]{0,3}|a=rwx|ugo=rwx")
 
 
 def _chmod_777_system(cmd: Command, env: Env) -> bool:
@@ -578,7 +579,7 @@ def _exec_flag(cmd: Command, env: Env) -> bool:
         return p == "scp" and "-S" in texts
     if p in ("awk", "gawk", "mawk", "nawk", "busybox"):
         program = next((t for t in texts if not t.startswith("-")), "")
-        return bool(re.search(r"system\s*\(|\|\s*getline|\|&|print[^;}]*\|\s*\"|printf[^;}]*\|\s*\"", program))
+        return bool(_AWK_EXEC.search(program))
     if p == "sed":
         scripts = [t for i, t in enumerate(texts) if i > 0 and texts[i - 1] in ("-e", "--expression")]
         scripts = scripts or [t for t in texts if not t.startswith("-")][:1]

@@ -51,8 +51,8 @@ SHELLS = frozenset(
 )
 """Programs that run shell code from ``-c``, a file or standard input."""
 
+_MAX_BRACE_WORD = 4_096
 _INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
-_GLOB = re.compile(r"[*?]|\[.*\]")
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 
 
@@ -335,7 +335,7 @@ class _Walker:
         segs = word.segs
         if len(segs) == 1 and segs[0][0] == "u" and "{" not in segs[0][1]:
             self.budget.count_words(1)
-            return [Arg(segs[0][1], True, _GLOB.search(segs[0][1]) is not None)]
+            return [Arg(segs[0][1], True, _is_glob(segs[0][1]))]
         if any(kind == "u" and "{" in text for kind, text in segs):
             variants = _brace_expand(segs, self.budget)
         else:
@@ -365,7 +365,7 @@ class _Walker:
                 literal = False
                 text.append(value)
             else:
-                if kind == "u" and _GLOB.search(value):
+                if kind == "u" and _is_glob(value):
                     glob = True
                 text.append(value)
         return Arg("".join(text), literal, glob)
@@ -475,6 +475,14 @@ class _Walker:
         return resolve(target.text, cwd)
 
 
+def _is_glob(text: str) -> bool:
+    """Unquoted ``*``, ``?`` or a ``[...]`` bracket (linear: no regex backtracking on long words)."""
+    if "*" in text or "?" in text:
+        return True
+    start = text.find("[")
+    return start >= 0 and text.find("]", start + 1) > 0
+
+
 def _forever(node: Compound) -> bool:
     """A ``while true``/``while :``/``until false`` loop condition."""
     cond = node.bodies[0]
@@ -493,6 +501,8 @@ def _assignment_like(word: str) -> bool:
 
 def _brace_expand(segs: list[tuple[SegKind, str]], budget: Budget) -> list[list[tuple[SegKind, str]]]:
     """Bash brace expansion over unquoted text (``{a,b}``, ``{1..3}``), bounded by the word budget."""
+    if sum(len(text) for _, text in segs) > _MAX_BRACE_WORD:
+        raise BudgetExceeded(f"a word with braces longer than {_MAX_BRACE_WORD} characters")
     atoms: list[tuple[SegKind, str]] = []
     for kind, text in segs:
         if kind == "u":
@@ -680,7 +690,8 @@ _INTERPRETER = re.compile(
 _CODE_FLAGS = frozenset({"-c", "-e", "-E", "-r", "--eval", "-p", "--print"})
 _STDIN_FILES = frozenset({"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0", "-"})
 _FORK_CODE = re.compile(
-    r"fork\s*while\s*fork|while\s*\(?\s*(?:1|true|True)\s*\)?\s*[:{]?\s*(?:os\.|POSIX::)?fork\s*\(", re.IGNORECASE
+    r"fork\s{0,8}while\s{0,8}fork|while\s{0,8}\(?\s{0,8}(?:1|true|True)\s{0,8}\)?[\s:{]{0,8}(?:os\.|POSIX::)?fork\s{0,8}\(",
+    re.IGNORECASE,
 )
 _STRING_LITERAL = re.compile(r"'((?:[^'\\\n]|\\.)*)'|\"((?:[^\"\\\n]|\\.)*)\"|`([^`]*)`")
 _SHELL_VALUE_OPTS = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
@@ -779,10 +790,13 @@ def _unwrap(program: str, args: list[Arg], stdin: str | None) -> list[_Inner]:
             return _flag_text(args, ("-c", "--command"), "-c")
         inner = args[start:]
         if program == "xargs":
-            inner = (inner or [Arg("echo")]) + [Arg("<input>", literal=False)]
+            # the input lines become arguments: in place of the -I string, else at the end
+            inner = inner or [Arg("echo")]
             replace_str = _xargs_replace(args[:start])
             if replace_str:
                 inner = [Arg(a.text, False) if replace_str in a.text else a for a in inner]
+            else:
+                inner = [*inner, Arg("<input>", literal=False)]
         if program in ("sudo", "doas", "run0"):
             env_assigns: list[tuple[str, str, bool]] = []
             while inner and re.match(r"[A-Za-z_][A-Za-z0-9_]*=", inner[0].text):

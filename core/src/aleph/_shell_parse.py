@@ -163,10 +163,10 @@ Script = list[Pipeline]
 _META = frozenset(" \t\n;&|()<>")
 _PLAIN = re.compile(r"[^\s;&|()<>'\"\\$`]+")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?\+?=")
+_ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\[[^\]\s;&|()<>]*+\])?\+?=")
 _REDIR = re.compile(r"(\d+|\{[A-Za-z_][A-Za-z0-9_]*\})?(<<<|<<-|<<|<>|<&|<|>>|>&|>\||>|&>>|&>)")
 _TILDE = re.compile(r"~([A-Za-z0-9_.][A-Za-z0-9_.-]*|[+-])?(?=/|$|[\s;&|()<>:])")
-_SIMPLE_LINE = re.compile(r"[ \t]*[A-Za-z0-9_./:@%^+,-]+(?:[ \t]+[A-Za-z0-9_./:@%^+=,-]+)*[ \t]*")
+_SIMPLE_LINE = re.compile(r"[ \t]*+[A-Za-z0-9_./:@%^+,-]++(?:[ \t]++[A-Za-z0-9_./:@%^+=,-]++)*+[ \t]*+")
 _SPECIAL_PARAM = frozenset("@*#?-$!0123456789")
 _RESERVED = frozenset(
     "if then elif else fi for in do done while until case esac function select time coproc { } ! [[ ]]".split()
@@ -889,7 +889,9 @@ class _Parser:
                 self.dquote([], [], closing='"')
             elif c == "$" and s.startswith("${", self.i):
                 self.i += 2
+                self.enter()
                 self.balanced("}")
+                self.depth -= 1
             elif c == "$" and s.startswith("$(", self.i):
                 self.i += 2
                 self.nested_paren()
@@ -905,6 +907,7 @@ class _Parser:
         start = self.i
         subs: list[Sub] = []
         depth = 0
+        self.enter()
         while self.i < n:
             c = s[self.i]
             if c == "(":
@@ -916,6 +919,7 @@ class _Parser:
                         raise self.error("missing '))'")
                     text = s[start : self.i]
                     self.i += 2
+                    self.depth -= 1
                     return Word(text, [("d", text)], subs)
                 depth -= 1
                 self.i += 1
