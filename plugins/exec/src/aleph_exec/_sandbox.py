@@ -8,8 +8,9 @@ Layers, strongest first, each used when the machine offers it:
 * **bubblewrap**: own PID, IPC and UTS namespaces (``--die-with-parent``: when the sandbox's init
   dies, the kernel kills everything in the namespace), workspace bound read-write, system dirs
   read-only, protected paths re-bound read-only, network namespace unless ``network = "host"``;
-* always: a new session and process group, rlimits set in the child before ``exec`` (CPU, address
-  space, processes, file size, open files, core dumps off), a scrubbed environment carrying a
+* always: a new session and process group, rlimits set before the command starts (CPU, address
+  space, processes, file size, open files, core dumps off; by ``prlimit`` so CPython can ``vfork``,
+  else in a ``preexec_fn``), a scrubbed environment carrying a
   per-run marker, and a kill that sends SIGTERM then SIGKILL to the group, the cgroup, and every
   process whose environment still carries the marker (a ``/proc`` sweep).
 """
