@@ -204,7 +204,7 @@ def test_a_rule_without_regex_or_program_is_a_config_error(tmp_path: Path) -> No
 
 def test_a_custom_rule_cannot_take_a_builtin_name(tmp_path: Path) -> None:
     config = from_toml(tmp_path, '[[sandbox.command_policy.custom_rules]]\nname = "rm_rf_root"\nregex = "x"\n')
-    with pytest.raises(ConfigError, match="rule 'rm_rf_root': the name is already used"):
+    with pytest.raises(ConfigError, match="rule 'rm_rf_root': the name is already used by a built-in rule"):
         CommandPolicy.from_config(config)
 
 

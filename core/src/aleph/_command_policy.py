@@ -169,13 +169,9 @@ class CommandPolicy:
         self._env = Env(home=home_text, protected=protected, protected_names=basenames)
         self._limits = limits or Limits()
         self.enforcement = enforcement if enabled else "off"
+        _check_names(rules)
         builtins: list[Builtin] = [*HARDLINE, *GUARDS]
         custom: list[CommandRule] = []
-        names = {b.name for b in (*HARDLINE, *GUARDS, *DEFAULT_RULES)} | {_BUDGET_RULE, "fork_bomb"}
-        for rule in rules:
-            if rule.name in names:
-                raise ValueError(f"rule '{rule.name}': the name is already used by another rule")
-            names.add(rule.name)
         if self.enforcement != "off":
             if use_default_rules:
                 builtins.extend(_downgrade(b, self.enforcement) for b in DEFAULT_RULES)
@@ -186,7 +182,7 @@ class CommandPolicy:
         for b in builtins:
             for program in b.programs or ():
                 self._by_program[program] = (*self._by_program.get(program, ()), b)
-        self._by_program = {program: (*rules, *self._any) for program, rules in self._by_program.items()}
+        self._by_program = {program: (*own, *self._any) for program, own in self._by_program.items()}
         self._custom = tuple(custom)
 
     @classmethod
@@ -219,13 +215,8 @@ class CommandPolicy:
                 )
             except ValueError as exc:
                 raise ConfigError(str(exc), key=key) from None
-        seen: set[str] = set()
-        for rule in rules:
-            if rule.name in seen:
-                raise ConfigError(f"rule '{rule.name}': defined twice", key=key)
-            seen.add(rule.name)
         try:
-            cls(rules=rules, home=home)
+            _check_names(rules)
         except ValueError as exc:
             raise ConfigError(str(exc), key=key) from None
         return cls(
@@ -283,7 +274,7 @@ class CommandPolicy:
                 f"blocked by command policy [{_BUDGET_RULE}]: too complex to analyse ({analysis.budget_exceeded})",
                 (),
             )
-        hits: list[tuple[str, str, str]] = []
+        hits: list[tuple[str, CommandAction, str]] = []
         subs: list[SubcommandVerdict] = []
         programs: dict[str, None] = {}
         for what in analysis.fork_bombs:
@@ -292,7 +283,7 @@ class CommandPolicy:
         for cmd in analysis.commands:
             if cmd.program and not cmd.speculative:
                 programs.setdefault(cmd.program)
-            mine: list[tuple[str, str, str]] = []
+            mine: list[tuple[str, CommandAction, str]] = []
             for rule in self._by_program.get(cmd.program, self._any):
                 if cmd.speculative and rule.tier == "guard":
                     continue
@@ -304,22 +295,41 @@ class CommandPolicy:
                     mine.append((custom.name, custom.action, custom.description))
             hits.extend(mine)
             if mine or not cmd.speculative:
-                action = max((a for _, a, _ in mine), key=_SEVERITY.__getitem__, default="allow")
-                subs.append(
-                    SubcommandVerdict(cmd.text, cmd.program, action, tuple(n for n, _, _ in mine), cmd.via)  # type: ignore[arg-type]
-                )
+                action = _most_severe([a for _, a, _ in mine])
+                subs.append(SubcommandVerdict(cmd.text, cmd.program, action, tuple(n for n, _, _ in mine), cmd.via))
         for unknown in analysis.unknowns:
             hits.append((unknown.rule, "ask", unknown.reason))
         return _verdict(hits, tuple(programs), tuple(subs))
 
 
+def _check_names(rules: Sequence[CommandRule]) -> None:
+    """Rule names are unique and never shadow a built-in rule (a plugin cannot replace a hardline rule)."""
+    names = {b.name for b in (*HARDLINE, *GUARDS, *DEFAULT_RULES)} | {_BUDGET_RULE, "fork_bomb"}
+    names |= {"unparseable", "dynamic_program", "dynamic_shell_code", "commands_from_input"}
+    seen: set[str] = set()
+    for rule in rules:
+        if rule.name in seen:
+            raise ValueError(f"rule '{rule.name}': defined twice")
+        if rule.name in names:
+            raise ValueError(f"rule '{rule.name}': the name is already used by a built-in rule")
+        seen.add(rule.name)
+
+
+def _most_severe(actions: Sequence[CommandAction]) -> CommandAction:
+    best: CommandAction = "allow"
+    for action in actions:
+        if _SEVERITY[action] > _SEVERITY[best]:
+            best = action
+    return best
+
+
 def _verdict(
-    hits: list[tuple[str, str, str]], programs: tuple[str, ...], subs: tuple[SubcommandVerdict, ...]
+    hits: list[tuple[str, CommandAction, str]], programs: tuple[str, ...], subs: tuple[SubcommandVerdict, ...]
 ) -> CommandVerdict:
     names = tuple(dict.fromkeys(name for name, _, _ in hits))
     if not hits:
         return CommandVerdict("allow", (), "", programs, subs)
-    action = max((a for _, a, _ in hits), key=_SEVERITY.__getitem__)
+    action = _most_severe([a for _, a, _ in hits])
     chosen = [(n, d) for n, a, d in hits if a == action]
     chosen_names = ", ".join(dict.fromkeys(n for n, _ in chosen))
     first = chosen[0][1]
@@ -329,7 +339,7 @@ def _verdict(
         reason = f"command policy needs approval [{chosen_names}]: {first}"
     else:
         reason = f"command policy warning [{chosen_names}]: {first}"
-    return CommandVerdict(action, names, reason, programs, subs)  # type: ignore[arg-type]
+    return CommandVerdict(action, names, reason, programs, subs)
 
 
 def _absolute(path: str | os.PathLike[str], home: str) -> str:
