@@ -285,8 +285,11 @@ class _Walker:
         programs: set[str] = set()
         for word in node.words:
             programs |= self.word_subs(word, inner)
-        input_programs, _writes, stdin = self.redirects(node.redirects, inner)
+        input_programs, redirects, stdin = self.redirects(node.redirects, inner)
         programs |= input_programs
+        if redirects:
+            # `{ ...; } > file` writes file whatever runs inside: judge the redirection on its own
+            self.emit([], [], redirects, inner, input_programs)
         if stdin is not None:
             inner.stdin = stdin
         for body in node.bodies:
