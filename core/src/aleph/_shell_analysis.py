@@ -209,7 +209,7 @@ class _Walker:
             self.unknown(ctx, "unparseable", f"cannot parse the shell code{where}: {exc}")
             return self.fallback(cleaned, ctx)
         if label:
-            ctx = replace(ctx, via=(*ctx.via, label))
+            ctx.via = (*ctx.via, label)  # ctx is the caller's fresh copy
         return self.script(script, ctx)
 
     def fallback(self, text: str, ctx: _Ctx) -> frozenset[str]:
@@ -451,7 +451,10 @@ class _Walker:
                     spec = replace(inner, stdin=None, speculative=True)
                     programs |= self.text(item.arg.text, spec, label)
                 elif item.arg.literal:
-                    programs |= self.text(item.arg.text, replace(inner, stdin=None), label)
+                    sub = replace(inner, stdin=None)
+                    programs |= self.text(item.arg.text, sub, label)
+                    if program == "eval":  # eval runs in this shell: its cd stays
+                        ctx.cwd = sub.cwd
                 else:
                     self.unknown(ctx, "dynamic_shell_code", f"{label}: shell code is only known at run time")
                     programs |= self.fallback(item.arg.text, inner)
@@ -462,6 +465,8 @@ class _Walker:
                 if item.chdir is not None:
                     spec.cwd = resolve(item.chdir.text, ctx.cwd) if item.chdir.literal else None
                 programs |= self.emit(item.argv, item.assigns, [], spec, input_programs)
+                if program in ("builtin", "command"):  # `builtin cd /` changes this shell's directory
+                    ctx.cwd = spec.cwd
             elif item.rule == "fork_bomb":
                 self.result.fork_bombs.append(f"{program}: {item.reason}")
             else:
