@@ -313,3 +313,12 @@ async def test_tabs_new_opens_the_url_and_refuses_blocked_ones(call: Any, site: 
         await call("browser_tabs", {"action": "new", "url": f"http://localhost:{site.port}/form"})
     assert len((await call("browser_tabs", {}))["tabs"]) == before
     await call("browser_tabs", {"action": "close"})
+
+
+async def test_ref_of_a_removed_element_fails_as_stale_without_waiting(call: Any, site: Any) -> None:
+    snap = await open_page(call, site, "/form")
+    ref = ref_of(snap, 'button "Click me"')
+    await call("browser_evaluate", {"function": "() => document.getElementById('counter').remove()"})
+    for tool, extra in [("browser_click", {}), ("browser_type", {"text": "x"}), ("browser_hover", {})]:
+        with pytest.raises(aleph.ExecutionFailed, match=f"ref {ref} is not on the current page"):
+            await call(tool, {"target": ref, **extra})

@@ -336,19 +336,19 @@ class BrowserManager:
 
     async def locate(self, tab: Tab, target: str) -> Locator:
         """The one element ``target`` names: a snapshot ref (``e4``) or a selector."""
+        locator, ref = await self.resolve(tab, target)
+        if ref is not None and await _count(locator) == 0:
+            raise BrowserProblem(stale_ref(ref))
+        return locator
+
+    async def resolve(self, tab: Tab, target: str) -> tuple[Locator, str | None]:
+        """Like :meth:`locate`, but a ref is returned unchecked (with the ref) for :meth:`act` to verify.
+
+        Checking a ref while the action already runs saves a round trip to the browser per action.
+        """
         self.no_dialog(tab)
         if REF_TARGET.match(target):
-            locator = tab.page.locator(f"aria-ref={target}")
-            try:
-                count = await locator.count()
-            except PlaywrightError:  # the ref names a frame that is gone
-                count = 0
-            if count == 0:
-                raise BrowserProblem(
-                    f"ref {target} is not on the current page (it changed since the last snapshot); "
-                    "call browser_snapshot and use a fresh ref"
-                )
-            return locator
+            return tab.page.locator(f"aria-ref={target}"), target
         locator = tab.page.locator(target)
         count = await locator.count()
         if count == 0:
@@ -358,7 +358,7 @@ class BrowserManager:
                 f"selector {target!r} matches {count} elements; "
                 "use a ref from browser_snapshot or a more specific selector"
             )
-        return locator
+        return locator, None
 
     @staticmethod
     def no_dialog(tab: Tab) -> None:
@@ -369,17 +369,43 @@ class BrowserManager:
                 "call browser_dialog with action accept or dismiss first"
             )
 
-    async def act(self, tab: Tab, action: Callable[[], Awaitable[Any]]) -> bool:
-        """Run ``action``; returns False if a dialog opened and is now waiting (the action finishes after it)."""
+    async def act(
+        self, tab: Tab, action: Callable[[], Awaitable[Any]], *, verify: tuple[Locator, str | None] | None = None
+    ) -> bool:
+        """Run ``action``; returns False if a dialog opened and is now waiting (the action finishes after it).
+
+        :param verify: ``(locator, ref)`` from :meth:`resolve`; when ``ref`` is set, the ref is checked while the
+            action runs, and a ref that is not on the page stops the action with the stale-ref message.
+        """
         self.no_dialog(tab)
         tab.dialog_opened.clear()
         task = asyncio.ensure_future(action())
         waiter = asyncio.ensure_future(tab.dialog_opened.wait())
+        locator, ref = verify if verify is not None else (None, None)
+        check = asyncio.ensure_future(_count(locator)) if locator is not None and ref is not None else None
+        pending: set[asyncio.Future[Any]] = {task, waiter}
+        if check is not None:
+            pending.add(check)
         try:
-            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            while True:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                if check is not None and check in done and check.result() == 0:
+                    raise BrowserProblem(stale_ref(ref or ""))
+                if task in done or waiter in done:
+                    break
+        except BaseException:
+            task.cancel()
+            raise
         finally:
             waiter.cancel()
+            if check is not None:
+                check.cancel()
         if task.done():
+            failure = task.exception()
+            if isinstance(failure, PlaywrightError) and locator is not None and ref is not None:
+                # The action can fail before the check answers (a ref into a frame that is gone).
+                if await _count(locator) == 0:
+                    raise BrowserProblem(stale_ref(ref))
             task.result()
             return True
         task.add_done_callback(ignore_result)
@@ -448,6 +474,21 @@ class BrowserManager:
         if section:
             lines.append(section)
         return "\n".join(lines)
+
+
+def stale_ref(ref: str) -> str:
+    """The error for a ref that is not on the page any more."""
+    return (
+        f"ref {ref} is not on the current page (it changed since the last snapshot); "
+        "call browser_snapshot and use a fresh ref"
+    )
+
+
+async def _count(locator: Locator) -> int:
+    try:
+        return await locator.count()
+    except PlaywrightError:  # the ref names a frame that is gone
+        return 0
 
 
 def check_profile_name(name: str) -> str:

@@ -69,22 +69,23 @@ async def run_step(manager: BrowserManager, tab: Tab, step: Step) -> str:
         if action == "fill":
             await manager.act(tab, lambda: fill_field(manager, tab, target, text))
         else:
-            locator = await manager.locate(tab, target)
-            await manager.act(tab, lambda: locator.fill(text))
+            resolved = await manager.resolve(tab, target)
+            await manager.act(tab, lambda: resolved[0].fill(text), verify=resolved)
         return f"Entered {len(text)} characters into {target}."
-    locator = await manager.locate(tab, target)
+    resolved = await manager.resolve(tab, target)
+    locator = resolved[0]
     if action == "click":
-        await manager.act(tab, locator.click)
+        await manager.act(tab, locator.click, verify=resolved)
     elif action == "hover":
-        await manager.act(tab, locator.hover)
+        await manager.act(tab, locator.hover, verify=resolved)
     elif action in ("check", "uncheck"):
-        await manager.act(tab, lambda: locator.set_checked(action == "check"))
+        await manager.act(tab, lambda: locator.set_checked(action == "check"), verify=resolved)
     elif action == "select":
         values = _need(step, "values")
-        await manager.act(tab, lambda: locator.select_option(values))
+        await manager.act(tab, lambda: locator.select_option(values), verify=resolved)
     else:  # press with a target
         key = _need(step, "key")
-        await manager.act(tab, lambda: locator.press(key))
+        await manager.act(tab, lambda: locator.press(key), verify=resolved)
     return f"{action.capitalize()} {target}: done."
 
 

@@ -200,11 +200,12 @@ class BrowserClick(BrowserTool[ClickArgs]):
 
     async def run(self, args: ClickArgs) -> str:
         tab = await self.manager.tab()
-        locator = await self.manager.locate(tab, args.target)
+        resolved = await self.manager.resolve(tab, args.target)
+        locator = resolved[0]
         if args.double:
-            await self.manager.act(tab, lambda: locator.dblclick(button=args.button))
+            await self.manager.act(tab, lambda: locator.dblclick(button=args.button), verify=resolved)
         else:
-            await self.manager.act(tab, lambda: locator.click(button=args.button))
+            await self.manager.act(tab, lambda: locator.click(button=args.button), verify=resolved)
         verb = "Double-clicked" if args.double else "Clicked"
         return await self.manager.report(tab, f"{verb} {_label(args)}.", snapshot=args.snapshot)
 
@@ -229,7 +230,8 @@ class BrowserType(BrowserTool[TypeArgs]):
 
     async def run(self, args: TypeArgs) -> str:
         tab = await self.manager.tab()
-        locator = await self.manager.locate(tab, args.target)
+        resolved = await self.manager.resolve(tab, args.target)
+        locator = resolved[0]
 
         async def type_it() -> None:
             if args.slowly:
@@ -240,7 +242,7 @@ class BrowserType(BrowserTool[TypeArgs]):
             if args.submit:
                 await locator.press("Enter")
 
-        await self.manager.act(tab, type_it)
+        await self.manager.act(tab, type_it, verify=resolved)
         what = f"Typed {len(args.text)} characters into {_label(args)}" + (
             " and pressed Enter." if args.submit else "."
         )
@@ -314,13 +316,14 @@ class BrowserSelect(BrowserTool[SelectArgs]):
 
     async def run(self, args: SelectArgs) -> str:
         tab = await self.manager.tab()
-        locator = await self.manager.locate(tab, args.target)
+        resolved = await self.manager.resolve(tab, args.target)
+        locator = resolved[0]
         chosen: list[str] = []
 
         async def pick() -> None:
             chosen.extend(await locator.select_option(args.values))
 
-        await self.manager.act(tab, pick)
+        await self.manager.act(tab, pick, verify=resolved)
         return await self.manager.report(tab, f"Selected {chosen} in {_label(args)}.", snapshot=args.snapshot)
 
 
@@ -340,8 +343,9 @@ class BrowserPressKey(BrowserTool[PressKeyArgs]):
     async def run(self, args: PressKeyArgs) -> str:
         tab = await self.manager.tab()
         if args.target is not None:
-            locator = await self.manager.locate(tab, args.target)
-            await self.manager.act(tab, lambda: locator.press(args.key))
+            resolved = await self.manager.resolve(tab, args.target)
+            locator = resolved[0]
+            await self.manager.act(tab, lambda: locator.press(args.key), verify=resolved)
         else:
             await self.manager.act(tab, lambda: tab.page.keyboard.press(args.key))
         return await self.manager.report(tab, f"Pressed {args.key}.", snapshot=args.snapshot)
@@ -355,8 +359,8 @@ class BrowserHover(BrowserTool[TargetArgs]):
 
     async def run(self, args: TargetArgs) -> str:
         tab = await self.manager.tab()
-        locator = await self.manager.locate(tab, args.target)
-        await self.manager.act(tab, locator.hover)
+        resolved = await self.manager.resolve(tab, args.target)
+        await self.manager.act(tab, resolved[0].hover, verify=resolved)
         return await self.manager.report(tab, f"Hovered {_label(args)}.", snapshot=args.snapshot)
 
 
