@@ -42,6 +42,7 @@ from aleph._events import EventLog
 from aleph._hookspec import hookimpl
 from aleph._keystore import Keystore
 from aleph._ledger import Ledger, LedgerRecord, LedgerRow, VerifyReport
+from aleph._mcp import McpManager
 from aleph._names import repair_tool_name, suggest_candidates
 from aleph._plugins import PluginContext, ToolRegistrar
 from aleph._progress import (
@@ -92,6 +93,7 @@ __all__ = [
     "LedgerRecord",
     "LedgerRow",
     "LoopTool",
+    "McpManager",
     "NullToolService",
     "PermissionDenied",
     "PluginContext",
