@@ -230,6 +230,12 @@ BYPASS: list[Case] = [
     ("cd && rm -rf *", "block", "rm_rf_root"),
     ("cd ~ && rm -rf .", "block", "rm_rf_root"),
     ("builtin cd / && rm -rf *", "block", "rm_rf_root"),
+    ("mv ~ /tmp/old-home", "block", "rm_rf_root"),
+    ("mv -t /tmp / ", "block", "rm_rf_root"),
+    ("cat <<EOF | bash\nrm -rf /\nEOF", "block", "rm_rf_root"),
+    ("cat <<< 'rm -rf /etc/foo' | sh", "warn", "rm_rf_system_path"),
+    ("ruby -e 'loop { fork }'", "block", "fork_bomb"),
+    ("cat /dev/zero > /dev/root", "block", "redirect_to_block_device"),
     ("eval 'cd /'; rm -rf *", "block", "rm_rf_root"),
     ("(cd /) && rm -rf *", "allow", None),
     ("rm -rf '/'", "block", "rm_rf_root"),
@@ -513,6 +519,9 @@ ALLOW: list[Case] = [
     ("ssh -o StrictHostKeyChecking=no host uptime", "allow", None),
     ('uv pip install -e ".[dev]"', "allow", None),
     ("du -sh * | sort -h", "allow", None),
+    ("mv build/ old-build/", "allow", None),
+    ('mv "$f" done/', "allow", None),
+    ("cat <<EOF | python3\nprint(1)\nEOF", "allow", None),
 ]
 
 ALL: list[Case] = REFERENCE + HARDLINE + BYPASS + ASK + PROTECTED_WRITES + TUNABLE + ALLOW

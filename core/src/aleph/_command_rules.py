@@ -42,7 +42,9 @@ class Env:
 
 
 _MKFS = re.compile(r"mkfs(\..+)?|mke2fs|mkswap|mkntfs|mkdosfs|mkexfatfs")
-_BLOCK_DEVICE = re.compile(r"/dev/(sd|nvme|disk|hd|xvd|vd|mmcblk|loop|sr|pmem|dm-|md|mapper/|nbd|rbd|zd)")
+_BLOCK_DEVICE = re.compile(
+    r"/dev/(sd|nvme|disk|hd|xvd|vd|mmcblk|loop|sr|pmem|dm-|md|mapper/|nbd|rbd|zd|zram|root|block/)"
+)
 _SYSTEM_DIRS = (
     "/bin",
     "/boot",
@@ -221,6 +223,10 @@ def _recursive_rm(cmd: Command) -> bool:
 def _rm_targets(cmd: Command) -> list[Arg]:
     if cmd.program == "rm" and _recursive_rm(cmd):
         return _paths(cmd.args)
+    if cmd.program == "mv":  # moving a tree away deletes it from where it was
+        target = _option_value(cmd.args, ("-t", "--target-directory"))
+        operands = _paths(cmd.args)
+        return [a for a in operands if a is not target] if target is not None else operands[:-1]
     if cmd.program == "find" and _find_deletes(cmd):
         return _find_roots(cmd)
     return []
@@ -646,7 +652,11 @@ def _dynamic_write(cmd: Command, env: Env) -> bool:
         return any(not a.literal for a in _paths(cmd.args))
     if cmd.program in ("rm", "rmdir", "unlink", "chmod", "chown", "chgrp"):
         return False
-    return any(not t.literal for t in _write_targets(cmd))
+    targets = _write_targets(cmd)
+    if cmd.program == "mv":  # a computed source is only moved; the destination is what gets written
+        moved = {id(a) for a in _rm_targets(cmd)}
+        targets = [t for t in targets if id(t) not in moved]
+    return any(not t.literal for t in targets)
 
 
 def _unknown_cwd_write(cmd: Command, env: Env) -> bool:
@@ -674,7 +684,7 @@ HARDLINE = (
         "block",
         "recursive delete of /, the home directory or /home",
         _rm_rf_root,
-        frozenset({"rm", "find"}),
+        frozenset({"rm", "find", "mv"}),
     ),
     Builtin(
         "dd_to_block_device",

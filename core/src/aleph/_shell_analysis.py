@@ -260,7 +260,16 @@ class _Walker:
 
     def printed_text(self, node: Node) -> str | None:
         """What a literal ``echo``/``printf`` prints (approximately), so ``echo '...' | sh`` can be analysed."""
-        if not isinstance(node, Simple) or not node.words or node.redirects:
+        if not isinstance(node, Simple) or not node.words:
+            return None
+        if len(node.words) == 1 and node.words[0].raw == "cat" and len(node.redirects) == 1:
+            r = node.redirects[0]  # cat <<EOF | sh
+            if r.heredoc is not None:
+                return "".join(text for _, text in r.heredoc.segs)
+            if r.op == "<<<" and r.target is not None:
+                return " ".join(a.text for a in self.expand(r.target))
+            return None
+        if node.redirects:
             return None
         argv = [a for w in node.words for a in self.expand(w)]
         if not all(a.literal for a in argv) or argv[0].text not in ("echo", "printf"):
@@ -698,7 +707,7 @@ _INTERPRETER = re.compile(
 _CODE_FLAGS = frozenset({"-c", "-e", "-E", "-r", "--eval", "-p", "--print"})
 _STDIN_FILES = frozenset({"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0", "-"})
 _FORK_CODE = re.compile(
-    r"fork\s{0,8}while\s{0,8}fork|while\s{0,8}\(?\s{0,8}(?:1|true|True)\s{0,8}\)?[\s:{]{0,8}(?:os\.|POSIX::)?fork\s{0,8}\(",
+    r"fork\s{0,8}while\s{0,8}fork|loop\s{0,8}\{\s{0,8}fork|while\s{0,8}\(?\s{0,8}(?:1|true|True)\s{0,8}\)?[\s:{]{0,8}(?:os\.|POSIX::)?fork\s{0,8}\(",
     re.IGNORECASE,
 )
 _STRING_LITERAL = re.compile(r"'((?:[^'\\\n]|\\.)*)'|\"((?:[^\"\\\n]|\\.)*)\"|`([^`]*)`")
@@ -797,6 +806,8 @@ def _unwrap(program: str, args: list[Arg], stdin: str | None) -> list[_Inner]:
         if program == "flock" and any(a.text in ("-c", "--command") for a in args):
             return _flag_text(args, ("-c", "--command"), "-c")
         inner = args[start:]
+        if inner and inner[0].text == "--":
+            inner = inner[1:]
         if program == "xargs":
             # the input lines become arguments: in place of the -I string, else at the end
             inner = inner or [Arg("echo")]
