@@ -163,6 +163,8 @@ class _Ctx:
     piped: bool = False
     background: bool = False
     speculative: bool = False
+    loop_vars: tuple[tuple[str, Arg], ...] = ()  # for-loop variables bound to literal relative words
+    bindable: bool = True  # no functions, eval, source or namerefs that could change a loop variable unseen
 
 
 def analyse(
@@ -210,6 +212,7 @@ class _Walker:
             return self.fallback(cleaned, ctx)
         if label:
             ctx.via = (*ctx.via, label)  # ctx is the caller's fresh copy
+        ctx.bindable = ctx.bindable and not _HIDDEN_ASSIGNMENT.search(cleaned)
         return self.script(script, ctx)
 
     def fallback(self, text: str, ctx: _Ctx) -> frozenset[str]:
@@ -301,6 +304,10 @@ class _Walker:
             self.emit([], [], redirects, inner, input_programs)
         if stdin is not None:
             inner.stdin = stdin
+        if node.var is not None and ctx.bindable and not _rebinds(node.bodies, node.var):
+            binding = self.loop_binding(node.words)
+            if binding is not None:
+                inner.loop_vars = (*inner.loop_vars, (node.var, binding))
         for body in node.bodies:
             programs |= self.script(body, inner)
         if node.kind in ("while", "until") and _forever(node) and any(p.background for p in node.bodies[1]):
@@ -308,6 +315,18 @@ class _Walker:
         if node.kind != "subshell":
             ctx.cwd = inner.cwd
         return frozenset(programs)
+
+    def loop_binding(self, words: list[Word]) -> Arg | None:
+        """What ``$f`` stands for in ``for f in a b *.txt``, if every value is a literal relative path.
+
+        The glob wins if there is one. Anything absolute, ``..`` or computed binds nothing.
+        """
+        values = [a for w in words for a in self.expand(w)]
+        if not values or any(
+            not a.literal or a.text.startswith("/") or ".." in a.text.split("/") or a.text in ("", ".") for a in values
+        ):
+            return None
+        return next((a for a in values if a.glob), values[0])
 
     def word_subs(self, word: Word, ctx: _Ctx) -> frozenset[str]:
         programs: set[str] = set()
@@ -335,14 +354,14 @@ class _Walker:
                 continue
             target = None
             if r.target is not None:
-                expanded = self.expand(r.target)
+                expanded = self.expand(r.target, ctx.loop_vars)
                 target = expanded[0] if len(expanded) == 1 else Arg(r.target.raw, literal=False)
             out.append((r.op, r.fd, target))
         return frozenset(programs), out, stdin
 
     # -- words ------------------------------------------------------------------------------
 
-    def expand(self, word: Word) -> list[Arg]:
+    def expand(self, word: Word, loop_vars: tuple[tuple[str, Arg], ...] = ()) -> list[Arg]:
         """Brace expansion, ``$IFS`` splitting and ``~``/``$HOME``, then render each resulting word."""
         segs = word.segs
         if len(segs) == 1 and segs[0][0] == "u" and "{" not in segs[0][1]:
@@ -362,17 +381,20 @@ class _Walker:
                     fields[-1].append((kind, text))
             for part in fields:
                 if part or len(fields) == 1:
-                    out.append(self.render(part))
+                    out.append(self.render(part, loop_vars))
         self.budget.count_words(len(out))
         return out
 
-    def render(self, segs: list[tuple[SegKind, str]]) -> Arg:
+    def render(self, segs: list[tuple[SegKind, str]], loop_vars: tuple[tuple[str, Arg], ...] = ()) -> Arg:
         text: list[str] = []
         literal = True
         glob = False
         for kind, value in segs:
             if kind == "home":
                 text.append(self.home)
+            elif kind == "d" and loop_vars and (bound := _bound(value, loop_vars)) is not None:
+                text.append(bound.text)
+                glob = glob or bound.glob
             elif kind == "d":
                 literal = False
                 text.append(value)
@@ -391,7 +413,7 @@ class _Walker:
         for word in node.words:
             if word.subs:
                 sub_programs |= self.word_subs(word, ctx)
-            argv.extend(self.expand(word))
+            argv.extend(self.expand(word, ctx.loop_vars))
         assigns: list[tuple[str, str, bool]] = []
         for assign in node.assigns:
             if assign.index is not None:
@@ -498,6 +520,46 @@ def _is_glob(text: str) -> bool:
         return True
     start = text.find("[")
     return start >= 0 and text.find("]", start + 1) > 0
+
+
+# Ways a variable can change without an assignment in the loop body itself: a function called from
+# it, eval/source text, a nameref, an alias, decoded $'...' text. Any of these turns loop binding off.
+_HIDDEN_ASSIGNMENT = re.compile(
+    r"\(\s*\)|\bfunction\b|\beval\b|\bsource\b|(?:^|[\s;&|(])\.\s|\$'|\balias\b|BASH_FUNC_"
+    r"|\b(?:declare|local|typeset|readonly|export)\b[^\n;|&]{0,200}?\s-[A-Za-z]*n"
+)
+_REBINDERS = frozenset({"eval", "source", ".", "read", "mapfile", "readarray", "let", "getopts", "printf", "unset"})
+
+
+def _rebinds(bodies: list[Script], name: str) -> bool:
+    """Whether a loop body may give ``name`` another value (conservative: any bare mention counts)."""
+    mention = re.compile(rf"(?<![\w$])(?<!\$\{{){re.escape(name)}(?!\w)|\$\{{{re.escape(name)}:?[=?]")
+
+    def words(word_list: list[Word]) -> bool:
+        return any(mention.search(w.raw) or any(scripts([sub.script]) for sub in w.subs) for w in word_list)
+
+    def node(n: Node) -> bool:
+        if isinstance(n, FuncDef):
+            return node(n.body)
+        if isinstance(n, Simple):
+            if any(a.name == name for a in n.assigns) or (n.words and n.words[0].raw in _REBINDERS):
+                return True
+            values = [w for a in n.assigns for w in ([a.value] if a.value else a.array)]
+            targets = [r.target for r in n.redirects if r.target is not None]
+            return words(n.words) or words(values) or words(targets)
+        return n.var == name or words(n.words) or scripts(n.bodies)
+
+    def scripts(script_list: list[Script]) -> bool:
+        return any(node(n) for script in script_list for pipeline in script for n in pipeline.cmds)
+
+    return scripts(bodies)
+
+
+def _bound(source: str, loop_vars: tuple[tuple[str, Arg], ...]) -> Arg | None:
+    m = re.fullmatch(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", source)
+    if m is None:
+        return None
+    return next((value for name, value in reversed(loop_vars) if name == m.group(1)), None)
 
 
 def _forever(node: Compound) -> bool:
