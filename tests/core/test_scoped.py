@@ -611,3 +611,27 @@ async def test_explain_names_decision_rule_and_layer(registry: ToolRegistry) -> 
     e = svc.explain("alpha", {})
     assert (e.decision, e.rule, e.layer) == ("deny", "alpha", "agent:ana")
     assert json.loads(json.dumps(e.to_json()))["decision"] == "deny"
+
+
+@pytest.mark.anyio
+async def test_path_rules_see_the_paths_a_tool_names_itself(registry: ToolRegistry) -> None:
+    class Patcher(aleph.LoopTool):
+        def subject_paths(self, input: dict[str, Any]) -> list[str]:
+            return [line.split(": ", 1)[1] for line in str(input.get("patch", "")).splitlines() if ": " in line]
+
+    async def apply(data: dict[str, Any]) -> str:
+        return "applied"
+
+    registry.register(Patcher("apply_patch", "Apply a patch.", {"type": "object"}, apply, facts=ToolFacts()))
+    svc = service(registry, rules={"apply_patch(secrets/**)": "deny", "apply_patch(src/**)": "allow"})
+    assert svc.explain("apply_patch", {"patch": "*** Update File: src/a.py"}).decision == "allow"
+    assert svc.explain("apply_patch", {"patch": "*** Update File: src/a.py\n*** Add File: secrets/k"}).decision == (
+        "deny"
+    )
+
+
+@pytest.mark.anyio
+async def test_a_copy_that_overwrites_asks_under_auto(registry: ToolRegistry) -> None:
+    svc = service(registry)
+    assert svc.explain("file_ops", {"operation": "copy", "overwrite": True}).rule_id == "destructive_arguments"
+    assert svc.explain("file_ops", {"operation": "copy"}).decision == "allow"

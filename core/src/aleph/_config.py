@@ -229,7 +229,9 @@ class McpServerConfig(_Section):
     tool_filter: list[str] | None = None
     """If set, only these tool names (globs allowed) are registered."""
     trust_annotations: bool = False
-    """Believe the server's ``idempotentHint``/``readOnlyHint`` for retries and the ledger (off: they are untrusted hints)."""
+    """Believe the server's ``idempotentHint``/``readOnlyHint`` for retries and the ledger.
+
+    Off by default: annotations are hints from an untrusted party."""
 
 
 class McpConfig(_Section):

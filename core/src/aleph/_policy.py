@@ -469,9 +469,10 @@ class PermissionPolicy:
         workspace: str,
         shell_command: str | None,
         split_commands: Callable[[str], tuple[tuple[tuple[str, ...], ...], bool]],
+        tool_paths: Sequence[str] = (),
     ) -> CallSubjects:
-        """Collect the argument subjects of one call."""
-        paths: list[str] = []
+        """Collect the argument subjects of one call; ``tool_paths`` are paths the tool itself names (nested ones)."""
+        paths: list[str] = [normalise_path(p, workspace) for p in tool_paths if isinstance(p, str) and p]
         hosts: list[str] = []
         for key in PATH_KEYS:
             value = input.get(key)

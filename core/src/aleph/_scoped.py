@@ -331,8 +331,13 @@ class ScopedToolService(BaseToolService):
         splitter = self._cp.command_splitter or _opaque
 
         def subjects() -> CallSubjects:
+            named = getattr(entry.tool, "subject_paths", None)
             return self.policy.subjects_for(
-                input, workspace=self._cp.workspace, shell_command=command_text, split_commands=splitter
+                input,
+                workspace=self._cp.workspace,
+                shell_command=command_text,
+                split_commands=splitter,
+                tool_paths=named(input) if callable(named) else (),
             )
 
         decision = self.policy.decide(entry.name, entry.source, subjects)

@@ -122,7 +122,8 @@ def asks_for_arguments(tier: ExecTier, name: str, input: Mapping[str, Any]) -> s
 
     ``gate_removal`` applies under every tier: ``self_config`` rolling back configuration or writing a
     permission/tier/terminal key. ``destructive_arguments`` applies under ``auto`` only: ``file_ops``
-    delete/move/batch_move/organize (under ``ask`` the whole tool asks; under ``full`` nothing does).
+    delete/move/batch_move/organize and a copy that overwrites (under ``ask`` the whole tool asks; under
+    ``full`` nothing does).
     """
     if name == "self_config":
         action = input.get("action")
@@ -133,8 +134,10 @@ def asks_for_arguments(tier: ExecTier, name: str, input: Mapping[str, Any]) -> s
             path = path if isinstance(path, str) else ""
             if any(_paths_intersect(path, gated) for gated in GATED_CONFIG_PATHS):
                 return "gate_removal"
-    if tier is ExecTier.AUTO and name == "file_ops" and input.get("operation") in DESTRUCTIVE_FILE_OPS:
-        return "destructive_arguments"
+    if tier is ExecTier.AUTO and name == "file_ops":
+        operation = input.get("operation")
+        if operation in DESTRUCTIVE_FILE_OPS or (operation == "copy" and input.get("overwrite") is True):
+            return "destructive_arguments"
     return None
 
 
