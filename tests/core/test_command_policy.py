@@ -231,6 +231,8 @@ def test_plugin_rules_only_add_restrictions() -> None:
     assert "block" == check(p, "rm -rf /").action
     with pytest.raises(ValueError, match="rule 'rm_rf_root'"):
         CommandPolicy(rules=[CommandRule("rm_rf_root", regex="x")])
+    with pytest.raises(TypeError, match=r"must be aleph\.CommandRule instances, got dict"):
+        CommandPolicy(rules=[{"name": "x", "regex": "y"}])  # type: ignore[list-item]
 
 
 # -- paths ------------------------------------------------------------------------------------

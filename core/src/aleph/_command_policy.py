@@ -308,6 +308,8 @@ def _check_names(rules: Sequence[CommandRule]) -> None:
     names |= {"unparseable", "dynamic_program", "dynamic_shell_code", "commands_from_input"}
     seen: set[str] = set()
     for rule in rules:
+        if not isinstance(rule, CommandRule):
+            raise TypeError(f"command-policy rules must be aleph.CommandRule instances, got {type(rule).__name__}")
         if rule.name in seen:
             raise ValueError(f"rule '{rule.name}': defined twice")
         if rule.name in names:
