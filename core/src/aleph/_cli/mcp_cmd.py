@@ -35,7 +35,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     how = p.add_mutually_exclusive_group(required=True)
     how.add_argument("--command", help="program to start (stdio)")
     how.add_argument("--url", help="Streamable HTTP endpoint")
-    p.add_argument("--arg", action="append", default=[], metavar="A", help="an argument of --command (repeatable; write --arg=-x for one starting with -)")
+    p.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="A",
+        help="an argument of --command (repeatable; write --arg=-x for one starting with -)",
+    )
     p.add_argument("--env", action="append", default=[], metavar="K=V", help="environment for --command (repeatable)")
     p.add_argument("--header", action="append", default=[], metavar="K=V", help="HTTP header for --url (repeatable)")
     p.add_argument("--timeout", type=float, help="connect and request timeout in seconds")
