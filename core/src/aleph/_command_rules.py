@@ -548,15 +548,35 @@ def _state_change(cmd: Command, env: Env) -> bool:
     return False
 
 
+def _git_exec_setting(key: str, value: str) -> bool:
+    """A git setting that runs a program; ``alias.*`` only when it is a shell alias (``!cmd``)."""
+    if key.lower().startswith("alias."):
+        return value.startswith("!")
+    return _GIT_EXEC_KEYS.match(key) is not None
+
+
+def _git_subcommand(texts: list[str]) -> tuple[int, str]:
+    """Index and name of git's subcommand, skipping global options and their values."""
+    i = 0
+    while i < len(texts):
+        t = texts[i]
+        if t in ("-c", "-C", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env"):
+            i += 2
+        elif t.startswith("-"):
+            i += 1
+        else:
+            return i, t
+    return len(texts), ""
+
+
 def _exec_flag(cmd: Command, env: Env) -> bool:
     p = cmd.program
     args = cmd.args
     texts = [a.text for a in args]
     if p == "git":
         for i, t in enumerate(texts):
-            if t == "-c" and i + 1 < len(texts) and _GIT_EXEC_KEYS.match(texts[i + 1]):
-                return True
-            if t.startswith("-c") and len(t) > 2 and _GIT_EXEC_KEYS.match(t[2:]):
+            setting = texts[i + 1] if t == "-c" and i + 1 < len(texts) else t[2:] if t.startswith("-c") else None
+            if setting is not None and _git_exec_setting(*setting.partition("=")[::2]):
                 return True
             if t.startswith(("--config-env", "--exec-path=", "--upload-pack", "--receive-pack", "--ext-diff")):
                 return True
@@ -564,11 +584,12 @@ def _exec_flag(cmd: Command, env: Env) -> bool:
                 return True
             if t.startswith("ext::"):
                 return True
-        sub = next((t for t in texts if not t.startswith("-")), "")
+        at, sub = _git_subcommand(texts)
         if sub == "config":
-            keys = [t for t in texts[texts.index("config") + 1 :] if not t.startswith("-")]
-            reading = any(t in ("--get", "--get-all", "--list", "-l", "--get-regexp", "get", "list") for t in texts)
-            return bool(keys) and not reading and len(keys) >= 2 and bool(_GIT_EXEC_KEYS.match(keys[0]))
+            rest = texts[at + 1 :]
+            keys = [t for t in rest if not t.startswith("-")]
+            reading = any(t in ("--get", "--get-all", "--list", "-l", "--get-regexp", "get", "list") for t in rest)
+            return not reading and len(keys) >= 2 and _git_exec_setting(keys[0], keys[1])
         return sub in ("filter-branch",) or (sub in ("difftool", "mergetool") and bool({"-x", "--extcmd"} & set(texts)))
     if p in ("tar", "bsdtar", "gtar"):
         return any(

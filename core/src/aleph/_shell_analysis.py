@@ -761,6 +761,12 @@ _GENERIC_WRAPPERS = frozenset(
         "daemonize",
         "start-stop-daemon",
         "su",
+        "npm",
+        "npx",
+        "pnpm",
+        "yarn",
+        "bun",
+        "bunx",
     }
 )
 _INTERPRETER = re.compile(
@@ -844,6 +850,8 @@ def _unwrap(program: str, args: list[Arg], stdin: str | None) -> list[_Inner]:
                 out.append(_Text(a, "trap"))
                 break
         return out
+    if program in ("ssh", "autossh", "docker", "podman", "kubectl", "oc", "nerdctl"):
+        return _remote(program, args)
     if program in ("su", "runuser") and any(
         a.text in ("-c", "--command") or a.text.startswith("--command=") for a in args
     ):
@@ -1100,7 +1108,37 @@ def _git(args: list[Arg]) -> list[_Inner]:
         elif t == "run" and "bisect" in texts[:i]:
             out.append(_Argv(args[i + 1 :]))
             break
+        else:
+            # a shell alias (`-c alias.x='!cmd'`, `git config alias.x '!cmd'`) runs its text later
+            value = t.split("=", 1)[1] if t.lower().startswith("alias.") and "=" in t else None
+            if value is None and t.lower().startswith("alias.") and "config" in texts[:i] and i + 1 < len(args):
+                value = texts[i + 1]
+            if value is not None and value.startswith("!"):
+                out.append(_Text(Arg(value[1:], args[i].literal), "alias", speculative=True))
     return out
+
+
+_SSH_VALUE_OPTS = frozenset("BbcDEeFIiJLlmOoPpQRSWw")
+
+
+def _remote(program: str, args: list[Arg]) -> list[_Inner]:
+    """The command ``ssh host cmd`` or ``docker exec c cmd`` runs elsewhere: judged speculatively (rules only)."""
+    if program in ("ssh", "autossh"):
+        i = 0
+        while i < len(args) and args[i].text.startswith("-"):
+            flag = args[i].text
+            i += 2 if len(flag) == 2 and flag[1] in _SSH_VALUE_OPTS else 1
+        rest = args[i + 1 :]
+        if not rest:
+            return []
+        return [_Text(Arg(" ".join(a.text for a in rest), all(a.literal for a in rest)), "remote", speculative=True)]
+    texts = [a.text for a in args]
+    if "--" in texts:
+        return [_Argv(args[texts.index("--") + 1 :], speculative=True)]
+    if texts[:1] == ["exec"]:
+        operands = [i for i, a in enumerate(args) if i > 0 and not a.text.startswith("-")]
+        return [_Argv(args[k:], speculative=True) for k in operands[1:3]]
+    return []
 
 
 def _inline_code(args: list[Arg], stdin: str | None) -> list[_Inner]:
