@@ -266,7 +266,7 @@ def _system_path(a: Arg, cmd: Command) -> bool:
     if not a.literal or not a.text.startswith("/"):
         return False
     path = resolve(a.text, None) or ""
-    if any(_under(path, s) for s in _SCRATCH) or (cmd.cwd and _under(path, cmd.cwd)):
+    if any(_under(path, s) for s in _SCRATCH) or (cmd.cwd and cmd.cwd != "/" and _under(path, cmd.cwd)):
         return False
     return any(_under(path, d) for d in _SYSTEM_DIRS)
 
@@ -479,10 +479,13 @@ def _system_shutdown(cmd: Command, env: Env) -> bool:
 
 
 def _sudo_stdin(cmd: Command, env: Env) -> bool:
-    return "-S" in _flags(cmd.args[:1] if cmd.args else ()) or any(
-        a.text in ("-S", "--stdin") or (a.text.startswith("-") and not a.text.startswith("--") and "S" in a.text)
-        for a in cmd.args[:4]
-    )
+    for a in cmd.args:
+        t = a.text
+        if not t.startswith("-") or t == "--":
+            return False
+        if t == "--stdin" or (not t.startswith("--") and "S" in t[1:]):
+            return True
+    return False
 
 
 def _authorized_keys(cmd: Command, env: Env) -> bool:
