@@ -118,3 +118,14 @@ async def test_streamable_http_server_everything_connects_and_offers_login(
     assert "http" == manager.servers()[0].transport
     out = await UnscopedToolService(manager.registry).execute("web__echo", {"message": "over http"})
     assert "Echo: over http" == out.text
+
+
+async def test_env_variables_are_expanded_for_the_child(
+    make_manager: MakeManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALEPH_MCP_TEST_SECRET", "s3cr3t")
+    cfg = everything().model_copy(update={"env": {"ALEPH_MCP_PROBE": "${ALEPH_MCP_TEST_SECRET}-${ALEPH_MCP_UNSET}"}})
+    manager = await make_manager({"ev": cfg})
+    out = await UnscopedToolService(manager.registry).execute("ev__get-env", {})
+    assert "s3cr3t-${ALEPH_MCP_UNSET}" in out.text  # known variable expanded, unknown one left as written
+    assert "s3cr3t" not in str([s.to_json() for s in manager.servers()])
