@@ -4,8 +4,10 @@ from pathlib import Path
 
 import pytest
 
+import aleph
 from aleph import CommandPolicy, CommandRule, CommandVerdict, ConfigError, load_config
 from aleph._config import CommandPolicyConfig
+from aleph._plugins import PluginManager
 from aleph._shell_analysis import Limits
 
 from .command_corpus import ALL, CWD, HOME, PROTECTED, REFERENCE, Case
@@ -233,6 +235,26 @@ def test_plugin_rules_only_add_restrictions() -> None:
         CommandPolicy(rules=[CommandRule("rm_rf_root", regex="x")])
     with pytest.raises(TypeError, match=r"must be aleph\.CommandRule instances, got dict"):
         CommandPolicy(rules=[{"name": "x", "regex": "y"}])  # type: ignore[list-item]
+
+
+class _NoPublishPlugin:
+    @aleph.hookimpl
+    def aleph_command_policy_rules(self, register: object) -> None:
+        assert callable(register)
+        register(CommandRule("no_npm_publish", program="npm", args=("publish",), description="publishing is manual"))
+
+
+def test_plugin_rules_arrive_through_the_hook() -> None:
+    manager = PluginManager(strict=True)
+    assert manager.add(_NoPublishPlugin(), "nopublish")
+    rules: list[CommandRule] = []
+    manager.call_each("aleph_command_policy_rules", register=rules.append)
+    p = CommandPolicy.from_config(CommandPolicyConfig(), extra_rules=rules, home=Path(HOME))
+    verdict = check(p, "timeout 60 npm publish --access public")
+    assert ("block", "blocked by command policy [no_npm_publish]: publishing is manual") == (
+        verdict.action,
+        verdict.reason,
+    )
 
 
 # -- paths ------------------------------------------------------------------------------------
