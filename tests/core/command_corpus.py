@@ -219,6 +219,8 @@ BYPASS: list[Case] = [
     ("rev <<< '/ fr- mr' | bash", "ask", "code_from_pipe"),
     ("bash <(echo cm0= | base64 -d)", "ask", "dynamic_shell_code"),
     ("sh /dev/stdin <<< 'rm -rf /'", "block", "rm_rf_root"),
+    ("bash -s x y <<< 'rm -rf /'", "block", "rm_rf_root"),
+    ("sh - x <<< 'rm -rf /'", "block", "rm_rf_root"),
     ("python3 - <<'EOF'\nimport os\nos.system('rm -rf /')\nEOF", "block", "rm_rf_root"),
     ("find / -exec rm -rf {} +", "block", "rm_rf_root"),
     ("find ~ -type f -exec rm {} \\;", "block", "rm_rf_root"),

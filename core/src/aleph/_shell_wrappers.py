@@ -296,12 +296,14 @@ def _xargs_replace(opts: list[Arg]) -> str | None:
 def _shell(args: list[Arg], stdin: str | None) -> list[Inner]:
     i = 0
     command_flag = False
+    from_stdin = False  # `sh -s args` and `sh - args` read the script from standard input
     while i < len(args):
         a = args[i]
         t = a.text
         if not a.literal:
             break
         if t in ("--", "-"):
+            from_stdin = t == "-"
             i += 1
             break
         if t in _SHELL_VALUE_OPTS:
@@ -315,6 +317,7 @@ def _shell(args: list[Arg], stdin: str | None) -> list[Inner]:
         if (t.startswith("-") or t.startswith("+")) and len(t) > 1:
             if t[0] == "-" and "c" in t[1:]:
                 command_flag = True
+            from_stdin = from_stdin or (t[0] == "-" and "s" in t[1:])
             i += 1
             continue
         break
@@ -322,7 +325,7 @@ def _shell(args: list[Arg], stdin: str | None) -> list[Inner]:
         if i >= len(args):
             return [Opaque("unparseable", "-c without shell code")]
         return [Text(args[i], "-c")]
-    if i < len(args) and args[i].text in _STDIN_FILES and stdin is not None:
+    if (from_stdin or (i < len(args) and args[i].text in _STDIN_FILES)) and stdin is not None:
         return [Text(Arg(stdin), "stdin")]
     if i < len(args):
         return []  # a script file: its contents are not part of this command
