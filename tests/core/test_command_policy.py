@@ -364,3 +364,91 @@ def test_corpus_cases_are_well_formed() -> None:
     actions = {"allow", "warn", "ask", "block"}
     bad: list[Case] = [case for case in ALL if case[1] not in actions]
     assert [] == bad
+
+
+# -- words agree with bash --------------------------------------------------------------------
+
+WORDS = [
+    "r''m",
+    '"r"m',
+    "\\rm",
+    "r\\m",
+    "$'\\x72m'",
+    "$'\\162\\155'",
+    "$'a\\tb'",
+    "$'\\u0072m'",
+    "{rm,-rf,/}",
+    "x{a,b}y",
+    "{a,b}{1,2}",
+    "{1..4}",
+    "{a..c}",
+    "{a,{b,c}}",
+    "'{a,b}'",
+    "{a}",
+    "a,b",
+    "~",
+    "~/x",
+    "x~",
+    '"~"',
+    "r\\\nm",
+    "'r\\\nm'",
+    '"a\\"b"',
+    "'a\"b'",
+    '"a\\$b"',
+    "a\\ b",
+    "''",
+    '""',
+    "-rf",
+    "--no-preserve-root",
+    "$'\\''",
+    '"$HOME/x"',
+    "${HOME}",
+    "{a,b",
+    "a}",
+    "{,a}",
+    "{a..e..2}",
+    "$'\\x4'",
+    "\"$'x'\"",
+    "'$(x)'",
+    "\\$\\(x\\)",
+    '$"x"',
+    '{"a",b}',
+    "{'a,b',c}",
+    "{1..3}x",
+    "x\\{a,b\\}",
+    "$'\\e[0m'",
+    "{a,b}\\ c",
+    "a{b,c{d,e}f}g",
+    "{-1..2}",
+    "{3..1}",
+    "{a,b,}",
+    "${HOME}x",
+    "$'\\x72'm",
+    '"{a,b}"',
+    "{a\\,b,c}",
+    "{a,b\\}",
+    "{01..03}",
+    "{x..z..-1}",
+]
+
+
+def test_word_normalisation_agrees_with_bash(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    from aleph._shell_analysis import analyse
+
+    bash = shutil.which("bash")
+    assert bash is not None, "bash is needed to compare word expansion"
+    home = str(tmp_path)
+    for word in WORDS:
+        # printf is a builtin and the words hold no substitutions, so nothing but printf runs
+        out = subprocess.run(
+            [bash, "--norc", "--noprofile", "-c", f"printf '%s\\0' {word}"],
+            capture_output=True,
+            env={"HOME": home, "PATH": "/usr/bin:/bin"},
+            check=True,
+        ).stdout.decode()
+        expected = out.split("\0")[:-1]
+        commands = analyse(f"printf '%s\\0' {word}", home=home).commands
+        assert [expected] == [[a.text for a in commands[0].args[1:]]], word

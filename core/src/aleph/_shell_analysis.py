@@ -366,7 +366,8 @@ class _Walker:
                 else:
                     fields[-1].append((kind, text))
             for part in fields:
-                if part or len(fields) == 1:
+                # an unquoted word that expanded to nothing ({,a}, $IFS) is dropped, as bash does
+                if any(kind != "u" or text for kind, text in part) or (len(fields) == 1 and len(variants) == 1):
                     out.append(self.render(part, loop_vars))
         self.budget.count_words(len(out))
         return out
@@ -625,11 +626,16 @@ def _sequence(inner: str) -> list[str] | None:
         if abs(b - a) // step > 10_000:
             raise BudgetExceeded("brace sequence too long")
         rng = range(a, b + 1, step) if a <= b else range(a, b - 1, -step)
+        ends = (m.group(1), m.group(2))
+        if any(len(e.lstrip("-")) > 1 and e.lstrip("-").startswith("0") for e in ends):
+            width = max(len(e) for e in ends)  # {01..03}: zero-padded like the widest end
+            return [f"{x:0{width}d}" for x in rng]
         return [str(x) for x in rng]
-    m = re.fullmatch(r"([A-Za-z])\.\.([A-Za-z])", inner)
+    m = re.fullmatch(r"([A-Za-z])\.\.([A-Za-z])(?:\.\.(-?\d+))?", inner)
     if m:
         a, b = ord(m.group(1)), ord(m.group(2))
-        rng = range(a, b + 1) if a <= b else range(a, b - 1, -1)
+        step = abs(int(m.group(3) or 1)) or 1
+        rng = range(a, b + 1, step) if a <= b else range(a, b - 1, -step)
         return [chr(x) for x in rng]
     return None
 
