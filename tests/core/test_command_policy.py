@@ -8,7 +8,7 @@ import aleph
 from aleph import CommandPolicy, CommandRule, CommandVerdict, ConfigError, load_config
 from aleph._config import CommandPolicyConfig
 from aleph._plugins import PluginManager
-from aleph._shell_analysis import Limits
+from aleph._shell_analysis import Command, Limits
 
 from .command_corpus import ALL, CWD, HOME, PROTECTED, REFERENCE, Case
 
@@ -452,3 +452,136 @@ def test_word_normalisation_agrees_with_bash(tmp_path: Path) -> None:
         expected = out.split("\0")[:-1]
         commands = analyse(f"printf '%s\\0' {word}", home=home).commands
         assert [expected] == [[a.text for a in commands[0].args[1:]]], word
+
+
+# -- the commands bash would run are the commands the analyser sees -----------------------------
+
+RUNS_RM = [
+    "ls; rm -rf /",
+    "true && rm -rf /x",
+    "false || rm -r /y",
+    "echo $(rm -rf /)",
+    'echo "$(rm -f a)"',
+    "echo `rm -rf b`",
+    "cat <(rm -rf /)",
+    "echo ${x:-$(rm -rf c)}",
+    "echo $((1 + $(rm -rf d; echo 1)))",
+    "{rm,-rf,/}",
+    "rm${IFS}-rf${IFS}/",
+    "$'\\x72m' -rf /",
+    "r''m -rf /",
+    '"r"m -r"f" "/"',
+    "\\rm -rf /",
+    "rm -rf \\\n /",
+    'env -S "rm -rf /"',
+    "env -i PATH=$PATH rm -rf /",
+    "timeout 5 rm -rf /",
+    "nice -n 10 rm -rf /",
+    "nohup rm -rf / 2>/dev/null",
+    "stdbuf -oL rm -rf /",
+    "echo / | xargs rm -rf",
+    "find . -maxdepth 0 -exec rm -rf {} \\;",
+    "bash -c 'rm -rf /'",
+    "sh -c 'rm -rf /'",
+    "bash <<EOF\nrm -rf /\nEOF",
+    'bash <<< "rm -rf /"',
+    "cat <<EOF\n$(rm -rf /)\nEOF",
+    "echo 'rm -rf /' | bash",
+    "eval 'rm -rf /'",
+    "(rm -rf /)",
+    "{ rm -rf /; }",
+    "if true; then rm -rf /; fi",
+    "for d in a; do rm -rf $d; done",
+    "case x in x) rm -rf /;; esac",
+    "[[ -n $(rm -rf /) ]]",
+    "f() { rm -rf /; }; f",
+    "a[$(rm -rf /)]=1",
+    "coproc rm -rf /",
+    "time rm -rf /",
+    "! rm -rf /",
+    "command rm -rf /",
+    "builtin eval rm -rf /",
+    "exec rm -rf /",
+    "echo x;rm -rf /",
+    "echo x&&rm -rf /",
+    "echo x|rm -rf /",
+    "echo \"a\" 'b' $'c'; rm -rf /",
+    "x=1 rm -rf /",
+    "a=$(rm -rf /)",
+    "echo $( (rm -rf /) )",
+    'echo "$( echo ")" ; rm -rf / )"',
+    "echo $(echo '(' ) ; rm -rf /",
+    "cat <<'E'\n$(x)\nE\nrm -rf /",
+    "cat <<-E\n\tx\n\tE\nrm -rf /",
+    "{ echo; } && rm -rf /",
+    "while false; do :; done; rm -rf /",
+    "until true; do :; done && rm -rf /",
+    "echo ${#x}; rm -rf /",
+    "echo $#; rm -rf /",
+    "echo $'\\''; rm -rf /",
+    'echo "it\'s"; rm -rf /',
+    "echo '\"'; rm -rf /",
+    '[ -z "" ] && rm -rf /',
+    "(( 1 )) && rm -rf /",
+    "echo $(( (1+2) )) && rm -rf /",
+    "for ((i=0;i<1;i++)); do rm -rf /; done",
+    "echo a\\\nb; rm -rf /",
+    'echo "a\nb"; rm -rf /',
+    "echo $(cat <<EOF\nx\nEOF\n); rm -rf /",
+    "echo x # ; comment\nrm -rf /",
+    "echo x >/dev/null 2>&1 </dev/null; rm -rf /",
+    "echo ${x/a/b}; rm -rf /",
+    'echo ${x:-"}"}; rm -rf /',
+    "rm -rf / &",
+    "echo x |& rm -rf /",
+    "echo $(echo $(echo $(rm -rf /)))",
+    "echo `echo \\`rm -rf /\\``",
+]
+
+
+def _seen(argv: list[str], seen: list[Command]) -> bool:
+    # an argument the analyser cannot know (xargs input, find's {}) stands for whatever bash passed
+    return any(
+        c.program == argv[0] and ([a.text for a in c.args] == argv[1:] or any(not a.literal or a.glob for a in c.args))
+        for c in seen
+    )
+
+
+def test_every_command_bash_runs_is_seen_by_the_analyser(tmp_path: Path) -> None:
+    import os
+    import shutil
+    import subprocess
+
+    from aleph._shell_analysis import analyse
+
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    log = tmp_path / "log"
+    # rm and ls are harmless stubs that record their arguments; the wrappers are the real programs
+    for name in ("rm", "ls", "cat"):
+        stub = stubs / name
+        stub.write_text(f'#!/bin/sh\nprintf "%s\\0" "$0" "$@" >> {log}\nprintf "\\n" >> {log}\n')
+        stub.chmod(0o755)
+    for name in ("env", "timeout", "nice", "nohup", "stdbuf", "xargs", "find", "bash", "sh", "true", "false"):
+        real = shutil.which(name, path="/usr/bin:/bin")
+        assert real is not None, f"{name} is needed for this test"
+        os.symlink(real, stubs / name)
+    work = tmp_path / "work"
+    work.mkdir()
+    for command in RUNS_RM:
+        log.write_text("")
+        subprocess.run(
+            [str(stubs / "bash"), "--norc", "--noprofile", "-c", command],
+            cwd=work,
+            env={"PATH": str(stubs), "HOME": str(tmp_path)},
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+        ran = [line.split("\0")[:-1] for line in log.read_text().split("\n") if line]
+        ran = [[os.path.basename(argv[0]), *argv[1:]] for argv in ran]
+        assert ran, f"bash ran no stub for {command!r}"
+        seen = analyse(command, home=str(tmp_path), cwd=str(work)).commands
+
+        missing = [argv for argv in ran if not _seen(argv, seen) and argv[0] != "cat"]
+        assert [] == missing, f"{command!r}: bash ran {missing}, the analyser saw {[c.text for c in seen]}"
