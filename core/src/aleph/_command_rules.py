@@ -647,6 +647,16 @@ def _touches_aleph_files(cmd: Command, env: Env) -> bool:
     return False
 
 
+_SUBSCRIPT_CODE = re.compile(r"\[[^\]]{0,256}?(?:\$\(|`|\$\{)")
+
+
+def _code_in_variable(cmd: Command, env: Env) -> bool:
+    """``x='a[$(cmd)]'``: arithmetic on x later runs cmd, so code stored in a value is code."""
+    if not cmd.assigns and cmd.program not in _DECLARE:
+        return False
+    return any(_SUBSCRIPT_CODE.search(value) for _, value, _ in _assignments(cmd))
+
+
 def _code_from_pipe(cmd: Command, env: Env) -> bool:
     if not cmd.upstream or cmd.stdin_known or set(cmd.upstream) & _DOWNLOADERS:
         return False
@@ -751,6 +761,13 @@ HARDLINE = (
 )
 
 GUARDS = (
+    Builtin(
+        "code_in_variable",
+        "guard",
+        "ask",
+        "stores shell code in a variable where arithmetic would run it (x='a[$(cmd)]')",
+        _code_in_variable,
+    ),
     Builtin(
         "aleph_files",
         "guard",

@@ -264,9 +264,16 @@ class _Walker:
         if not all(a.literal for a in argv) or argv[0].text not in ("echo", "printf"):
             return None
         args = [a.text for a in argv[1:]]
-        while argv[0].text == "echo" and args and re.fullmatch(r"-[neE]+", args[0]):
+        if argv[0].text == "printf":
+            # only a format without directives or escapes other than \n prints itself verbatim
+            fmt = args[0] if args else ""
+            return fmt.replace("\\n", "\n") if "%" not in fmt and "\\" not in fmt.replace("\\n", "") else None
+        escapes = False
+        while args and re.fullmatch(r"-[neE]+", args[0]):
+            escapes = escapes or "e" in args[0]
             args = args[1:]
-        return " ".join(args).replace("\\n", "\n")
+        text = " ".join(args)
+        return None if escapes and "\\" in text else text
 
     def funcdef(self, node: FuncDef, ctx: _Ctx) -> frozenset[str]:
         name = node.name

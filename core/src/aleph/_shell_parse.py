@@ -591,7 +591,7 @@ class _Parser:
                     self.i += 1
                     return Assign(m.group(1), None, items)
                 items.append(self.word())
-        if self.i >= self.n or self.s[self.i] in _META:
+        if self.i >= self.n or (self.s[self.i] in _META and not self.s.startswith(("<(", ">("), self.i)):
             return Assign(m.group(1), Word("", []))
         return Assign(m.group(1), self.word(tilde=True))
 
