@@ -539,6 +539,33 @@ RUNS_RM = [
 ]
 
 
+HIDES_RM = [
+    "x=rm; $x -rf /",
+    '"${x:-rm}" -rf /',
+    "$(echo rm) -rf /",
+    "echo cm0gLXJmIC8= | base64 -d | bash",
+    "tr a-z a-z <<< 'rm -rf /' | bash",
+    "printf '%s' 'rm -rf /' | bash",
+    "echo 'rm -rf /' | tr a a | bash",
+    'bash -c "$(echo rm -rf /)"',
+    'eval "$(echo rm -rf /)"',
+    "a=r; b=m; $a$b -rf /",
+    'set -- rm -rf /; "$@"',
+    "shopt -s expand_aliases; alias x=rm\nx -rf /",
+    'c=(rm -rf /); "${c[@]}"',
+    "read -r c <<< 'rm'; $c -rf /",
+    "printf -v c rm; $c -rf /",
+    "BASH_ENV=<(echo 'rm -rf /') bash -c true",
+    "sed -n '1e rm -rf /' <<< x",
+    "echo x | sed 's/x/rm -rf \\//e'",
+    "x='a[$(rm -rf /)]'; echo $(( x ))",
+    "x='a[$(rm -rf /)]'; (( x ))",
+    "declare -i x; x='a[$(rm -rf /)]'",
+    "IFS=x; y=rmx-rfx/; $y",
+]
+"""Commands where bash runs rm but the analyser cannot see it statically: the floor must still ask or block."""
+
+
 def _seen(argv: list[str], seen: list[Command]) -> bool:
     # an argument the analyser cannot know (xargs input, find's {}) stands for whatever bash passed
     return any(
@@ -547,12 +574,10 @@ def _seen(argv: list[str], seen: list[Command]) -> bool:
     )
 
 
-def test_every_command_bash_runs_is_seen_by_the_analyser(tmp_path: Path) -> None:
+def _stubbed_bash(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A PATH where rm and ls are recording stubs and the wrappers are the real programs."""
     import os
     import shutil
-    import subprocess
-
-    from aleph._shell_analysis import analyse
 
     stubs = tmp_path / "bin"
     stubs.mkdir()
@@ -562,26 +587,50 @@ def test_every_command_bash_runs_is_seen_by_the_analyser(tmp_path: Path) -> None
         stub = stubs / name
         stub.write_text(f'#!/bin/sh\nprintf "%s\\0" "$0" "$@" >> {log}\nprintf "\\n" >> {log}\n')
         stub.chmod(0o755)
-    for name in ("env", "timeout", "nice", "nohup", "stdbuf", "xargs", "find", "bash", "sh", "true", "false"):
+    real_programs = ("env", "timeout", "nice", "nohup", "stdbuf", "xargs", "find", "bash", "sh", "true", "false")
+    for name in (*real_programs, "base64", "tr", "sed"):
         real = shutil.which(name, path="/usr/bin:/bin")
         assert real is not None, f"{name} is needed for this test"
         os.symlink(real, stubs / name)
     work = tmp_path / "work"
     work.mkdir()
+    return stubs, log, work
+
+
+def _run_stubbed(command: str, tmp_path: Path, stubs: Path, log: Path, work: Path) -> list[list[str]]:
+    """Run ``command`` under the stubbed PATH; the argument lists the stubs recorded."""
+    import os
+    import subprocess
+
+    log.write_text("")
+    subprocess.run(
+        [str(stubs / "bash"), "--norc", "--noprofile", "-c", command],
+        cwd=work,
+        env={"PATH": str(stubs), "HOME": str(tmp_path)},
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    ran = [line.split("\0")[:-1] for line in log.read_text().split("\n") if line]
+    return [[os.path.basename(argv[0]), *argv[1:]] for argv in ran]
+
+
+def test_every_command_bash_runs_is_seen_by_the_analyser(tmp_path: Path) -> None:
+    from aleph._shell_analysis import analyse
+
+    stubs, log, work = _stubbed_bash(tmp_path)
     for command in RUNS_RM:
-        log.write_text("")
-        subprocess.run(
-            [str(stubs / "bash"), "--norc", "--noprofile", "-c", command],
-            cwd=work,
-            env={"PATH": str(stubs), "HOME": str(tmp_path)},
-            capture_output=True,
-            timeout=30,
-            check=False,
-        )
-        ran = [line.split("\0")[:-1] for line in log.read_text().split("\n") if line]
-        ran = [[os.path.basename(argv[0]), *argv[1:]] for argv in ran]
+        ran = _run_stubbed(command, tmp_path, stubs, log, work)
         assert ran, f"bash ran no stub for {command!r}"
         seen = analyse(command, home=str(tmp_path), cwd=str(work)).commands
 
         missing = [argv for argv in ran if not _seen(argv, seen) and argv[0] != "cat"]
         assert [] == missing, f"{command!r}: bash ran {missing}, the analyser saw {[c.text for c in seen]}"
+
+
+def test_rm_hidden_from_static_analysis_still_asks_or_blocks(tmp_path: Path) -> None:
+    stubs, log, work = _stubbed_bash(tmp_path)
+    p = CommandPolicy(home=tmp_path)
+    for command in HIDES_RM:
+        assert ["rm", "-rf", "/"] in _run_stubbed(command, tmp_path, stubs, log, work), command
+        assert p.check(command, cwd=work).action in ("ask", "block"), command
