@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -47,7 +46,9 @@ def test_add_refuses_bad_ids_and_bad_pairs(workspace: Path, capsys: pytest.Captu
     assert not (workspace / "aleph.toml").exists()
 
 
-def test_list_json_shows_state_counts_and_redacts_secrets(workspace: Path) -> None:
+def test_list_json_shows_state_counts_and_redacts_secrets(
+    workspace: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
     (workspace / "aleph.toml").write_text(
         f"""
 [mcp.servers.dyn]
@@ -60,29 +61,26 @@ command = "/nonexistent/program"
 timeout_seconds = 2
 """
     )
-    done = subprocess.run([ALEPH, "mcp", "list", "--json"], cwd=workspace, capture_output=True, text=True, timeout=120)
-    assert 0 == done.returncode, done.stderr
-    assert "hunter2" not in done.stdout + done.stderr
-    rows = {row["id"]: row for row in json.loads(done.stdout)}
+    assert 0 == main(["mcp", "list", "--json"])
+    out = capsys.readouterr()
+    assert "hunter2" not in out.out + out.err + caplog.text
+    rows = {row["id"]: row for row in json.loads(out.out)}
     assert "connected" == rows["dyn"]["state"]
     assert rows["dyn"]["tools"] >= 5
     assert "tools" in rows["dyn"]["capabilities"]
     assert rows["broken"]["state"] in ("restarting", "dead")
     assert rows["broken"]["reason"]
-    human = subprocess.run([ALEPH, "mcp", "list"], cwd=workspace, capture_output=True, text=True, timeout=120)
-    assert "dyn  [stdio] connected" in human.stdout
-    assert "hunter2" not in human.stdout + human.stderr
+    assert 0 == main(["mcp", "list"])
+    human = capsys.readouterr()
+    assert "dyn  [stdio] connected" in human.out
+    assert "hunter2" not in human.out + human.err + caplog.text
 
 
-def test_trust_with_nothing_changed_says_so(workspace: Path) -> None:
+def test_trust_with_nothing_changed_says_so(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (workspace / "aleph.toml").write_text(
         f"[mcp.servers.dyn]\ncommand = {sys.executable!r}\nargs = [{str(SERVERS / 'dynamic.py')!r}]\n"
     )
-    done = subprocess.run([ALEPH, "mcp", "trust", "dyn"], cwd=workspace, capture_output=True, text=True, timeout=120)
-    assert 0 == done.returncode, done.stderr
-    assert "nothing to trust" in done.stdout
-    missing = subprocess.run(
-        [ALEPH, "mcp", "trust", "nope"], cwd=workspace, capture_output=True, text=True, timeout=120
-    )
-    assert 1 == missing.returncode
-    assert "MCP server not found: nope" in missing.stderr
+    assert 0 == main(["mcp", "trust", "dyn"])
+    assert "nothing to trust" in capsys.readouterr().out
+    assert 1 == main(["mcp", "trust", "nope"])
+    assert "MCP server not found: nope" in capsys.readouterr().err

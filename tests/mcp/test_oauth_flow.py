@@ -120,8 +120,9 @@ def protected_server() -> Iterator[str]:
 
 
 async def test_login_completes_stores_tokens_and_reconnects(
-    make_manager: MakeManager, protected_server: str, tmp_path: Path
+    protected_server: str, make_manager: MakeManager, tmp_path: Path
 ) -> None:
+    # protected_server is set up first so it is torn down last, after the manager closed its session.
     manager = await make_manager({"prot": McpServerConfig(url=protected_server, timeout_seconds=10)})
     registry = manager.registry
     await wait_until(registry, lambda: "mcp_login" in registry)  # offered because the server wants OAuth

@@ -11,6 +11,7 @@ manager, so a burst of notifications costs one re-list.
 from __future__ import annotations
 
 import base64
+import contextlib
 import contextvars
 import json
 import logging
@@ -288,23 +289,32 @@ class ServerConnection:
             return False
         return response.status_code == 401
 
-    def _client(self) -> Client:
+    def _http_client(self) -> Any:
+        """An HTTP client carrying the configured headers and OAuth, or None when the SDK default will do."""
+        cfg = self.config
+        if not cfg.url:
+            return None
+        if self.auth is None:
+            from aleph._mcp._oauth import has_tokens, oauth_provider
+
+            if has_tokens(self.manager, self.id):
+                self.auth = oauth_provider(self.manager, self.id, cfg.url)
+        if not cfg.headers and self.auth is None:
+            return None
+        import httpx2
+
+        return httpx2.AsyncClient(
+            headers=dict(cfg.headers), auth=self.auth, timeout=httpx2.Timeout(cfg.timeout_seconds, read=300)
+        )
+
+    def _client(self, http: Any) -> Client:
         cfg = self.config
         target: Any
         if cfg.url:
             target = cfg.url
-            if self.auth is None:
-                from aleph._mcp._oauth import has_tokens, oauth_provider
-
-                if has_tokens(self.manager, self.id):
-                    self.auth = oauth_provider(self.manager, self.id, cfg.url)
-            if cfg.headers or self.auth is not None:
-                import httpx2
+            if http is not None:
                 from mcp.client.streamable_http import streamable_http_client
 
-                http = httpx2.AsyncClient(
-                    headers=dict(cfg.headers), auth=self.auth, timeout=httpx2.Timeout(cfg.timeout_seconds, read=300)
-                )
                 target = streamable_http_client(cfg.url, http_client=http)
         elif self.id in self.manager.inprocess:
             target = self.manager.inprocess[self.id]
@@ -323,11 +333,17 @@ class ServerConnection:
     async def _session(self) -> None:
         timeout = self.config.timeout_seconds
         self._reconnect = False  # this attempt is the reconnect that was asked for
-        self._session_auth = self.auth
         with anyio.CancelScope() as scope:
             self._scope = scope
             scope.deadline = anyio.current_time() + timeout
-            async with self._client() as client, anyio.create_task_group() as tg:
+            http = self._http_client()
+            self._session_auth = self.auth
+            # The SDK does not close an HTTP client it was given: this block owns it.
+            async with (
+                http if http is not None else contextlib.nullcontext(),
+                self._client(http) as client,
+                anyio.create_task_group() as tg,
+            ):
                 self.client = client
                 self.protocol_version = client.protocol_version
                 self.capabilities = client.server_capabilities
