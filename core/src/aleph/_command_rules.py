@@ -418,14 +418,28 @@ def _pipe_to_shell(cmd: Command, env: Env) -> bool:
     return bool(cmd.upstream) and not _DOWNLOADERS.isdisjoint(cmd.upstream) and _reads_code_from_stdin(cmd)
 
 
+_STDIN_NAMES = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
+
+
 def _reads_code_from_stdin(cmd: Command) -> bool:
     if cmd.program in SHELLS:
-        operands = [a for a in cmd.args if not a.text.startswith("-") and not a.text.startswith("+")]
-        return not operands and not any(a.text.startswith("-") and "c" in a.text[1:] for a in cmd.args)
+        if any(a.text.startswith("-") and not a.text.startswith("--") and "c" in a.text[1:] for a in cmd.args):
+            return False
+        operands = [a for a in cmd.args if not a.text.startswith(("-", "+"))]
+        reads = any(a.text == "-" or (a.text.startswith("-") and "s" in a.text[1:]) for a in cmd.args)
+        return reads or not operands or operands[0].text in _STDIN_NAMES
     if _INTERPRETERS.fullmatch(cmd.program):
         operands = _paths(cmd.args)
-        return not operands or operands[0].text == "-"
+        return not operands or operands[0].text in _STDIN_NAMES
     return False
+
+
+def _stdin_redirected_from_elsewhere(cmd: Command) -> bool:
+    """Standard input comes from a descriptor or a computed file (``< <(...)``, ``<&3``)."""
+    return any(
+        fd in (None, "0") and (op == "<&" or (op in ("<", "<>") and target is not None and not target.literal))
+        for op, fd, target in cmd.redirects
+    )
 
 
 def _shell_eval_download(cmd: Command, env: Env) -> bool:
@@ -658,7 +672,9 @@ def _code_in_variable(cmd: Command, env: Env) -> bool:
 
 
 def _code_from_pipe(cmd: Command, env: Env) -> bool:
-    if not cmd.upstream or cmd.stdin_known or set(cmd.upstream) & _DOWNLOADERS:
+    if cmd.stdin_known or not _DOWNLOADERS.isdisjoint(cmd.upstream) or not _DOWNLOADERS.isdisjoint(cmd.input_programs):
+        return False
+    if not cmd.upstream and not _stdin_redirected_from_elsewhere(cmd):
         return False
     return _reads_code_from_stdin(cmd)
 

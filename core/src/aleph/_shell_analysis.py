@@ -179,6 +179,8 @@ class _Walker:
         self.budget = budget
         self.home = home
         self.self_calls: dict[str, list[bool]] = {}
+        # files this command writes (path -> content when known): `echo ... > s.sh; sh s.sh` runs that content
+        self.written: dict[str, str | None] = {}
 
     def unknown(self, ctx: _Ctx, rule: str, reason: str) -> None:
         if not ctx.speculative:
@@ -247,18 +249,25 @@ class _Walker:
             return self.funcdef(node, ctx)
         return self.compound(node, ctx)
 
-    def printed_text(self, node: Node) -> str | None:
-        """What a literal ``echo``/``printf`` prints (approximately), so ``echo '...' | sh`` can be analysed."""
+    def printed_text(self, node: Node, *, writing: bool = False) -> str | None:
+        """What a literal ``echo``/``printf``/``cat <<EOF`` prints (approximately).
+
+        So ``echo '...' | sh`` and ``echo '...' > s.sh; sh s.sh`` can be analysed. ``writing``: the
+        node's output redirections are the file being written, not a reason to give up.
+        """
         if not isinstance(node, Simple) or not node.words:
             return None
-        if len(node.words) == 1 and node.words[0].raw == "cat" and len(node.redirects) == 1:
-            r = node.redirects[0]  # cat <<EOF | sh
+        inputs = [r for r in node.redirects if r.heredoc is not None or r.op in ("<<<", "<", "<&", "<>")]
+        if len(inputs) != len(node.redirects) and not writing:
+            return None
+        if len(node.words) == 1 and node.words[0].raw == "cat" and len(inputs) == 1:
+            r = inputs[0]  # cat <<EOF | sh
             if r.heredoc is not None:
                 return "".join(text for _, text in r.heredoc.segs)
             if r.op == "<<<" and r.target is not None:
                 return " ".join(a.text for a in self.expand(r.target))
             return None
-        if node.redirects:
+        if inputs:
             return None
         argv = [a for w in node.words for a in self.expand(w)]
         if not all(a.literal for a in argv) or argv[0].text not in ("echo", "printf"):
@@ -425,6 +434,11 @@ class _Walker:
             if stdin is not None:
                 ctx = replace(ctx, stdin=stdin)
         programs |= sub_programs
+        for op, fd, target in redirects:
+            if op in (">", ">>", ">|", "&>", "&>>") and fd in (None, "1") and target is not None and target.literal:
+                path = resolve(target.text, ctx.cwd)
+                if path is not None:
+                    self.written[path] = self.printed_text(node, writing=True) if op in (">", ">|") else None
         programs |= self.emit(argv, assigns, redirects, ctx, frozenset(sub_programs))
         return frozenset(programs)
 
@@ -467,6 +481,13 @@ class _Walker:
             return frozenset(programs)
         if program == "cd" or program == "pushd":
             ctx.cwd = self.cd(argv[1:], ctx.cwd)
+        script = self.written_script(program, argv, redirects, ctx.cwd)
+        if script is not None:
+            path, content = script
+            if content is None:
+                self.unknown(ctx, "dynamic_shell_code", f"runs {path}, a script this command writes")
+            else:
+                programs |= self.text(content, replace(ctx, depth=ctx.depth + 1, stdin=None), f"script {path}")
         items = unwrap(program, list(argv[1:]), ctx.stdin)
         inner = replace(ctx, depth=ctx.depth + 1) if items else ctx
         for item in items:
@@ -497,6 +518,29 @@ class _Walker:
             else:
                 self.unknown(ctx, item.rule, f"{program}: {item.reason}")
         return frozenset(programs)
+
+    def written_script(
+        self,
+        program: str,
+        argv: list[Arg],
+        redirects: list[tuple[str, str | None, Arg | None]],
+        cwd: str | None,
+    ) -> tuple[str, str | None] | None:
+        """The file (and its content) this command runs as a script, if an earlier part of the text wrote it."""
+        if not self.written:
+            return None
+        candidates: list[Arg] = []
+        if "/" in argv[0].text:
+            candidates.append(argv[0])  # ./s.sh
+        if program in SHELLS or program in ("source", "."):
+            operands = [a for a in argv[1:] if not a.text.startswith(("-", "+"))]
+            candidates.extend(operands[:1])
+            candidates.extend(t for op, fd, t in redirects if op == "<" and fd in (None, "0") and t is not None)
+        for arg in candidates:
+            path = resolve(arg.text, cwd) if arg.literal else None
+            if path is not None and path in self.written:
+                return path, self.written[path]
+        return None
 
     def cd(self, args: list[Arg], cwd: str | None) -> str | None:
         operands = [a for a in args if not (a.literal and a.text.startswith("-") and a.text != "-")]

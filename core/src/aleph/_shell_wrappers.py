@@ -327,6 +327,8 @@ def _shell(args: list[Arg], stdin: str | None) -> list[Inner]:
         return [Text(args[i], "-c")]
     if (from_stdin or (i < len(args) and args[i].text in _STDIN_FILES)) and stdin is not None:
         return [Text(Arg(stdin), "stdin")]
+    if i < len(args) and args[i].text.startswith(("/dev/fd/", "/proc/")):
+        return [Opaque("dynamic_shell_code", f"runs a script from {args[i].text}, which cannot be analysed")]
     if i < len(args):
         return []  # a script file: its contents are not part of this command
     if stdin is not None:
