@@ -321,18 +321,31 @@ async def test_look_alike_unicode_names_are_never_repaired(workspace: Path) -> N
 # -- CLI --------------------------------------------------------------------------------------------
 
 
+@pytest.fixture
+def cli_catalog(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI loads the catalog plugin in-process (the core test env installs no tool distribution)."""
+    from aleph._cli import tools_cmd
+
+    def load_runtime(args: Any) -> aleph.Aleph:
+        return aleph.load(args.config, workspace=args.workspace, plugins=[Catalog()], entry_points=False)
+
+    monkeypatch.setattr(tools_cmd, "load_runtime", load_runtime)
+
+
+@pytest.mark.usefixtures("cli_catalog")
 def test_cli_tools_search_prints_ranked_tools(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert 0 == main(["tools", "search", "what time is it", "--limit", "2"])
+    assert 0 == main(["tools", "search", "take a screenshot of the browser page", "--limit", "2"])
     lines = capsys.readouterr().out.splitlines()
-    assert 1 <= len(lines) <= 2
-    assert "clock_now" == lines[0].split()[1]
+    assert 2 == len(lines)
+    assert "browser_screenshot" == lines[0].split()[1]
 
 
+@pytest.mark.usefixtures("cli_catalog")
 def test_cli_tools_search_json(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert 0 == main(["tools", "search", "count the words of a text", "--json"])
+    assert 0 == main(["tools", "search", "browse my memories by category", "--json"])
     found = json.loads(capsys.readouterr().out)
-    assert "text_stats" == found["results"][0]["name"]
-    assert found["results"][0]["parameters"]["properties"]["text"]
+    assert "memory_browse" == found["results"][0]["name"]
+    assert found["results"][0]["parameters"]["properties"]["category"]
 
 
 def test_cli_tools_search_rejects_bad_arguments(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -341,6 +354,7 @@ def test_cli_tools_search_rejects_bad_arguments(workspace: Path, capsys: pytest.
     assert "--limit must be between 1 and 20" in capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("cli_catalog")
 def test_cli_describe_shows_the_full_schema(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert 0 == main(["tools", "describe", "text_stats"])
-    assert json.loads(capsys.readouterr().out)["input_schema"]["properties"]["text"]
+    assert 0 == main(["tools", "describe", "memory_browse"])
+    assert json.loads(capsys.readouterr().out)["input_schema"]["properties"]["category"]
