@@ -457,6 +457,9 @@ def test_word_normalisation_agrees_with_bash(tmp_path: Path) -> None:
 # -- the commands bash would run are the commands the analyser sees -----------------------------
 
 RUNS_RM = [
+    "printf 'rm -rf /' > s.sh; bash s.sh",
+    "echo 'rm -rf /' > s.sh && sh < s.sh",
+    "cat > s.sh <<'E'\nrm -rf /\nE\nsource s.sh",
     "ls; rm -rf /",
     "true && rm -rf /x",
     "false || rm -r /y",
@@ -540,6 +543,10 @@ RUNS_RM = [
 
 
 HIDES_RM = [
+    "bash < <(echo 'rm -rf /')",
+    "exec 3<<<'rm -rf /'; bash <&3",
+    "bash 3<<<'rm -rf /' /dev/fd/3",
+    "cat a.sh >> s.sh; echo 'rm -rf /' >> s.sh; bash s.sh",
     "x=rm; $x -rf /",
     '"${x:-rm}" -rf /',
     "$(echo rm) -rf /",
