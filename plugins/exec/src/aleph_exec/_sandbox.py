@@ -264,7 +264,8 @@ class WorkspaceSandbox:
             elif os.path.isdir(d):
                 argv += ["--ro-bind", d, d]
         argv += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-        seen = {"/usr", "/etc", "/tmp"}
+        # The interpreter's prefix may live under /tmp (a CI checkout): bind it after the tmpfs, which bwrap allows.
+        seen = {"/usr", "/etc"}
         extra = [sys.prefix, sys.base_prefix, *self.config.extra_ro_paths]
         for p in extra:
             real = os.path.realpath(p)
