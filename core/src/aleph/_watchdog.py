@@ -59,7 +59,7 @@ async def run_with_budget(work: Awaitable[T], seconds: float) -> T:
     dog = _DOGS.get(loop)
     if dog is None:
         dog = _DOGS[loop] = _Watchdog(loop)
-    dog.watch(task, time.monotonic() + seconds)  # type: ignore[arg-type]
+    dog.watch(task, time.monotonic() + seconds)
     try:
         return await work
     except asyncio.CancelledError:
@@ -68,6 +68,6 @@ async def run_with_budget(work: Awaitable[T], seconds: float) -> T:
             raise TimeoutError from None
         raise
     finally:
-        dog.deadlines.pop(task, None)  # type: ignore[arg-type]
+        dog.deadlines.pop(task, None)
         if task in dog.expired:
-            dog.expired.discard(task)  # type: ignore[arg-type]
+            dog.expired.discard(task)
