@@ -129,3 +129,20 @@ async def test_guest_channels_are_clamped_to_auto(workspace: Path) -> None:
         assert rt.tool_service(channel="public").tier.id == "auto"
         assert rt.tool_service(channel="public", tier="full").tier.id == "auto"
         assert rt.tool_service().tier.id == "full"
+
+
+def test_a_plugin_with_a_broken_command_rule_fails_alone(workspace: Path) -> None:
+    class BadRules:
+        ALEPH_PLUGIN_NAME = "bad_rules"
+
+        @aleph.hookimpl
+        def aleph_command_policy_rules(self, register: Any) -> None:
+            register(aleph.CommandRule(name="custom_x", regex="(unclosed"))
+
+        @aleph.hookimpl
+        def aleph_register_tools(self, register: aleph.ToolRegistrar) -> None:
+            register(aleph.tool(name="bad_tool", description="Belongs to the broken plugin.", inline=True)(lambda: 1))
+
+    rt = aleph.load(plugins=[ShellLike(), BadRules()], entry_points=False, strict=False)
+    assert "bad_tool" not in rt.registry.names() and "bash" in rt.registry.names()
+    assert [f["name"] for f in rt.plugins.report()["failed"]] == ["bad_rules"]

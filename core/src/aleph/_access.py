@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from aleph._command_policy import CommandPolicy, CommandRule
 from aleph._config import AlephConfig
 from aleph._errors import ConfigError
 from aleph._events import EventLog
@@ -21,9 +22,11 @@ from aleph._ledger import Ledger, ledger_directory
 from aleph._plugins import PluginManager
 from aleph._policy import PermissionLayer, PermissionPolicy
 from aleph._registry import ToolRegistry
-from aleph._scoped import Chokepoint
+from aleph._scoped import Chokepoint, CommandChecker, CommandSplitter
+from aleph._shell_analysis import analyse
 from aleph._tiers import ExecTier, resolve_exec_tier
 from aleph._turn import TurnContext
+from aleph._types import ToolSource
 
 __all__ = ["AccessControl", "build_chokepoint"]
 
@@ -125,7 +128,7 @@ def build_chokepoint(config: AlephConfig, registry: ToolRegistry, plugins: Plugi
     ledger = None
     if config.ledger.enabled:
         ledger = Ledger(ledger_directory(config), checkpoint_every=config.ledger.checkpoint_every)
-    check, split = _command_floor(config, plugins)
+    check, split = _command_floor(config, registry, plugins)
 
     return Chokepoint(
         registry,
@@ -143,25 +146,32 @@ def build_chokepoint(config: AlephConfig, registry: ToolRegistry, plugins: Plugi
     )
 
 
-def _command_floor(config: AlephConfig, plugins: PluginManager) -> tuple[Any, Any]:
-    """The command-policy floor as (checker, splitter); without it every shell command asks (fail closed)."""
-    try:
-        from aleph._command_policy import CommandPolicy
-        from aleph._shell_analysis import analyse
-    except ImportError:  # the floor module is missing from this install: nothing can be proven safe
-        return None, None
-    rules: list[Any] = []
-    plugins.call_each("aleph_command_policy_rules", register=rules.append)
-    floor = CommandPolicy.from_config(
-        config.sandbox.command_policy,
-        extra_rules=rules,
-        protected_paths=[
-            *config.files,
-            str(config.workspace_root / "aleph.toml"),
-            str(config.data_dir),
-            str(ledger_directory(config)),
-        ],
-    )
+def _command_floor(
+    config: AlephConfig, registry: ToolRegistry, plugins: PluginManager
+) -> tuple[CommandChecker, CommandSplitter]:
+    """The command-policy floor as (checker, splitter) for the chokepoint.
+
+    Each plugin's extra rules are validated on their own: a plugin whose rules do not build (a bad regex,
+    a name clash) is recorded as failed and its rules and tools are left out; the floor itself always loads.
+    """
+    protected = [
+        *config.files,
+        str(config.workspace_root / "aleph.toml"),
+        str(config.data_dir),
+        str(ledger_directory(config)),
+    ]
+    rules: list[CommandRule] = []
+    for plugin, hook in plugins.hook_functions("aleph_command_policy_rules"):
+        offered: list[CommandRule] = []
+        try:
+            hook(register=offered.append)
+            CommandPolicy.from_config(config.sandbox.command_policy, extra_rules=[*rules, *offered])
+        except Exception as exc:
+            plugins.record_failure(plugin, "register", exc)
+            registry.unregister_source(ToolSource.plugin(plugin))
+            continue
+        rules.extend(offered)
+    floor = CommandPolicy.from_config(config.sandbox.command_policy, extra_rules=rules, protected_paths=protected)
 
     def check(command: str) -> tuple[str, str, tuple[str, ...]]:
         verdict = floor.check(command, cwd=config.workspace_root)

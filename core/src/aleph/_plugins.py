@@ -265,8 +265,15 @@ class PluginManager:
                 results.append((impl.plugin_name, value))
         return results
 
+    def record_failure(
+        self, name: str, stage: Literal["import", "validate", "configure", "register"], exc: BaseException
+    ) -> None:
+        """Record that plugin ``name`` failed at ``stage`` (re-raised as PluginError in strict mode)."""
+        self._fail(name, stage, exc)
+
     def hook_functions(self, hook: str) -> list[tuple[str, Callable[..., Any]]]:
         """(plugin name, function) for every implementation of ``hook``, in registration order."""
+
         def bind(impl: Any) -> Callable[..., Any]:
             return lambda **kwargs: impl.function(**_kwargs(impl, **kwargs))
 

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from aleph._events import EventKind, EventLog
     from aleph._ledger import Ledger, LedgerAction, LedgerOutcome
 
-__all__ = ["Chokepoint", "DefinitionRewriter", "Explanation", "ScopedToolService"]
+__all__ = ["Chokepoint", "CommandChecker", "CommandSplitter", "DefinitionRewriter", "Explanation", "ScopedToolService"]
 
 log = logging.getLogger("aleph")
 
@@ -61,6 +61,10 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 DefinitionRewriter = Callable[[ToolDefinition], ToolDefinition]
 """Rewrites a definition shown to the model (progressive disclosure); runs after all gating."""
+
+
+CommandSplitter = Callable[[str], tuple[tuple[tuple[str, ...], ...], bool]]
+"""Shell text → (argv of every analysed sub-command, whether part of it was opaque)."""
 
 
 class CommandChecker(Protocol):
@@ -109,7 +113,7 @@ class Chokepoint:
     ledger: Ledger | None = None
     events: EventLog | None = None
     command_checker: CommandChecker | None = None
-    command_splitter: Callable[[str], tuple[tuple[tuple[str, ...], ...], bool]] | None = None
+    command_splitter: CommandSplitter | None = None
     voters: Sequence[tuple[str, Callable[..., PolicyVote | None]]] = ()
     default_requester: ApprovalRequester | None = None
     max_input_bytes: int = 1_000_000
