@@ -205,7 +205,9 @@ class AlephMcpServer:
         )
 
     def _service(self) -> Any:
-        return self.rt.tool_service(agent=self.agent, channel=self.channel, requester=self.requester)
+        # MCP clients validate and generate arguments from the schemas they list, and bring their own tool
+        # search: serve full schemas, without Aleph's per-session disclosure tools.
+        return self.rt.tool_service(agent=self.agent, channel=self.channel, requester=self.requester, discovery=False)
 
     def _remember(self, ctx: ServerRequestContext[Any, Any]) -> None:
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
