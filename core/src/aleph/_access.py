@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from aleph._command_policy import CommandPolicy, CommandRule
-from aleph._config import AlephConfig
+from aleph._config import AlephConfig, ToolPermissionsConfig
 from aleph._errors import ConfigError
 from aleph._events import EventLog
 from aleph._gate import ApprovalGate
@@ -38,37 +38,25 @@ class AccessControl:
         self.config = config
         workspace = str(config.workspace_root)
         self._workspace = workspace
-        self.global_layer = PermissionLayer.from_config(
-            "global",
-            config.policies.tool_permissions,
-            workspace=workspace,
-            origin=config.origin("policies.tool_permissions"),
-            key_prefix="policies.tool_permissions",
-        )
-        self.agent_layers: dict[str, PermissionLayer] = {}
-        for name, agent in config.agents.items():
-            if agent.tool_permissions is not None:
-                key = f"agents.{name}.tool_permissions"
-                self.agent_layers[name] = PermissionLayer.from_config(
-                    f"agent:{name}",
-                    agent.tool_permissions,
-                    workspace=workspace,
-                    origin=config.origin(key),
-                    key_prefix=key,
-                )
-        self.channel_layers: dict[str, PermissionLayer] = {}
-        for name, channel in config.channels.items():
-            if channel.tool_permissions is not None:
-                key = f"channels.{name}.tool_permissions"
-                self.channel_layers[name] = PermissionLayer.from_config(
-                    f"channel:{name}",
-                    channel.tool_permissions,
-                    workspace=workspace,
-                    origin=config.origin(key),
-                    key_prefix=key,
-                )
+        self.global_layer = self._layer("global", "policies.tool_permissions", config.policies.tool_permissions)
+        self.agent_layers = {
+            name: self._layer(f"agent:{name}", f"agents.{name}.tool_permissions", agent.tool_permissions)
+            for name, agent in config.agents.items()
+            if agent.tool_permissions is not None
+        }
+        self.channel_layers = {
+            name: self._layer(f"channel:{name}", f"channels.{name}.tool_permissions", channel.tool_permissions)
+            for name, channel in config.channels.items()
+            if channel.tool_permissions is not None
+        }
         self._policies: dict[tuple[str | None, str | None], PermissionPolicy] = {}
         self._lock = threading.Lock()
+
+    def _layer(self, name: str, key: str, table: ToolPermissionsConfig) -> PermissionLayer:
+        """Validate one configured layer; a bad rule is a ConfigError naming the file, the key and the rule."""
+        return PermissionLayer.from_config(
+            name, table, workspace=self._workspace, origin=self.config.origin(key), key_prefix=key
+        )
 
     def policy(
         self, agent: str | None = None, channel: str | None = None, channel_permissions: Mapping[str, Any] | None = None
