@@ -7,6 +7,7 @@ facts, a :class:`ToolDefinition` and ``call_json`` (validate, run, serialise).
 from __future__ import annotations
 
 import inspect
+import math
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
@@ -161,6 +162,143 @@ def _jsonable(name: str, value: Any) -> Any:
         raise ExecutionFailed(name, f"output is not JSON-serialisable: {exc}") from None
 
 
+_Check = Callable[[Any], bool]
+_ANNOTATIONS = frozenset(
+    ("$schema", "$comment", "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly")
+)
+"""Keywords that never reject (``format`` too: the validator is built without a format checker)."""
+_TYPES: dict[str, Callable[[Any], bool]] = {
+    "object": lambda v: type(v) is dict,
+    "array": lambda v: type(v) is list,
+    "string": lambda v: type(v) is str,
+    "boolean": lambda v: type(v) is bool,
+    "null": lambda v: v is None,
+    "number": lambda v: type(v) is int or (type(v) is float and math.isfinite(v)),
+    "integer": lambda v: type(v) is int or (type(v) is float and v.is_integer()),
+}
+_BOUNDS: dict[str, Callable[[Any, Any], bool]] = {
+    "minimum": lambda v, b: v >= b,
+    "maximum": lambda v, b: v <= b,
+    "exclusiveMinimum": lambda v, b: v > b,
+    "exclusiveMaximum": lambda v, b: v < b,
+}
+
+
+def _any_type(tests: tuple[_Check, ...], v: Any) -> bool:
+    return any(t(v) for t in tests)
+
+
+def _has_keys(need: frozenset[str], v: Any) -> bool:
+    return type(v) is not dict or need <= v.keys()
+
+
+def _only_keys(known: frozenset[str], v: Any) -> bool:
+    return type(v) is not dict or v.keys() <= known
+
+
+def _extra_values(extra: _Check, known: frozenset[str], v: Any) -> bool:
+    return type(v) is not dict or all(extra(x) for k, x in v.items() if k not in known)
+
+
+def _items(item: _Check, v: Any) -> bool:
+    return type(v) is not list or all(item(x) for x in v)
+
+
+def _one_of(allowed: frozenset[str], v: Any) -> bool:
+    return type(v) is str and v in allowed
+
+
+def _length(kind: type[str | list[Any]], n: int, at_least: bool, v: Any) -> bool:
+    return type(v) is not kind or (len(v) >= n if at_least else len(v) <= n)
+
+
+def _bound(cmp: Callable[[Any, Any], bool], b: float, v: Any) -> bool:
+    return type(v) not in (int, float) or (math.isfinite(v) and cmp(v, b))
+
+
+def _fast_check(schema: Any) -> _Check | None:
+    """A plain-Python acceptor for the common subset of JSON Schema, or None when ``schema`` leaves it.
+
+    Validating with jsonschema costs tens of microseconds per call even on valid input; MCP
+    schemas are mostly objects of typed properties. The acceptor is conservative: it answers True
+    only when jsonschema would accept, and False whenever in doubt (a value of a non-JSON Python
+    type, a keyword outside the subset fails compilation), so jsonschema still decides every rejection.
+    """
+    if schema is True:
+        return lambda v: True
+    if not isinstance(schema, dict):
+        return None
+    checks: list[_Check] = []
+    props: dict[str, _Check] = {}
+    for key, value in schema.items():
+        if key in _ANNOTATIONS or key == "format" or key.startswith("x-"):
+            continue
+        if key == "type":
+            names = [value] if isinstance(value, str) else value
+            if not isinstance(names, list) or not names or any(n not in _TYPES for n in names):
+                return None
+            tests = [_TYPES[n] for n in names]
+            checks.append(tests[0] if len(tests) == 1 else partial(_any_type, tuple(tests)))
+        elif key == "properties" and isinstance(value, dict):
+            for name, sub in value.items():
+                compiled = _fast_check(sub)
+                if compiled is None:
+                    return None
+                props[name] = compiled
+        elif key == "required" and isinstance(value, list) and all(isinstance(n, str) for n in value):
+            checks.append(partial(_has_keys, frozenset(value)))
+        elif key == "additionalProperties":
+            known = frozenset(schema.get("properties") or ())
+            if value is False:
+                checks.append(partial(_only_keys, known))
+                continue
+            extra = _fast_check(value)
+            if extra is None:
+                return None
+            checks.append(partial(_extra_values, extra, known))
+        elif key == "items" and isinstance(value, dict | bool):
+            item = _fast_check(value) if value is not False else (lambda v: False)
+            if item is None:
+                return None
+            checks.append(partial(_items, item))
+        elif key == "enum" and isinstance(value, list) and value and all(type(x) is str for x in value):
+            checks.append(partial(_one_of, frozenset(value)))
+        elif key in ("minLength", "maxLength") and type(value) is int:
+            checks.append(partial(_length, str, value, key == "minLength"))
+        elif key in ("minItems", "maxItems") and type(value) is int:
+            checks.append(partial(_length, list, value, key == "minItems"))
+        elif key in _BOUNDS and type(value) in (int, float):
+            checks.append(partial(_bound, _BOUNDS[key], value))
+        else:
+            return None
+    if props:
+        pairs = tuple(props.items())
+
+        def properties(v: Any) -> bool:
+            if type(v) is dict:
+                for name, check in pairs:
+                    if name in v and not check(v[name]):
+                        return False
+            return True
+
+        checks.append(properties)
+
+    def accepts(v: Any) -> bool:
+        # A value of any other Python type (tuple, Decimal, a subclass) is left to jsonschema.
+        kind = type(v)
+        if kind not in _JSON_TYPES or (kind is dict and not all(type(k) is str for k in v)):
+            return False
+        for check in checks:
+            if not check(v):
+                return False
+        return True
+
+    return accepts
+
+
+_JSON_TYPES = frozenset((dict, list, str, int, float, bool, type(None)))
+
+
 class LoopTool:
     """An untyped tool: a name, a description, a raw JSON Schema and an async handler on a dict.
 
@@ -189,6 +327,7 @@ class LoopTool:
         self.facts_declared = facts is not None
         self._handler = handler
         self._validator = Draft202012Validator(self.input_schema)
+        self._accepts = _fast_check(self.input_schema)
 
     @property
     def name(self) -> str:
@@ -209,6 +348,10 @@ class LoopTool:
         if not isinstance(input, Mapping):
             raise _not_an_object(self._name, input)
         data = dict(input)
+        # The fast check only ever accepts; anything it cannot vouch for goes to jsonschema, which
+        # alone decides a rejection and words its messages.
+        if self._accepts is not None and self._accepts(data):
+            return data
         errors = []
         for err in sorted(self._validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
             where = ".".join(str(p) for p in err.absolute_path) or "(input)"

@@ -69,11 +69,11 @@ class _McpTool(LoopTool):
         super().__init__(wire, description, schema, facts=facts)
         self.conn = conn
         self.inner = inner
+        self._budget_s = (facts.max_duration_ms or 330_000) / 1000
 
     async def call(self, input: dict[str, Any]) -> Any:
         """Forward to the server."""
-        budget = (self.facts.max_duration_ms or 330_000) / 1000
-        return await self.conn.call_tool(self.name, self.inner, input, budget)
+        return await self.conn.call_tool(self._name, self.inner, input, self._budget_s)
 
 
 def _annotations(tool: types.Tool) -> dict[str, Any] | None:

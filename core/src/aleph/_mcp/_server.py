@@ -610,16 +610,26 @@ class ServerConnection:
         return ExecutionFailed(tool, _describe(exc))
 
     async def call_tool(self, wire: str, inner: str, arguments: Mapping[str, Any], budget_s: float) -> ToolOutput:
-        """Call ``inner`` on this server for the registered tool ``wire``; errors mapped per R17.4."""
+        """Call ``inner`` on this server for the registered tool ``wire``; errors mapped per R17.4.
+
+        The call ends after ``timeout_seconds`` without progress (each progress report pushes that back)
+        and in any case after ``budget_s``.
+        """
         client = self.require_client(wire)
         idle = self.config.timeout_seconds
-        start = time.monotonic()
-        scope = anyio.CancelScope()
+        start = anyio.current_time()
+        hard_end = start + budget_s
+        # One timer for both limits: the SDK's own read timeout is left unarmed (``inf``) because
+        # this scope already enforces the budget, and a second timer per call is measurable.
+        # Armed at construction: setting the deadline of an entered scope reschedules its timer.
+        scope = anyio.CancelScope(deadline=min(start + idle, hard_end))
         caller = contextvars.copy_context()
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-            # Progress is a liveness signal: each one pushes the idle deadline back.
-            scope.deadline = anyio.current_time() + idle
+            # Progress is a liveness signal: each one pushes the idle deadline back (never past the
+            # budget). The callback is passed on every call: a server only reports progress on a
+            # request that carries a progress token, and a call is only known to be long once it is.
+            scope.deadline = min(anyio.current_time() + idle, hard_end)
             text = message or (f"{progress:g}/{total:g}" if total else f"{progress:g}")
             # The SDK runs this callback in its receive task; run the notification in the caller's
             # context so handlers that route by context (``aleph serve``) find the calling request.
@@ -627,14 +637,16 @@ class ServerConnection:
 
         try:
             with scope:
-                scope.deadline = anyio.current_time() + idle
                 result = await client.call_tool(
-                    inner, dict(arguments), read_timeout_seconds=budget_s, progress_callback=on_progress
+                    inner,
+                    arguments if type(arguments) is dict else dict(arguments),
+                    read_timeout_seconds=math.inf,
+                    progress_callback=on_progress,
                 )
         except Exception as exc:
             raise self._map_error(wire, exc) from None
         if scope.cancelled_caught:
-            raise ToolTimeout(wire, int((time.monotonic() - start) * 1000))
+            raise ToolTimeout(wire, int((anyio.current_time() - start) * 1000))
         text = render_content(result.content)
         if not text and result.structured_content is not None:
             text = json.dumps(result.structured_content, ensure_ascii=False, default=str)
