@@ -638,10 +638,7 @@ class ServerConnection:
         try:
             with scope:
                 result = await client.call_tool(
-                    inner,
-                    arguments if type(arguments) is dict else dict(arguments),
-                    read_timeout_seconds=math.inf,
-                    progress_callback=on_progress,
+                    inner, dict(arguments), read_timeout_seconds=math.inf, progress_callback=on_progress
                 )
         except Exception as exc:
             raise self._map_error(wire, exc) from None
