@@ -143,6 +143,8 @@ class ServerConnection:
         self._running = False
         self._session_auth: Any = None
         self.auth: Any = None  # an httpx2.Auth installed by mcp_login once tokens exist
+        self._deadlines: dict[anyio.CancelScope, float] = {}
+        """The scope of each call in flight → when it times out (idle or budget); see :meth:`_expire_calls`."""
 
     # -- status ------------------------------------------------------------------------------
 
@@ -344,6 +346,7 @@ class ServerConnection:
                 self._client(http) as client,
                 anyio.create_task_group() as tg,
             ):
+                tg.start_soon(self._expire_calls)
                 self.client = client
                 self.protocol_version = client.protocol_version
                 self.capabilities = client.server_capabilities
@@ -363,6 +366,21 @@ class ServerConnection:
         self._scope = None
         if scope.cancelled_caught and not self._stopping and self.state in ("connecting", "restarting"):
             raise TimeoutError(f"no answer within {timeout:g}s (connect and first listing)")
+
+    async def _expire_calls(self) -> None:
+        """Cancel the calls whose idle timeout or budget has passed, checking every tenth of the timeout.
+
+        One sweeper per connection instead of a timer per call: arming and cancelling a timer on
+        every call is a measurable share of Aleph's per-call overhead. A call ends at most a tenth of
+        ``timeout_seconds`` (and at most 1 s) after its deadline.
+        """
+        tick = min(max(self.config.timeout_seconds / 10, 0.01), 1.0)
+        while True:
+            await anyio.sleep(tick)
+            now = anyio.current_time()
+            for scope, deadline in list(self._deadlines.items()):
+                if deadline <= now:
+                    scope.cancel()
 
     async def _health_loop(self) -> None:
         policy = self.manager.policy
@@ -619,17 +637,18 @@ class ServerConnection:
         idle = self.config.timeout_seconds
         start = anyio.current_time()
         hard_end = start + budget_s
-        # One timer for both limits: the SDK's own read timeout is left unarmed (``inf``) because
-        # this scope already enforces the budget, and a second timer per call is measurable.
-        # Armed at construction: setting the deadline of an entered scope reschedules its timer.
-        scope = anyio.CancelScope(deadline=min(start + idle, hard_end))
+        # The SDK's own read timeout is left unarmed (``inf``): the sweeper enforces the budget too.
+        scope = anyio.CancelScope()
+        deadlines = self._deadlines
+        deadlines[scope] = min(start + idle, hard_end)
         caller = contextvars.copy_context()
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             # Progress is a liveness signal: each one pushes the idle deadline back (never past the
             # budget). The callback is passed on every call: a server only reports progress on a
             # request that carries a progress token, and a call is only known to be long once it is.
-            scope.deadline = min(anyio.current_time() + idle, hard_end)
+            if scope in deadlines:
+                deadlines[scope] = min(anyio.current_time() + idle, hard_end)
             text = message or (f"{progress:g}/{total:g}" if total else f"{progress:g}")
             # The SDK runs this callback in its receive task; run the notification in the caller's
             # context so handlers that route by context (``aleph serve``) find the calling request.
@@ -642,6 +661,8 @@ class ServerConnection:
                 )
         except Exception as exc:
             raise self._map_error(wire, exc) from None
+        finally:
+            del deadlines[scope]
         if scope.cancelled_caught:
             raise ToolTimeout(wire, int((anyio.current_time() - start) * 1000))
         text = render_content(result.content)
