@@ -255,3 +255,87 @@ def test_output_that_is_not_json_is_an_execution_failure() -> None:
 
     with pytest.raises(aleph.ExecutionFailed, match="not JSON-serialisable"):
         asyncio.run(weird.call_json({}))
+
+
+# -- LoopTool's fast acceptor never accepts what jsonschema refuses ------------------------------
+
+_SCHEMAS: list[dict[str, Any]] = [
+    {
+        "type": "object",
+        "properties": {"msg": {"type": "string", "minLength": 1, "maxLength": 5}},
+        "required": ["msg"],
+        "additionalProperties": False,
+    },
+    {
+        "type": "object",
+        "properties": {
+            "n": {"type": "integer", "minimum": 0, "exclusiveMaximum": 10},
+            "x": {"type": ["number", "null"]},
+        },
+        "additionalProperties": {"type": "boolean"},
+    },
+    {
+        "type": "object",
+        "properties": {
+            "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}, "minItems": 1, "maxItems": 2}
+        },
+    },
+    {
+        "type": "object",
+        "properties": {"o": {"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"]}},
+    },
+    {"type": "object", "properties": {"p": {"pattern": "^a+$"}}},  # outside the fast subset: jsonschema decides
+]
+_VALUES: list[Any] = [
+    None,
+    True,
+    False,
+    0,
+    1,
+    -1,
+    9,
+    10,
+    3.0,
+    2.5,
+    float("nan"),
+    "",
+    "a",
+    "aaa",
+    "abcdef",
+    "b",
+    "c",
+    [],
+    ["a"],
+    ["a", "b"],
+    ["a", "b", "a"],
+    ["c"],
+    [1],
+    {},
+    {"k": "v"},
+    {"k": 1},
+    {"j": "v"},
+    (1,),
+]
+
+
+def _inputs() -> list[dict[str, Any]]:
+    keys = ["msg", "n", "x", "tags", "o", "p", "extra"]
+    out: list[dict[str, Any]] = [{}]
+    for key in keys:
+        for value in _VALUES:
+            out.append({key: value})
+            out.append({key: value, "msg": "ok", "n": 1})
+    return out
+
+
+@pytest.mark.parametrize("schema", _SCHEMAS)
+def test_loop_tool_validation_agrees_with_jsonschema(schema: dict[str, Any]) -> None:
+    tool = LoopTool("check_me", "Check.", schema, facts=ToolFacts())
+    reference = Draft202012Validator(schema)
+    for data in _inputs():
+        try:
+            tool.validate(data)
+            accepted = True
+        except ValidationFailed:
+            accepted = False
+        assert accepted == reference.is_valid(data), (schema, data)
