@@ -34,7 +34,8 @@ CALLBACK_WINDOW_S = 300.0
 """How long the loopback redirect waits for the browser (reference: 5 minutes)."""
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` names the loopback interface (``localhost``, 127.0.0.0/8, ``::1``)."""
     if host == "localhost":
         return True
     try:
@@ -50,7 +51,7 @@ def check_endpoint(url: str, what: str) -> str:
     parts = urlsplit(url)
     if parts.scheme == "https" and parts.hostname:
         return url
-    if parts.scheme == "http" and parts.hostname and _is_loopback(parts.hostname):
+    if parts.scheme == "http" and parts.hostname and is_loopback_host(parts.hostname):
         return url
     raise ValueError(f"{what} {url!r} must use https (plain http is allowed only on loopback)")
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import ipaddress
 import logging
 import weakref
 from collections.abc import Mapping
@@ -26,6 +25,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from aleph._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalResponse
+from aleph._mcp._oauth import is_loopback_host
 from aleph._progress import ToolProgressCallback, get_tool_progress_handler, set_tool_progress_handler
 from aleph._types import ToolDefinition
 
@@ -43,16 +43,6 @@ _REQUEST: contextvars.ContextVar[ServerRequestContext[Any, Any] | None] = contex
     "aleph_mcp_request", default=None
 )
 _PROGRESS: contextvars.ContextVar[_ProgressSink | None] = contextvars.ContextVar("aleph_mcp_progress", default=None)
-
-
-def is_loopback_host(host: str) -> bool:
-    """Whether ``host`` names the loopback interface."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _supports_form_elicitation(ctx: ServerRequestContext[Any, Any]) -> bool:
