@@ -7,19 +7,11 @@ from typing import Any
 import aleph_exec.plugin
 
 import aleph
+from aleph.testing import isolated_runtime
 
 
 def make_runtime(workspace: Path, extra_toml: str = "", plugins: tuple[object, ...] = ()) -> aleph.Aleph:
-    (workspace / "aleph.toml").write_text(
-        f'[workspace]\ndata_dir = "{(workspace / ".aleph-data").as_posix()}"\n{extra_toml}'
-    )
-    return aleph.load(
-        workspace / "aleph.toml",
-        workspace=workspace,
-        plugins=[aleph_exec.plugin, *plugins],
-        entry_points=False,
-        strict=True,
-    )
+    return isolated_runtime(workspace, aleph_exec.plugin, *plugins, config_toml=extra_toml)
 
 
 async def run(workspace: Path, name: str, payload: dict[str, Any], toml: str = "", plugins=()) -> Any:

@@ -9,21 +9,13 @@ import aleph_files.plugin
 import pytest
 
 import aleph
+from aleph.testing import isolated_runtime
 
 Call = Callable[..., Awaitable[Any]]
 
 
 def make_runtime(workspace: Path, extra_toml: str = "", plugins: tuple[object, ...] = ()) -> aleph.Aleph:
-    (workspace / "aleph.toml").write_text(
-        f'[workspace]\ndata_dir = "{(workspace / ".aleph-data").as_posix()}"\n{extra_toml}'
-    )
-    return aleph.load(
-        workspace / "aleph.toml",
-        workspace=workspace,
-        plugins=[aleph_files.plugin, *plugins],
-        entry_points=False,
-        strict=True,
-    )
+    return isolated_runtime(workspace, aleph_files.plugin, *plugins, config_toml=extra_toml)
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ from aleph._service import UnscopedToolService
 from aleph._tool import facts_declared
 from aleph._types import ToolDefinition, ToolFacts
 
-__all__ = ["ToolContractTests", "strict_schema_problems"]
+__all__ = ["ToolContractTests", "isolated_runtime", "strict_schema_problems"]
 
 
 def strict_schema_problems(schema: dict[str, Any], where: str = "$") -> list[str]:
@@ -71,6 +71,17 @@ def strict_schema_problems(schema: dict[str, Any], where: str = "$") -> list[str
     return problems
 
 
+def isolated_runtime(workspace: Path, *plugins: object, config_toml: str = "") -> Aleph:
+    """A strict runtime with only ``plugins``, its data directory inside ``workspace``, and ``config_toml`` appended.
+
+    No installed entry point is loaded, so a test sees exactly the plugins it names.
+    """
+    (workspace / "aleph.toml").write_text(
+        f'[workspace]\ndata_dir = "{(workspace / ".aleph-data").as_posix()}"\n{config_toml}'
+    )
+    return load(workspace / "aleph.toml", workspace=workspace, plugins=list(plugins), entry_points=False, strict=True)
+
+
 class ToolContractTests:
     """Contract tests for one plugin's tools. Set ``plugin`` and ``family``/``families``; give examples."""
 
@@ -101,12 +112,7 @@ class ToolContractTests:
 
     def make_runtime(self, workspace: Path) -> Aleph:
         """The runtime under test: only this plugin, in a fresh workspace and data directory."""
-        (workspace / "aleph.toml").write_text(
-            f'[workspace]\ndata_dir = "{(workspace / ".aleph-data").as_posix()}"\n{self.config_toml}'
-        )
-        return load(
-            workspace / "aleph.toml", workspace=workspace, plugins=[self.plugin], entry_points=False, strict=True
-        )
+        return isolated_runtime(workspace, self.plugin, config_toml=self.config_toml)
 
     # -- helpers ----------------------------------------------------------------------------
 
