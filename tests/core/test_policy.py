@@ -189,3 +189,19 @@ def test_malformed_or_never_matchable_rules_are_config_errors_naming_the_rule(ru
 def test_parse_rule_keeps_the_key_as_written() -> None:
     rule = parse_rule("bash(git log *)", "allow")
     assert (rule.key, rule.spec_kind, rule.name_pattern) == ("bash(git log *)", "command", "bash")
+
+
+def test_server_rules_with_a_tool_glob_match_only_that_servers_tools() -> None:
+    policy = PermissionPolicy([layer_of({"github__delete_*": "deny", "*__get_*": "allow"}, default="ask")])
+    assert decide(policy, "github__delete_repo", ToolSource.mcp("github")) == "deny"
+    assert decide(policy, "github__create_repo", ToolSource.mcp("github")) == "ask"
+    assert decide(policy, "gitlab__delete_repo", ToolSource.mcp("gitlab")) == "ask"
+    assert decide(policy, "gitlab__get_repo", ToolSource.mcp("gitlab")) == "allow"
+
+
+def test_every_tier_has_its_own_model_facing_line() -> None:
+    from aleph._tiers import ExecTier
+
+    lines = [tier.prompt_line for tier in ExecTier]
+    assert len(set(lines)) == 4
+    assert all(line.startswith(f"Approval mode: {tier.id} — ") for tier, line in zip(ExecTier, lines, strict=True))

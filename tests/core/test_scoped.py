@@ -635,3 +635,21 @@ async def test_a_copy_that_overwrites_asks_under_auto(registry: ToolRegistry) ->
     svc = service(registry)
     assert svc.explain("file_ops", {"operation": "copy", "overwrite": True}).rule_id == "destructive_arguments"
     assert svc.explain("file_ops", {"operation": "copy"}).decision == "allow"
+
+
+def test_a_command_block_reason_is_quoted_unchanged() -> None:
+    from aleph._policy import PolicyDecision
+    from aleph._verdict import decide_call
+
+    verdict = decide_call(
+        tool="bash",
+        facts=ToolFacts(),
+        decision=PolicyDecision("allow", None, "default", False),
+        tier=ExecTier.FULL,
+        turn=None,
+        input={},
+        names_exactly=False,
+        command=("block", "blocked by command policy [write_protected]: writes ../.git/hooks/x.", ("write_protected",)),
+    )
+    assert verdict.reason == "`bash`: blocked by command policy [write_protected]: writes ../.git/hooks/x."
+    assert verdict.rule_id == "command_blocked"

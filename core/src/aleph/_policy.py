@@ -163,11 +163,9 @@ class PermissionRule:
                     return False
             elif server_part != source.server_id:
                 return False
-            return (
-                _glob_regex(tool_part, path=False).fullmatch(inner) is not None
-                if ("*" in tool_part or "?" in tool_part)
-                else tool_part == inner
-            )
+            if self._name is not None:  # compiled from the tool part at parse time
+                return self._name.fullmatch(inner) is not None
+            return tool_part == inner
         if self._name is None:
             return self.name_pattern == name
         return self._name.fullmatch(name) is not None
@@ -225,7 +223,9 @@ def parse_rule(key: str, action: Action, *, workspace: str = "") -> PermissionRu
         raise ValueError(f"tool part {name!r} may only use ASCII letters, digits, '_', '-', '*' and '?'")
     if name.count("__") > 1 or name.startswith("__") or name.endswith("__"):
         raise ValueError(f"{name!r}: MCP rules are '<server>__<tool>' with one '__'")
-    name_re = _glob_regex(name, path=False) if ("*" in name or "?" in name) and "__" not in name else None
+    # For '<server>__<tool>' rules the pattern compiles the tool part; the server part is matched separately.
+    tool_part = name.partition("__")[2] if "__" in name else name
+    name_re = _glob_regex(tool_part, path=False) if "*" in tool_part or "?" in tool_part else None
     server_re = None
     if "__" in name:
         server_part = name.partition("__")[0]
@@ -252,7 +252,9 @@ def parse_rule(key: str, action: Action, *, workspace: str = "") -> PermissionRu
     elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", spec, re.DOTALL):
         arg, _, value = spec.partition("=")
         kind, compiled = "field", (arg, _glob_regex(value, path=False))
-    elif name in SHELL_TOOLS or (name_re is not None and any(name_re.fullmatch(t) for t in SHELL_TOOLS)):
+    elif name in SHELL_TOOLS or (
+        "__" not in name and name_re is not None and any(name_re.fullmatch(t) for t in SHELL_TOOLS)
+    ):
         kind, compiled = "command", _command_pattern(spec)
     else:
         kind, compiled = "path", _path_pattern(spec, workspace)

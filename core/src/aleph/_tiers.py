@@ -56,6 +56,11 @@ class ExecTier(IntEnum):
         """The tier's config spelling."""
         return self.name.lower()
 
+    @property
+    def prompt_line(self) -> str:
+        """The fixed model-facing line that tells the model how this tier treats its calls."""
+        return TIER_PROMPTS[self]
+
 
 _BY_NAME = {t.name.lower(): t for t in ExecTier}
 

@@ -114,7 +114,7 @@ def decide_call(
         return Verdict(
             "deny",
             "command_blocked",
-            f"`{tool}`: {command[1]}.".replace("..", "."),
+            f"`{tool}`: {command[1].rstrip('.')}.",
             ", ".join(command[2]) or None,
             "sandbox.command_policy",
             "floor",
