@@ -20,10 +20,6 @@ T = TypeVar("T")
 TICK = 0.05
 
 
-class _Overrun(Exception):
-    """Internal: the budget ran out (turned into ToolTimeout by the caller)."""
-
-
 class _Watchdog:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
