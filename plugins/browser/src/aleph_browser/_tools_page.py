@@ -399,6 +399,20 @@ class ScrollArgs(SnapshotChoice):
     """Pixels to scroll for down/up/left/right."""
 
 
+_SETTLED_OFFSET = """(before) => new Promise((resolve) => {
+  const start = performance.now();
+  let last = [-1, -1], still = 0;
+  const tick = () => {
+    const now = [Math.round(window.scrollX), Math.round(window.scrollY)];
+    const moved = before === null || now[0] !== before[0] || now[1] !== before[1];
+    still = moved && now[0] === last[0] && now[1] === last[1] ? still + 1 : 0;
+    last = now;
+    if (still >= 2 || performance.now() - start > 1000) resolve(now); else requestAnimationFrame(tick);
+  };
+  requestAnimationFrame(tick);
+})"""
+
+
 class BrowserScroll(BrowserTool[ScrollArgs]):
     NAME = "browser_scroll"
     DESCRIPTION = "Scroll an element into view, or scroll the page up/down/left/right by pixels or to the top/bottom."
@@ -408,6 +422,7 @@ class BrowserScroll(BrowserTool[ScrollArgs]):
     async def run(self, args: ScrollArgs) -> str:
         tab = await self.manager.tab()
         page = tab.page
+        before = None  # the offset before a wheel scroll; None when the scroll is synchronous
         if args.target is not None:
             locator = await self.manager.locate(tab, args.target)
             await self.manager.act(tab, locator.scroll_into_view_if_needed)
@@ -420,9 +435,13 @@ class BrowserScroll(BrowserTool[ScrollArgs]):
             what = f"Scrolled to the {args.direction}"
         else:
             dx, dy = {"down": (0, 1), "up": (0, -1), "right": (1, 0), "left": (-1, 0)}[args.direction]
+            before = await page.evaluate("[Math.round(window.scrollX), Math.round(window.scrollY)]")
             await self.manager.act(tab, lambda: page.mouse.wheel(dx * args.amount, dy * args.amount))
             what = f"Scrolled {args.direction} {args.amount}px"
-        x, y = await page.evaluate("[Math.round(window.scrollX), Math.round(window.scrollY)]")
+        # A wheel scroll lands asynchronously (the compositor applies it a frame or more later): read the
+        # offset once it has moved and then held still for two frames, waiting at most one second (a page
+        # that cannot scroll further never moves, so the wait is bounded).
+        x, y = await page.evaluate(_SETTLED_OFFSET, before)
         return await self.manager.report(tab, f"{what}; page offset now x={x}, y={y}.", snapshot=args.snapshot)
 
 
