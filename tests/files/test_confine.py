@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -131,7 +132,12 @@ def test_racing_symlink_swaps_never_reveal_outside_content(tmp_path: Path, outsi
     thread = threading.Thread(target=swapper)
     thread.start()
     try:
-        for _ in range(3000):
+        # At least 3,000 rounds, and on until a read has caught the real directory mid-race (bounded at 20 s),
+        # so the test never passes without having raced.
+        deadline = time.monotonic() + 20
+        rounds = 0
+        while rounds < 3000 or ("INSIDE" not in seen and time.monotonic() < deadline):
+            rounds += 1
             for path in ("sub/secret", "real/secret"):
                 try:
                     with ws.open_regular(path) as (fd, _):
