@@ -589,10 +589,12 @@ def _stubbed_bash(tmp_path: Path) -> tuple[Path, Path, Path]:
     stubs = tmp_path / "bin"
     stubs.mkdir()
     log = tmp_path / "log"
-    # rm and ls are harmless stubs that record their arguments; the wrappers are the real programs
+    log.mkdir()
+    # rm and ls are harmless stubs that record their arguments, one file per run (stubs run concurrently
+    # in pipelines and process substitutions); the wrappers are the real programs
     for name in ("rm", "ls", "cat"):
         stub = stubs / name
-        stub.write_text(f'#!/bin/sh\nprintf "%s\\0" "$0" "$@" >> {log}\nprintf "\\n" >> {log}\n')
+        stub.write_text(f'#!/bin/sh\nprintf "%s\\0" "$0" "$@" > {log}/$$\n')
         stub.chmod(0o755)
     real_programs = ("env", "timeout", "nice", "nohup", "stdbuf", "xargs", "find", "bash", "sh", "true", "false")
     for name in (*real_programs, "base64", "tr", "sed"):
@@ -609,7 +611,8 @@ def _run_stubbed(command: str, tmp_path: Path, stubs: Path, log: Path, work: Pat
     import os
     import subprocess
 
-    log.write_text("")
+    for entry in log.iterdir():
+        entry.unlink()
     subprocess.run(
         [str(stubs / "bash"), "--norc", "--noprofile", "-c", command],
         cwd=work,
@@ -618,7 +621,7 @@ def _run_stubbed(command: str, tmp_path: Path, stubs: Path, log: Path, work: Pat
         timeout=30,
         check=False,
     )
-    ran = [line.split("\0")[:-1] for line in log.read_text().split("\n") if line]
+    ran = [entry.read_text().split("\0")[:-1] for entry in log.iterdir()]
     return [[os.path.basename(argv[0]), *argv[1:]] for argv in ran]
 
 

@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from aleph import Keystore, Ledger, LedgerRecord, LedgerRow
-from aleph._ledger import LedgerError, row_hash
+from aleph._ledger import LedgerError, _Stop, row_hash
 
 # ---- the row hash (reference §6.5 "identity") --------------------------------------------------
 
@@ -124,10 +124,11 @@ def record(i: int = 0, agent: str = "main", **changes: Any) -> LedgerRecord:
 
 
 async def filled(directory: Path, n: int, agent: str = "main", **kwargs: Any) -> Ledger:
+    """A ledger with ``n`` rows, each in its own group commit: every row carries its own signature."""
     ledger = Ledger(directory, **kwargs)
     for i in range(n):
         await ledger.append(record(i, agent))
-    await ledger.flush()
+        await ledger.flush()
     return ledger
 
 
@@ -465,6 +466,106 @@ async def test_a_garbled_middle_row_is_named(tmp_path: Path) -> None:
     report = ledger.verify("main")
     assert (False, 3, 3) == (report.ok, report.first_bad_seq, report.first_bad_line)
     assert "unreadable" in (report.reason or "")
+
+
+# ---- one signature per group commit -------------------------------------------------------------
+
+
+def batched(directory: Path, n: int, **kwargs: Any) -> Ledger:
+    """A closed ledger whose genesis and ``n`` records went out in one group commit (as under load)."""
+    ledger = Ledger(directory, **kwargs)
+    ledger._process([*(record(i) for i in range(n)), _Stop()])  # what the writer thread does with one batch
+    ledger.close()
+    return ledger
+
+
+def test_a_group_commit_signs_its_last_row_and_identity_rows_and_verifies(tmp_path: Path) -> None:
+    ledger = batched(tmp_path, 5)
+    rows = read_rows(chain_file(ledger))
+    assert [True, False, False, False, False, True] == [bool(r["signature"]) for r in rows]
+    assert (True, 6, False) == (ledger.verify("main").ok, ledger.verify("main").rows, ledger.verify("main").torn_tail)
+
+
+def test_a_long_group_commit_carries_a_signature_at_least_every_64_rows(tmp_path: Path) -> None:
+    ledger = batched(tmp_path, 200)
+    signed = [r["seq"] for r in read_rows(chain_file(ledger)) if r["signature"]]
+    assert [1, 65, 129, 193, 201] == signed
+    assert ledger.verify("main").ok
+
+
+def test_an_unsigned_row_edited_with_every_later_hash_recomputed_fails_on_the_signature_that_vouches_for_it(
+    tmp_path: Path,
+) -> None:
+    ledger = batched(tmp_path, 5)
+    path = chain_file(ledger)
+    rows = read_rows(path)
+    rows[2]["detail"] = "harmless"
+    for i in range(2, len(rows)):  # a forger without the key re-chains everything after the edit
+        rows[i]["prev_hash"] = rows[i - 1]["hash"]
+        row = LedgerRow.from_json(rows[i])
+        fields = {k: v for k, v in row.to_json().items() if k not in ("hash", "signature")}
+        rows[i]["hash"] = row_hash(**fields | {"prev_hash": bytes.fromhex(row.prev_hash or "")}).hex()
+    write_rows(path, rows)
+    report = ledger.verify("main")
+    assert (False, 2) == (report.ok, report.first_bad_seq)
+    assert "bad signature" in (report.reason or "")
+
+
+def test_a_signature_moved_onto_an_unsigned_row_fails(tmp_path: Path) -> None:
+    ledger = batched(tmp_path, 3)
+    path = chain_file(ledger)
+    rows = read_rows(path)
+    rows[2]["signature"], rows[3]["signature"] = rows[3]["signature"], ""
+    write_rows(path, rows)
+    report = ledger.verify("main")
+    assert (False, 2, "bad signature under key") == (report.ok, report.first_bad_seq, (report.reason or "")[:23])
+
+
+def test_an_identity_row_without_its_signature_fails(tmp_path: Path) -> None:
+    ledger = batched(tmp_path, 2)
+    path = chain_file(ledger)
+    rows = read_rows(path)
+    rows[0]["signature"] = ""
+    write_rows(path, rows)
+    report = ledger.verify("main")
+    assert (False, 1, "identity_created row carries no signature") == (report.ok, report.first_bad_seq, report.reason)
+
+
+def test_a_stripped_final_signature_leaves_the_tail_unverified_and_the_checkpoint_catches_it(tmp_path: Path) -> None:
+    ledger = batched(tmp_path, 4)  # close() wrote a checkpoint at the head, seq 5
+    path = chain_file(ledger)
+    rows = read_rows(path)
+    rows[-1]["signature"] = ""
+    write_rows(path, rows)
+    report = ledger.verify("main")
+    assert (False, 2) == (report.ok, report.first_bad_seq)
+    assert "rows 2..5 carry no signature: their signatures were stripped" in (report.reason or "")
+
+
+@pytest.mark.anyio
+async def test_unsigned_rows_left_by_a_crash_are_not_verified_and_are_cut_on_the_next_open(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    ledger = batched(tmp_path, 2)
+    await (await filled(tmp_path, 1)).aclose()  # seq 4, signed: the last acknowledged row
+    path = chain_file(ledger)
+    ledger._chain_paths("main")[1].unlink()  # no checkpoint covers what follows
+    good = path.read_bytes()
+    # The next group commit (seq 5..8) reached the disk only up to a line boundary before its signed last row.
+    batched(tmp_path, 4)
+    lines = path.read_bytes()[len(good) :].splitlines(keepends=True)
+    assert [False, False, False, True] == [bool(json.loads(line)["signature"]) for line in lines]
+    path.write_bytes(good + b"".join(lines[:3]))
+    ledger._chain_paths("main")[1].unlink()
+    report = ledger.verify("main")
+    assert (True, True, 4) == (report.ok, report.torn_tail, report.rows)
+
+    reopened = await filled(tmp_path, 1)
+    await reopened.aclose()
+    assert "3 unsigned row(s) of a batch cut short by a crash" in caplog.text
+    assert list(range(1, 6)) == [r.seq for r in reopened.rows("main")]
+    assert path.read_bytes().startswith(good)
+    assert reopened.verify("main").ok
 
 
 # ---- crashes ------------------------------------------------------------------------------------

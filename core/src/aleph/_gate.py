@@ -62,21 +62,31 @@ _INLINE_SECRET = re.compile(
 _INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 
 
+# Built once: json.dumps with non-default options constructs a new encoder on every call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+_PREVIEW = json.JSONEncoder(ensure_ascii=False, default=str)
+_SCALARS = (str, int, float, bool)
+
+
+def _drop_nulls(node: Any) -> Any:
+    if isinstance(node, Mapping):
+        return {k: _drop_nulls(v) for k, v in node.items() if v is not None}
+    if isinstance(node, list | tuple):
+        return [_drop_nulls(v) for v in node]
+    return node
+
+
 def canonical_json(value: Any, *, drop_justification: bool = False) -> str:
     """Sorted keys, nulls dropped recursively (and ``justification`` for exec tools)."""
-
-    def clean(node: Any, top: bool) -> Any:
-        if isinstance(node, Mapping):
-            return {
-                k: clean(v, False)
-                for k, v in node.items()
-                if v is not None and not (top and drop_justification and k == "justification")
-            }
-        if isinstance(node, list | tuple):
-            return [clean(v, False) for v in node]
-        return node
-
-    return json.dumps(clean(value, True), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    if isinstance(value, Mapping):
+        value = {
+            k: v if type(v) in _SCALARS else _drop_nulls(v)
+            for k, v in value.items()
+            if v is not None and not (drop_justification and k == "justification")
+        }
+    else:
+        value = _drop_nulls(value)
+    return _CANONICAL.encode(value)
 
 
 def grant_fingerprint(tool: str, input: Mapping[str, Any]) -> str:
@@ -96,18 +106,43 @@ def redact(text: str) -> str:
     return _INLINE_SECRET.sub(lambda m: m.group(1) + "***", text)
 
 
+_secret_keys: dict[str, bool] = {}
+
+
+def _is_secret_key(key: Any) -> bool:
+    # Argument names repeat from call to call: remember the answer (boundedly; names are model input).
+    key = str(key)
+    found = _secret_keys.get(key)
+    if found is None:
+        found = _SECRET_KEY.search(key) is not None
+        if len(_secret_keys) < 4096:
+            _secret_keys[key] = found
+    return found
+
+
 def redact_arguments(value: Any) -> Any:
     """A copy of ``value`` with secret-named keys and secret-looking strings masked and escaped."""
     if isinstance(value, Mapping):
         return {
-            k: ("***" if _SECRET_KEY.search(str(k)) and v not in (None, "") else redact_arguments(v))
-            for k, v in value.items()
+            k: ("***" if _is_secret_key(k) and v not in (None, "") else redact_arguments(v)) for k, v in value.items()
         }
     if isinstance(value, list | tuple):
         return [redact_arguments(v) for v in value]
     if isinstance(value, str):
         return escape_for_prompt(redact(value))
     return value
+
+
+def _preview(value: Any) -> str:
+    """A value as the summary shows it: strings as they are, everything else as JSON."""
+    kind = type(value)
+    if kind is str:
+        return str(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return str(value)
+    return _PREVIEW.encode(value)
 
 
 def summarize_call(tool: str, input: Mapping[str, Any]) -> str:
@@ -123,10 +158,7 @@ def summarize_call(tool: str, input: Mapping[str, Any]) -> str:
     elif not safe:
         preview = "(no arguments)"
     else:
-        preview = " ".join(
-            f"{k}={json.dumps(safe[k], ensure_ascii=False, default=str) if not isinstance(safe[k], str) else safe[k]}"
-            for k in sorted(safe)
-        )
+        preview = " ".join(f"{k}={_preview(safe[k])}" for k in sorted(safe))
     text = " ".join(f"{tool}: {preview}".split())
     return text if len(text) <= SUMMARY_LIMIT else text[:SUMMARY_LIMIT] + "…"
 

@@ -38,6 +38,7 @@ from aleph._ledger_format import (
     ACTIONS,
     CHECKPOINT_DOMAIN,
     HASH_DOMAIN,
+    IDENTITY_ACTIONS,
     OUTCOMES,
     LedgerAction,
     LedgerError,
@@ -49,6 +50,7 @@ from aleph._ledger_format import (
     read_lines,
     row_hash,
     signed_checkpoint,
+    unsigned_tail_start,
     verify_chain,
 )
 
@@ -79,7 +81,10 @@ MAX_DETAIL = 4096
 MAX_SHORT = 256
 _TRUNCATED = "… [truncated]"
 _MAX_OPEN_CHAINS = 256
-_TAIL_WINDOW = 1 << 20  # a row is at most ~10 KiB (fields are clipped), so the last row is within this
+SIGN_EVERY = 64
+"""A signature at least every this many rows of a chain (see :func:`_seal`)."""
+# A row is at most ~10 KiB (fields are clipped), so the last signed row is within this window.
+_TAIL_WINDOW = 1 << 20
 
 
 def ledger_directory(config: AlephConfig) -> Path:
@@ -147,6 +152,45 @@ class _Chain:
     revoked: bool = False
     ckpt_seq: int = 0
     broken: str | None = None
+
+
+_ROW_ENCODER = json.JSONEncoder(ensure_ascii=False)  # json.dumps(row, ensure_ascii=False) without a new encoder per row
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A row built in a batch, waiting for :func:`_seal` to decide whether it carries a signature."""
+
+    row: dict[str, Any]
+    digest: bytes
+    signer: Signer
+
+
+def _seal(rows: list[_Pending]) -> bytes:
+    """Sign the rows that must carry a signature and serialise the batch.
+
+    Each row's hash covers every row before it, so one Ed25519 signature vouches for the whole run
+    of unsigned rows that precede it under the same key. Signed: the last row of the batch (a
+    batch never ends unsigned), the last row before a key change, identity rows, and at least every
+    :data:`SIGN_EVERY`-th row, which bounds how far back the writer looks to find the last signed
+    row after a crash.
+    """
+    out = []
+    run = 0
+    last = len(rows) - 1
+    for i, pending in enumerate(rows):
+        row = pending.row
+        run += 1
+        if (
+            i == last
+            or run >= SIGN_EVERY
+            or row["action"] in IDENTITY_ACTIONS
+            or rows[i + 1].signer.fingerprint != pending.signer.fingerprint
+        ):
+            row["signature"] = pending.signer.sign(pending.digest).hex()
+            run = 0
+        out.append(_ROW_ENCODER.encode(row))
+    return "\n".join(out).encode("utf-8") + b"\n"
 
 
 _OPEN_LEDGERS: weakref.WeakSet[Ledger] = weakref.WeakSet()
@@ -413,9 +457,24 @@ class Ledger:
                 size - keep,
             )
             tail = tail[: keep - start]
+        lines = tail.split(b"\n")[:-1]
+        # Rows after the last signature belong to a batch whose write a crash cut short: never acknowledged.
+        unsigned = unsigned_tail_start(lines)
+        if unsigned is not None:
+            if unsigned == 0 and start > 0:
+                chain.broken = f"{chain.path}: no signed row in the last {_TAIL_WINDOW} bytes"
+                return chain.broken
+            cut_to = start + sum(len(line) + 1 for line in lines[:unsigned])
+            os.ftruncate(chain.fd, cut_to)
+            os.fsync(chain.fd)
+            logger.warning(
+                "ledger: %s ended in %d unsigned row(s) of a batch cut short by a crash; cut them, earlier rows kept",
+                chain.path,
+                len(lines) - unsigned,
+            )
+            keep, lines = cut_to, lines[:unsigned]
         chain.size = keep
         chain.seq, chain.head, chain.signer_fp, chain.revoked = 0, None, None, False
-        lines = tail.split(b"\n")[:-1]
         if lines:
             try:
                 last = LedgerRow.from_json(json.loads(lines[-1]))
@@ -447,7 +506,7 @@ class Ledger:
         principal: str | None = None,
         result_fp: str | None = None,
         rule: str | None = None,
-    ) -> bytes:
+    ) -> _Pending:
         seq, prev = chain_state[0] + 1, chain_state[1]
         agent_id = signer.agent_id
         at_ms = _now_ms()
@@ -472,7 +531,7 @@ class Ledger:
             "seq": seq,
             "prev_hash": None if prev is None else prev.hex(),
             "hash": digest.hex(),
-            "signature": signer.sign(digest).hex(),
+            "signature": "",  # filled in by _seal for the rows that carry one
             "signer_fp": signer.fingerprint,
             "action": action,
             "target": target,
@@ -487,9 +546,9 @@ class Ledger:
         chain_state[0], chain_state[1], chain_state[2] = seq, digest, signer.fingerprint
         if seq % self.checkpoint_every == 0:
             chain_state[4].append((seq, digest, signer.fingerprint))
-        return json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n"
+        return _Pending(row, digest, signer)
 
-    def _identity_rows(self, chain: _Chain, state: list[Any], out: list[bytes]) -> Signer:
+    def _identity_rows(self, chain: _Chain, state: list[Any], out: list[_Pending]) -> Signer:
         """Append the genesis, rotation and revocation rows the keystore calls for; return the active signer."""
         agent_id = chain.agent_id
         active = self.keystore.signer(agent_id)
@@ -558,7 +617,7 @@ class Ledger:
                     return
             # seq, head hash, signer fingerprint, revocation recorded, checkpoints due (seq, head, signer)
             state: list[Any] = [chain.seq, chain.head, chain.signer_fp, chain.revoked, []]
-            lines: list[bytes] = []
+            lines: list[_Pending] = []
             stored = 0
             signer: Signer | None = None
             for item in items:
@@ -590,7 +649,7 @@ class Ledger:
                     self._lose(1 if isinstance(item, LedgerRecord) else 0, f"agent {agent_id!r}: {exc}")
             if not lines:
                 return
-            data = b"".join(lines)
+            data = _seal(lines)
             try:
                 written = 0
                 while written < len(data):

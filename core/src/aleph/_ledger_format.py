@@ -7,7 +7,11 @@ Row hash (version 2 of the reference layout; every displayed field is hashed)::
              ‖ OPT(rule) ‖ prev_hash or 32 zero bytes )
 
 ``LP(x)`` = 4-byte big-endian length + UTF-8 bytes; ``OPT(x)`` = ``0x00`` for None, else ``0x01`` + LP(x).
-The signature is Ed25519 over the 32-byte hash. A checkpoint signs
+The signature is Ed25519 over the 32-byte hash. Since each hash covers every row before it, the writer
+signs only the last row of each group commit (and identity rows, the last row before a key change, and
+at least every 64th row); the other rows carry ``"signature": ""`` and are vouched for by the next
+signature under the same key. A chain never ends in unsigned rows: trailing ones are an unacknowledged
+write cut short by a crash, reported like a torn line and cut by the writer. A checkpoint signs
 ``SHA-256(b"aleph-agent-ledger-checkpoint-v1" ‖ LP(agent_id) ‖ i64be(seq) ‖ head_hash ‖ LP(signer_fp) ‖ i64be(at_ms))``.
 The verifier pins the algorithms and domain tags; nothing in a row or checkpoint chooses them.
 """
@@ -29,6 +33,7 @@ __all__ = [
     "ACTIONS",
     "CHECKPOINT_DOMAIN",
     "HASH_DOMAIN",
+    "IDENTITY_ACTIONS",
     "OUTCOMES",
     "LedgerAction",
     "LedgerError",
@@ -40,6 +45,7 @@ __all__ = [
     "read_lines",
     "row_hash",
     "signed_checkpoint",
+    "unsigned_tail_start",
     "verify_chain",
 ]
 
@@ -59,6 +65,8 @@ LedgerOutcome = Literal["ok", "error", "denied"]
 
 ACTIONS: frozenset[str] = frozenset(get_args(LedgerAction))
 OUTCOMES: frozenset[str] = frozenset(get_args(LedgerOutcome))
+IDENTITY_ACTIONS: frozenset[str] = frozenset({"identity_created", "identity_rotated", "identity_revoked"})
+"""Rows that always carry their own signature."""
 
 HASH_DOMAIN = b"aleph-agent-ledger-v2"
 """Domain tag that starts every row hash."""
@@ -147,8 +155,9 @@ class VerifyReport:
     """The result of :meth:`Ledger.verify` for one agent.
 
     ``first_bad_seq`` / ``first_bad_line`` name the first row that failed and ``reason`` says why.
-    ``torn_tail`` is true when the file ends in an incomplete line: a write cut short by a crash,
-    never acknowledged, which the writer cuts on its next open; it does not fail verification.
+    ``torn_tail`` is true when the file ends in an incomplete line or in rows no signature vouches
+    for: a write cut short by a crash, never acknowledged, which the writer cuts on its next open; it
+    does not fail verification, and those rows are not counted in ``rows``.
     """
 
     ok: bool
@@ -251,6 +260,27 @@ def read_lines(path: Path) -> tuple[list[bytes], bool]:
     return lines[:-1], torn
 
 
+def _is_signed(raw: bytes) -> bool | None:
+    """Whether a stored line carries a signature; None when it is not a readable row."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    signature = data.get("signature") if isinstance(data, dict) else None
+    return None if not isinstance(signature, str) else bool(signature)
+
+
+def unsigned_tail_start(lines: list[bytes]) -> int | None:
+    """Index of the first of the unsigned rows that end ``lines`` (complete lines), or None if it ends signed.
+
+    Stops at the first line that is signed or not a readable row.
+    """
+    index = len(lines)
+    while index > 0 and _is_signed(lines[index - 1]) is False:
+        index -= 1
+    return None if index == len(lines) else index
+
+
 def verify_chain(
     agent_id: str, path: Path, ckpt_path: Path, keys: dict[str, bytes], checkpoint: Path | None = None
 ) -> VerifyReport:
@@ -284,6 +314,8 @@ def verify_chain(
     expected_signer: str | None = None
     prev: str | None = None
     seq = 0
+    # Rows verified only once a later signature under the same key vouches for them: (first seq, signer, prev).
+    unsigned: tuple[int, str, str | None] | None = None
 
     def bad(line: int, reason: str) -> VerifyReport:
         report.first_bad_seq, report.first_bad_line, report.reason = line, line, reason
@@ -327,12 +359,29 @@ def verify_chain(
                 return bad(seq, f"unknown signer {row.signer_fp}: no such key for this agent in the keystore")
             if row.signer_fp != expected_signer:
                 return bad(seq, f"signed by {row.signer_fp} but the chain's key is {expected_signer} (no rotation row)")
-            try:
-                signature = bytes.fromhex(row.signature)
-            except ValueError:
-                signature = b""
-            if not verify_signature(public, signature, computed):
-                return bad(seq, f"bad signature under key {row.signer_fp}")
+            if not row.signature:
+                if row.action in IDENTITY_ACTIONS:
+                    return bad(seq, f"{row.action} row carries no signature")
+                if unsigned is None:
+                    unsigned = (seq, row.signer_fp, prev)
+            else:
+                try:
+                    signature = bytes.fromhex(row.signature)
+                except ValueError:
+                    signature = b""
+                if not verify_signature(public, signature, computed):
+                    if unsigned is None:
+                        return bad(seq, f"bad signature under key {row.signer_fp}")
+                    first, prev = unsigned[0], unsigned[2]
+                    return bad(
+                        first,
+                        f"bad signature under key {row.signer_fp} on row {seq}, which vouches for rows {first}..{seq}: "
+                        "one of them was changed after it was written",
+                    )
+                if unsigned is not None and unsigned[1] != row.signer_fp:
+                    prev = unsigned[2]
+                    return bad(unsigned[0], f"unsigned row followed by a signature under another key ({row.signer_fp})")
+                unsigned = None
             if row.action == "identity_rotated":
                 if row.target not in keys:
                     return bad(seq, f"rotation to unknown key {row.target}")
@@ -342,16 +391,33 @@ def verify_chain(
             if seq in wanted:
                 wanted[seq] = row.hash
             prev = row.hash
+    if unsigned is not None:
+        # No signature vouches for the last rows: a group commit cut short by a crash (never acknowledged;
+        # the writer cuts them on its next open), or rows stripped of their signature. Either way they are
+        # not part of the verified chain; a checkpoint that names one of them fails below.
+        report.torn_tail = True
+    file_end = seq
+    if unsigned is not None:
+        seq, prev = unsigned[0] - 1, unsigned[2]
     report.rows, report.head_hash = seq, prev
     if seq == 0:
         report.reason = f"no ledger rows for agent {agent_id!r} in {path.parent}"
         return report
 
     for label, ck_seq, head_hex in anchors:
+        if ck_seq > file_end:
+            report.first_bad_seq = report.first_bad_line = file_end + 1
+            report.reason = (
+                f"{label}: records seq {ck_seq} but the chain ends at seq {file_end}: "
+                f"rows {file_end + 1}..{ck_seq} were removed"
+                + (f" (and rows {seq + 1}..{file_end} carry no signature)" if unsigned is not None else "")
+            )
+            return report
         if ck_seq > seq:
             report.first_bad_seq = report.first_bad_line = seq + 1
             report.reason = (
-                f"{label}: records seq {ck_seq} but the chain ends at seq {seq}: rows {seq + 1}..{ck_seq} were removed"
+                f"{label}: records seq {ck_seq} but rows {seq + 1}..{file_end} carry no signature: "
+                "their signatures were stripped"
             )
             return report
         if wanted[ck_seq] != head_hex:
