@@ -18,12 +18,15 @@ Layers, strongest first, each used when the machine offers it:
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import resource
 import secrets
+import select
 import selectors
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -35,7 +38,7 @@ from typing import Any
 
 from aleph_exec._config import ExecConfig
 
-__all__ = ["Capture", "RunResult", "WorkspaceSandbox", "bwrap_available"]
+__all__ = ["Capture", "RunResult", "SandboxError", "WorkspaceSandbox", "bwrap_available"]
 
 MiB = 1024 * 1024
 _MARKER = "ALEPH_SANDBOX_RUN"
@@ -247,10 +250,21 @@ class WorkspaceSandbox:
         self.bwrap = shutil.which("bwrap") if self.isolation == "bwrap" else None
         if self.bwrap is None:
             _become_subreaper()
+        # Re-bound read-only inside bubblewrap when they exist; a change in which exist restarts the zygote.
+        self._ro_candidates = [
+            path
+            for path in [*self.protected, self.workspace / ".git" / "hooks", self.workspace / ".git" / "config"]
+            if path.is_relative_to(self.workspace)
+        ]
+        self._lock = threading.Lock()
+        self._zygote: _Zygote | None = None
+        self.zygote_error: str | None = None
+        """Why the persistent sandbox could not start (runs then start a bubblewrap each), or None."""
 
     # -- argv and child set-up -----------------------------------------------------------------
 
-    def _bwrap_argv(self, cwd: Path) -> list[str]:
+    def _bwrap_options(self) -> list[str]:
+        """The bwrap command line up to the command: namespaces and binds for the filesystem as it is now."""
         assert self.bwrap is not None
         argv = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         if self.config.network == "none":
@@ -274,11 +288,14 @@ class WorkspaceSandbox:
                 seen.add(real)
         argv += ["--bind", str(self.workspace), str(self.workspace)]
         # Aleph's own files and git hooks inside the workspace stay read-only for commands too.
-        for path in [*self.protected, self.workspace / ".git" / "hooks", self.workspace / ".git" / "config"]:
-            if path.exists() and path.is_relative_to(self.workspace):
+        for path in self._ro_candidates:
+            if path.exists():
                 argv += ["--ro-bind", str(path), str(path)]
-        argv += ["--chdir", str(cwd), "--"]
         return argv
+
+    def _bwrap_argv(self, cwd: Path) -> list[str]:
+        """The prefix of a per-run bubblewrap (the fallback when the zygote cannot start)."""
+        return [*self._bwrap_options(), "--chdir", str(cwd), "--"]
 
     def _preexec(self, cgroup: _Cgroup | None, cpu_seconds: int) -> Callable[[], None]:
         cfg = self.config
@@ -348,25 +365,19 @@ class WorkspaceSandbox:
         marker = secrets.token_hex(8)
         env = _host_env(cfg.env_allow, self.workspace)
         env[_MARKER] = marker
+        cpu_seconds = int(timeout) + 5
+        zygote = self._acquire_zygote() if self.bwrap else None
         cgroup = _Cgroup.create(cfg.max_processes) if cfg.cgroup == "auto" else None
-        full = self._bwrap_argv(cwd) + argv if self.bwrap else argv
-        launcher = self._launcher(cgroup, int(timeout) + 5)
-        if launcher is not None:
-            full = launcher + full
         start = time.monotonic()
+        proc: subprocess.Popen[bytes] | _ZygoteRun
         try:
-            proc = subprocess.Popen(
-                full,
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=cwd,
-                env=env,
-                start_new_session=True,
-                close_fds=True,
-                preexec_fn=None if launcher is not None else self._preexec(cgroup, int(timeout) + 5),
-            )
-        except (OSError, subprocess.SubprocessError):
+            if zygote is not None:
+                proc = self._submit(zygote, argv, cwd, env, marker, cgroup, cpu_seconds, stdin)
+            else:
+                proc = self._popen(argv, cwd, env, cgroup, cpu_seconds, stdin)
+        except BaseException:
+            if zygote is not None:
+                self._release(zygote)
             if cgroup is not None:
                 cgroup.remove()
             raise
@@ -376,9 +387,16 @@ class WorkspaceSandbox:
         try:
             timed_out, killed = self._pump(proc, stdin, out, err, start + timeout, on_line, cancel)
         finally:
-            self._kill_all(proc, cgroup, marker)
+            if isinstance(proc, _ZygoteRun):
+                assert zygote is not None
+                self._stop_zygote_run(proc, cgroup, zygote.host_pid)
+                self._release(zygote)
+            else:
+                self._kill_all(proc, cgroup, marker)
             if cgroup is not None:
                 cgroup.remove()
+        if isinstance(proc, _ZygoteRun) and proc.failure is not None:
+            raise proc.failure
         network = "none" if self.bwrap and cfg.network == "none" else "host"
         return RunResult(
             exit_code=None if timed_out or killed else proc.returncode,
@@ -392,9 +410,162 @@ class WorkspaceSandbox:
             killed=killed,
         )
 
+    def _popen(
+        self,
+        argv: list[str],
+        cwd: Path,
+        env: dict[str, str],
+        cgroup: _Cgroup | None,
+        cpu_seconds: int,
+        stdin: bytes | None,
+    ) -> subprocess.Popen[bytes]:
+        """Start the command directly (no bubblewrap), or in a bubblewrap of its own (the fallback)."""
+        full = self._bwrap_argv(cwd) + argv if self.bwrap else argv
+        launcher = self._launcher(cgroup, cpu_seconds)
+        if launcher is not None:
+            full = launcher + full
+        return subprocess.Popen(
+            full,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=None if launcher is not None else self._preexec(cgroup, cpu_seconds),
+        )
+
+    # -- the zygote: one bubblewrap per workspace ------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the zygote, if one runs; the next run would start a new one."""
+        with self._lock:
+            zygote, self._zygote = self._zygote, None
+        if zygote is not None:
+            zygote.close(wait=True)
+
+    def _acquire_zygote(self) -> _Zygote | None:
+        """The running zygote for the current binds (started, or restarted, here); None: per-run bwrap."""
+        key = tuple(path.exists() for path in self._ro_candidates)
+        with self._lock:
+            zygote = self._zygote
+            if zygote is not None and (zygote.key != key or not zygote.alive()):
+                self._zygote = None
+                zygote.retire()
+                zygote = None
+            if zygote is None:
+                if self.zygote_error is not None:
+                    return None
+                try:
+                    zygote = _Zygote.start(self._zygote_argv(), key, self._home_cgroup())
+                except SandboxError as exc:
+                    self.zygote_error = str(exc)
+                    return None
+                self._zygote = zygote
+            zygote.active += 1
+            return zygote
+
+    def _release(self, zygote: _Zygote) -> None:
+        with self._lock:
+            zygote.active -= 1
+            if zygote.retired and zygote.active == 0:
+                zygote.close(wait=False)
+
+    def _zygote_argv(self) -> list[str]:
+        cfg = self.config
+        limits = {
+            "AS": [cfg.memory_mb * MiB] * 2,
+            "FSIZE": [cfg.max_file_mb * MiB] * 2,
+            "CORE": [0, 0],
+        }
+        path = str(_ZYGOTE_PATH)
+        return [
+            *self._bwrap_options(),
+            "--ro-bind",
+            path,
+            path,
+            "--chdir",
+            "/",
+            "--",
+            sys.executable,
+            "-I",
+            "-S",
+            path,
+            "{control}",
+            "{home}",
+            json.dumps(limits),
+        ]
+
+    def _home_cgroup(self) -> Path | None:
+        if self.config.cgroup != "auto" or _pids_hierarchy() is None:
+            return None
+        return _own_pids_cgroup()
+
+    def _submit(
+        self,
+        zygote: _Zygote,
+        argv: list[str],
+        cwd: Path,
+        env: dict[str, str],
+        marker: str,
+        cgroup: _Cgroup | None,
+        cpu_seconds: int,
+        stdin: bytes | None,
+    ) -> _ZygoteRun:
+        cfg = self.config
+        request = {
+            "id": marker,
+            "argv": argv,
+            "cwd": str(cwd),
+            "env": env,
+            "rlimits": {
+                "CPU": [cpu_seconds, cpu_seconds + 5],
+                "NOFILE": [cfg.max_open_files] * 2,
+                "NPROC": [cfg.max_processes] * 2,
+            },
+        }
+        return zygote.submit(request, stdin is not None, cgroup.path / "cgroup.procs" if cgroup else None)
+
+    def _stop_zygote_run(self, run: _ZygoteRun, cgroup: _Cgroup | None, zygote_pid: int | None) -> None:
+        """SIGTERM, then SIGKILL, what is left of a zygote run (its cgroup, else through the zygote)."""
+
+        def targets() -> list[int]:
+            return [pid for pid in cgroup.pids() if pid != zygote_pid and _alive(pid)] if cgroup else []
+
+        def count() -> int:
+            if run.lost:
+                return 0
+            return len(targets()) if cgroup is not None else run.signal(0)
+
+        def send(sig: int) -> None:
+            if cgroup is None:
+                run.signal(sig)
+            for pid in targets():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
+
+        try:
+            # Fast path: the command has exited and the zygote saw nothing of it left.
+            left = run.left if cgroup is None and run.poll() is not None else count()
+            for sig, grace in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, 2.0)):
+                if not left and run.poll() is not None:
+                    break
+                send(sig)
+                end = time.monotonic() + grace
+                while time.monotonic() < end:
+                    left = count()
+                    if run.poll() is not None and not left:
+                        break
+                    time.sleep(0.002)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                run.wait(timeout=5)
+        finally:
+            run.close()
+
     def _pump(
         self,
-        proc: subprocess.Popen[bytes],
+        proc: subprocess.Popen[bytes] | _ZygoteRun,
         stdin: bytes | None,
         out: Capture,
         err: Capture,
@@ -510,6 +681,244 @@ class WorkspaceSandbox:
             pids = set(_proc_sweep(marker))
         pids.discard(os.getpid())
         return {pid for pid in pids if _alive(pid)}
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not run the command: its zygote stopped during the run, or did not start."""
+
+
+_ZYGOTE_PATH = Path(__file__).with_name("_zygote.py")
+_ZYGOTE_START_S = 10.0
+_ZYGOTE_REPLY_S = 5.0
+
+
+class _Zygote:
+    """The host's side of one zygote: a bubblewrap running :mod:`aleph_exec._zygote` (protocol there)."""
+
+    def __init__(self, key: tuple[bool, ...], control: socket.socket) -> None:
+        self.key = key
+        self.control = control
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.host_pid: int | None = None
+        self.init_pid: int | None = None
+        self.active = 0
+        self.retired = False
+        self._keeper: threading.Thread | None = None
+
+    @classmethod
+    def start(cls, template: list[str], key: tuple[bool, ...], home_cgroup: Path | None) -> _Zygote:
+        """Start bubblewrap and wait for the zygote's ``ready``; :class:`SandboxError` says why it did not come."""
+        control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        home = os.open(home_cgroup / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC) if home_cgroup else -1
+        argv = [a.format(control=theirs.fileno(), home=home) if a in ("{control}", "{home}") else a for a in template]
+        err_r, err_w = os.pipe()
+        zygote = cls(key, control)
+        spawned = threading.Event()
+        failure: list[BaseException] = []
+
+        def keep() -> None:
+            # bwrap --die-with-parent ties the sandbox to the *thread* that started it (PR_SET_PDEATHSIG):
+            # this thread lives exactly as long as the sandbox, and reaps bwrap when it exits.
+            try:
+                zygote.proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=err_w,
+                    pass_fds=[fd for fd in (theirs.fileno(), home) if fd >= 0],
+                    env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+                )
+            except (OSError, subprocess.SubprocessError) as exc:
+                failure.append(exc)
+                return
+            finally:
+                spawned.set()
+            zygote.proc.wait()
+            # Without a PID namespace of our own we may be a subreaper (see _become_subreaper); then
+            # bubblewrap's namespace init can outlive bwrap by a moment and become our child to reap.
+            end = time.monotonic() + 2.0
+            while zygote.init_pid is not None and _is_our_zombie_or_child(zygote.init_pid):
+                _reap([zygote.init_pid])
+                if time.monotonic() > end:
+                    break
+                time.sleep(0.002)
+
+        zygote._keeper = threading.Thread(target=keep, name="aleph-exec-zygote", daemon=True)
+        zygote._keeper.start()
+        spawned.wait()
+        theirs.close()
+        os.close(err_w)
+        if home >= 0:
+            os.close(home)
+        if zygote.proc is None:
+            os.close(err_r)
+            control.close()
+            raise SandboxError(f"could not start bwrap: {failure[0] if failure else 'unknown error'}")
+        try:
+            ready, _, _ = select.select([control], [], [], _ZYGOTE_START_S)
+            reply = json.loads(control.recv(256) or b"{}") if ready else {}
+            if "ready" not in reply:
+                raise SandboxError("no ready message")
+        except (OSError, ValueError, SandboxError) as exc:
+            zygote.close(wait=True)
+            os.set_blocking(err_r, False)
+            detail = ""
+            with contextlib.suppress(OSError):
+                detail = os.read(err_r, 4096).decode("utf-8", "replace").strip()
+            os.close(err_r)
+            raise SandboxError(f"the sandbox server did not start ({exc}): {detail or 'no output'}") from None
+        os.close(err_r)
+        zygote.init_pid, zygote.host_pid = _namespace_pids(zygote.proc.pid, int(reply["ready"]))
+        return zygote
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def submit(self, request: dict[str, Any], with_stdin: bool, cgroup_procs: Path | None) -> _ZygoteRun:
+        """Hand a run to the zygote: pipes and sockets made here, their far ends sent by ``SCM_RIGHTS``."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        in_r, in_w = os.pipe() if with_stdin else (os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC), -1)
+        cg = os.open(cgroup_procs, os.O_WRONLY | os.O_CLOEXEC) if cgroup_procs else -1
+        try:
+            socket.send_fds(self.control, [b"run"], [fd for fd in (theirs.fileno(), in_r, out_w, err_w, cg) if fd >= 0])
+            ours.sendall(json.dumps(request).encode() + b"\n")
+        except OSError as exc:
+            ours.close()
+            for fd in (out_r, in_w):
+                if fd >= 0:
+                    os.close(fd)
+            raise SandboxError(f"the sandbox server is gone ({exc})") from None
+        finally:
+            theirs.close()
+            for fd in (in_r, out_w, err_w, cg):
+                if fd >= 0:
+                    os.close(fd)
+        return _ZygoteRun(ours, in_w, out_r, err_r)
+
+    def retire(self) -> None:
+        """No new runs; the zygote stops once the runs it has are over."""
+        self.retired = True
+        if self.active == 0:
+            self.close(wait=False)
+
+    def close(self, *, wait: bool) -> None:
+        """Close the control socket: the zygote kills its runs and exits, and bwrap with it."""
+        self.control.close()
+        if wait and self._keeper is not None:
+            self._keeper.join(_ZYGOTE_REPLY_S)
+            if self._keeper.is_alive() and self.proc is not None:
+                self.proc.kill()
+                self._keeper.join()
+
+
+class _ZygoteRun:
+    """A run started by the zygote, shaped like the parts of ``Popen`` the pump uses."""
+
+    def __init__(self, sock: socket.socket, stdin: int, stdout: int, stderr: int) -> None:
+        self.sock = sock
+        self.stdin = open(stdin, "wb", buffering=0) if stdin >= 0 else None
+        self.stdout = open(stdout, "rb", buffering=0)
+        self.stderr = open(stderr, "rb", buffering=0)
+        self.returncode: int | None = None
+        self.left = 0
+        self.lost = False
+        self.failure: Exception | None = None
+        self._buf = b""
+        self._alive: int | None = None
+
+    def _read(self, timeout: float) -> None:
+        """Take the messages that arrive within ``timeout``."""
+        if self.lost or not select.select([self.sock], [], [], timeout)[0]:
+            return
+        try:
+            data = self.sock.recv(65536)
+        except OSError:
+            data = b""
+        if not data:
+            self.lost = True
+            if self.returncode is None:
+                self.returncode = -signal.SIGKILL
+                self.failure = SandboxError(
+                    "the sandbox server stopped during the run (killed or crashed); the next run starts a new one"
+                )
+            return
+        self._buf += data
+        while b"\n" in self._buf:
+            line, self._buf = self._buf.split(b"\n", 1)
+            message = json.loads(line)
+            if "exit" in message:
+                self.returncode, self.left = message["exit"], message["left"]
+            elif "alive" in message:
+                self._alive = message["alive"]
+            elif "error" in message:
+                self.returncode = 127
+                self.failure = OSError(message["error"])
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._read(0)
+        return self.returncode
+
+    def wait(self, timeout: float) -> int:
+        end = time.monotonic() + timeout
+        while self.returncode is None:
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                raise subprocess.TimeoutExpired("zygote run", timeout)
+            self._read(remaining)
+        return self.returncode
+
+    def signal(self, signo: int) -> int:
+        """Have the zygote send ``signo`` (0: none) to the run; how many of its processes are still there."""
+        if self.lost:
+            return 0
+        self._alive = None
+        try:
+            self.sock.sendall(json.dumps({"signal": signo}).encode() + b"\n")
+        except OSError:
+            self.lost = True
+            return 0
+        end = time.monotonic() + _ZYGOTE_REPLY_S
+        while self._alive is None and not self.lost and time.monotonic() < end:
+            self._read(end - time.monotonic())
+        return self._alive or 0
+
+    def close(self) -> None:
+        for stream in (self.stdin, self.stdout, self.stderr):
+            if stream is not None:
+                stream.close()
+        self.sock.close()
+
+
+def _own_pids_cgroup() -> Path | None:
+    """The pids cgroup directory this process is in (v1 ``pids`` hierarchy or v2 unified)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "pids" in controllers.split(","):
+            return Path("/sys/fs/cgroup/pids") / path.lstrip("/")
+    for line in lines:
+        if line.startswith("0::"):
+            return Path("/sys/fs/cgroup") / line[3:].lstrip("/")
+    return None
+
+
+def _namespace_pids(bwrap_pid: int, ns_pid: int) -> tuple[int | None, int | None]:
+    """Host pids of bubblewrap's namespace init and of the zygote (``ns_pid`` inside the namespace)."""
+    for init in _children(bwrap_pid):
+        for pid in _children(init):
+            try:
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("NSpid:") and line.split()[-1] == str(ns_pid):
+                        return init, pid
+            except OSError:
+                continue
+    return None, None
 
 
 _PR_SET_CHILD_SUBREAPER = 36

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio.to_thread
+
 import aleph
 from aleph_exec._config import ExecConfig
 from aleph_exec._generate import ImageFn, ImageGenerateTool, PdfGenerateTool
@@ -25,6 +27,11 @@ def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginCon
         )
     protected = context.protected_paths
     sandbox = WorkspaceSandbox(context.workspace, config, protected)
+
+    async def stop_sandbox() -> None:
+        await anyio.to_thread.run_sync(sandbox.close)
+
+    context.add_cleanup(stop_sandbox)
     providers: dict[str, ImageFn] = {}
 
     def add_provider(name: str, generate: Any) -> None:

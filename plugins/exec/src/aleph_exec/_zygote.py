@@ -1,0 +1,317 @@
+"""The zygote: a small server inside one long-lived bubblewrap sandbox that starts the runs of a workspace.
+
+Executed by path inside ``bwrap`` as ``python -I -S _zygote.py CONTROL_FD HOME_CGROUP_FD SELF_LIMITS``;
+standard library only, and it never imports ``aleph``. Starting bubblewrap per run costs several
+times a bare process spawn, so :class:`aleph_exec.WorkspaceSandbox` starts one bwrap per workspace and
+asks this server for each run instead. What stays per run: the process (its own session and process
+group), its pids cgroup, rlimits, environment, working directory, pipes and temporary directory.
+
+Arguments (after the script path):
+
+* ``CONTROL_FD``: this end of an ``AF_UNIX`` ``SOCK_SEQPACKET`` socketpair with the host.
+* ``HOME_CGROUP_FD``: ``cgroup.procs`` of this server's own pids cgroup, opened for writing by the host
+  (``/sys`` is not mounted in the sandbox), or ``-1`` without cgroups.
+* ``SELF_LIMITS``: JSON ``{"AS": [soft, hard], ...}``, ``resource.RLIMIT_<name>`` values the server sets on
+  itself at start so every run inherits them (those fixed per sandbox: address space, file size, core).
+
+Protocol (all JSON objects; on the run socket one per line):
+
+1. server → host, control socket: ``{"ready": <pid in the namespace>}`` once, then it serves.
+2. host → server, control socket: the payload ``run`` carrying, by ``SCM_RIGHTS``, the fds
+   ``[run socket, stdin, stdout, stderr]`` and, when the run has a pids cgroup, its ``cgroup.procs``
+   opened for writing. The run socket is one end of a fresh ``AF_UNIX`` ``SOCK_STREAM`` socketpair; all
+   further traffic of the run goes over it, so concurrent runs never share a channel.
+3. host → server, run socket: ``{"id": <hex>, "argv": [...], "cwd": "...", "env": {...},
+   "rlimits": {"CPU": [soft, hard], ...}}``. The server creates ``/tmp/aleph-run-<id>`` (mode 0700) and
+   sets ``TMPDIR`` to it, moves itself into the run's cgroup, ``posix_spawn``s the command (new session,
+   the three fds as 0/1/2, signal dispositions reset) from ``cwd``, moves itself back home, and applies
+   ``rlimits`` to the new process with ``prlimit``. Answer: ``{"pid": <pid>}`` or, when nothing was
+   started, ``{"error": "<why>"}`` (the run is then over).
+4. server → host, run socket: ``{"exit": <returncode as in subprocess>, "left": <n>}`` once the command is
+   reaped; ``left`` counts processes of the run still present (its process group or session, or an
+   environment carrying ``ALEPH_SANDBOX_RUN=<id>``; zombies included).
+5. host → server, run socket: ``{"signal": <signo>}`` sends that signal (0: none) to every process of the
+   run; answer ``{"alive": <n>}``, the processes of the run still present (signalled ones until reaped).
+6. The host closes the run socket when it is done: the server SIGKILLs what is left of the run, removes
+   its temporary directory and forgets it. When the host closes the control socket, the server kills
+   every run and exits; bubblewrap then tears the namespace down. Orphans are reaped by bubblewrap's init.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import selectors
+import shutil
+import signal
+import socket
+import sys
+from typing import Any
+
+MARKER = "ALEPH_SANDBOX_RUN"
+MAX_FDS = 5
+MAX_LINE = 8 * 1024 * 1024
+
+
+class Run:
+    """One command started for the host."""
+
+    def __init__(self, sock: socket.socket, fds: list[int]) -> None:
+        self.sock = sock
+        self.fds = fds
+        self.buf = b""
+        self.id = ""
+        self.pid = 0
+        self.tmp = ""
+        self.signalled: set[int] = set()
+
+    def send(self, message: dict[str, object]) -> None:
+        try:
+            self.sock.sendall(json.dumps(message).encode() + b"\n")
+        except OSError:
+            pass  # the host is gone; the run ends when its socket is read as closed
+
+    def members(self) -> set[int]:
+        """Pids of the run's processes in this namespace: its session or group, or its marker."""
+        if not self.pid:
+            return set()
+        needle = f"{MARKER}={self.id}".encode()
+        found = set()
+        me = os.getpid()
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) in (1, me):
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as fh:
+                    fields = fh.read().rsplit(b")", 1)[1].split()
+                if self.pid in (int(fields[2]), int(fields[3])):
+                    found.add(int(name))
+                    continue
+                with open(f"/proc/{name}/environ", "rb") as fh:
+                    if needle in fh.read():
+                        found.add(int(name))
+            except (OSError, IndexError, ValueError):
+                continue
+        return found
+
+    def present(self) -> int:
+        """How many of the run's processes (signalled ones until they are reaped) still exist."""
+        self.signalled = {pid for pid in self.signalled if os.path.exists(f"/proc/{pid}")}
+        return len(self.members() | self.signalled)
+
+    def signal(self, signo: int) -> None:
+        targets = self.members()
+        if signo:
+            for pid in targets:
+                try:
+                    os.kill(pid, signo)
+                except OSError:
+                    pass
+            self.signalled |= targets
+
+
+class Zygote:
+    """The server loop: one control socket, one socket per run, SIGCHLD through a wakeup pipe."""
+
+    def __init__(self, control: socket.socket, home_cgroup: int) -> None:
+        self.control = control
+        self.home_cgroup = home_cgroup
+        self.runs: dict[socket.socket, Run] = {}
+        self.by_pid: dict[int, Run] = {}
+        self.sel = selectors.DefaultSelector()
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        self.wake = wake_r
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        self.sel.register(self.wake, selectors.EVENT_READ, "wake")
+        self.sel.register(self.control, selectors.EVENT_READ, "control")
+
+    def serve(self) -> None:
+        self.control.send(json.dumps({"ready": os.getpid()}).encode())
+        while True:
+            for key, _ in self.sel.select():
+                if key.data == "wake":
+                    while True:
+                        try:
+                            if not os.read(self.wake, 512):
+                                break
+                        except BlockingIOError:
+                            break
+                    self.reap()
+                elif key.data == "control":
+                    if not self.accept():
+                        self.shutdown()
+                        return
+                else:
+                    self.readable(key.data)
+
+    def accept(self) -> bool:
+        """Take a new run from the control socket; False when the host has closed it."""
+        try:
+            msg, ancdata, flags, _ = self.control.recvmsg(16, socket.CMSG_SPACE(MAX_FDS * 4), socket.MSG_CMSG_CLOEXEC)
+        except OSError:
+            return False
+        fds: list[int] = []
+        for level, kind, data in ancdata:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds += [int.from_bytes(data[i : i + 4], sys.byteorder) for i in range(0, len(data) - 3, 4)]
+        if not msg:
+            for fd in fds:
+                os.close(fd)
+            return False
+        if len(fds) < 4 or flags & socket.MSG_CTRUNC:
+            # Without a run socket there is no one to answer; the host sees its socket closed.
+            for fd in fds:
+                os.close(fd)
+            return True
+        sock = socket.socket(fileno=fds[0])
+        sock.setblocking(False)
+        run = Run(sock, fds[1:])
+        self.runs[sock] = run
+        self.sel.register(sock, selectors.EVENT_READ, run)
+        return True
+
+    def readable(self, run: Run) -> None:
+        try:
+            data = run.sock.recv(65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.finish(run)
+            return
+        run.buf += data
+        if len(run.buf) > MAX_LINE:
+            run.send({"error": "request too large"})
+            self.finish(run)
+            return
+        while b"\n" in run.buf:
+            line, run.buf = run.buf.split(b"\n", 1)
+            message = json.loads(line)
+            if "argv" in message:
+                self.start(run, message)
+            elif "signal" in message:
+                self.reap()
+                run.signal(int(message["signal"]))
+                run.send({"alive": run.present()})
+
+    def start(self, run: Run, request: dict[str, Any]) -> None:
+        stdin, stdout, stderr, *cgroup = run.fds
+        run.fds = []
+        try:
+            run.id = str(request["id"])
+            if not run.id.isalnum():
+                raise ValueError(f"bad run id {run.id!r}")
+            argv = [str(a) for a in request["argv"]]
+            env = {str(k): str(v) for k, v in request["env"].items()}
+            run.tmp = f"/tmp/aleph-run-{run.id}"
+            os.mkdir(run.tmp, 0o700)
+            env["TMPDIR"] = run.tmp
+            pid = self.spawn(argv, env, str(request["cwd"]), (stdin, stdout, stderr), cgroup[0] if cgroup else None)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            run.send({"error": str(exc)})
+            return
+        finally:
+            for fd in (stdin, stdout, stderr, *cgroup):
+                os.close(fd)
+        run.pid = pid
+        self.by_pid[pid] = run
+        try:
+            for name, (soft, hard) in request.get("rlimits", {}).items():
+                resource.prlimit(pid, getattr(resource, f"RLIMIT_{name}"), (soft, hard))
+        except (OSError, ValueError, AttributeError) as exc:
+            # It must not run without its limits.
+            os.kill(pid, signal.SIGKILL)
+            run.send({"error": f"could not set resource limits: {exc}"})
+            return
+        run.send({"pid": pid})
+
+    def spawn(
+        self, argv: list[str], env: dict[str, str], cwd: str, stdio: tuple[int, int, int], cgroup: int | None
+    ) -> int:
+        """``posix_spawn`` (vfork speed, where ``fork`` of even this small interpreter costs a millisecond more)."""
+        path = resolve(argv[0], env.get("PATH", ""))
+        os.chdir(cwd)
+        try:
+            if cgroup is not None:
+                # A new process starts in its parent's cgroup: enter the run's, spawn, leave.
+                os.write(cgroup, b"0")
+            return os.posix_spawn(
+                path,
+                argv,
+                env,
+                file_actions=[(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(stdio)],
+                setsid=True,
+                # Python ignores these; a command must start with the default dispositions.
+                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+            )
+        finally:
+            if cgroup is not None:
+                go_home(self.home_cgroup)
+            os.chdir("/")
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            run = self.by_pid.pop(pid, None)
+            if run is not None and run.sock in self.runs:
+                run.send({"exit": os.waitstatus_to_exitcode(status), "left": run.present()})
+
+    def finish(self, run: Run) -> None:
+        """The host is done with ``run``: kill what is left, remove its temporary directory."""
+        if run.pid:
+            run.signal(signal.SIGKILL)
+        self.sel.unregister(run.sock)
+        del self.runs[run.sock]
+        run.sock.close()
+        for fd in run.fds:
+            os.close(fd)
+        if run.tmp:
+            shutil.rmtree(run.tmp, ignore_errors=True)
+
+    def shutdown(self) -> None:
+        for run in list(self.runs.values()):
+            self.finish(run)
+
+
+def go_home(fd: int) -> None:
+    """Leave the run's cgroup; staying there would put this server among the run's processes."""
+    try:
+        os.write(fd, b"0")
+    except OSError:
+        os._exit(70)
+
+
+def resolve(name: str, path: str) -> str:
+    """``name`` looked up in the run's PATH, as ``execvp`` would."""
+    if "/" in name:
+        return name
+    for directory in path.split(":"):
+        candidate = os.path.join(directory or ".", name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    raise FileNotFoundError(2, f"No such file or directory: {name!r}")
+
+
+def main() -> None:
+    control_fd, home_cgroup = int(sys.argv[1]), int(sys.argv[2])
+    for name, (soft, hard) in json.loads(sys.argv[3]).items():
+        resource.setrlimit(getattr(resource, f"RLIMIT_{name}"), (soft, hard))
+    os.set_inheritable(control_fd, False)
+    if home_cgroup >= 0:
+        os.set_inheritable(home_cgroup, False)
+    control = socket.socket(fileno=control_fd)
+    Zygote(control, home_cgroup).serve()
+
+
+if __name__ == "__main__":
+    main()
