@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import stat
 import threading
@@ -28,6 +29,47 @@ async def test_file_read_numbers_lines_and_reads_ranges(call, workspace: Path) -
     assert (4, 6) == (part["start_line"], part["end_line"])
     past = await call("file_read", path="f.txt", offset=50)
     assert "" == past["content"] and "past its end" in past["note"]
+
+
+@pytest.mark.anyio
+async def test_whole_and_ranged_reads_agree_on_lines_with_crlf_form_feeds_and_no_final_newline(
+    call, workspace: Path
+) -> None:
+    (workspace / "f.txt").write_text("one\r\ntwo\x0cstill two\r\nthree\u2028same", encoding="utf-8", newline="")
+    whole = await call("file_read", path="f.txt")
+    ranged = await call("file_read", path="f.txt", offset=1, limit=10)
+    expected = "     1\tone\n     2\ttwo\x0cstill two\n     3\tthree\u2028same"
+    assert (expected, 3) == (whole["content"], whole["total_lines"])
+    assert (expected, 3) == (ranged["content"], ranged["end_line"])
+
+
+@pytest.mark.anyio
+async def test_a_read_longer_than_the_output_budget_stops_at_a_line_and_names_the_offset_to_go_on(
+    workspace: Path,
+) -> None:
+    (workspace / "f.txt").write_text("".join(f"{n:04d} " + "x" * 95 + "\n" for n in range(1, 101)))  # 100 x 100 chars
+    (workspace / "wide.txt").write_text("y" * 5000 + "\nshort\n")
+    async with make_runtime(workspace, "[files]\nmax_read_chars = 2000\n") as rt:
+        service = rt.tool_service()
+        first = json.loads((await service.execute("file_read", {"path": "f.txt"})).text)
+        assert (True, 1, 18, 100) == (first["truncated"], first["start_line"], first["end_line"], first["total_lines"])
+        assert first["content"].endswith("    18\t0018 " + "x" * 95) and len(first["content"]) <= 2000
+        assert "continue with offset=19" in first["note"]
+        nxt = json.loads((await service.execute("file_read", {"path": "f.txt", "offset": 19})).text)
+        assert (19, 36, True) == (nxt["start_line"], nxt["end_line"], nxt["truncated"])
+        assert nxt["content"].startswith("    19\t0019 ")
+        wide = json.loads((await service.execute("file_read", {"path": "wide.txt"})).text)
+        assert (2000, 1, True) == (len(wide["content"]), wide["end_line"], wide["truncated"])
+        assert "line 1 alone is longer than that" in wide["note"]
+
+
+@pytest.mark.anyio
+async def test_by_default_a_read_fits_the_chokepoints_output_limit_instead_of_being_spilled(workspace: Path) -> None:
+    (workspace / "f.txt").write_text(("z" * 60 + "\n") * 100)  # 6,100 bytes, ~6,800 chars numbered
+    async with make_runtime(workspace, "[tools]\nmax_output_chars = 5000\n") as rt:
+        out = json.loads((await rt.tool_service().execute("file_read", {"path": "f.txt"})).text)
+    assert (True, 100) == (out["truncated"], out["total_lines"])
+    assert len(out["content"]) <= 4000 and "continue with offset=" in out["note"]
 
 
 @pytest.mark.anyio

@@ -16,6 +16,10 @@ class FilesConfig(BaseModel):
 
     max_read_bytes: int = Field(default=2 * MiB, ge=1024, le=1024 * MiB)
     """Largest file ``file_read`` returns whole (and the cap on a ranged read's output)."""
+    max_read_chars: int | None = Field(default=None, ge=1000, le=100_000_000)
+    """Characters of content one ``file_read`` returns; a longer read stops at a line boundary with
+    ``truncated`` and the ``offset`` to continue from. Default: ``[tools] max_output_chars`` less 1,000,
+    so a read is never replaced by the chokepoint with a preview of a spilled file."""
     max_write_bytes: int = Field(default=16 * MiB, ge=1024, le=1024 * MiB)
     """Largest content ``file_write``, ``file_edit`` and ``apply_patch`` write to one file."""
     max_search_results: int = Field(default=200, ge=1, le=10_000)

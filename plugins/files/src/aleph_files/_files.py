@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import binascii
 import difflib
-import operator
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -38,18 +37,39 @@ class FileReadTool(AlephTool[FileReadArgs]):
     NAME = "file_read"
     DESCRIPTION = (
         "Read a file in the workspace. Text comes back with 1-based line numbers; use offset/limit to read "
-        "part of a large file. Binary files are refused unless encoding='base64'. Files above the size limit "
-        "(default 2 MB) must be read in ranges."
+        "part of a large file. A read longer than the output budget stops at a line boundary with "
+        "truncated=true and a note naming the offset to continue from. Binary files are refused unless "
+        "encoding='base64'. Files above the size limit (default 2 MB) must be read in ranges."
     )
     Args = FileReadArgs
     FACTS = ToolFacts(idempotent=True, concurrent_safe=True, max_duration_ms=30_000, tags=("filesystem", "read"))
 
-    def __init__(self, ws: Workspace, config: FilesConfig) -> None:
+    def __init__(self, ws: Workspace, config: FilesConfig, max_chars: int = 99_000) -> None:
         self.ws = ws
         self.config = config
+        self.max_chars = max_chars
 
     async def call(self, args: FileReadArgs) -> dict[str, Any]:
         return self.read(args)
+
+    def _fit(self, result: dict[str, Any], first: int) -> dict[str, Any]:
+        """Cut ``content`` at the last line boundary within the character budget and say where to go on."""
+        content: str = result["content"]
+        budget = self.max_chars
+        if len(content) <= budget:
+            return result
+        cut = content.rfind("\n", 0, budget + 1)
+        if cut <= 0:
+            result["content"] = content[:budget]
+            result["end_line"] = first
+            more = f"line {first} alone is longer than that: it is cut; read the file with encoding='base64' or bash"
+        else:
+            result["content"] = content[:cut]
+            result["end_line"] = first + content.count("\n", 0, cut)
+            more = f"continue with offset={result['end_line'] + 1}"
+        result["truncated"] = True
+        result["note"] = f"output budget of {budget} characters reached after line {result['end_line']}; {more}"
+        return result
 
     def read(self, args: FileReadArgs) -> dict[str, Any]:
         """Synchronous body (cheap enough for the event loop at the sizes the cap allows)."""
@@ -71,13 +91,16 @@ class FileReadTool(AlephTool[FileReadArgs]):
                     "read it in parts with offset and limit",
                 )
             text = self._decode(args.path, data)
-        if args.line_numbers:
-            lines = text.splitlines()
-            content, count = _render(lines, 1, True), len(lines)
-        else:
-            content = text[:-1] if text.endswith("\n") else text
-            count = content.count("\n") + 1 if content else 0
-        return {
+        if args.line_numbers and "\r" in text:
+            text = text.replace("\r\n", "\n")  # "\r\n" ends a line like "\n", as in ranged reads
+        body = text[:-1] if text.endswith("\n") else text
+        # Lines end at "\n" only, as in ranged reads (str.splitlines would also split at form feeds, U+2028
+        # and friends, and so disagree with offset/limit).
+        count = body.count("\n") + 1 if text else 0
+        # Only the first max_chars characters can be shown: render no more than that (_fit cuts the rest).
+        head = body[: self.max_chars + 1]
+        content = _render(head.split("\n"), 1, True) if args.line_numbers and text else head
+        result = {
             "path": target.rel,
             "content": content,
             "start_line": 1 if count else 0,
@@ -85,6 +108,7 @@ class FileReadTool(AlephTool[FileReadArgs]):
             "total_lines": count,
             "truncated": False,
         }
+        return self._fit(result, 1)
 
     def _decode(self, path: str, data: bytes) -> str:
         try:
@@ -136,7 +160,7 @@ class FileReadTool(AlephTool[FileReadArgs]):
         }
         if not out and number < first:
             result["note"] = f"the file has {number} lines; offset {first} is past its end"
-        return result
+        return self._fit(result, first)
 
 
 def _b64(data: bytes) -> str:
@@ -158,9 +182,17 @@ def _prefixes(first: int, count: int) -> Iterable[str]:
 
 
 def _render(lines: list[str], first: int, numbered: bool) -> str:
-    if not numbered:
+    if not numbered or not lines:
         return "\n".join(lines)
-    return "\n".join(map(operator.add, _prefixes(first, len(lines)), lines))
+    # prefix, line, newline, ... joined once: the text is copied a single time (concatenating each
+    # prefix with its line first would copy it twice, and costs more than the split itself).
+    count = len(lines)
+    parts = [""] * (3 * count)
+    parts[0::3] = _prefixes(first, count)
+    parts[1::3] = lines
+    parts[2::3] = ["\n"] * count
+    parts.pop()
+    return "".join(parts)
 
 
 class FileWriteArgs(ToolArgs):

@@ -39,7 +39,7 @@ def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginCon
 
     context.call_hook("aleph_search_providers", register=add_provider)
     register(
-        FileReadTool(ws, config),
+        FileReadTool(ws, config, config.max_read_chars or max(1000, context.config.tools.max_output_chars - 1000)),
         FileWriteTool(ws, config),
         FileEditTool(ws, config),
         FileOpsTool(ws, config),
