@@ -14,19 +14,19 @@ import aleph
 
 from .conftest import make_runtime, processes_named, processes_with, run, zombie_children
 
-MODES = [
-    pytest.param('isolation = "none"\ncgroup = "off"\n', id="plain"),
-    pytest.param('isolation = "none"\n', id="cgroup"),
-    pytest.param(
-        'isolation = "bwrap"\ncgroup = "off"\n',
-        id="bwrap",
-        marks=pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot create namespaces here"),
-    ),
-]
-
 
 def cgroup_writable() -> bool:
     return os.access("/sys/fs/cgroup/pids", os.W_OK)
+
+
+NO_BWRAP = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot create namespaces here")
+NO_CGROUP = pytest.mark.skipif(not cgroup_writable(), reason="no writable pids cgroup: root ignores RLIMIT_NPROC")
+MODES = [
+    pytest.param('isolation = "none"\ncgroup = "off"\n', id="plain"),
+    pytest.param('isolation = "none"\n', id="cgroup"),
+    pytest.param('isolation = "bwrap"\ncgroup = "off"\n', id="bwrap", marks=NO_BWRAP),
+    pytest.param('isolation = "bwrap"\n', id="bwrap-cgroup", marks=[NO_BWRAP, NO_CGROUP]),
+]
 
 
 @pytest.mark.anyio
@@ -53,18 +53,19 @@ async def test_background_process_does_not_outlive_a_finished_command(workspace:
 
 
 @pytest.mark.anyio
-@pytest.mark.skipif(not cgroup_writable(), reason="no writable pids cgroup: root ignores RLIMIT_NPROC")
-async def test_fork_loop_is_contained_by_the_process_cap(workspace: Path) -> None:
+@NO_CGROUP
+@pytest.mark.parametrize("isolation", ["none", pytest.param("bwrap", marks=NO_BWRAP)])
+async def test_fork_loop_is_contained_by_the_process_cap(workspace: Path, isolation: str) -> None:
     token = str(700000 + secrets.randbelow(99999))
     command = f"for i in $(seq 1 500); do sleep {token} & done; wait"
     out = await run(
         workspace,
         "bash",
         {"command": command, "timeout_seconds": 3},
-        '[exec]\nisolation = "none"\nmax_processes = 32\n',
+        f'[exec]\nisolation = "{isolation}"\nmax_processes = 32\n',
     )
     assert "Resource temporarily unavailable" in out["stderr"] or "retry" in out["stderr"]
-    assert out["isolation"] == "none+cgroup"
+    assert out["isolation"] == f"{isolation}+cgroup"
     assert [] == processes_with(token)
 
 
@@ -103,7 +104,7 @@ async def test_working_dir_must_stay_inside_the_workspace(workspace: Path) -> No
 
 
 @pytest.mark.anyio
-@pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot create namespaces here")
+@NO_BWRAP
 async def test_bwrap_keeps_system_read_only_protected_files_read_only_and_network_off(workspace: Path) -> None:
     command = (
         "touch /usr/aleph-probe 2>/dev/null && echo usr-writable; "

@@ -366,18 +366,12 @@ class WorkspaceSandbox:
         env = _host_env(cfg.env_allow, self.workspace)
         env[_MARKER] = marker
         cpu_seconds = int(timeout) + 5
-        zygote = self._acquire_zygote() if self.bwrap else None
         cgroup = _Cgroup.create(cfg.max_processes) if cfg.cgroup == "auto" else None
         start = time.monotonic()
         proc: subprocess.Popen[bytes] | _ZygoteRun
         try:
-            if zygote is not None:
-                proc = self._submit(zygote, argv, cwd, env, marker, cgroup, cpu_seconds, stdin)
-            else:
-                proc = self._popen(argv, cwd, env, cgroup, cpu_seconds, stdin)
+            zygote, proc = self._start(argv, cwd, env, cgroup, cpu_seconds, stdin)
         except BaseException:
-            if zygote is not None:
-                self._release(zygote)
             if cgroup is not None:
                 cgroup.remove()
             raise
@@ -410,6 +404,36 @@ class WorkspaceSandbox:
             killed=killed,
         )
 
+    def _start(
+        self,
+        argv: list[str],
+        cwd: Path,
+        env: dict[str, str],
+        cgroup: _Cgroup | None,
+        cpu_seconds: int,
+        stdin: bytes | None,
+    ) -> tuple[_Zygote | None, subprocess.Popen[bytes] | _ZygoteRun]:
+        """Start the command through the zygote when there is one (a dead one is replaced once), else directly."""
+        for attempt in range(2):
+            zygote = self._acquire_zygote() if self.bwrap else None
+            if zygote is None:
+                break
+            try:
+                return zygote, self._submit(zygote, argv, cwd, env, cgroup, cpu_seconds, stdin)
+            except SandboxError:
+                # It died since the last run (killed, crashed): retire it; the next attempt starts a new one.
+                with self._lock:
+                    if self._zygote is zygote:
+                        self._zygote = None
+                        zygote.retired = True
+                self._release(zygote)
+                if attempt:
+                    raise
+            except BaseException:
+                self._release(zygote)
+                raise
+        return None, self._popen(argv, cwd, env, cgroup, cpu_seconds, stdin)
+
     def _popen(
         self,
         argv: list[str],
@@ -437,6 +461,12 @@ class WorkspaceSandbox:
         )
 
     # -- the zygote: one bubblewrap per workspace ------------------------------------------------
+
+    @property
+    def zygote_pid(self) -> int | None:
+        """The host pid of the running zygote (the server inside the persistent bubblewrap), or None."""
+        zygote = self._zygote
+        return zygote.host_pid if zygote is not None and zygote.alive() else None
 
     def close(self) -> None:
         """Stop the zygote, if one runs; the next run would start a new one."""
@@ -508,14 +538,13 @@ class WorkspaceSandbox:
         argv: list[str],
         cwd: Path,
         env: dict[str, str],
-        marker: str,
         cgroup: _Cgroup | None,
         cpu_seconds: int,
         stdin: bytes | None,
     ) -> _ZygoteRun:
         cfg = self.config
         request = {
-            "id": marker,
+            "id": env[_MARKER],
             "argv": argv,
             "cwd": str(cwd),
             "env": env,
@@ -660,6 +689,8 @@ class WorkspaceSandbox:
                 stream.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
+        if self.bwrap is not None:
+            _reap_orphaned_inits()
         if signalled:
             # Re-parenting to us happens when their parent dies; give it a moment, then reap.
             end = time.monotonic() + 2.0
@@ -700,7 +731,6 @@ class _Zygote:
         self.control = control
         self.proc: subprocess.Popen[bytes] | None = None
         self.host_pid: int | None = None
-        self.init_pid: int | None = None
         self.active = 0
         self.retired = False
         self._keeper: threading.Thread | None = None
@@ -734,14 +764,7 @@ class _Zygote:
             finally:
                 spawned.set()
             zygote.proc.wait()
-            # Without a PID namespace of our own we may be a subreaper (see _become_subreaper); then
-            # bubblewrap's namespace init can outlive bwrap by a moment and become our child to reap.
-            end = time.monotonic() + 2.0
-            while zygote.init_pid is not None and _is_our_zombie_or_child(zygote.init_pid):
-                _reap([zygote.init_pid])
-                if time.monotonic() > end:
-                    break
-                time.sleep(0.002)
+            _reap_orphaned_inits()
 
         zygote._keeper = threading.Thread(target=keep, name="aleph-exec-zygote", daemon=True)
         zygote._keeper.start()
@@ -768,7 +791,7 @@ class _Zygote:
             os.close(err_r)
             raise SandboxError(f"the sandbox server did not start ({exc}): {detail or 'no output'}") from None
         os.close(err_r)
-        zygote.init_pid, zygote.host_pid = _namespace_pids(zygote.proc.pid, int(reply["ready"]))
+        zygote.host_pid = _zygote_host_pid(zygote.proc.pid, int(reply["ready"]))
         return zygote
 
     def alive(self) -> bool:
@@ -795,7 +818,16 @@ class _Zygote:
             for fd in (in_r, out_w, err_w, cg):
                 if fd >= 0:
                     os.close(fd)
-        return _ZygoteRun(ours, in_w, out_r, err_r)
+        run = _ZygoteRun(ours, in_w, out_r, err_r)
+        # bwrap and its init hold copies of the control socket, so a send to a dead zygote can still
+        # succeed: its first answer tells. No answer means nothing was started: safe to try another.
+        end = time.monotonic() + _ZYGOTE_REPLY_S
+        while run.pid is None and run.returncode is None and time.monotonic() < end:
+            run._read(end - time.monotonic())
+        if run.pid is None and (run.lost or run.returncode is None):
+            run.close()
+            raise SandboxError("the sandbox server did not answer")
+        return run
 
     def retire(self) -> None:
         """No new runs; the zygote stops once the runs it has are over."""
@@ -821,6 +853,7 @@ class _ZygoteRun:
         self.stdin = open(stdin, "wb", buffering=0) if stdin >= 0 else None
         self.stdout = open(stdout, "rb", buffering=0)
         self.stderr = open(stderr, "rb", buffering=0)
+        self.pid: int | None = None
         self.returncode: int | None = None
         self.left = 0
         self.lost = False
@@ -852,6 +885,8 @@ class _ZygoteRun:
                 self.returncode, self.left = message["exit"], message["left"]
             elif "alive" in message:
                 self._alive = message["alive"]
+            elif "pid" in message:
+                self.pid = message["pid"]
             elif "error" in message:
                 self.returncode = 127
                 self.failure = OSError(message["error"])
@@ -908,17 +943,44 @@ def _own_pids_cgroup() -> Path | None:
     return None
 
 
-def _namespace_pids(bwrap_pid: int, ns_pid: int) -> tuple[int | None, int | None]:
-    """Host pids of bubblewrap's namespace init and of the zygote (``ns_pid`` inside the namespace)."""
+def _zygote_host_pid(bwrap_pid: int, ns_pid: int) -> int | None:
+    """The host pid of the zygote (``ns_pid`` in bwrap's namespace): never to be among a run's kill targets."""
     for init in _children(bwrap_pid):
         for pid in _children(init):
-            try:
-                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                    if line.startswith("NSpid:") and line.split()[-1] == str(ns_pid):
-                        return init, pid
-            except OSError:
-                continue
-    return None, None
+            if _nspids(pid)[-1:] == [ns_pid]:
+                return pid
+    return None
+
+
+def _nspids(pid: int) -> list[int]:
+    """``pid`` as seen from each PID namespace it is in, outermost first (empty when it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("NSpid:"):
+                return [int(p) for p in line.split()[1:]]
+    except (OSError, ValueError):
+        pass
+    return []
+
+
+def _reap_orphaned_inits() -> None:
+    """Reap bubblewrap namespace inits re-parented to us, which happens while we are a subreaper.
+
+    bwrap can exit a moment before its namespace's init (pid 1 inside); as a subreaper (see
+    :func:`_become_subreaper`) we then inherit that init, and it would stay a zombie. Only orphans
+    become our children this way, so reaping them takes nothing from a ``Popen``.
+    """
+    end = time.monotonic() + 2.0
+    while True:
+        dying = False
+        for task in os.listdir("/proc/self/task"):
+            for pid in _children(os.getpid(), int(task)) if task.isdigit() else []:
+                if _nspids(pid)[1:] == [1]:
+                    _reap([pid])
+                    dying = dying or _nspids(pid)[1:] == [1]
+        if not dying or time.monotonic() > end:
+            return
+        time.sleep(0.002)
 
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -940,9 +1002,9 @@ def _become_subreaper() -> None:
         return
 
 
-def _children(pid: int) -> list[int]:
+def _children(pid: int, task: int | None = None) -> list[int]:
     try:
-        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+        with open(f"/proc/{pid}/task/{task or pid}/children") as fh:
             return [int(p) for p in fh.read().split()]
     except (OSError, ValueError):
         return []

@@ -24,7 +24,7 @@ from pydantic import Field
 
 import aleph
 from aleph import AlephTool, ExecutionFailed, ToolArgs, ToolFacts, ValidationFailed
-from aleph_exec._sandbox import RunResult, WorkspaceSandbox
+from aleph_exec._sandbox import RunResult, SandboxError, WorkspaceSandbox
 from aleph_exec._workdir import WorkdirError, resolve_workdir
 
 __all__ = ["BashTool", "CodeCheckTool", "CodeExecTool", "run_sandboxed"]
@@ -52,6 +52,8 @@ async def run_sandboxed(
         raise
     except (OSError, subprocess.SubprocessError) as exc:
         raise ExecutionFailed(tool, f"could not start {argv[0]!r} in the sandbox: {exc}") from None
+    except SandboxError as exc:
+        raise ExecutionFailed(tool, str(exc)) from None
 
 
 def _workdir(tool: str, sandbox: WorkspaceSandbox, working_dir: str) -> Path:

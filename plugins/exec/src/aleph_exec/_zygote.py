@@ -65,6 +65,7 @@ class Run:
         self.pid = 0
         self.tmp = ""
         self.signalled: set[int] = set()
+        self.clean = False
 
     def send(self, message: dict[str, object]) -> None:
         try:
@@ -126,6 +127,8 @@ class Zygote:
         self.wake = wake_r
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
+        # Our own CPU time may pass a run's soft limit while we hold it around a spawn.
+        signal.signal(signal.SIGXCPU, signal.SIG_IGN)
         self.sel.register(self.wake, selectors.EVENT_READ, "wake")
         self.sel.register(self.control, selectors.EVENT_READ, "control")
 
@@ -208,11 +211,14 @@ class Zygote:
                 raise ValueError(f"bad run id {run.id!r}")
             argv = [str(a) for a in request["argv"]]
             env = {str(k): str(v) for k, v in request["env"].items()}
+            limits = {getattr(resource, f"RLIMIT_{k}"): (int(v[0]), int(v[1])) for k, v in request["rlimits"].items()}
             run.tmp = f"/tmp/aleph-run-{run.id}"
             os.mkdir(run.tmp, 0o700)
             env["TMPDIR"] = run.tmp
-            pid = self.spawn(argv, env, str(request["cwd"]), (stdin, stdout, stderr), cgroup[0] if cgroup else None)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            pid = self.spawn(
+                argv, env, str(request["cwd"]), (stdin, stdout, stderr), cgroup[0] if cgroup else None, limits
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             run.send({"error": str(exc)})
             return
         finally:
@@ -220,38 +226,54 @@ class Zygote:
                 os.close(fd)
         run.pid = pid
         self.by_pid[pid] = run
-        try:
-            for name, (soft, hard) in request.get("rlimits", {}).items():
-                resource.prlimit(pid, getattr(resource, f"RLIMIT_{name}"), (soft, hard))
-        except (OSError, ValueError, AttributeError) as exc:
-            # It must not run without its limits.
-            os.kill(pid, signal.SIGKILL)
-            run.send({"error": f"could not set resource limits: {exc}"})
-            return
         run.send({"pid": pid})
 
     def spawn(
-        self, argv: list[str], env: dict[str, str], cwd: str, stdio: tuple[int, int, int], cgroup: int | None
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str,
+        stdio: tuple[int, int, int],
+        cgroup: int | None,
+        limits: dict[int, tuple[int, int]],
     ) -> int:
-        """``posix_spawn`` (vfork speed, where ``fork`` of even this small interpreter costs a millisecond more)."""
+        """``posix_spawn`` (vfork speed, where ``fork`` of even this small interpreter costs a millisecond more).
+
+        The command is born with its soft limits (this server lowers its own soft limits around the
+        spawn: no fork-time race), and ``prlimit`` then lowers its hard limits, which this server cannot
+        lower on itself without losing them for good.
+        """
         path = resolve(argv[0], env.get("PATH", ""))
+        saved = {res: resource.getrlimit(res) for res in limits}
         os.chdir(cwd)
         try:
+            for res, (soft, _) in limits.items():
+                hard = saved[res][1]
+                resource.setrlimit(res, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
             if cgroup is not None:
                 # A new process starts in its parent's cgroup: enter the run's, spawn, leave.
                 os.write(cgroup, b"0")
-            return os.posix_spawn(
+            pid = os.posix_spawn(
                 path,
                 argv,
                 env,
                 file_actions=[(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(stdio)],
                 setsid=True,
-                # Python ignores these; a command must start with the default dispositions.
-                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+                # Ignored here (by Python, or around the spawn); a command starts with the defaults.
+                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGXCPU),
             )
+            try:
+                for res, value in limits.items():
+                    resource.prlimit(pid, res, value)
+            except OSError as exc:
+                os.kill(pid, signal.SIGKILL)  # it must not run without its limits; reaped as any child
+                raise OSError(f"could not set resource limits: {exc}") from None
+            return pid
         finally:
             if cgroup is not None:
                 go_home(self.home_cgroup)
+            for res, value in saved.items():
+                resource.setrlimit(res, value)
             os.chdir("/")
 
     def reap(self) -> None:
@@ -264,11 +286,14 @@ class Zygote:
                 return
             run = self.by_pid.pop(pid, None)
             if run is not None and run.sock in self.runs:
-                run.send({"exit": os.waitstatus_to_exitcode(status), "left": run.present()})
+                left = run.present()
+                # Nothing of the run is left to fork anything new: no sweep needed when it ends.
+                run.clean = left == 0 and not run.signalled
+                run.send({"exit": os.waitstatus_to_exitcode(status), "left": left})
 
     def finish(self, run: Run) -> None:
         """The host is done with ``run``: kill what is left, remove its temporary directory."""
-        if run.pid:
+        if run.pid and not run.clean:
             run.signal(signal.SIGKILL)
         self.sel.unregister(run.sock)
         del self.runs[run.sock]

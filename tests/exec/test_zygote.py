@@ -1,0 +1,139 @@
+"""The persistent bubblewrap (zygote) of a workspace: shared across runs, restarted, replaced, stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+from pathlib import Path
+
+import anyio
+import pytest
+from aleph_exec._sandbox import bwrap_available
+
+import aleph
+
+from .conftest import make_runtime, processes_with, zombie_children
+
+pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot create namespaces here")
+
+BWRAP = '[exec]\nisolation = "bwrap"\n'
+
+
+async def bash(service: aleph.UnscopedToolService, command: str, **extra: object) -> dict:
+    out = await service.execute("bash", {"command": command, **extra})
+    return json.loads(out.text)
+
+
+def sandbox_of(rt: aleph.Aleph):
+    return rt.registry.get("bash").tool.sandbox
+
+
+@pytest.mark.anyio
+async def test_runs_share_one_zygote_and_each_gets_a_private_temporary_directory(workspace: Path) -> None:
+    async with make_runtime(workspace, BWRAP) as rt:
+        service = aleph.UnscopedToolService(rt.registry)
+        first = await bash(service, 'echo "$TMPDIR"; echo kept > "$TMPDIR/f"; echo shared > /tmp/shared')
+        zygote = sandbox_of(rt).zygote_pid
+        second = await bash(service, 'echo "$TMPDIR"; ls -a /tmp; cat /tmp/shared')
+        assert zygote is not None and zygote == sandbox_of(rt).zygote_pid
+    tmp_first = first["stdout"].splitlines()[0]
+    lines = second["stdout"].splitlines()
+    assert tmp_first.startswith("/tmp/aleph-run-") and lines[0].startswith("/tmp/aleph-run-")
+    assert tmp_first != lines[0]
+    # The first run's directory is gone; /tmp itself is shared by the runs of the workspace.
+    assert Path(tmp_first).name not in lines
+    assert "shared" == lines[-1]
+
+
+@pytest.mark.anyio
+async def test_concurrent_runs_in_one_workspace_each_get_their_own_result(workspace: Path) -> None:
+    results: dict[int, dict] = {}
+    async with make_runtime(workspace, BWRAP) as rt:
+        service = aleph.UnscopedToolService(rt.registry)
+
+        async def one(i: int) -> None:
+            results[i] = await bash(service, f"sleep 0.3; echo run-{i}; echo err-{i} >&2; exit {i}")
+
+        async with anyio.create_task_group() as tg:
+            for i in range(4):
+                tg.start_soon(one, i)
+    expected = {i: (i, f"run-{i}\n", f"err-{i}\n") for i in range(4)}
+    assert expected == {i: (r["exit_code"], r["stdout"], r["stderr"]) for i, r in results.items()}
+
+
+@pytest.mark.anyio
+async def test_a_git_hooks_directory_created_between_runs_is_read_only_in_the_next_run(workspace: Path) -> None:
+    async with make_runtime(workspace, BWRAP) as rt:
+        service = aleph.UnscopedToolService(rt.registry)
+        await bash(service, "true")
+        (workspace / ".git" / "hooks").mkdir(parents=True)
+        out = await bash(service, "echo evil > .git/hooks/pre-commit && echo written")
+    assert "written" not in out["stdout"]
+    assert not (workspace / ".git" / "hooks" / "pre-commit").exists()
+
+
+@pytest.mark.anyio
+async def test_a_killed_zygote_is_replaced_by_the_next_run(workspace: Path) -> None:
+    async with make_runtime(workspace, BWRAP) as rt:
+        service = aleph.UnscopedToolService(rt.registry)
+        await bash(service, "true")
+        old = sandbox_of(rt).zygote_pid
+        assert old is not None
+        os.kill(old, signal.SIGKILL)
+        out = await bash(service, "echo again")
+        assert ("again\n", 0) == (out["stdout"], out["exit_code"])
+        assert sandbox_of(rt).zygote_pid not in (None, old)
+
+
+@pytest.mark.anyio
+async def test_a_run_in_flight_when_the_zygote_dies_gets_a_clear_error(workspace: Path) -> None:
+    token = str(500000 + secrets.randbelow(99999))
+    async with make_runtime(workspace, BWRAP) as rt:
+        service = aleph.UnscopedToolService(rt.registry)
+        await bash(service, "true")
+        zygote = sandbox_of(rt).zygote_pid
+        assert zygote is not None
+
+        async def kill_soon() -> None:
+            while not processes_with(token):
+                await anyio.sleep(0.01)
+            os.kill(zygote, signal.SIGKILL)
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(kill_soon)
+                with pytest.raises(aleph.ExecutionFailed, match="sandbox server stopped during the run"):
+                    await bash(service, f"sleep {token}", timeout_seconds=60)
+        assert [] == processes_with(token)
+        assert "fine\n" == (await bash(service, "echo fine"))["stdout"]
+
+
+@pytest.mark.anyio
+async def test_when_the_zygote_cannot_start_runs_fall_back_to_a_bubblewrap_each(
+    workspace: Path, monkeypatch, tmp_path: Path
+) -> None:
+    import aleph_exec._sandbox as sandbox_module
+
+    broken = tmp_path / "zygote.py"
+    broken.write_text("raise SystemExit('this zygote does not start')\n")
+    monkeypatch.setattr(sandbox_module, "_ZYGOTE_PATH", broken)
+    async with make_runtime(workspace, BWRAP) as rt:
+        service = aleph.UnscopedToolService(rt.registry)
+        out = await bash(service, "echo ok")
+        sandbox = sandbox_of(rt)
+        assert (None, True) == (sandbox.zygote_pid, "this zygote does not start" in (sandbox.zygote_error or ""))
+    assert ("ok\n", True) == (out["stdout"], out["isolation"].startswith("bwrap"))
+
+
+@pytest.mark.anyio
+async def test_aclose_stops_the_zygote_and_leaves_no_process_or_zombie(workspace: Path) -> None:
+    async with make_runtime(workspace, BWRAP) as rt:
+        service = aleph.UnscopedToolService(rt.registry)
+        await bash(service, "true")
+        zygote = sandbox_of(rt).zygote_pid
+        assert zygote is not None and processes_with(str(workspace))
+    assert not Path(f"/proc/{zygote}").exists()
+    assert [] == processes_with(str(workspace))
+    assert [] == zombie_children()
