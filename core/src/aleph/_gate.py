@@ -120,9 +120,17 @@ def _is_secret_key(key: Any) -> bool:
     return found
 
 
+_PLAIN = (int, float, bool, type(None))
+
+
 def redact_arguments(value: Any) -> Any:
     """A copy of ``value`` with secret-named keys and secret-looking strings masked and escaped."""
-    if isinstance(value, Mapping):
+    kind = type(value)
+    if kind in _PLAIN:  # exact types first: isinstance against the Mapping ABC is slow on the hot path
+        return value
+    if kind is str:
+        return escape_for_prompt(redact(value))
+    if kind is dict or isinstance(value, Mapping):
         return {
             k: ("***" if _is_secret_key(k) and v not in (None, "") else redact_arguments(v)) for k, v in value.items()
         }
@@ -147,7 +155,7 @@ def _preview(value: Any) -> str:
 
 def summarize_call(tool: str, input: Mapping[str, Any]) -> str:
     """``"{tool}: {preview}"``, redacted, escaped, whitespace collapsed, at most 200 characters."""
-    safe = redact_arguments(dict(input))
+    safe = redact_arguments(input)
     if tool in EXEC_TOOLS:
         preview = next((str(safe[k]) for k in ("cmd", "command", "code", "script") if k in safe), "")
     elif tool == "file_ops":
