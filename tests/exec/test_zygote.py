@@ -82,6 +82,9 @@ async def test_a_killed_zygote_is_replaced_by_the_next_run(workspace: Path) -> N
         old = sandbox_of(rt).zygote_pid
         assert old is not None
         os.kill(old, signal.SIGKILL)
+        with anyio.fail_after(10):
+            while Path(f"/proc/{old}").exists():
+                await anyio.sleep(0.01)
         out = await bash(service, "echo again")
         assert ("again\n", 0) == (out["stdout"], out["exit_code"])
         assert sandbox_of(rt).zygote_pid not in (None, old)

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,7 +145,7 @@ def bwrap_available() -> bool:
 
 
 class _Cgroup:
-    """A throw-away pids cgroup for one run."""
+    """A pids cgroup for one run at a time."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -180,6 +181,49 @@ class _Cgroup:
                 return
             except OSError:
                 time.sleep(0.002)
+
+
+class _CgroupPool:
+    """Empty run cgroups kept for the next run, so that mkdir, pids.max and rmdir are not paid per run.
+
+    A cgroup goes back only when nothing of its run is left in it (``pids.max`` is fixed per sandbox);
+    all are removed when the sandbox closes, or when it is collected or the interpreter exits. The
+    zygote stays in the cgroup of the run it last started (see :mod:`aleph_exec._zygote`), so its pid
+    is ignored here and ``pids.max`` counts it.
+    """
+
+    def __init__(self, max_pids: int) -> None:
+        self.max_pids = max_pids
+        self.free: list[_Cgroup] = []
+        self.spent: list[_Cgroup] = []
+        self.lock = threading.Lock()
+        weakref.finalize(self, _remove_cgroups, self.free)
+        weakref.finalize(self, _remove_cgroups, self.spent)
+
+    def take(self) -> _Cgroup | None:
+        with self.lock:
+            if self.free:
+                return self.free.pop()
+        return _Cgroup.create(self.max_pids)
+
+    def give(self, cgroup: _Cgroup, zygote_pid: int | None) -> None:
+        with self.lock:
+            if any(pid != zygote_pid for pid in cgroup.pids()):
+                self.spent.append(cgroup)  # a member is still exiting: not for another run; removed at close
+            else:
+                self.free.append(cgroup)
+
+    def clear(self) -> None:
+        with self.lock:
+            cgroups = self.free + self.spent
+            self.free.clear()
+            self.spent.clear()
+        _remove_cgroups(cgroups)
+
+
+def _remove_cgroups(cgroups: list[_Cgroup]) -> None:
+    for cgroup in cgroups:
+        cgroup.remove()
 
 
 _hierarchy: list[Path | None] = []
@@ -256,6 +300,9 @@ class WorkspaceSandbox:
             for path in [*self.protected, self.workspace / ".git" / "hooks", self.workspace / ".git" / "config"]
             if path.is_relative_to(self.workspace)
         ]
+        # With bubblewrap the zygote may sit in a run's cgroup: one more pid (see _CgroupPool).
+        extra = 1 if self.bwrap else 0
+        self._cgroups = _CgroupPool(config.max_processes + extra) if config.cgroup == "auto" else None
         self._lock = threading.Lock()
         self._zygote: _Zygote | None = None
         self.zygote_error: str | None = None
@@ -366,7 +413,7 @@ class WorkspaceSandbox:
         env = _host_env(cfg.env_allow, self.workspace)
         env[_MARKER] = marker
         cpu_seconds = int(timeout) + 5
-        cgroup = _Cgroup.create(cfg.max_processes) if cfg.cgroup == "auto" else None
+        cgroup = self._cgroups.take() if self._cgroups is not None else None
         start = time.monotonic()
         proc: subprocess.Popen[bytes] | _ZygoteRun
         try:
@@ -388,7 +435,8 @@ class WorkspaceSandbox:
             else:
                 self._kill_all(proc, cgroup, marker)
             if cgroup is not None:
-                cgroup.remove()
+                assert self._cgroups is not None
+                self._cgroups.give(cgroup, zygote.host_pid if zygote else None)
         if isinstance(proc, _ZygoteRun) and proc.failure is not None:
             raise proc.failure
         network = "none" if self.bwrap and cfg.network == "none" else "host"
@@ -469,11 +517,13 @@ class WorkspaceSandbox:
         return zygote.host_pid if zygote is not None and zygote.alive() else None
 
     def close(self) -> None:
-        """Stop the zygote, if one runs; the next run would start a new one."""
+        """Stop the zygote, if one runs, and remove the cgroups kept for runs; a next run starts afresh."""
         with self._lock:
             zygote, self._zygote = self._zygote, None
         if zygote is not None:
             zygote.close(wait=True)
+        if self._cgroups is not None:
+            self._cgroups.clear()
 
     def _acquire_zygote(self) -> _Zygote | None:
         """The running zygote for the current binds (started, or restarted, here); None: per-run bwrap."""
@@ -488,7 +538,7 @@ class WorkspaceSandbox:
                 if self.zygote_error is not None:
                     return None
                 try:
-                    zygote = _Zygote.start(self._zygote_argv(), key, self._home_cgroup())
+                    zygote = _Zygote.start(self._zygote_argv(), key)
                 except SandboxError as exc:
                     self.zygote_error = str(exc)
                     return None
@@ -523,14 +573,8 @@ class WorkspaceSandbox:
             "-S",
             path,
             "{control}",
-            "{home}",
             json.dumps(limits),
         ]
-
-    def _home_cgroup(self) -> Path | None:
-        if self.config.cgroup != "auto" or _pids_hierarchy() is None:
-            return None
-        return _own_pids_cgroup()
 
     def _submit(
         self,
@@ -553,6 +597,7 @@ class WorkspaceSandbox:
                 "NOFILE": [cfg.max_open_files] * 2,
                 "NPROC": [cfg.max_processes] * 2,
             },
+            "cgroup": cgroup.path.name if cgroup else None,
         }
         return zygote.submit(request, stdin is not None, cgroup.path / "cgroup.procs" if cgroup else None)
 
@@ -736,11 +781,10 @@ class _Zygote:
         self._keeper: threading.Thread | None = None
 
     @classmethod
-    def start(cls, template: list[str], key: tuple[bool, ...], home_cgroup: Path | None) -> _Zygote:
+    def start(cls, template: list[str], key: tuple[bool, ...]) -> _Zygote:
         """Start bubblewrap and wait for the zygote's ``ready``; :class:`SandboxError` says why it did not come."""
         control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        home = os.open(home_cgroup / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC) if home_cgroup else -1
-        argv = [a.format(control=theirs.fileno(), home=home) if a in ("{control}", "{home}") else a for a in template]
+        argv = [str(theirs.fileno()) if a == "{control}" else a for a in template]
         err_r, err_w = os.pipe()
         zygote = cls(key, control)
         spawned = threading.Event()
@@ -755,7 +799,7 @@ class _Zygote:
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=err_w,
-                    pass_fds=[fd for fd in (theirs.fileno(), home) if fd >= 0],
+                    pass_fds=[theirs.fileno()],
                     env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
                 )
             except (OSError, subprocess.SubprocessError) as exc:
@@ -771,8 +815,6 @@ class _Zygote:
         spawned.wait()
         theirs.close()
         os.close(err_w)
-        if home >= 0:
-            os.close(home)
         if zygote.proc is None:
             os.close(err_r)
             control.close()
@@ -782,6 +824,17 @@ class _Zygote:
             reply = json.loads(control.recv(256) or b"{}") if ready else {}
             if "ready" not in reply:
                 raise SandboxError("no ready message")
+            zygote.host_pid = _zygote_host_pid(zygote.proc.pid, int(reply["ready"]))
+            if zygote.host_pid is None:
+                # Without it a cgroup kill could hit the zygote, which sits in the run's cgroup.
+                raise SandboxError("the zygote's pid was not found")
+            # bwrap and its init hold copies of the inherited socket: switch to one only the zygote has.
+            zygote.control, fresh = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            try:
+                socket.send_fds(control, [b"control"], [fresh.fileno()])
+            finally:
+                fresh.close()
+                control.close()
         except (OSError, ValueError, SandboxError) as exc:
             zygote.close(wait=True)
             os.set_blocking(err_r, False)
@@ -791,11 +844,13 @@ class _Zygote:
             os.close(err_r)
             raise SandboxError(f"the sandbox server did not start ({exc}): {detail or 'no output'}") from None
         os.close(err_r)
-        zygote.host_pid = _zygote_host_pid(zygote.proc.pid, int(reply["ready"]))
         return zygote
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        # A zygote killed a moment ago may still be in bwrap's namespace as a zombie: check it, not bwrap.
+        return (
+            self.proc is not None and self.proc.poll() is None and self.host_pid is not None and _alive(self.host_pid)
+        )
 
     def submit(self, request: dict[str, Any], with_stdin: bool, cgroup_procs: Path | None) -> _ZygoteRun:
         """Hand a run to the zygote: pipes and sockets made here, their far ends sent by ``SCM_RIGHTS``."""
@@ -809,7 +864,7 @@ class _Zygote:
             ours.sendall(json.dumps(request).encode() + b"\n")
         except OSError as exc:
             ours.close()
-            for fd in (out_r, in_w):
+            for fd in (out_r, err_r, in_w):
                 if fd >= 0:
                     os.close(fd)
             raise SandboxError(f"the sandbox server is gone ({exc})") from None
@@ -818,16 +873,7 @@ class _Zygote:
             for fd in (in_r, out_w, err_w, cg):
                 if fd >= 0:
                     os.close(fd)
-        run = _ZygoteRun(ours, in_w, out_r, err_r)
-        # bwrap and its init hold copies of the control socket, so a send to a dead zygote can still
-        # succeed: its first answer tells. No answer means nothing was started: safe to try another.
-        end = time.monotonic() + _ZYGOTE_REPLY_S
-        while run.pid is None and run.returncode is None and time.monotonic() < end:
-            run._read(end - time.monotonic())
-        if run.pid is None and (run.lost or run.returncode is None):
-            run.close()
-            raise SandboxError("the sandbox server did not answer")
-        return run
+        return _ZygoteRun(ours, in_w, out_r, err_r)
 
     def retire(self) -> None:
         """No new runs; the zygote stops once the runs it has are over."""
@@ -853,7 +899,6 @@ class _ZygoteRun:
         self.stdin = open(stdin, "wb", buffering=0) if stdin >= 0 else None
         self.stdout = open(stdout, "rb", buffering=0)
         self.stderr = open(stderr, "rb", buffering=0)
-        self.pid: int | None = None
         self.returncode: int | None = None
         self.left = 0
         self.lost = False
@@ -885,8 +930,6 @@ class _ZygoteRun:
                 self.returncode, self.left = message["exit"], message["left"]
             elif "alive" in message:
                 self._alive = message["alive"]
-            elif "pid" in message:
-                self.pid = message["pid"]
             elif "error" in message:
                 self.returncode = 127
                 self.failure = OSError(message["error"])
@@ -925,22 +968,6 @@ class _ZygoteRun:
             if stream is not None:
                 stream.close()
         self.sock.close()
-
-
-def _own_pids_cgroup() -> Path | None:
-    """The pids cgroup directory this process is in (v1 ``pids`` hierarchy or v2 unified)."""
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if "pids" in controllers.split(","):
-            return Path("/sys/fs/cgroup/pids") / path.lstrip("/")
-    for line in lines:
-        if line.startswith("0::"):
-            return Path("/sys/fs/cgroup") / line[3:].lstrip("/")
-    return None
 
 
 def _zygote_host_pid(bwrap_pid: int, ns_pid: int) -> int | None:

@@ -1,44 +1,52 @@
 """The zygote: a small server inside one long-lived bubblewrap sandbox that starts the runs of a workspace.
 
-Executed by path inside ``bwrap`` as ``python -I -S _zygote.py CONTROL_FD HOME_CGROUP_FD SELF_LIMITS``;
-standard library only, and it never imports ``aleph``. Starting bubblewrap per run costs several
-times a bare process spawn, so :class:`aleph_exec.WorkspaceSandbox` starts one bwrap per workspace and
-asks this server for each run instead. What stays per run: the process (its own session and process
-group), its pids cgroup, rlimits, environment, working directory, pipes and temporary directory.
+Executed by path inside ``bwrap`` as ``python -I -S _zygote.py CONTROL_FD SELF_LIMITS``; standard
+library only, and it never imports ``aleph``. Starting bubblewrap per run costs several times a bare
+process spawn, so :class:`aleph_exec.WorkspaceSandbox` starts one bwrap per workspace and asks this
+server for each run instead. What stays per run: the process (its own session and process group), its
+pids cgroup, rlimits, environment, working directory, pipes and temporary directory.
 
 Arguments (after the script path):
-
 * ``CONTROL_FD``: this end of an ``AF_UNIX`` ``SOCK_SEQPACKET`` socketpair with the host.
-* ``HOME_CGROUP_FD``: ``cgroup.procs`` of this server's own pids cgroup, opened for writing by the host
-  (``/sys`` is not mounted in the sandbox), or ``-1`` without cgroups.
 * ``SELF_LIMITS``: JSON ``{"AS": [soft, hard], ...}``, ``resource.RLIMIT_<name>`` values the server sets on
   itself at start so every run inherits them (those fixed per sandbox: address space, file size, core).
 
-Protocol (all JSON objects; on the run socket one per line):
+The server makes itself non-dumpable, so the commands it starts (same uid, same PID namespace, no
+capabilities) cannot ptrace it or take its file descriptors; they can still kill it, which fails the
+runs in flight and makes the host start a new one.
 
-1. server → host, control socket: ``{"ready": <pid in the namespace>}`` once, then it serves.
-2. host → server, control socket: the payload ``run`` carrying, by ``SCM_RIGHTS``, the fds
-   ``[run socket, stdin, stdout, stderr]`` and, when the run has a pids cgroup, its ``cgroup.procs``
-   opened for writing. The run socket is one end of a fresh ``AF_UNIX`` ``SOCK_STREAM`` socketpair; all
-   further traffic of the run goes over it, so concurrent runs never share a channel.
-3. host → server, run socket: ``{"id": <hex>, "argv": [...], "cwd": "...", "env": {...},
-   "rlimits": {"CPU": [soft, hard], ...}}``. The server creates ``/tmp/aleph-run-<id>`` (mode 0700) and
-   sets ``TMPDIR`` to it, moves itself into the run's cgroup, ``posix_spawn``s the command (new session,
-   the three fds as 0/1/2, signal dispositions reset) from ``cwd``, moves itself back home, and applies
-   ``rlimits`` to the new process with ``prlimit``. Answer: ``{"pid": <pid>}`` or, when nothing was
-   started, ``{"error": "<why>"}`` (the run is then over).
-4. server → host, run socket: ``{"exit": <returncode as in subprocess>, "left": <n>}`` once the command is
+Protocol (JSON objects; on a run socket one per line):
+
+1. server → host, control socket: ``{"ready": <pid in the namespace>}``.
+2. host → server, control socket: the payload ``control`` carrying, by ``SCM_RIGHTS``, one end of a fresh
+   socketpair that becomes the control socket. bubblewrap and its init keep copies of the inherited
+   one; only this server holds the fresh one.
+3. host → server, control socket: the payload ``run`` carrying the fds ``[run socket, stdin, stdout,
+   stderr]`` and, when the run has a pids cgroup, its ``cgroup.procs`` opened for writing (``/sys`` is
+   not mounted in the sandbox). The run socket is one end of a fresh ``AF_UNIX`` ``SOCK_STREAM``
+   socketpair; the rest of the run's traffic goes over it, so concurrent runs never share a channel.
+4. host → server, run socket: ``{"id": <hex>, "argv": [...], "cwd": "...", "env": {...},
+   "rlimits": {"CPU": [soft, hard], ...}, "cgroup": "<name>" | null}``. The server creates
+   ``/tmp/aleph-run-<id>`` (mode 0700) and sets ``TMPDIR`` to it, lowers its own soft limits to the run's,
+   moves itself into the run's cgroup unless it is there already (it stays: moving back would cost a
+   second migration per run; the host leaves it out of what it kills and counts it in ``pids.max``),
+   ``posix_spawn``s the command (new session, the three fds as 0/1/2, signal dispositions reset) from
+   ``cwd``, restores its soft limits and sets the command's hard limits with ``prlimit``. When nothing
+   could be started it answers ``{"error": "<why>"}`` and the run is over.
+5. server → host, run socket: ``{"exit": <returncode as in subprocess>, "left": <n>}`` once the command is
    reaped; ``left`` counts processes of the run still present (its process group or session, or an
-   environment carrying ``ALEPH_SANDBOX_RUN=<id>``; zombies included).
-5. host → server, run socket: ``{"signal": <signo>}`` sends that signal (0: none) to every process of the
+   environment carrying ``ALEPH_SANDBOX_RUN=<id>``; zombies included), 0 for a run with a cgroup, whose
+   ``cgroup.procs`` the host reads itself.
+6. host → server, run socket: ``{"signal": <signo>}`` sends that signal (0: none) to every process of the
    run; answer ``{"alive": <n>}``, the processes of the run still present (signalled ones until reaped).
-6. The host closes the run socket when it is done: the server SIGKILLs what is left of the run, removes
+7. The host closes the run socket when it is done: the server SIGKILLs what is left of the run, removes
    its temporary directory and forgets it. When the host closes the control socket, the server kills
    every run and exits; bubblewrap then tears the namespace down. Orphans are reaped by bubblewrap's init.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import resource
@@ -52,6 +60,7 @@ from typing import Any
 MARKER = "ALEPH_SANDBOX_RUN"
 MAX_FDS = 5
 MAX_LINE = 8 * 1024 * 1024
+PR_SET_DUMPABLE = 4
 
 
 class Run:
@@ -66,6 +75,7 @@ class Run:
         self.tmp = ""
         self.signalled: set[int] = set()
         self.clean = False
+        self.cgroup = len(fds) > 3
 
     def send(self, message: dict[str, object]) -> None:
         try:
@@ -115,9 +125,9 @@ class Run:
 class Zygote:
     """The server loop: one control socket, one socket per run, SIGCHLD through a wakeup pipe."""
 
-    def __init__(self, control: socket.socket, home_cgroup: int) -> None:
+    def __init__(self, control: socket.socket) -> None:
         self.control = control
-        self.home_cgroup = home_cgroup
+        self.cgroup = ""  # the run cgroup this server is in ("": the one it started in)
         self.runs: dict[socket.socket, Run] = {}
         self.by_pid: dict[int, Run] = {}
         self.sel = selectors.DefaultSelector()
@@ -152,7 +162,7 @@ class Zygote:
                     self.readable(key.data)
 
     def accept(self) -> bool:
-        """Take a new run from the control socket; False when the host has closed it."""
+        """Take a message from the control socket; False when the host has closed it."""
         try:
             msg, ancdata, flags, _ = self.control.recvmsg(16, socket.CMSG_SPACE(MAX_FDS * 4), socket.MSG_CMSG_CLOEXEC)
         except OSError:
@@ -161,20 +171,25 @@ class Zygote:
         for level, kind, data in ancdata:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                 fds += [int.from_bytes(data[i : i + 4], sys.byteorder) for i in range(0, len(data) - 3, 4)]
-        if not msg:
-            for fd in fds:
-                os.close(fd)
-            return False
-        if len(fds) < 4 or flags & socket.MSG_CTRUNC:
-            # Without a run socket there is no one to answer; the host sees its socket closed.
-            for fd in fds:
-                os.close(fd)
+        if msg == b"control" and len(fds) == 1:
+            self.sel.unregister(self.control)
+            self.control.close()
+            self.control = socket.socket(fileno=fds[0])
+            self.sel.register(self.control, selectors.EVENT_READ, "control")
             return True
+        if msg != b"run" or len(fds) < 4 or flags & socket.MSG_CTRUNC:
+            # Closed (empty message), or unusable: without a run socket there is no one to answer,
+            # and the host sees its run socket closed.
+            for fd in fds:
+                os.close(fd)
+            return bool(msg)
         sock = socket.socket(fileno=fds[0])
         sock.setblocking(False)
         run = Run(sock, fds[1:])
         self.runs[sock] = run
         self.sel.register(sock, selectors.EVENT_READ, run)
+        # The host sends the request right after the fds: usually it is there already.
+        self.readable(run)
         return True
 
     def readable(self, run: Run) -> None:
@@ -215,9 +230,11 @@ class Zygote:
             run.tmp = f"/tmp/aleph-run-{run.id}"
             os.mkdir(run.tmp, 0o700)
             env["TMPDIR"] = run.tmp
-            pid = self.spawn(
-                argv, env, str(request["cwd"]), (stdin, stdout, stderr), cgroup[0] if cgroup else None, limits
-            )
+            if cgroup and request["cgroup"] != self.cgroup:
+                # A new process starts in its parent's cgroup: enter the run's (and stay, see step 4).
+                os.write(cgroup[0], b"0")
+                self.cgroup = str(request["cgroup"])
+            pid = self.spawn(argv, env, str(request["cwd"]), (stdin, stdout, stderr), limits)
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             run.send({"error": str(exc)})
             return
@@ -226,7 +243,6 @@ class Zygote:
                 os.close(fd)
         run.pid = pid
         self.by_pid[pid] = run
-        run.send({"pid": pid})
 
     def spawn(
         self,
@@ -234,7 +250,6 @@ class Zygote:
         env: dict[str, str],
         cwd: str,
         stdio: tuple[int, int, int],
-        cgroup: int | None,
         limits: dict[int, tuple[int, int]],
     ) -> int:
         """``posix_spawn`` (vfork speed, where ``fork`` of even this small interpreter costs a millisecond more).
@@ -250,9 +265,6 @@ class Zygote:
             for res, (soft, _) in limits.items():
                 hard = saved[res][1]
                 resource.setrlimit(res, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
-            if cgroup is not None:
-                # A new process starts in its parent's cgroup: enter the run's, spawn, leave.
-                os.write(cgroup, b"0")
             pid = os.posix_spawn(
                 path,
                 argv,
@@ -270,8 +282,6 @@ class Zygote:
                 raise OSError(f"could not set resource limits: {exc}") from None
             return pid
         finally:
-            if cgroup is not None:
-                go_home(self.home_cgroup)
             for res, value in saved.items():
                 resource.setrlimit(res, value)
             os.chdir("/")
@@ -286,7 +296,8 @@ class Zygote:
                 return
             run = self.by_pid.pop(pid, None)
             if run is not None and run.sock in self.runs:
-                left = run.present()
+                # With a cgroup the host counts what is left from cgroup.procs itself.
+                left = 0 if run.cgroup else run.present()
                 # Nothing of the run is left to fork anything new: no sweep needed when it ends.
                 run.clean = left == 0 and not run.signalled
                 run.send({"exit": os.waitstatus_to_exitcode(status), "left": left})
@@ -301,19 +312,14 @@ class Zygote:
         for fd in run.fds:
             os.close(fd)
         if run.tmp:
-            shutil.rmtree(run.tmp, ignore_errors=True)
+            try:
+                os.rmdir(run.tmp)
+            except OSError:
+                shutil.rmtree(run.tmp, ignore_errors=True)
 
     def shutdown(self) -> None:
         for run in list(self.runs.values()):
             self.finish(run)
-
-
-def go_home(fd: int) -> None:
-    """Leave the run's cgroup; staying there would put this server among the run's processes."""
-    try:
-        os.write(fd, b"0")
-    except OSError:
-        os._exit(70)
 
 
 def resolve(name: str, path: str) -> str:
@@ -328,14 +334,14 @@ def resolve(name: str, path: str) -> str:
 
 
 def main() -> None:
-    control_fd, home_cgroup = int(sys.argv[1]), int(sys.argv[2])
-    for name, (soft, hard) in json.loads(sys.argv[3]).items():
+    control_fd = int(sys.argv[1])
+    for name, (soft, hard) in json.loads(sys.argv[2]).items():
         resource.setrlimit(getattr(resource, f"RLIMIT_{name}"), (soft, hard))
+    # Not dumpable: the commands (same uid) may not ptrace this server or take its fds.
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
     os.set_inheritable(control_fd, False)
-    if home_cgroup >= 0:
-        os.set_inheritable(home_cgroup, False)
-    control = socket.socket(fileno=control_fd)
-    Zygote(control, home_cgroup).serve()
+    Zygote(socket.socket(fileno=control_fd)).serve()
 
 
 if __name__ == "__main__":
