@@ -140,3 +140,20 @@ async def test_aclose_stops_the_zygote_and_leaves_no_process_or_zombie(workspace
     assert not Path(f"/proc/{zygote}").exists()
     assert [] == processes_with(str(workspace))
     assert [] == zombie_children()
+    # The run cgroups kept between runs are gone too.
+    assert [] == list(Path("/sys/fs/cgroup/pids").glob(f"aleph-{os.getpid()}-*"))
+
+
+@pytest.mark.anyio
+async def test_commands_cannot_reach_into_the_zygote(workspace: Path) -> None:
+    # Same uid, same PID namespace: the zygote is not dumpable, so its fds and memory stay closed.
+    command = (
+        "for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/cmdline | grep -qx '.*/_zygote[.]py' && z=${p#/proc/}; done; "
+        'echo "zygote=$z"; readlink /proc/$z/fd/0 >/dev/null 2>&1 && echo fds-readable; '
+        "cat /proc/$z/environ >/dev/null 2>&1 && echo environ-readable; true"
+    )
+    async with make_runtime(workspace, BWRAP) as rt:
+        out = await bash(aleph.UnscopedToolService(rt.registry), command)
+    lines = out["stdout"].splitlines()
+    assert lines[0].startswith("zygote=") and lines[0] != "zygote="
+    assert [] == lines[1:]
