@@ -206,9 +206,9 @@ class _CgroupPool:
                 return self.free.pop()
         return _Cgroup.create(self.max_pids)
 
-    def give(self, cgroup: _Cgroup, zygote_pid: int | None) -> None:
+    def give(self, cgroup: _Cgroup, zygotes: set[int]) -> None:
         with self.lock:
-            if any(pid != zygote_pid for pid in cgroup.pids()):
+            if any(pid not in zygotes for pid in cgroup.pids()):
                 self.spent.append(cgroup)  # a member is still exiting: not for another run; removed at close
             else:
                 self.free.append(cgroup)
@@ -305,6 +305,7 @@ class WorkspaceSandbox:
         self._cgroups = _CgroupPool(config.max_processes + extra) if config.cgroup == "auto" else None
         self._lock = threading.Lock()
         self._zygote: _Zygote | None = None
+        self._zygotes: list[_Zygote] = []  # the current one and retired ones still running
         self.zygote_error: str | None = None
         """Why the persistent sandbox could not start (runs then start a bubblewrap each), or None."""
 
@@ -430,13 +431,13 @@ class WorkspaceSandbox:
         finally:
             if isinstance(proc, _ZygoteRun):
                 assert zygote is not None
-                self._stop_zygote_run(proc, cgroup, zygote.host_pid)
+                self._stop_zygote_run(proc, cgroup)
                 self._release(zygote)
             else:
                 self._kill_all(proc, cgroup, marker)
             if cgroup is not None:
                 assert self._cgroups is not None
-                self._cgroups.give(cgroup, zygote.host_pid if zygote else None)
+                self._cgroups.give(cgroup, self._zygote_pids() if zygote else set())
         if isinstance(proc, _ZygoteRun) and proc.failure is not None:
             raise proc.failure
         network = "none" if self.bwrap and cfg.network == "none" else "host"
@@ -543,6 +544,7 @@ class WorkspaceSandbox:
                     self.zygote_error = str(exc)
                     return None
                 self._zygote = zygote
+                self._zygotes.append(zygote)
             zygote.active += 1
             return zygote
 
@@ -601,11 +603,20 @@ class WorkspaceSandbox:
         }
         return zygote.submit(request, stdin is not None, cgroup.path / "cgroup.procs" if cgroup else None)
 
-    def _stop_zygote_run(self, run: _ZygoteRun, cgroup: _Cgroup | None, zygote_pid: int | None) -> None:
+    def _zygote_pids(self) -> set[int]:
+        """Host pids of this sandbox's live zygotes (a retired one may still sit in a pooled cgroup)."""
+        with self._lock:
+            self._zygotes = [z for z in self._zygotes if z.alive()]
+            return {z.host_pid for z in self._zygotes if z.host_pid is not None}
+
+    def _stop_zygote_run(self, run: _ZygoteRun, cgroup: _Cgroup | None) -> None:
         """SIGTERM, then SIGKILL, what is left of a zygote run (its cgroup, else through the zygote)."""
 
         def targets() -> list[int]:
-            return [pid for pid in cgroup.pids() if pid != zygote_pid and _alive(pid)] if cgroup else []
+            if cgroup is None:
+                return []
+            zygotes = self._zygote_pids()
+            return [pid for pid in cgroup.pids() if pid not in zygotes and _alive(pid)]
 
         def count() -> int:
             if run.lost:
