@@ -38,7 +38,8 @@ class ExecConfig(BaseModel):
     memory_mb: int = Field(default=4096, ge=64, le=1024 * 1024)
     """RLIMIT_AS (address space) of every process, in MiB."""
     max_processes: int = Field(default=256, ge=8, le=100_000)
-    """Processes a run may have at once: pids.max of its cgroup (and RLIMIT_NPROC for non-root users)."""
+    """Processes a run may have at once: pids.max of its cgroup (one more under bubblewrap, where the
+    zygote that started the run stays in it) and RLIMIT_NPROC for non-root users."""
     max_file_mb: int = Field(default=1024, ge=1, le=1024 * 1024)
     """RLIMIT_FSIZE: the largest file a process may write, in MiB."""
     max_open_files: int = Field(default=1024, ge=64, le=65_536)

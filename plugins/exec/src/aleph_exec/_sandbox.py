@@ -7,12 +7,15 @@ Layers, strongest first, each used when the machine offers it:
   descendants that left the process group with ``setsid``;
 * **bubblewrap**: own PID, IPC and UTS namespaces (``--die-with-parent``: when the sandbox's init
   dies, the kernel kills everything in the namespace), workspace bound read-write, system dirs
-  read-only, protected paths re-bound read-only, network namespace unless ``network = "host"``;
+  read-only, protected paths re-bound read-only, network namespace unless ``network = "host"``.
+  One bwrap per sandbox (per workspace), started at the first run, runs the zygote
+  (:mod:`aleph_exec._zygote`), which starts each run; a bwrap per run remains the fallback when the
+  zygote cannot start;
 * always: a new session and process group, rlimits set before the command starts (CPU, address
-  space, processes, file size, open files, core dumps off; by ``prlimit`` so CPython can ``vfork``,
-  else in a ``preexec_fn``), a scrubbed environment carrying a
-  per-run marker, and a kill that sends SIGTERM then SIGKILL to the group, the cgroup, and every
-  process whose environment still carries the marker (a ``/proc`` sweep).
+  space, processes, file size, open files, core dumps off: by the zygote around its ``posix_spawn``;
+  without bubblewrap by ``prlimit`` so CPython can ``vfork``, else in a ``preexec_fn``), a scrubbed
+  environment carrying a per-run marker, and a kill that sends SIGTERM then SIGKILL to the group,
+  the cgroup, and every process whose environment still carries the marker (a ``/proc`` sweep).
 """
 
 from __future__ import annotations
