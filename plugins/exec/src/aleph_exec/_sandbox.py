@@ -152,6 +152,13 @@ class _Cgroup:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._procs_fd = -1
+
+    def procs_fd(self) -> int:
+        """``cgroup.procs`` open for writing (kept open while the cgroup is reused)."""
+        if self._procs_fd < 0:
+            self._procs_fd = os.open(self.path / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+        return self._procs_fd
 
     @classmethod
     def create(cls, max_pids: int) -> _Cgroup | None:
@@ -169,12 +176,23 @@ class _Cgroup:
         return cls(path)
 
     def pids(self) -> list[int]:
+        # A fresh open each time: cgroup v1 caches the pid list per open file (a re-read can be stale).
         try:
-            return [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+            fd = os.open(self.path / "cgroup.procs", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                chunks = []
+                while chunk := os.read(fd, 65536):
+                    chunks.append(chunk)
+            finally:
+                os.close(fd)
+            return [int(p) for p in b"".join(chunks).split()]
         except (OSError, ValueError):
             return []
 
     def remove(self) -> None:
+        if self._procs_fd >= 0:
+            os.close(self._procs_fd)
+            self._procs_fd = -1
         # rmdir fails with EBUSY until the last member has fully exited: retry for up to about a second.
         for _ in range(500):
             try:
@@ -604,7 +622,7 @@ class WorkspaceSandbox:
             },
             "cgroup": cgroup.path.name if cgroup else None,
         }
-        return zygote.submit(request, stdin is not None, cgroup.path / "cgroup.procs" if cgroup else None)
+        return zygote.submit(request, stdin is not None, cgroup.procs_fd() if cgroup else -1)
 
     def _zygote_pids(self) -> set[int]:
         """Host pids of this sandbox's live zygotes (a retired one may still sit in a pooled cgroup)."""
@@ -861,20 +879,19 @@ class _Zygote:
         return zygote
 
     def alive(self) -> bool:
-        # A zygote killed a moment ago may still be in bwrap's namespace as a zombie: check it, not bwrap.
-        return (
-            self.proc is not None and self.proc.poll() is None and self.host_pid is not None and _alive(self.host_pid)
-        )
+        # bwrap outlives a killed zygote by a moment; a run sent then fails to send (only the zygote
+        # holds the control socket) and is retried on a new one.
+        return self.proc is not None and self.proc.poll() is None
 
-    def submit(self, request: dict[str, Any], with_stdin: bool, cgroup_procs: Path | None) -> _ZygoteRun:
+    def submit(self, request: dict[str, Any], with_stdin: bool, cgroup_procs: int) -> _ZygoteRun:
         """Hand a run to the zygote: pipes and sockets made here, their far ends sent by ``SCM_RIGHTS``."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         in_r, in_w = os.pipe() if with_stdin else (os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC), -1)
-        cg = os.open(cgroup_procs, os.O_WRONLY | os.O_CLOEXEC) if cgroup_procs else -1
         try:
-            socket.send_fds(self.control, [b"run"], [fd for fd in (theirs.fileno(), in_r, out_w, err_w, cg) if fd >= 0])
+            fds = [fd for fd in (theirs.fileno(), in_r, out_w, err_w, cgroup_procs) if fd >= 0]
+            socket.send_fds(self.control, [b"run"], fds)
             ours.sendall(json.dumps(request).encode() + b"\n")
         except OSError as exc:
             ours.close()
@@ -884,7 +901,7 @@ class _Zygote:
             raise SandboxError(f"the sandbox server is gone ({exc})") from None
         finally:
             theirs.close()
-            for fd in (in_r, out_w, err_w, cg):
+            for fd in (in_r, out_w, err_w):
                 if fd >= 0:
                     os.close(fd)
         return _ZygoteRun(ours, in_w, out_r, err_r)
