@@ -27,12 +27,12 @@ Protocol (JSON objects; on a run socket one per line):
    socketpair; the rest of the run's traffic goes over it, so concurrent runs never share a channel.
 4. host → server, run socket: ``{"id": <hex>, "argv": [...], "cwd": "...", "env": {...},
    "rlimits": {"CPU": [soft, hard], ...}, "cgroup": "<name>" | null}``. The server creates
-   ``/tmp/aleph-run-<id>`` (mode 0700) and sets ``TMPDIR`` to it, lowers its own soft limits to the run's,
-   moves itself into the run's cgroup unless it is there already (it stays: moving back would cost a
-   second migration per run; the host leaves it out of what it kills and counts it in ``pids.max``),
-   ``posix_spawn``s the command (new session, the three fds as 0/1/2, signal dispositions reset) from
-   ``cwd``, restores its soft limits and sets the command's hard limits with ``prlimit``. When nothing
-   could be started it answers ``{"error": "<why>"}`` and the run is over.
+   ``/tmp/aleph-run-<id>`` (mode 0700) and sets ``TMPDIR`` to it, lowers its own soft limits to the
+   run's (not ``NPROC``), moves itself into the run's cgroup unless it is there already (it stays:
+   moving back would cost a second migration per run; the host leaves it out of what it kills and
+   counts it in ``pids.max``), ``posix_spawn``s the command (new session, the three fds as 0/1/2, signal
+   dispositions reset) from ``cwd``, restores its soft limits and sets the command's limits with
+   ``prlimit``. When nothing could be started it answers ``{"error": "<why>"}`` and the run is over.
 5. server → host, run socket: ``{"exit": <returncode as in subprocess>, "left": <n>}`` once the command is
    reaped; ``left`` counts processes of the run still present (its process group or session, or an
    environment carrying ``ALEPH_SANDBOX_RUN=<id>``; zombies included), 0 for a run with a cgroup, whose
@@ -255,15 +255,16 @@ class Zygote:
         """``posix_spawn`` (vfork speed, where ``fork`` of even this small interpreter costs a millisecond more).
 
         The command is born with its soft limits (this server lowers its own soft limits around the
-        spawn: no fork-time race), and ``prlimit`` then lowers its hard limits, which this server cannot
-        lower on itself without losing them for good.
+        spawn: no fork-time race), and ``prlimit`` then sets its hard limits, which this server cannot
+        lower on itself without losing them for good, and ``RLIMIT_NPROC``.
         """
         path = resolve(argv[0], env.get("PATH", ""))
-        saved = {res: resource.getrlimit(res) for res in limits}
+        # Not RLIMIT_NPROC: it is checked at our own spawn and counts every process of the uid.
+        saved = {res: resource.getrlimit(res) for res in limits if res != resource.RLIMIT_NPROC}
         os.chdir(cwd)
         try:
-            for res, (soft, _) in limits.items():
-                hard = saved[res][1]
+            for res, (_, hard) in saved.items():
+                soft = limits[res][0]
                 resource.setrlimit(res, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
             pid = os.posix_spawn(
                 path,
