@@ -72,8 +72,18 @@ def breakdown(bare: float) -> None:
         (ws / "aleph.toml").write_text(f'[workspace]\ndata_dir = "{(ws / ".data").as_posix()}"\n')
         rt = aleph.load(ws / "aleph.toml", workspace=ws, plugins=[aleph_exec.plugin], entry_points=False, strict=True)
         unscoped = aleph.UnscopedToolService(rt.registry)
-        us = per_call_us_async(lambda: unscoped.execute("bash", {"command": "true"}), N, repeat=3)
+        scoped = rt.tool_service(tier="full")
+        pairs = [
+            (
+                per_call_us_async(lambda: unscoped.execute("bash", {"command": "true"}), N, repeat=1),
+                per_call_us_async(lambda: scoped.execute("bash", {"command": "true"}), N, repeat=1),
+            )
+            for _ in range(ROUNDS)
+        ]
+        us = statistics.median(u for u, _ in pairs)
+        core = statistics.median(f - u for u, f in pairs)
         print(f"  bash via UnscopedToolService (bwrap+cgroup)      {us / 1000:8.2f} ms  ratio {us / bare:5.2f}x")
+        print(f"  the chokepoint at tier full adds (interleaved)   {core / 1000:8.2f} ms  = {core / bare:5.2f}x bare")
         asyncio.run(rt.aclose())
 
 
