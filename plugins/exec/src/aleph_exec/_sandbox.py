@@ -218,8 +218,6 @@ class _CgroupPool:
         self.free: list[_Cgroup] = []
         self.spent: list[_Cgroup] = []
         self.lock = threading.Lock()
-        weakref.finalize(self, _remove_cgroups, self.free)
-        weakref.finalize(self, _remove_cgroups, self.spent)
 
     def take(self) -> _Cgroup | None:
         with self.lock:
@@ -245,6 +243,15 @@ class _CgroupPool:
 def _remove_cgroups(cgroups: list[_Cgroup]) -> None:
     for cgroup in cgroups:
         cgroup.remove()
+
+
+def _shutdown(zygotes: list[_Zygote], cgroups: _CgroupPool | None) -> None:
+    """Stop every zygote of a sandbox (they may sit in its cgroups), then remove the cgroups."""
+    for zygote in list(zygotes):
+        zygote.close(wait=True)
+    zygotes.clear()
+    if cgroups is not None:
+        cgroups.clear()
 
 
 _hierarchy: list[Path | None] = []
@@ -327,6 +334,8 @@ class WorkspaceSandbox:
         self._lock = threading.Lock()
         self._zygote: _Zygote | None = None
         self._zygotes: list[_Zygote] = []  # the current one and retired ones still running
+        # Also when the sandbox is dropped without close() (or at interpreter exit): cgroups outlive us.
+        weakref.finalize(self, _shutdown, self._zygotes, self._cgroups)
         self.zygote_error: str | None = None
         """Why the persistent sandbox could not start (runs then start a bubblewrap each), or None."""
 
@@ -541,11 +550,8 @@ class WorkspaceSandbox:
     def close(self) -> None:
         """Stop the zygote, if one runs, and remove the cgroups kept for runs; a next run starts afresh."""
         with self._lock:
-            zygote, self._zygote = self._zygote, None
-        if zygote is not None:
-            zygote.close(wait=True)
-        if self._cgroups is not None:
-            self._cgroups.clear()
+            self._zygote = None
+        _shutdown(self._zygotes, self._cgroups)
 
     def _acquire_zygote(self) -> _Zygote | None:
         """The running zygote for the current binds (started, or restarted, here); None: per-run bwrap."""
@@ -627,7 +633,7 @@ class WorkspaceSandbox:
     def _zygote_pids(self) -> set[int]:
         """Host pids of this sandbox's live zygotes (a retired one may still sit in a pooled cgroup)."""
         with self._lock:
-            self._zygotes = [z for z in self._zygotes if z.alive()]
+            self._zygotes[:] = [z for z in self._zygotes if z.alive()]
             return {z.host_pid for z in self._zygotes if z.host_pid is not None}
 
     def _stop_zygote_run(self, run: _ZygoteRun, cgroup: _Cgroup | None) -> None:
