@@ -161,12 +161,14 @@ def _command_floor(
         rules.extend(offered)
     floor = CommandPolicy.from_config(config.sandbox.command_policy, extra_rules=rules, protected_paths=protected)
 
+    root = config.workspace_root  # resolved once: resolving it costs a realpath walk per call
+
     def check(command: str) -> tuple[str, str, tuple[str, ...]]:
-        verdict = floor.check(command, cwd=config.workspace_root)
+        verdict = floor.check(command, cwd=root)
         return verdict.action, verdict.reason, tuple(verdict.rules)
 
     home = str(Path.home())
-    cwd = str(config.workspace_root)
+    cwd = str(root)
 
     def split(command: str) -> tuple[tuple[tuple[str, ...], ...], bool]:
         analysis = analyse(command, home=home, cwd=cwd)
