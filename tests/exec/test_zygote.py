@@ -31,6 +31,20 @@ def sandbox_of(rt: aleph.Aleph):
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("cgroup", ["off", "auto"])
+async def test_a_process_that_left_the_session_and_cleared_its_environment_does_not_outlive_the_call(
+    workspace: Path, cgroup: str
+) -> None:
+    # Neither the session, the process group nor the run marker leads to it: only the namespace does.
+    token = str(600000 + secrets.randbelow(99999))
+    async with make_runtime(workspace, f'{BWRAP}cgroup = "{cgroup}"\n') as rt:
+        service = aleph.UnscopedToolService(rt.registry)
+        out = await bash(service, f"(setsid env -i sleep {token} &) ; sleep 0.2; echo started")
+        assert ("started\n", sandbox_of(rt).zygote_pid is not None) == (out["stdout"], True)
+        assert [] == processes_with(token)
+
+
+@pytest.mark.anyio
 async def test_runs_share_one_zygote_and_each_gets_a_private_temporary_directory(workspace: Path) -> None:
     async with make_runtime(workspace, BWRAP) as rt:
         service = aleph.UnscopedToolService(rt.registry)

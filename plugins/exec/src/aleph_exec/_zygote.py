@@ -39,9 +39,11 @@ Protocol (JSON objects; on a run socket one per line):
    ``cgroup.procs`` the host reads itself.
 6. host → server, run socket: ``{"signal": <signo>}`` sends that signal (0: none) to every process of the
    run; answer ``{"alive": <n>}``, the processes of the run still present (signalled ones until reaped).
-7. The host closes the run socket when it is done: the server SIGKILLs what is left of the run, removes
-   its temporary directory and forgets it. When the host closes the control socket, the server kills
-   every run and exits; bubblewrap then tears the namespace down. Orphans are reaped by bubblewrap's init.
+7. The host closes the run socket when it is done: the server SIGKILLs what is left of the run and every
+   other process of the namespace no open run accounts for (one that left its session and cleared its
+   environment included), removes the run's temporary directory and forgets it. When the host closes
+   the control socket, the server kills every run and exits; bubblewrap then tears the namespace down.
+   Orphans are reaped by bubblewrap's init.
 """
 
 from __future__ import annotations
@@ -74,7 +76,6 @@ class Run:
         self.pid = 0
         self.tmp = ""
         self.signalled: set[int] = set()
-        self.clean = False
         self.cgroup = len(fds) > 3
 
     def send(self, message: dict[str, object]) -> None:
@@ -299,14 +300,30 @@ class Zygote:
             if run is not None and run.sock in self.runs:
                 # With a cgroup the host counts what is left from cgroup.procs itself.
                 left = 0 if run.cgroup else run.present()
-                # Nothing of the run is left to fork anything new: no sweep needed when it ends.
-                run.clean = left == 0 and not run.signalled
                 run.send({"exit": os.waitstatus_to_exitcode(status), "left": left})
 
+    def strays(self, done: Run) -> set[int]:
+        """Processes of the namespace that no other open run accounts for (its session, group or marker).
+
+        Everything a finished run left behind, including a process that left its session and cleared
+        its environment: the namespace outlives runs now, so only this sweep ends such a process.
+        A run still open loses its own escaped processes early this way, which it would at its end anyway.
+        """
+        keep = {1, os.getpid()}
+        for other in self.runs.values():
+            if other is not done and other.pid:
+                keep |= other.members()
+                keep.add(other.pid)
+        return {int(name) for name in os.listdir("/proc") if name.isdigit()} - keep
+
     def finish(self, run: Run) -> None:
-        """The host is done with ``run``: kill what is left, remove its temporary directory."""
-        if run.pid and not run.clean:
-            run.signal(signal.SIGKILL)
+        """The host is done with ``run``: kill what is left of it (and any stray), remove its temporary directory."""
+        if run.pid:
+            for pid in self.strays(run):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
         self.sel.unregister(run.sock)
         del self.runs[run.sock]
         run.sock.close()
