@@ -133,6 +133,7 @@ async def test_when_the_zygote_cannot_start_runs_fall_back_to_a_bubblewrap_each(
 ) -> None:
     import aleph_exec._sandbox as sandbox_module
 
+    real = sandbox_module._ZYGOTE_PATH
     broken = tmp_path / "zygote.py"
     broken.write_text("raise SystemExit('this zygote does not start')\n")
     monkeypatch.setattr(sandbox_module, "_ZYGOTE_PATH", broken)
@@ -141,7 +142,15 @@ async def test_when_the_zygote_cannot_start_runs_fall_back_to_a_bubblewrap_each(
         out = await bash(service, "echo ok")
         sandbox = sandbox_of(rt)
         assert (None, True) == (sandbox.zygote_pid, "this zygote does not start" in (sandbox.zygote_error or ""))
-    assert ("ok\n", True) == (out["stdout"], out["isolation"].startswith("bwrap"))
+        assert ("ok\n", True) == (out["stdout"], out["isolation"].startswith("bwrap"))
+
+        # Later (after the retry interval) a zygote that can start again is used again.
+        monkeypatch.setattr(sandbox_module, "_ZYGOTE_PATH", real)
+        await bash(service, "true")
+        assert (None, True) == (sandbox.zygote_pid, sandbox.zygote_error is not None)  # not retried yet
+        monkeypatch.setattr(sandbox, "_zygote_retry_at", 0.0)
+        again = await bash(service, "echo again")
+        assert ("again\n", True, None) == (again["stdout"], sandbox.zygote_pid is not None, sandbox.zygote_error)
 
 
 @pytest.mark.anyio

@@ -337,7 +337,8 @@ class WorkspaceSandbox:
         # Also when the sandbox is dropped without close() (or at interpreter exit): cgroups outlive us.
         weakref.finalize(self, _shutdown, self._zygotes, self._cgroups)
         self.zygote_error: str | None = None
-        """Why the persistent sandbox could not start (runs then start a bubblewrap each), or None."""
+        """Why the persistent sandbox last failed to start (runs then start a bubblewrap each), or None."""
+        self._zygote_retry_at = 0.0
 
     # -- argv and child set-up -----------------------------------------------------------------
 
@@ -563,13 +564,16 @@ class WorkspaceSandbox:
                 zygote.retire()
                 zygote = None
             if zygote is None:
-                if self.zygote_error is not None:
+                if self.zygote_error is not None and time.monotonic() < self._zygote_retry_at:
                     return None
                 try:
                     zygote = _Zygote.start(self._zygote_argv(), key)
                 except SandboxError as exc:
+                    # Per-run bubblewrap meanwhile; a start that failed under load gets another chance later.
                     self.zygote_error = str(exc)
+                    self._zygote_retry_at = time.monotonic() + _ZYGOTE_RETRY_S
                     return None
+                self.zygote_error = None
                 self._zygote = zygote
                 self._zygotes.append(zygote)
             zygote.active += 1
@@ -804,6 +808,7 @@ class SandboxError(RuntimeError):
 _ZYGOTE_PATH = Path(__file__).with_name("_zygote.py")
 _ZYGOTE_START_S = 10.0
 _ZYGOTE_REPLY_S = 5.0
+_ZYGOTE_RETRY_S = 60.0
 
 
 class _Zygote:
