@@ -391,13 +391,12 @@ def verify_chain(
             if seq in wanted:
                 wanted[seq] = row.hash
             prev = row.hash
+    file_end = seq
     if unsigned is not None:
         # No signature vouches for the last rows: a group commit cut short by a crash (never acknowledged;
         # the writer cuts them on its next open), or rows stripped of their signature. Either way they are
         # not part of the verified chain; a checkpoint that names one of them fails below.
         report.torn_tail = True
-    file_end = seq
-    if unsigned is not None:
         seq, prev = unsigned[0] - 1, unsigned[2]
     report.rows, report.head_hash = seq, prev
     if seq == 0:
