@@ -28,7 +28,7 @@ Protocol (JSON objects; on a run socket one per line):
 4. host → server, run socket: ``{"id": <hex>, "argv": [...], "cwd": "...", "env": {...},
    "rlimits": {"CPU": [soft, hard], ...}, "cgroup": "<name>" | null}``. The server creates
    ``/tmp/aleph-run-<id>`` (mode 0700) and sets ``TMPDIR`` to it, lowers its own soft limits to the
-   run's (not ``NPROC``), moves itself into the run's cgroup unless it is there already (it stays:
+   run's, moves itself into the run's cgroup unless it is there already (it stays:
    moving back would cost a second migration per run; the host leaves it out of what it kills and
    counts it in ``pids.max``), ``posix_spawn``s the command (new session, the three fds as 0/1/2, signal
    dispositions reset) from ``cwd``, restores its soft limits and sets the command's limits with
@@ -255,27 +255,28 @@ class Zygote:
     ) -> int:
         """``posix_spawn`` (vfork speed, where ``fork`` of even this small interpreter costs a millisecond more).
 
-        The command is born with its soft limits (this server lowers its own soft limits around the
-        spawn: no fork-time race), and ``prlimit`` then sets its hard limits, which this server cannot
-        lower on itself without losing them for good, and ``RLIMIT_NPROC``.
+        The command is born with its soft limits: this server lowers its own soft limits around the
+        spawn, so the command's first instruction already runs under them. ``prlimit`` then sets its
+        hard limits, which this server cannot lower on itself without losing them for good.
+        ``RLIMIT_NPROC`` is checked at our own spawn against every process of the uid: when the uid
+        already has more processes than the run's limit (possible only for a non-root uid; root is
+        exempt from the check), the spawn is repeated without lowering it, and the command gets it
+        from ``prlimit`` alone, a moment after it starts.
         """
         path = resolve(argv[0], env.get("PATH", ""))
-        # Not RLIMIT_NPROC: it is checked at our own spawn and counts every process of the uid.
-        saved = {res: resource.getrlimit(res) for res in limits if res != resource.RLIMIT_NPROC}
+        saved = {res: resource.getrlimit(res) for res in limits}
         os.chdir(cwd)
         try:
             for res, (_, hard) in saved.items():
                 soft = limits[res][0]
                 resource.setrlimit(res, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
-            pid = os.posix_spawn(
-                path,
-                argv,
-                env,
-                file_actions=[(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(stdio)],
-                setsid=True,
-                # Ignored here (by Python, or around the spawn); a command starts with the defaults.
-                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGXCPU),
-            )
+            try:
+                pid = self._posix_spawn(path, argv, env, stdio)
+            except BlockingIOError:
+                if resource.RLIMIT_NPROC not in saved:
+                    raise
+                resource.setrlimit(resource.RLIMIT_NPROC, saved[resource.RLIMIT_NPROC])
+                pid = self._posix_spawn(path, argv, env, stdio)
             try:
                 for res, value in limits.items():
                     resource.prlimit(pid, res, value)
@@ -287,6 +288,18 @@ class Zygote:
             for res, value in saved.items():
                 resource.setrlimit(res, value)
             os.chdir("/")
+
+    @staticmethod
+    def _posix_spawn(path: str, argv: list[str], env: dict[str, str], stdio: tuple[int, int, int]) -> int:
+        return os.posix_spawn(
+            path,
+            argv,
+            env,
+            file_actions=[(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(stdio)],
+            setsid=True,
+            # Ignored here (by Python, or around the spawn); a command starts with the defaults.
+            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGXCPU),
+        )
 
     def reap(self) -> None:
         while True:
