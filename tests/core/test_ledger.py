@@ -144,6 +144,12 @@ def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+def rehash(row: dict[str, Any]) -> str:
+    """The hash a forger without the key would give ``row`` after editing it (hex)."""
+    fields = {k: v for k, v in LedgerRow.from_json(row).to_json().items() if k not in ("hash", "signature")}
+    return row_hash(**fields | {"prev_hash": bytes.fromhex(row["prev_hash"] or "")}).hex()
+
+
 # ---- appending ----------------------------------------------------------------------------------
 
 
@@ -364,12 +370,8 @@ async def test_an_edited_row_with_a_recomputed_hash_fails_on_its_signature(tmp_p
     await ledger.aclose()
     path = chain_file(ledger)
     rows = read_rows(path)
-    row = LedgerRow.from_json({**rows[2], "detail": "harmless"})
-    forged = row_hash(
-        **{k: v for k, v in row.to_json().items() if k not in ("hash", "signature")}
-        | {"prev_hash": bytes.fromhex(row.prev_hash or "")}
-    )
-    rows[2] = {**row.to_json(), "hash": forged.hex()}
+    rows[2]["detail"] = "harmless"
+    rows[2]["hash"] = rehash(rows[2])
     write_rows(path, rows)
     report = ledger.verify("main")
     assert (False, 3) == (report.ok, report.first_bad_seq)
@@ -502,9 +504,7 @@ def test_an_unsigned_row_edited_with_every_later_hash_recomputed_fails_on_the_si
     rows[2]["detail"] = "harmless"
     for i in range(2, len(rows)):  # a forger without the key re-chains everything after the edit
         rows[i]["prev_hash"] = rows[i - 1]["hash"]
-        row = LedgerRow.from_json(rows[i])
-        fields = {k: v for k, v in row.to_json().items() if k not in ("hash", "signature")}
-        rows[i]["hash"] = row_hash(**fields | {"prev_hash": bytes.fromhex(row.prev_hash or "")}).hex()
+        rows[i]["hash"] = rehash(rows[i])
     write_rows(path, rows)
     report = ledger.verify("main")
     assert (False, 2) == (report.ok, report.first_bad_seq)

@@ -145,7 +145,7 @@ def _preview(value: Any) -> str:
     """A value as the summary shows it: strings as they are, everything else as JSON."""
     kind = type(value)
     if kind is str:
-        return str(value)
+        return value  # type: ignore[no-any-return]
     if kind is bool:
         return "true" if value else "false"
     if kind is int:

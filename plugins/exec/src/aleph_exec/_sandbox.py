@@ -237,12 +237,8 @@ class _CgroupPool:
             cgroups = self.free + self.spent
             self.free.clear()
             self.spent.clear()
-        _remove_cgroups(cgroups)
-
-
-def _remove_cgroups(cgroups: list[_Cgroup]) -> None:
-    for cgroup in cgroups:
-        cgroup.remove()
+        for cgroup in cgroups:
+            cgroup.remove()
 
 
 def _shutdown(zygotes: list[_Zygote], cgroups: _CgroupPool | None) -> None:

@@ -44,7 +44,7 @@ class FileReadTool(AlephTool[FileReadArgs]):
     Args = FileReadArgs
     FACTS = ToolFacts(idempotent=True, concurrent_safe=True, max_duration_ms=30_000, tags=("filesystem", "read"))
 
-    def __init__(self, ws: Workspace, config: FilesConfig, max_chars: int = 99_000) -> None:
+    def __init__(self, ws: Workspace, config: FilesConfig, max_chars: int) -> None:
         self.ws = ws
         self.config = config
         self.max_chars = max_chars
