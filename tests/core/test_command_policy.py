@@ -266,6 +266,16 @@ def test_protected_paths_accept_tilde_and_relative_targets_resolve_against_cwd(t
     assert "allow" == p.check("echo x > secrets/a", cwd=Path(HOME) / "work").action
 
 
+def test_a_repeated_command_is_judged_for_the_cwd_and_stdin_it_is_given_each_time(tmp_path: Path) -> None:
+    # Short commands are remembered: the same text from another directory, or with another stdin, is judged anew.
+    p = CommandPolicy(home=Path(HOME), protected_paths=["~/secrets"])
+    command = "echo x > secrets/a"
+    assert ["allow", "block", "allow"] == [p.check(command, cwd=Path(HOME) / d).action for d in ("work", "", "work")]
+    assert ["allow", "block"] == [p.check("bash", stdin=s).action for s in ("echo hi", "rm -rf ~")]
+    long = f"echo {'x' * 5000} > ../secrets/a"  # past the remembered size: judged every time, the same way
+    assert ["block", "block"] == [p.check(long, cwd=Path(HOME) / "work").action for _ in range(2)]
+
+
 def test_without_cwd_relative_git_hook_writes_block_and_rc_names_ask() -> None:
     p = policy()
     assert "block" == p.check("echo x > .git/hooks/pre-commit").action

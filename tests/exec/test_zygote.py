@@ -180,3 +180,28 @@ async def test_commands_cannot_reach_into_the_zygote(workspace: Path) -> None:
     lines = out["stdout"].splitlines()
     assert lines[0].startswith("zygote=") and lines[0] != "zygote="
     assert [] == lines[1:]
+
+
+@pytest.mark.anyio
+async def test_cancelling_a_run_driven_by_the_event_loop_kills_it_and_the_zygote_serves_on(workspace: Path) -> None:
+    token = str(600000 + secrets.randbelow(99999))
+    async with make_runtime(workspace, BWRAP) as rt:
+        service = aleph.UnscopedToolService(rt.registry)
+        await bash(service, "true")
+        zygote = sandbox_of(rt).zygote_pid
+        with anyio.move_on_after(0.5):
+            await service.execute("bash", {"command": f"sleep {token}"})
+        with anyio.fail_after(10):
+            while processes_with(token):
+                await anyio.sleep(0.05)
+        after = await bash(service, "echo again")
+        assert ("again\n", zygote) == (after["stdout"], sandbox_of(rt).zygote_pid)
+    assert [] == zombie_children()
+
+
+@pytest.mark.anyio
+async def test_a_request_too_large_for_one_control_message_follows_on_the_run_socket(workspace: Path) -> None:
+    async with make_runtime(workspace, BWRAP) as rt:
+        service = aleph.UnscopedToolService(rt.registry)
+        out = await bash(service, f"printf %s {'a' * 90_000} | wc -c")
+    assert ("90000\n", 0) == (out["stdout"], out["exit_code"])

@@ -17,6 +17,7 @@ budget is a block ("too complex to analyse"), never an ask. See docs/command-pol
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Sequence
@@ -35,6 +36,10 @@ __all__ = ["CommandAction", "CommandPolicy", "CommandRule", "CommandVerdict", "S
 
 CommandAction = Literal["allow", "warn", "ask", "block"]
 _SEVERITY: dict[str, int] = {"allow": 0, "warn": 1, "ask": 2, "block": 3}
+
+
+_MEMO_ENTRIES = 512
+_MEMO_MAX_CHARS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +189,9 @@ class CommandPolicy:
                 self._by_program[program] = (*self._by_program.get(program, ()), b)
         self._by_program = {program: (*own, *self._any) for program, own in self._by_program.items()}
         self._custom = tuple(custom)
+        # The verdict is a pure function of the text, stdin and cwd (the analysis reads no files, rules are
+        # frozen): an agent repeats its commands, so short ones are judged once. Bounded in entries and size.
+        self._memo = functools.lru_cache(maxsize=_MEMO_ENTRIES)(self._check)
 
     @classmethod
     def from_config(
@@ -260,13 +268,13 @@ class CommandPolicy:
         ``stdin`` is what it reads (analysed if a shell reads it as a script); ``cwd`` is where it runs
         (relative redirection targets are resolved against it).
         """
-        analysis = analyse(
-            command,
-            home=self._env.home,
-            cwd=os.path.abspath(cwd) if cwd is not None else None,
-            stdin=stdin,
-            limits=self._limits,
-        )
+        where = os.path.abspath(cwd) if cwd is not None else None
+        if len(command) + len(stdin or "") <= _MEMO_MAX_CHARS:
+            return self._memo(command, stdin, where)
+        return self._check(command, stdin, where)
+
+    def _check(self, command: str, stdin: str | None, cwd: str | None) -> CommandVerdict:
+        analysis = analyse(command, home=self._env.home, cwd=cwd, stdin=stdin, limits=self._limits)
         if analysis.budget_exceeded is not None:
             return CommandVerdict(
                 "block",

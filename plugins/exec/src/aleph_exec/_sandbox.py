@@ -20,6 +20,7 @@ Layers, strongest first, each used when the machine offers it:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -39,6 +40,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import anyio.to_thread
 
 from aleph_exec._config import ExecConfig
 
@@ -226,11 +229,16 @@ class _CgroupPool:
         return _Cgroup.create(self.max_pids)
 
     def give(self, cgroup: _Cgroup, zygotes: set[int]) -> None:
-        with self.lock:
-            if any(pid not in zygotes for pid in cgroup.pids()):
+        if any(pid not in zygotes for pid in cgroup.pids()):
+            with self.lock:
                 self.spent.append(cgroup)  # a member is still exiting: not for another run; removed at close
-            else:
-                self.free.append(cgroup)
+        else:
+            self.put_back(cgroup)
+
+    def put_back(self, cgroup: _Cgroup) -> None:
+        """Return a cgroup its caller has just seen empty (but for zygotes)."""
+        with self.lock:
+            self.free.append(cgroup)
 
     def clear(self) -> None:
         with self.lock:
@@ -437,9 +445,8 @@ class WorkspaceSandbox:
     ) -> RunResult:
         """Run ``argv`` in ``cwd`` (already checked to lie inside the workspace); blocks until it is over."""
         cfg = self.config
-        marker = secrets.token_hex(8)
-        env = _host_env(cfg.env_allow, self.workspace)
-        env[_MARKER] = marker
+        env = self._run_env()
+        marker = env[_MARKER]
         cpu_seconds = int(timeout) + 5
         cgroup = self._cgroups.take() if self._cgroups is not None else None
         start = time.monotonic()
@@ -467,18 +474,219 @@ class WorkspaceSandbox:
                 self._cgroups.give(cgroup, self._zygote_pids() if zygote else set())
         if isinstance(proc, _ZygoteRun) and proc.failure is not None:
             raise proc.failure
-        network = "none" if self.bwrap and cfg.network == "none" else "host"
+        return self._result(proc.returncode, out, err, timed_out, killed, cgroup, start)
+
+    def _run_env(self) -> dict[str, str]:
+        """The scrubbed environment of one run, carrying its fresh marker."""
+        env = _host_env(self.config.env_allow, self.workspace)
+        env[_MARKER] = secrets.token_hex(8)
+        return env
+
+    def _result(
+        self,
+        returncode: int | None,
+        out: Capture,
+        err: Capture,
+        timed_out: bool,
+        killed: str | None,
+        cgroup: _Cgroup | None,
+        start: float,
+    ) -> RunResult:
         return RunResult(
-            exit_code=None if timed_out or killed else proc.returncode,
+            exit_code=None if timed_out or killed else returncode,
             stdout=out.text(),
             stderr=err.text(),
             truncated=out.truncated or err.truncated,
             timed_out=timed_out,
             isolation=self.isolation + ("+cgroup" if cgroup else ""),
-            network=network,
+            network="none" if self.bwrap and self.config.network == "none" else "host",
             duration_ms=(time.monotonic() - start) * 1000,
             killed=killed,
         )
+
+    # -- running on the event loop -------------------------------------------------------------
+
+    async def arun(
+        self,
+        argv: list[str],
+        *,
+        cwd: Path,
+        timeout: float,
+        stdin: bytes | None = None,
+        on_line: Callable[[str], None] | None = None,
+    ) -> RunResult:
+        """:meth:`run` for an asyncio caller; cancelling the caller stops (and kills) the run.
+
+        A run through the zygote is driven by the event loop itself: its pipes and its socket are loop
+        readers, so no worker thread is woken per run. Starting the zygote (the first run of a sandbox,
+        or after the binds changed), runs without one (no bubblewrap, or the per-run bubblewrap fallback)
+        and the slow end of a run that left processes behind (SIGTERM, grace, SIGKILL) use a worker thread.
+        """
+        zygote = self._running_zygote() if self.bwrap else None
+        if zygote is None and self.bwrap:
+            # Shielded: a start abandoned half-way would leave the zygote counted as in use.
+            with anyio.CancelScope(shield=True):
+                zygote = await anyio.to_thread.run_sync(self._acquire_zygote)
+        if zygote is None:
+            return await self._run_in_thread(argv, cwd, timeout, stdin, on_line)
+        env = self._run_env()
+        cgroup = self._cgroups.take() if self._cgroups is not None else None
+        start = time.monotonic()
+        try:
+            run = self._submit(zygote, argv, cwd, env, cgroup, int(timeout) + 5, stdin)
+        except BaseException as exc:
+            self._release(zygote)
+            if cgroup is not None:
+                assert self._cgroups is not None
+                self._cgroups.give(cgroup, self._zygote_pids())
+            if not isinstance(exc, SandboxError):
+                raise
+            # It died since the last run: the blocking path replaces it (a start takes a while).
+            self._retire(zygote)
+            return await self._run_in_thread(argv, cwd, timeout, stdin, on_line)
+        out, err = Capture(self.config.max_output_bytes), Capture(self.config.max_output_bytes)
+
+        def end() -> None:
+            try:
+                self._stop_zygote_run(run, cgroup)
+            finally:
+                self._release(zygote)
+                if cgroup is not None:
+                    assert self._cgroups is not None
+                    self._cgroups.give(cgroup, self._zygote_pids())
+
+        try:
+            timed_out, killed = await self._apump(run, stdin, out, err, start + timeout, on_line)
+        except BaseException:
+            # Cancelled: the run is stopped in the background; the caller does not wait for it.
+            threading.Thread(target=end, name="aleph-exec-stop", daemon=True).start()
+            raise
+        if self._run_is_over(run, cgroup):
+            # Nothing left to signal or wait for, and its cgroup is empty: free again. Closing the run
+            # (which wakes the zygote to clean up) waits for the loop's next turn, off the caller's path.
+            asyncio.get_running_loop().call_soon(run.close)
+            self._release(zygote)
+            if cgroup is not None:
+                assert self._cgroups is not None
+                self._cgroups.put_back(cgroup)
+        else:
+            await anyio.to_thread.run_sync(end)
+        if run.failure is not None:
+            raise run.failure
+        return self._result(run.returncode, out, err, timed_out, killed, cgroup, start)
+
+    async def _run_in_thread(
+        self,
+        argv: list[str],
+        cwd: Path,
+        timeout: float,
+        stdin: bytes | None,
+        on_line: Callable[[str], None] | None,
+    ) -> RunResult:
+        cancel = threading.Event()
+
+        def job() -> RunResult:
+            return self.run(argv, cwd=cwd, timeout=timeout, stdin=stdin, on_line=on_line, cancel=cancel)
+
+        try:
+            return await anyio.to_thread.run_sync(job, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            cancel.set()
+            raise
+
+    def _run_is_over(self, run: _ZygoteRun, cgroup: _Cgroup | None) -> bool:
+        """The command has exited and nothing of its run is left (what :meth:`_stop_zygote_run` would find)."""
+        if run.returncode is None or run.lost:
+            return run.lost
+        if run.left == 0 or cgroup is None:
+            return run.left == 0
+        # The zygote counts every process of the namespace no other run accounts for; the cgroup says which are ours.
+        zygotes = self._zygote_pids()
+        return not any(pid not in zygotes and _alive(pid) for pid in cgroup.pids())
+
+    async def _apump(
+        self,
+        run: _ZygoteRun,
+        stdin: bytes | None,
+        out: Capture,
+        err: Capture,
+        deadline: float,
+        on_line: Callable[[str], None] | None,
+    ) -> tuple[bool, str | None]:
+        """:meth:`_pump` as event-loop callbacks: (timed out, why it was killed) once the run is over."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[tuple[bool, str | None]] = loop.create_future()
+        assert run.stdout is not None and run.stderr is not None
+        readers = {run.stdout.fileno(): out, run.stderr.fileno(): err}
+        sock = run.sock.fileno()
+        limit, stream_cap = self.config.output_kill_bytes, self.config.max_output_bytes
+        pending = memoryview(stdin or b"")
+        tail = [b"", 0]  # the unfinished streamed line, and how many stdout bytes were streamed
+        timers = [loop.call_later(max(0.0, deadline - time.monotonic()), _settle, done, (True, "timeout"))]
+
+        def over() -> None:
+            if run.returncode is not None and not readers:
+                _settle(done, (False, None))
+
+        def read(fd: int) -> None:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                loop.remove_reader(fd)
+                del readers[fd]
+                over()
+                return
+            capture = readers[fd]
+            capture.feed(chunk)
+            if on_line is not None and capture is out and tail[1] < stream_cap:
+                tail[1] += len(chunk)
+                *lines, tail[0] = (tail[0] + chunk).split(b"\n")
+                for line in lines:
+                    on_line(line.decode("utf-8", "replace"))
+            if out.total + err.total > limit:
+                _settle(done, (False, f"output limit ({limit} bytes)"))
+
+        def message() -> None:
+            run.receive()
+            if run.returncode is None:
+                return
+            loop.remove_reader(sock)
+            if readers:
+                # The command exited but a background descendant may hold the pipes: stop waiting soon.
+                timers.append(loop.call_later(_EXIT_GRACE_S, _settle, done, (False, None)))
+            over()
+
+        def write(fd: int) -> None:
+            nonlocal pending
+            try:
+                pending = pending[os.write(fd, pending) :]
+            except BrokenPipeError:
+                pending = pending[:0]
+            if not pending:
+                loop.remove_writer(fd)
+                assert run.stdin is not None
+                run.stdin.close()
+
+        for fd in readers:
+            loop.add_reader(fd, read, fd)
+        loop.add_reader(sock, message)
+        if run.stdin is not None:
+            if pending:
+                os.set_blocking(run.stdin.fileno(), False)
+                loop.add_writer(run.stdin.fileno(), write, run.stdin.fileno())
+            else:
+                run.stdin.close()
+        try:
+            result = await done
+        finally:
+            for timer in timers:
+                timer.cancel()
+            for fd in (*readers, sock):
+                loop.remove_reader(fd)
+            if run.stdin is not None and not run.stdin.closed:
+                loop.remove_writer(run.stdin.fileno())
+        if on_line is not None and tail[0] and result == (False, None):
+            on_line(tail[0].decode("utf-8", "replace"))
+        return result
 
     def _start(
         self,
@@ -498,11 +706,8 @@ class WorkspaceSandbox:
                 return zygote, self._submit(zygote, argv, cwd, env, cgroup, cpu_seconds, stdin)
             except SandboxError:
                 # It died since the last run (killed, crashed): retire it; the next attempt starts a new one.
-                with self._lock:
-                    if self._zygote is zygote:
-                        self._zygote = None
-                        zygote.retired = True
                 self._release(zygote)
+                self._retire(zygote)
                 if attempt:
                     raise
             except BaseException:
@@ -550,9 +755,29 @@ class WorkspaceSandbox:
             self._zygote = None
         _shutdown(self._zygotes, self._cgroups)
 
+    def _running_zygote(self) -> _Zygote | None:
+        """The running zygote for the current binds, acquired, without starting one (None: it needs a start)."""
+        key = self._bind_key()
+        with self._lock:
+            zygote = self._zygote
+            if zygote is None or zygote.key != key or not zygote.alive():
+                return None
+            zygote.active += 1
+            return zygote
+
+    def _bind_key(self) -> tuple[bool, ...]:
+        return tuple(os.path.exists(path) for path in self._ro_candidates)
+
+    def _retire(self, zygote: _Zygote) -> None:
+        """Take a zygote found dead out of service; it is closed once its last run is released."""
+        with self._lock:
+            if self._zygote is zygote:
+                self._zygote = None
+            zygote.retire()
+
     def _acquire_zygote(self) -> _Zygote | None:
         """The running zygote for the current binds (started, or restarted, here); None: per-run bwrap."""
-        key = tuple(path.exists() for path in self._ro_candidates)
+        key = self._bind_key()
         with self._lock:
             zygote = self._zygote
             if zygote is not None and (zygote.key != key or not zygote.alive()):
@@ -659,7 +884,7 @@ class WorkspaceSandbox:
 
         try:
             # Fast path: the command has exited and the zygote saw nothing of it left.
-            left = run.left if cgroup is None and run.poll() is not None else count()
+            left = 0 if run.poll() is not None and run.left == 0 else count()
             for sig, grace in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, 2.0)):
                 if not left and run.poll() is not None:
                     break
@@ -805,6 +1030,7 @@ _ZYGOTE_PATH = Path(__file__).with_name("_zygote.py")
 _ZYGOTE_START_S = 10.0
 _ZYGOTE_REPLY_S = 5.0
 _ZYGOTE_RETRY_S = 60.0
+_ZYGOTE_INLINE = 64 * 1024  # the zygote's MAX_INLINE: a larger request follows on the run socket
 
 
 class _Zygote:
@@ -892,14 +1118,21 @@ class _Zygote:
 
     def submit(self, request: dict[str, Any], with_stdin: bool, cgroup_procs: int) -> _ZygoteRun:
         """Hand a run to the zygote: pipes and sockets made here, their far ends sent by ``SCM_RIGHTS``."""
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Non-blocking at both ends: the zygote never waits on a host, and the host reads when polled.
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        in_r, in_w = os.pipe() if with_stdin else (os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC), -1)
+        in_r, in_w = os.pipe() if with_stdin else (_devnull(), -1)
         try:
             fds = [fd for fd in (theirs.fileno(), in_r, out_w, err_w, cgroup_procs) if fd >= 0]
-            socket.send_fds(self.control, [b"run"], fds)
-            ours.sendall(json.dumps(request).encode() + b"\n")
+            payload = json.dumps(request).encode()
+            if len(payload) <= _ZYGOTE_INLINE:
+                socket.send_fds(self.control, [b"run ", payload], fds)
+            else:
+                socket.send_fds(self.control, [b"run"], fds)
+                ours.setblocking(True)  # the zygote reads it as it comes
+                ours.sendall(payload + b"\n")
+                ours.setblocking(False)
         except OSError as exc:
             ours.close()
             for fd in (out_r, err_r, in_w):
@@ -908,9 +1141,8 @@ class _Zygote:
             raise SandboxError(f"the sandbox server is gone ({exc})") from None
         finally:
             theirs.close()
-            for fd in (in_r, out_w, err_w):
-                if fd >= 0:
-                    os.close(fd)
+            for fd in (in_r, out_w, err_w) if with_stdin else (out_w, err_w):
+                os.close(fd)
         return _ZygoteRun(ours, in_w, out_r, err_r)
 
     def retire(self) -> None:
@@ -946,7 +1178,12 @@ class _ZygoteRun:
 
     def _read(self, timeout: float) -> None:
         """Take the messages that arrive within ``timeout``."""
-        if self.lost or not select.select([self.sock], [], [], timeout)[0]:
+        if not self.lost and select.select([self.sock], [], [], timeout)[0]:
+            self.receive()
+
+    def receive(self) -> None:
+        """Take what the socket holds (it is readable: this does not block)."""
+        if self.lost:
             return
         try:
             data = self.sock.recv(65536)
@@ -1006,6 +1243,21 @@ class _ZygoteRun:
             if stream is not None:
                 stream.close()
         self.sock.close()
+
+
+_devnull_fd: list[int] = []
+
+
+def _devnull() -> int:
+    """``/dev/null`` open for reading, once per process: the stdin sent for runs without input."""
+    if not _devnull_fd:
+        _devnull_fd.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+    return _devnull_fd[0]
+
+
+def _settle(done: asyncio.Future[tuple[bool, str | None]], result: tuple[bool, str | None]) -> None:
+    if not done.done():
+        done.set_result(result)
 
 
 def _zygote_host_pid(bwrap_pid: int, ns_pid: int) -> int | None:

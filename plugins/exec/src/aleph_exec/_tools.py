@@ -11,15 +11,12 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-import anyio
-import anyio.to_thread
 from pydantic import Field
 
 import aleph
@@ -42,14 +39,9 @@ async def run_sandboxed(
     stdin: bytes | None = None,
     on_line: Callable[[str], None] | None = None,
 ) -> RunResult:
-    """Run in a worker thread; a cancelled caller stops (and kills) the run instead of leaking it."""
-    cancel = threading.Event()
-    job = partial(sandbox.run, argv, cwd=cwd, timeout=timeout, stdin=stdin, on_line=on_line, cancel=cancel)
+    """Run in the sandbox; a cancelled caller stops (and kills) the run instead of leaking it."""
     try:
-        return await anyio.to_thread.run_sync(job, abandon_on_cancel=True)
-    except anyio.get_cancelled_exc_class():
-        cancel.set()
-        raise
+        return await sandbox.arun(argv, cwd=cwd, timeout=timeout, stdin=stdin, on_line=on_line)
     except (OSError, subprocess.SubprocessError) as exc:
         raise ExecutionFailed(tool, f"could not start {argv[0]!r} in the sandbox: {exc}") from None
     except SandboxError as exc:

@@ -25,7 +25,9 @@ Protocol (JSON objects; on a run socket one per line):
    stderr]`` and, when the run has a pids cgroup, its ``cgroup.procs`` opened for writing (``/sys`` is
    not mounted in the sandbox). The run socket is one end of a fresh ``AF_UNIX`` ``SOCK_STREAM``
    socketpair; the rest of the run's traffic goes over it, so concurrent runs never share a channel.
-4. host → server, run socket: ``{"id": <hex>, "argv": [...], "cwd": "...", "env": {...},
+   A request (step 4) of at most ``MAX_INLINE`` bytes comes in the same message instead, as
+   ``run <request>``: one message and one wake-up per run.
+4. host → server, run socket (unless it came inline): ``{"id": <hex>, "argv": [...], "cwd": "...", "env": {...},
    "rlimits": {"CPU": [soft, hard], ...}, "cgroup": "<name>" | null}``. The server creates
    ``/tmp/aleph-run-<id>`` (mode 0700) and sets ``TMPDIR`` to it, lowers its own soft limits to the
    run's, moves itself into the run's cgroup unless it is there already (it stays:
@@ -61,28 +63,32 @@ from typing import Any
 
 MARKER = "ALEPH_SANDBOX_RUN"
 MAX_FDS = 5
+MAX_INLINE = 64 * 1024  # a request up to this size comes with the fds, in the same control message
 MAX_LINE = 8 * 1024 * 1024
 PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
 
 
 class Run:
     """One command started for the host."""
 
-    def __init__(self, sock: socket.socket, fds: list[int]) -> None:
-        self.sock = sock
+    def __init__(self, sock: int, fds: list[int]) -> None:
+        self.sock = sock  # the run socket's fd (non-blocking: the host makes it so)
         self.fds = fds
         self.buf = b""
         self.id = ""
         self.pid = 0
         self.tmp = ""
         self.signalled: set[int] = set()
-        self.cgroup = len(fds) > 3
+        self.strays: set[int] | None = None  # what was left when the command was reaped
 
     def send(self, message: dict[str, object]) -> None:
+        data = memoryview(json.dumps(message).encode() + b"\n")
         try:
-            self.sock.sendall(json.dumps(message).encode() + b"\n")
+            while data:
+                data = data[os.write(self.sock, data) :]
         except OSError:
-            pass  # the host is gone; the run ends when its socket is read as closed
+            pass  # the host is gone or stuck; the run ends when its socket is read as closed
 
     def members(self) -> set[int]:
         """Pids of the run's processes in this namespace: its session or group, or its marker."""
@@ -129,7 +135,7 @@ class Zygote:
     def __init__(self, control: socket.socket) -> None:
         self.control = control
         self.cgroup = ""  # the run cgroup this server is in ("": the one it started in)
-        self.runs: dict[socket.socket, Run] = {}
+        self.runs: dict[int, Run] = {}
         self.by_pid: dict[int, Run] = {}
         self.sel = selectors.DefaultSelector()
         wake_r, wake_w = os.pipe()
@@ -165,7 +171,9 @@ class Zygote:
     def accept(self) -> bool:
         """Take a message from the control socket; False when the host has closed it."""
         try:
-            msg, ancdata, flags, _ = self.control.recvmsg(16, socket.CMSG_SPACE(MAX_FDS * 4), socket.MSG_CMSG_CLOEXEC)
+            msg, ancdata, flags, _ = self.control.recvmsg(
+                MAX_INLINE + 16, socket.CMSG_SPACE(MAX_FDS * 4), socket.MSG_CMSG_CLOEXEC
+            )
         except OSError:
             return False
         fds: list[int] = []
@@ -178,24 +186,23 @@ class Zygote:
             self.control = socket.socket(fileno=fds[0])
             self.sel.register(self.control, selectors.EVENT_READ, "control")
             return True
-        if msg != b"run" or len(fds) < 4 or flags & socket.MSG_CTRUNC:
+        verb, _, inline = msg.partition(b" ")
+        if verb != b"run" or len(fds) < 4 or flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC):
             # Closed (empty message), or unusable: without a run socket there is no one to answer,
             # and the host sees its run socket closed.
             for fd in fds:
                 os.close(fd)
             return bool(msg)
-        sock = socket.socket(fileno=fds[0])
-        sock.setblocking(False)
-        run = Run(sock, fds[1:])
-        self.runs[sock] = run
-        self.sel.register(sock, selectors.EVENT_READ, run)
-        # The host sends the request right after the fds: usually it is there already.
-        self.readable(run)
+        run = Run(fds[0], fds[1:])
+        self.runs[run.sock] = run
+        self.sel.register(run.sock, selectors.EVENT_READ, run)
+        if inline:
+            self.request(run, inline)
         return True
 
     def readable(self, run: Run) -> None:
         try:
-            data = run.sock.recv(65536)
+            data = os.read(run.sock, 65536)
         except BlockingIOError:
             return
         except OSError:
@@ -210,13 +217,16 @@ class Zygote:
             return
         while b"\n" in run.buf:
             line, run.buf = run.buf.split(b"\n", 1)
-            message = json.loads(line)
-            if "argv" in message:
-                self.start(run, message)
-            elif "signal" in message:
-                self.reap()
-                run.signal(int(message["signal"]))
-                run.send({"alive": run.present()})
+            self.request(run, line)
+
+    def request(self, run: Run, line: bytes) -> None:
+        message = json.loads(line)
+        if "argv" in message:
+            self.start(run, message)
+        elif "signal" in message:
+            self.reap()
+            run.signal(int(message["signal"]))
+            run.send({"alive": run.present()})
 
     def start(self, run: Run, request: dict[str, Any]) -> None:
         stdin, stdout, stderr, *cgroup = run.fds
@@ -238,10 +248,14 @@ class Zygote:
             pid = self.spawn(argv, env, str(request["cwd"]), (stdin, stdout, stderr), limits)
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             run.send({"error": str(exc)})
+            for fd in (stdout, stderr):
+                os.close(fd)
             return
         finally:
-            for fd in (stdin, stdout, stderr, *cgroup):
+            for fd in (stdin, *cgroup):
                 os.close(fd)
+        # Held until the command is reaped: the host's end of the pipes sees EOF together with the exit.
+        run.fds = [stdout, stderr]
         run.pid = pid
         self.by_pid[pid] = run
 
@@ -263,7 +277,8 @@ class Zygote:
         exempt from the check), the spawn is repeated without lowering it, and the command gets it
         from ``prlimit`` alone, a moment after it starts.
         """
-        path = resolve(argv[0], env.get("PATH", ""))
+        # glibc's posix_spawnp searches the PATH of the caller (this server), from the run's cwd, as execvp would.
+        os.environ["PATH"] = env.get("PATH") or os.defpath
         saved = {res: resource.getrlimit(res) for res in limits}
         os.chdir(cwd)
         try:
@@ -271,12 +286,12 @@ class Zygote:
                 soft = limits[res][0]
                 resource.setrlimit(res, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
             try:
-                pid = self._posix_spawn(path, argv, env, stdio)
+                pid = self._posix_spawn(argv, env, stdio)
             except BlockingIOError:
                 if resource.RLIMIT_NPROC not in saved:
                     raise
                 resource.setrlimit(resource.RLIMIT_NPROC, saved[resource.RLIMIT_NPROC])
-                pid = self._posix_spawn(path, argv, env, stdio)
+                pid = self._posix_spawn(argv, env, stdio)
             try:
                 for res, value in limits.items():
                     resource.prlimit(pid, res, value)
@@ -290,9 +305,9 @@ class Zygote:
             os.chdir("/")
 
     @staticmethod
-    def _posix_spawn(path: str, argv: list[str], env: dict[str, str], stdio: tuple[int, int, int]) -> int:
-        return os.posix_spawn(
-            path,
+    def _posix_spawn(argv: list[str], env: dict[str, str], stdio: tuple[int, int, int]) -> int:
+        return os.posix_spawnp(
+            argv[0],
             argv,
             env,
             file_actions=[(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(stdio)],
@@ -310,10 +325,13 @@ class Zygote:
             if pid == 0:
                 return
             run = self.by_pid.pop(pid, None)
-            if run is not None and run.sock in self.runs:
-                # With a cgroup the host counts what is left from cgroup.procs itself.
-                left = 0 if run.cgroup else run.present()
-                run.send({"exit": os.waitstatus_to_exitcode(status), "left": left})
+            if run is not None:
+                for fd in run.fds:
+                    os.close(fd)
+                run.fds = []
+            if run is not None and self.runs.get(run.sock) is run:
+                run.strays = self.strays(run)
+                run.send({"exit": os.waitstatus_to_exitcode(status), "left": len(run.strays)})
 
     def strays(self, done: Run) -> set[int]:
         """Processes of the namespace that no other open run accounts for (its session, group or marker).
@@ -322,16 +340,27 @@ class Zygote:
         its environment: the namespace outlives runs now, so only this sweep ends such a process.
         A run still open loses its own escaped processes early this way, which it would at its end anyway.
         """
-        keep = {1, os.getpid()}
-        for other in self.runs.values():
-            if other is not done and other.pid:
-                keep |= other.members()
-                keep.add(other.pid)
+        me = os.getpid()
+        others = [other for other in self.runs.values() if other is not done and other.pid]
+        if not others:
+            # Every process of a run descends from this server (a subreaper: orphans come back to it),
+            # so with no other run going, no child of ours means nothing is left in the namespace.
+            try:
+                with open(f"/proc/{me}/task/{me}/children", "rb") as fh:
+                    if not fh.read().split():
+                        return set()
+            except OSError:
+                pass  # a kernel without the children file: the full sweep below
+        keep = {1, me}
+        for other in others:
+            keep |= other.members()
+            keep.add(other.pid)
         return {int(name) for name in os.listdir("/proc") if name.isdigit()} - keep
 
     def finish(self, run: Run) -> None:
         """The host is done with ``run``: kill what is left of it (and any stray), remove its temporary directory."""
-        if run.pid:
+        # Nothing was left when the command was reaped: nothing of it can have started since.
+        if run.pid and run.strays != set():
             for pid in self.strays(run):
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -339,9 +368,10 @@ class Zygote:
                     pass
         self.sel.unregister(run.sock)
         del self.runs[run.sock]
-        run.sock.close()
+        os.close(run.sock)
         for fd in run.fds:
             os.close(fd)
+        run.fds = []
         if run.tmp:
             try:
                 os.rmdir(run.tmp)
@@ -353,24 +383,17 @@ class Zygote:
             self.finish(run)
 
 
-def resolve(name: str, path: str) -> str:
-    """``name`` looked up in the run's PATH, as ``execvp`` would."""
-    if "/" in name:
-        return name
-    for directory in path.split(":"):
-        candidate = os.path.join(directory or ".", name)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    raise FileNotFoundError(2, f"No such file or directory: {name!r}")
-
-
 def main() -> None:
     control_fd = int(sys.argv[1])
     for name, (soft, hard) in json.loads(sys.argv[2]).items():
         resource.setrlimit(getattr(resource, f"RLIMIT_{name}"), (soft, hard))
+    libc = ctypes.CDLL(None, use_errno=True)
     # Not dumpable: the commands (same uid) may not ptrace this server or take its fds.
-    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+    # A subreaper: a run's orphaned processes become our children, not init's (see Zygote.strays).
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER, 1) failed")
     os.set_inheritable(control_fd, False)
     Zygote(socket.socket(fileno=control_fd)).serve()
 
