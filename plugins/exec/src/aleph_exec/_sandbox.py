@@ -332,6 +332,7 @@ class WorkspaceSandbox:
             for path in [*self.protected, self.workspace / ".git" / "hooks", self.workspace / ".git" / "config"]
             if path.is_relative_to(self.workspace)
         ]
+        self._ro_texts = [str(path) for path in self._ro_candidates]
         # With bubblewrap the zygote may sit in a run's cgroup: one more pid (see _CgroupPool).
         extra = 1 if self.bwrap else 0
         self._cgroups = _CgroupPool(config.max_processes + extra) if config.cgroup == "auto" else None
@@ -766,7 +767,7 @@ class WorkspaceSandbox:
             return zygote
 
     def _bind_key(self) -> tuple[bool, ...]:
-        return tuple(os.path.exists(path) for path in self._ro_candidates)
+        return tuple(os.access(path, os.F_OK) for path in self._ro_texts)
 
     def _retire(self, zygote: _Zygote) -> None:
         """Take a zygote found dead out of service; it is closed once its last run is released."""

@@ -77,6 +77,8 @@ def _walk(workspace: Path, names: list[str], *, create: bool) -> int:
 def resolve_workdir(workspace: Path, working_dir: str) -> Path:
     """The absolute working directory for ``working_dir`` (relative to, or absolute inside, the workspace)."""
     names = _parts(workspace, working_dir)
+    if not names:
+        return workspace  # the root itself: nothing to walk (a vanished workspace fails at the spawn)
     os.close(_walk(workspace, names, create=False))
     return workspace.joinpath(*names)
 
