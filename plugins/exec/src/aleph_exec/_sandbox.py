@@ -565,7 +565,9 @@ class WorkspaceSandbox:
         if self._run_is_over(run, cgroup):
             # Nothing left to signal or wait for, and its cgroup is empty: free again. Closing the run
             # (which wakes the zygote to clean up) waits for the loop's next turn, off the caller's path.
-            asyncio.get_running_loop().call_soon(run.close)
+            loop = asyncio.get_running_loop()
+            loop.call_soon(run.close)
+            loop.call_soon(zygote.prepare)
             self._release(zygote)
             if cgroup is not None:
                 assert self._cgroups is not None
@@ -1045,6 +1047,8 @@ class _Zygote:
         self.active = 0
         self.retired = False
         self._keeper: threading.Thread | None = None
+        self._spare: tuple[socket.socket, socket.socket, int, int, int, int] | None = None
+        self._spare_lock = threading.Lock()
 
     @classmethod
     def start(cls, template: list[str], key: tuple[bool, ...]) -> _Zygote:
@@ -1119,10 +1123,7 @@ class _Zygote:
 
     def submit(self, request: dict[str, Any], with_stdin: bool, cgroup_procs: int) -> _ZygoteRun:
         """Hand a run to the zygote: pipes and sockets made here, their far ends sent by ``SCM_RIGHTS``."""
-        # Non-blocking at both ends: the zygote never waits on a host, and the host reads when polled.
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
+        ours, theirs, out_r, out_w, err_r, err_w = self._kit()
         in_r, in_w = os.pipe() if with_stdin else (_devnull(), -1)
         try:
             fds = [fd for fd in (theirs.fileno(), in_r, out_w, err_w, cgroup_procs) if fd >= 0]
@@ -1146,6 +1147,29 @@ class _Zygote:
                 os.close(fd)
         return _ZygoteRun(ours, in_w, out_r, err_r)
 
+    def _kit(self) -> tuple[socket.socket, socket.socket, int, int, int, int]:
+        """The run socket pair and the stdout and stderr pipes of a run: the spare one, else new ones."""
+        with self._spare_lock:
+            kit, self._spare = self._spare, None
+        if kit is not None:
+            return kit
+        # Non-blocking at both ends: the zygote never waits on a host, and the host reads when polled.
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        return ours, theirs, out_r, out_w, err_r, err_w
+
+    def prepare(self) -> None:
+        """Make the next run's socket pair and pipes ahead (called between runs, off their path)."""
+        if self._spare is not None or self.retired:
+            return
+        kit: tuple[socket.socket, socket.socket, int, int, int, int] | None = self._kit()
+        with self._spare_lock:
+            if self._spare is None:
+                self._spare, kit = kit, None
+        if kit is not None:
+            _close_kit(kit)
+
     def retire(self) -> None:
         """No new runs; the zygote stops once the runs it has are over."""
         self.retired = True
@@ -1155,6 +1179,10 @@ class _Zygote:
     def close(self, *, wait: bool) -> None:
         """Close the control socket: the zygote kills its runs and exits, and bwrap with it."""
         self.control.close()
+        with self._spare_lock:
+            kit, self._spare = self._spare, None
+        if kit is not None:
+            _close_kit(kit)
         if wait and self._keeper is not None:
             self._keeper.join(_ZYGOTE_REPLY_S)
             if self._keeper.is_alive() and self.proc is not None:
@@ -1254,6 +1282,14 @@ def _devnull() -> int:
     if not _devnull_fd:
         _devnull_fd.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
     return _devnull_fd[0]
+
+
+def _close_kit(kit: tuple[socket.socket, socket.socket, int, int, int, int]) -> None:
+    ours, theirs, *pipes = kit
+    ours.close()
+    theirs.close()
+    for fd in pipes:
+        os.close(fd)
 
 
 def _settle(done: asyncio.Future[tuple[bool, str | None]], result: tuple[bool, str | None]) -> None:

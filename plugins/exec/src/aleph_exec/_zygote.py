@@ -21,31 +21,34 @@ Protocol (JSON objects; on a run socket one per line):
 2. host → server, control socket: the payload ``control`` carrying, by ``SCM_RIGHTS``, one end of a fresh
    socketpair that becomes the control socket. bubblewrap and its init keep copies of the inherited
    one; only this server holds the fresh one.
-3. host → server, control socket: the payload ``run`` carrying the fds ``[run socket, stdin, stdout,
-   stderr]`` and, when the run has a pids cgroup, its ``cgroup.procs`` opened for writing (``/sys`` is
-   not mounted in the sandbox). The run socket is one end of a fresh ``AF_UNIX`` ``SOCK_STREAM``
-   socketpair; the rest of the run's traffic goes over it, so concurrent runs never share a channel.
-   A request (step 4) of at most ``MAX_INLINE`` bytes comes in the same message instead, as
-   ``run <request>``: one message and one wake-up per run.
-4. host → server, run socket (unless it came inline): ``{"id": <hex>, "argv": [...], "cwd": "...", "env": {...},
-   "rlimits": {"CPU": [soft, hard], ...}, "cgroup": "<name>" | null}``. The server creates
-   ``/tmp/aleph-run-<id>`` (mode 0700) and sets ``TMPDIR`` to it, lowers its own soft limits to the
-   run's, moves itself into the run's cgroup unless it is there already (it stays:
-   moving back would cost a second migration per run; the host leaves it out of what it kills and
-   counts it in ``pids.max``), ``posix_spawn``s the command (new session, the three fds as 0/1/2, signal
-   dispositions reset) from ``cwd``, restores its soft limits and sets the command's limits with
-   ``prlimit``. When nothing could be started it answers ``{"error": "<why>"}`` and the run is over.
+3. host → server, control socket: the payload ``run <request>`` carrying the fds ``[run socket, stdin,
+   stdout, stderr]`` and, when the run has a pids cgroup, its ``cgroup.procs`` opened for writing (``/sys``
+   is not mounted in the sandbox): one message, so one wake-up, per run. The run socket is one end of a
+   fresh non-blocking ``AF_UNIX`` ``SOCK_STREAM`` socketpair; the rest of the run's traffic goes over
+   it, so concurrent runs never share a channel. A request longer than ``MAX_INLINE`` bytes comes as
+   the payload ``run`` and follows on the run socket, ended by a newline.
+4. The request: ``{"id": <hex>, "argv": [...], "cwd": "...", "env": {...}, "rlimits": {"CPU": [soft, hard],
+   ...}, "cgroup": "<name>" | null}``. The server gives the run a private ``/tmp/aleph-run-<random>``
+   (mode 0700; the next one is made while idle) and sets ``TMPDIR`` to it, lowers its own soft limits
+   to the run's, moves itself into the run's cgroup unless it is there already (it stays: moving back
+   would cost a second migration per run; the host leaves it out of what it kills and counts it in
+   ``pids.max``), ``posix_spawnp``s the command (new session, the three fds as 0/1/2, signal
+   dispositions reset; ``argv[0]`` looked up in the run's ``PATH``) from ``cwd``, restores its soft
+   limits and sets the command's limits with ``prlimit``. It keeps its copies of stdout and stderr
+   until the command is reaped, so the host sees their end together with the exit report. When
+   nothing could be started it answers ``{"error": "<why>"}`` and the run is over.
 5. server → host, run socket: ``{"exit": <returncode as in subprocess>, "left": <n>}`` once the command is
-   reaped; ``left`` counts processes of the run still present (its process group or session, or an
-   environment carrying ``ALEPH_SANDBOX_RUN=<id>``; zombies included), 0 for a run with a cgroup, whose
-   ``cgroup.procs`` the host reads itself.
+   reaped; ``left`` counts the processes of the namespace that no other open run accounts for (what
+   this run may have left behind, zombies included). The server is a subreaper, so every process a
+   run starts stays its descendant: with no other run open, an empty children list means ``left`` is 0.
 6. host → server, run socket: ``{"signal": <signo>}`` sends that signal (0: none) to every process of the
-   run; answer ``{"alive": <n>}``, the processes of the run still present (signalled ones until reaped).
-7. The host closes the run socket when it is done: the server SIGKILLs what is left of the run and every
-   other process of the namespace no open run accounts for (one that left its session and cleared its
-   environment included), removes the run's temporary directory and forgets it. When the host closes
-   the control socket, the server kills every run and exits; bubblewrap then tears the namespace down.
-   Orphans are reaped by bubblewrap's init.
+   run (its process group or session, or an environment carrying ``ALEPH_SANDBOX_RUN=<id>``); answer
+   ``{"alive": <n>}``, the processes of the run still present (signalled ones until reaped).
+7. The host closes the run socket when it is done: unless ``left`` was 0, the server SIGKILLs what is
+   left of the run and every other process of the namespace no open run accounts for (one that left
+   its session and cleared its environment included); it removes the run's temporary directory and
+   forgets it. When the host closes the control socket, the server kills every run and exits;
+   bubblewrap then tears the namespace down.
 """
 
 from __future__ import annotations
@@ -135,6 +138,7 @@ class Zygote:
     def __init__(self, control: socket.socket) -> None:
         self.control = control
         self.cgroup = ""  # the run cgroup this server is in ("": the one it started in)
+        self.spare_tmp = ""  # the next run's temporary directory, made while idle
         self.runs: dict[int, Run] = {}
         self.by_pid: dict[int, Run] = {}
         self.sel = selectors.DefaultSelector()
@@ -238,8 +242,7 @@ class Zygote:
             argv = [str(a) for a in request["argv"]]
             env = {str(k): str(v) for k, v in request["env"].items()}
             limits = {getattr(resource, f"RLIMIT_{k}"): (int(v[0]), int(v[1])) for k, v in request["rlimits"].items()}
-            run.tmp = f"/tmp/aleph-run-{run.id}"
-            os.mkdir(run.tmp, 0o700)
+            run.tmp, self.spare_tmp = self.spare_tmp or self.make_tmp(), ""
             env["TMPDIR"] = run.tmp
             if cgroup and request["cgroup"] != self.cgroup:
                 # A new process starts in its parent's cgroup: enter the run's (and stay, see step 4).
@@ -377,6 +380,18 @@ class Zygote:
                 os.rmdir(run.tmp)
             except OSError:
                 shutil.rmtree(run.tmp, ignore_errors=True)
+        if not self.spare_tmp:
+            try:
+                self.spare_tmp = self.make_tmp()
+            except OSError:
+                pass  # made at the next run, which reports the error if it persists
+
+    @staticmethod
+    def make_tmp() -> str:
+        """A fresh private directory for one run: ``/tmp/aleph-run-<random>``, mode 0700."""
+        path = f"/tmp/aleph-run-{os.urandom(8).hex()}"
+        os.mkdir(path, 0o700)
+        return path
 
     def shutdown(self) -> None:
         for run in list(self.runs.values()):
