@@ -620,8 +620,12 @@ class WorkspaceSandbox:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[tuple[bool, str | None]] = loop.create_future()
         assert run.stdout is not None and run.stderr is not None
+        # The run's pipes and socket sit in a private epoll (made with them, ahead of the run): the loop
+        # watches that one fd, so a wake-up is one callback however many of them are ready.
+        poller = run.poller
         readers = {run.stdout.fileno(): out, run.stderr.fileno(): err}
         sock = run.sock.fileno()
+        stdin_fd = -1
         limit, stream_cap = self.config.output_kill_bytes, self.config.max_output_bytes
         pending = memoryview(stdin or b"")
         tail = [b"", 0]  # the unfinished streamed line, and how many stdout bytes were streamed
@@ -634,7 +638,7 @@ class WorkspaceSandbox:
         def read(fd: int) -> None:
             chunk = os.read(fd, 65536)
             if not chunk:
-                loop.remove_reader(fd)
+                poller.unregister(fd)
                 del readers[fd]
                 over()
                 return
@@ -652,41 +656,48 @@ class WorkspaceSandbox:
             run.receive()
             if run.returncode is None:
                 return
-            loop.remove_reader(sock)
+            poller.unregister(sock)
             if readers:
                 # The command exited but a background descendant may hold the pipes: stop waiting soon.
                 timers.append(loop.call_later(_EXIT_GRACE_S, _settle, done, (False, None)))
             over()
 
-        def write(fd: int) -> None:
+        def write() -> None:
             nonlocal pending
+            assert run.stdin is not None
             try:
-                pending = pending[os.write(fd, pending) :]
+                pending = pending[os.write(stdin_fd, pending) :]
             except BrokenPipeError:
                 pending = pending[:0]
             if not pending:
-                loop.remove_writer(fd)
-                assert run.stdin is not None
+                poller.unregister(stdin_fd)
                 run.stdin.close()
 
-        for fd in readers:
-            loop.add_reader(fd, read, fd)
-        loop.add_reader(sock, message)
+        def ready() -> None:
+            for fd, _ in poller.poll(0):
+                if done.done():
+                    return
+                if fd == sock:
+                    message()
+                elif fd == stdin_fd:
+                    write()
+                elif fd in readers:
+                    read(fd)
+
         if run.stdin is not None:
             if pending:
-                os.set_blocking(run.stdin.fileno(), False)
-                loop.add_writer(run.stdin.fileno(), write, run.stdin.fileno())
+                stdin_fd = run.stdin.fileno()
+                os.set_blocking(stdin_fd, False)
+                poller.register(stdin_fd, select.EPOLLOUT)
             else:
                 run.stdin.close()
+        loop.add_reader(poller.fileno(), ready)
         try:
             result = await done
         finally:
             for timer in timers:
                 timer.cancel()
-            for fd in (*readers, sock):
-                loop.remove_reader(fd)
-            if run.stdin is not None and not run.stdin.closed:
-                loop.remove_writer(run.stdin.fileno())
+            loop.remove_reader(poller.fileno())
         if on_line is not None and tail[0] and result == (False, None):
             on_line(tail[0].decode("utf-8", "replace"))
         return result
@@ -1025,6 +1036,10 @@ class WorkspaceSandbox:
         return {pid for pid in pids if _alive(pid)}
 
 
+# A run's socket pair (ours, the zygote's), stdout and stderr pipes (read, write ends) and private epoll.
+_Kit = tuple[socket.socket, socket.socket, int, int, int, int, select.epoll]
+
+
 class SandboxError(RuntimeError):
     """The sandbox could not run the command: its zygote stopped during the run, or did not start."""
 
@@ -1047,7 +1062,7 @@ class _Zygote:
         self.active = 0
         self.retired = False
         self._keeper: threading.Thread | None = None
-        self._spare: tuple[socket.socket, socket.socket, int, int, int, int] | None = None
+        self._spare: _Kit | None = None
         self._spare_lock = threading.Lock()
 
     @classmethod
@@ -1123,7 +1138,7 @@ class _Zygote:
 
     def submit(self, request: dict[str, Any], with_stdin: bool, cgroup_procs: int) -> _ZygoteRun:
         """Hand a run to the zygote: pipes and sockets made here, their far ends sent by ``SCM_RIGHTS``."""
-        ours, theirs, out_r, out_w, err_r, err_w = self._kit()
+        ours, theirs, out_r, out_w, err_r, err_w, poller = self._kit()
         in_r, in_w = os.pipe() if with_stdin else (_devnull(), -1)
         try:
             fds = [fd for fd in (theirs.fileno(), in_r, out_w, err_w, cgroup_procs) if fd >= 0]
@@ -1137,6 +1152,7 @@ class _Zygote:
                 ours.setblocking(False)
         except OSError as exc:
             ours.close()
+            poller.close()
             for fd in (out_r, err_r, in_w):
                 if fd >= 0:
                     os.close(fd)
@@ -1145,10 +1161,10 @@ class _Zygote:
             theirs.close()
             for fd in (in_r, out_w, err_w) if with_stdin else (out_w, err_w):
                 os.close(fd)
-        return _ZygoteRun(ours, in_w, out_r, err_r)
+        return _ZygoteRun(ours, in_w, out_r, err_r, poller)
 
-    def _kit(self) -> tuple[socket.socket, socket.socket, int, int, int, int]:
-        """The run socket pair and the stdout and stderr pipes of a run: the spare one, else new ones."""
+    def _kit(self) -> _Kit:
+        """The run socket pair, stdout and stderr pipes and private epoll of a run: the spare one, else new."""
         with self._spare_lock:
             kit, self._spare = self._spare, None
         if kit is not None:
@@ -1157,13 +1173,16 @@ class _Zygote:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        return ours, theirs, out_r, out_w, err_r, err_w
+        poller = select.epoll()
+        for fd in (out_r, err_r, ours.fileno()):
+            poller.register(fd, select.EPOLLIN)
+        return ours, theirs, out_r, out_w, err_r, err_w, poller
 
     def prepare(self) -> None:
         """Make the next run's socket pair and pipes ahead (called between runs, off their path)."""
         if self._spare is not None or self.retired:
             return
-        kit: tuple[socket.socket, socket.socket, int, int, int, int] | None = self._kit()
+        kit: _Kit | None = self._kit()
         with self._spare_lock:
             if self._spare is None:
                 self._spare, kit = kit, None
@@ -1193,8 +1212,9 @@ class _Zygote:
 class _ZygoteRun:
     """A run started by the zygote, shaped like the parts of ``Popen`` the pump uses."""
 
-    def __init__(self, sock: socket.socket, stdin: int, stdout: int, stderr: int) -> None:
+    def __init__(self, sock: socket.socket, stdin: int, stdout: int, stderr: int, poller: select.epoll) -> None:
         self.sock = sock
+        self.poller = poller  # stdout, stderr and the socket, for the event loop (see _apump)
         self.stdin = open(stdin, "wb", buffering=0) if stdin >= 0 else None
         self.stdout = open(stdout, "rb", buffering=0)
         self.stderr = open(stderr, "rb", buffering=0)
@@ -1272,6 +1292,7 @@ class _ZygoteRun:
             if stream is not None:
                 stream.close()
         self.sock.close()
+        self.poller.close()
 
 
 _devnull_fd: list[int] = []
@@ -1284,11 +1305,11 @@ def _devnull() -> int:
     return _devnull_fd[0]
 
 
-def _close_kit(kit: tuple[socket.socket, socket.socket, int, int, int, int]) -> None:
-    ours, theirs, *pipes = kit
-    ours.close()
-    theirs.close()
-    for fd in pipes:
+def _close_kit(kit: _Kit) -> None:
+    ours, theirs, out_r, out_w, err_r, err_w, poller = kit
+    for sock in (ours, theirs, poller):
+        sock.close()
+    for fd in (out_r, out_w, err_r, err_w):
         os.close(fd)
 
 
