@@ -172,26 +172,26 @@ _PREFIX_CACHE_LINES = 100_000
 
 
 def _prefixes(first: int, count: int) -> Iterable[str]:
-    """Line-number prefixes (six-wide number and a tab), cached so a large read joins strings in C."""
+    """Line-number prefixes (newline, six-wide number, tab), cached so a large read joins strings in C."""
     last = first + count - 1
     if last <= _PREFIX_CACHE_LINES:
         if len(_PREFIXES) < last:
-            _PREFIXES.extend(f"{n:>6}\t" for n in range(len(_PREFIXES) + 1, last + 1))
+            _PREFIXES.extend(f"\n{n:>6}\t" for n in range(len(_PREFIXES) + 1, last + 1))
         return _PREFIXES[first - 1 : last]
-    return (f"{n:>6}\t" for n in range(first, last + 1))
+    return (f"\n{n:>6}\t" for n in range(first, last + 1))
 
 
 def _render(lines: list[str], first: int, numbered: bool) -> str:
     if not numbered or not lines:
         return "\n".join(lines)
-    # prefix, line, newline, ... joined once: the text is copied a single time (concatenating each
-    # prefix with its line first would copy it twice, and costs more than the split itself).
+    # prefix, line, prefix, line, ... joined once: the text is copied a single time (concatenating each
+    # prefix with its line first would copy it twice, and costs more than the split itself). Each
+    # prefix carries the newline that ends the line before it; the first one has none.
     count = len(lines)
-    parts = [""] * (3 * count)
-    parts[0::3] = _prefixes(first, count)
-    parts[1::3] = lines
-    parts[2::3] = ["\n"] * count
-    parts.pop()
+    parts = [""] * (2 * count)
+    parts[0::2] = _prefixes(first, count)
+    parts[1::2] = lines
+    parts[0] = parts[0][1:]
     return "".join(parts)
 
 
