@@ -534,7 +534,8 @@ class WorkspaceSandbox:
         cgroup = self._cgroups.take() if self._cgroups is not None else None
         start = time.monotonic()
         try:
-            run = self._submit(zygote, argv, cwd, env, cgroup, int(timeout) + 5, stdin)
+            loop = asyncio.get_running_loop()
+            run = self._submit(zygote, argv, cwd, env, cgroup, int(timeout) + 5, stdin, loop.call_soon)
         except BaseException as exc:
             self._release(zygote)
             if cgroup is not None:
@@ -565,7 +566,6 @@ class WorkspaceSandbox:
         if self._run_is_over(run, cgroup):
             # Nothing left to signal or wait for, and its cgroup is empty: free again. Closing the run
             # (which wakes the zygote to clean up) waits for the loop's next turn, off the caller's path.
-            loop = asyncio.get_running_loop()
             loop.call_soon(run.close)
             loop.call_soon(zygote.prepare)
             self._release(zygote)
@@ -853,6 +853,7 @@ class WorkspaceSandbox:
         cgroup: _Cgroup | None,
         cpu_seconds: int,
         stdin: bytes | None,
+        later: Callable[..., object] | None = None,
     ) -> _ZygoteRun:
         cfg = self.config
         request = {
@@ -867,7 +868,7 @@ class WorkspaceSandbox:
             },
             "cgroup": cgroup.path.name if cgroup else None,
         }
-        return zygote.submit(request, stdin is not None, cgroup.procs_fd() if cgroup else -1)
+        return zygote.submit(request, stdin is not None, cgroup.procs_fd() if cgroup else -1, later)
 
     def _zygote_pids(self) -> set[int]:
         """Host pids of this sandbox's live zygotes (a retired one may still sit in a pooled cgroup)."""
@@ -1136,9 +1137,17 @@ class _Zygote:
         # holds the control socket) and is retried on a new one.
         return self.proc is not None and self.proc.poll() is None
 
-    def submit(self, request: dict[str, Any], with_stdin: bool, cgroup_procs: int) -> _ZygoteRun:
-        """Hand a run to the zygote: pipes and sockets made here, their far ends sent by ``SCM_RIGHTS``."""
+    def submit(
+        self, request: dict[str, Any], with_stdin: bool, cgroup_procs: int, later: Callable[..., object] | None = None
+    ) -> _ZygoteRun:
+        """Hand a run to the zygote: pipes and sockets made here, their far ends sent by ``SCM_RIGHTS``.
+
+        Our copies of the far ends are closed after the send; by ``later(fn)`` when given (an event
+        loop's ``call_soon``: the zygote holds its copies of the output pipes until it reaps the command,
+        so ours may go a moment after the command has started).
+        """
         ours, theirs, out_r, out_w, err_r, err_w, poller = self._kit()
+        sent = False
         in_r, in_w = os.pipe() if with_stdin else (_devnull(), -1)
         try:
             fds = [fd for fd in (theirs.fileno(), in_r, out_w, err_w, cgroup_procs) if fd >= 0]
@@ -1157,10 +1166,13 @@ class _Zygote:
                 if fd >= 0:
                     os.close(fd)
             raise SandboxError(f"the sandbox server is gone ({exc})") from None
+            sent = True
         finally:
-            theirs.close()
-            for fd in (in_r, out_w, err_w) if with_stdin else (out_w, err_w):
-                os.close(fd)
+            far = (in_r, out_w, err_w) if with_stdin else (out_w, err_w)
+            if later is not None and sent:
+                later(_close_far_ends, theirs, far)
+            else:
+                _close_far_ends(theirs, far)
         return _ZygoteRun(ours, in_w, out_r, err_r, poller)
 
     def _kit(self) -> _Kit:
@@ -1303,6 +1315,12 @@ def _devnull() -> int:
     if not _devnull_fd:
         _devnull_fd.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
     return _devnull_fd[0]
+
+
+def _close_far_ends(theirs: socket.socket, fds: Iterable[int]) -> None:
+    theirs.close()
+    for fd in fds:
+        os.close(fd)
 
 
 def _close_kit(kit: _Kit) -> None:

@@ -199,9 +199,9 @@ class Zygote:
             return bool(msg)
         run = Run(fds[0], fds[1:])
         self.runs[run.sock] = run
-        self.sel.register(run.sock, selectors.EVENT_READ, run)
         if inline:
-            self.request(run, inline)
+            self.request(run, inline)  # the spawn first: watching the run socket can wait until after it
+        self.sel.register(run.sock, selectors.EVENT_READ, run)
         return True
 
     def readable(self, run: Run) -> None:
@@ -320,20 +320,27 @@ class Zygote:
         )
 
     def reap(self) -> None:
+        exited: list[tuple[Run, int]] = []
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
-                return
+                # No child at all, not even a zombie: as a subreaper, every process a run starts stays
+                # our descendant, so nothing of any run is left in the namespace.
+                childless = True
+                break
             if pid == 0:
-                return
+                childless = False
+                break
             run = self.by_pid.pop(pid, None)
             if run is not None:
-                for fd in run.fds:
-                    os.close(fd)
-                run.fds = []
-            if run is not None and self.runs.get(run.sock) is run:
-                run.strays = self.strays(run)
+                exited.append((run, status))
+        for run, status in exited:
+            for fd in run.fds:
+                os.close(fd)
+            run.fds = []
+            if self.runs.get(run.sock) is run:
+                run.strays = set() if childless else self.strays(run)
                 run.send({"exit": os.waitstatus_to_exitcode(status), "left": len(run.strays)})
 
     def strays(self, done: Run) -> set[int]:
