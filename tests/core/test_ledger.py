@@ -244,6 +244,24 @@ async def test_a_failing_store_never_raises_and_counts_lost_appends(tmp_path: Pa
 
 
 @pytest.mark.anyio
+async def test_a_deferred_record_that_cannot_be_built_is_counted_lost_and_the_chain_goes_on(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "ledger")
+
+    def broken() -> LedgerRecord:
+        raise ValueError("no summary")
+
+    await ledger.append_later("main", lambda: record(detail="built by the writer"))
+    await ledger.append_later("main", broken)
+    await ledger.append_later("main", lambda: record(agent_id="other"))  # built for another chain
+    await ledger.append(record(detail="after"))
+    await ledger.flush()
+    details = [r.detail for r in ledger.rows("main") if r.action == "tool_call"]
+    assert (["built by the writer", "after"], 2) == (details, ledger.lost_appends)
+    assert ledger.verify("main").ok
+    await ledger.aclose()
+
+
+@pytest.mark.anyio
 async def test_oversized_fields_are_clipped_before_hashing(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path)
     await ledger.append(record(detail="d" * 100_000, target="t" * 1000))

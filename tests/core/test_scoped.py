@@ -24,6 +24,7 @@ from aleph import (
     ValidationFailed,
 )
 from aleph._approval import ApprovalDecision, ApprovalOutcome, ApprovalResponse
+from aleph._gate import grant_fingerprint, summarize_call
 from aleph._ledger import Ledger
 from aleph._policy import PermissionLayer, PermissionPolicy
 from aleph._requesters import ScriptedRequester
@@ -590,6 +591,26 @@ async def test_refusals_approvals_and_mutating_calls_are_recorded_reads_are_not(
         ("tool_call", "alpha", "ok"),
         ("tool_denied", "beta", "denied"),
     ]
+    assert ledger.verify("ana").ok
+    await ledger.aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("args", [{"n": 1, "note": "x"}, {"n": 1, "items": ["a"]}], ids=["scalars", "nested"])
+async def test_a_mutating_call_is_recorded_with_the_arguments_it_ran_with(
+    registry: ToolRegistry, tmp_path: Path, args: dict[str, Any]
+) -> None:
+    # Plain scalar arguments are copied and the row is built by the writer thread; others are built at
+    # once. Either way a caller that reuses its dict afterwards does not change what was recorded.
+    ledger = Ledger(tmp_path / "ledger")
+    svc = ScopedToolService(Chokepoint(registry, ledger=ledger), policy=policy(), agent="ana", turn=TURN)
+    expected = (summarize_call("alpha", args), grant_fingerprint("alpha", args))
+    await svc.execute("alpha", args)
+    args["n"] = 2
+    args.setdefault("items", []).append("b")
+    await ledger.flush()
+    row = ledger.rows("ana")[-1]
+    assert ("tool_call", *expected) == (row.action, row.detail, row.args_fp)
     assert ledger.verify("ana").ok
     await ledger.aclose()
 

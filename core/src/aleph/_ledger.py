@@ -25,6 +25,7 @@ import queue
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -134,7 +135,17 @@ class _Stop:
     __slots__ = ()
 
 
-_Item = LedgerRecord | _Flush | _Sync | _Stop
+class _Later:
+    """A record the writer builds: ``build`` makes it from values the caller can no longer change."""
+
+    __slots__ = ("agent_id", "build")
+
+    def __init__(self, agent_id: str, build: Callable[[], LedgerRecord]) -> None:
+        self.agent_id = agent_id
+        self.build = build
+
+
+_Item = LedgerRecord | _Later | _Flush | _Sync | _Stop
 
 
 @dataclass(slots=True)
@@ -220,7 +231,8 @@ class Ledger:
         self.keystore = keystore if keystore is not None else Keystore(self.directory / "keys")
         self.checkpoint_every = checkpoint_every
         self.lost_appends = 0
-        self._queue: queue.Queue[_Item] = queue.Queue(QUEUE_SIZE)
+        # SimpleQueue (C) rather than Queue: a put is on every mutating call's path; _offer bounds it.
+        self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -250,23 +262,37 @@ class Ledger:
             if not self._start():
                 self._lose(1, "the ledger is closed")
                 return
-        try:
-            self._queue.put_nowait(record)
-        except queue.Full:
+        if not self._offer(record):
             await self._append_when_room(record)
+
+    def _offer(self, item: _Item) -> bool:
+        """Queue ``item`` unless QUEUE_SIZE items wait (threads may overshoot that by a few)."""
+        if self._queue.qsize() >= QUEUE_SIZE:
+            return False
+        self._queue.put(item)
+        return True
 
     async def _append_when_room(self, record: LedgerRecord) -> None:
         # Backpressure. One task at a time waits, in a worker thread, until the writer has drained
         # half the queue; the others wait on the lock and then find room without a thread hop each.
         async with self._room_lock:
-            while True:
-                try:
-                    self._queue.put_nowait(record)
+            while not self._offer(record):
+                if not await anyio.to_thread.run_sync(self._wait_for_room):
+                    self._lose(1, "the writer made no progress for 60 s")
                     return
-                except queue.Full:
-                    if not await anyio.to_thread.run_sync(self._wait_for_room):
-                        self._lose(1, "the writer made no progress for 60 s")
-                        return
+
+    async def append_later(self, agent_id: str, build: Callable[[], LedgerRecord]) -> None:
+        """Queue a record for ``agent_id`` that the writer thread makes with ``build()``. Never raises.
+
+        The summary and fingerprint are then computed off the caller's path. ``build`` must read only
+        values nobody can change after this call; a record it cannot build is counted lost.
+        """
+        if self._thread is None or self._closed:
+            if not self._start():
+                self._lose(1, "the ledger is closed")
+                return
+        if not self._offer(_Later(agent_id, build)):
+            await self._append_when_room(build())
 
     def _wait_for_room(self) -> bool:
         # Polling (1 ms) from the one waiting thread is simpler than a condition shared with the queue's own lock.
@@ -282,17 +308,14 @@ class Ledger:
         if (self._thread is None or self._closed) and not self._start():
             self._lose(1, "the ledger is closed")
             return
-        try:
-            self._queue.put_nowait(record)
-        except queue.Full:
+        if not self._offer(record):
             self._put_blocking(record)
 
     def _put_blocking(self, item: _Item) -> None:
-        try:
-            self._queue.put(item, timeout=60)
-        except queue.Full:
-            if isinstance(item, LedgerRecord):
-                self._lose(1, "the writer made no progress for 60 s")
+        if not isinstance(item, LedgerRecord):
+            self._queue.put(item)  # flush, sync and stop markers are never held back by the bound
+        elif not (self._offer(item) or (self._wait_for_room() and self._offer(item))):
+            self._lose(1, "the writer made no progress for 60 s")
 
     async def flush(self) -> None:
         """Return once everything appended before this call is written and fsync'd (or counted lost)."""
@@ -347,7 +370,7 @@ class Ledger:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if isinstance(item, LedgerRecord):
+            if isinstance(item, LedgerRecord | _Later):
                 self._lose(1, "appended while the ledger was closing")
             elif isinstance(item, _Flush):
                 item.event.set()
@@ -392,6 +415,16 @@ class Ledger:
                 flushes.append(item)
             elif isinstance(item, _Stop):
                 stop = True
+            elif isinstance(item, _Later):
+                try:
+                    record = item.build()
+                    if record.agent_id != item.agent_id:
+                        raise ValueError(f"built for agent {record.agent_id!r}, queued for {item.agent_id!r}")
+                except Exception:
+                    logger.exception("ledger: a deferred record could not be built")
+                    self._lose(1, "it could not be built")
+                    continue
+                per_agent.setdefault(item.agent_id, []).append(record)
             else:  # a record (or a wrongly typed object, which _commit counts as lost)
                 per_agent.setdefault(getattr(item, "agent_id", ""), []).append(item)
         for agent_id, items in per_agent.items():

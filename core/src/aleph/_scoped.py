@@ -547,12 +547,38 @@ class ScopedToolService(BaseToolService):
     async def _record_execution(
         self, entry: RegisteredTool, input: Mapping[str, Any], outcome: LedgerOutcome, detail: str
     ) -> None:
-        if self._cp.ledger is None and (self._cp.events is None or self.turn is None or not self.turn.session_key):
+        ledger = self._cp.ledger
+        if ledger is None and (self._cp.events is None or self.turn is None or not self.turn.session_key):
             return  # nothing records: skip building the summary on the hot path
-        summary = summarize_call(entry.name, input)
-        await self._ledger(
-            entry, input, "tool_call", outcome, f"{summary} — {redact(detail)}" if detail else summary, None
-        )
+        snapshot = _scalar_snapshot(input)
+        append_later = getattr(ledger, "append_later", None)
+        if append_later is not None and snapshot is not None:
+            # Arguments that are all plain scalars are copied as they are now: the writer thread builds
+            # the row (summary, fingerprint) from the copy, off the caller's path.
+            name, agent = entry.name, self._agent_id()
+            principal = self.turn.principal if self.turn is not None else None
+
+            def build() -> LedgerRecord:
+                summary = summarize_call(name, snapshot)
+                return LedgerRecord(
+                    agent_id=agent,
+                    action="tool_call",
+                    target=name,
+                    outcome=outcome,
+                    detail=f"{summary} — {redact(detail)}" if detail else summary,
+                    args_fp=grant_fingerprint(name, snapshot),
+                    principal=principal,
+                )
+
+            try:
+                await append_later(agent, build)
+            except Exception:
+                log.exception("ledger append failed; the call's result is unchanged")
+        else:
+            summary = summarize_call(entry.name, input)
+            await self._ledger(
+                entry, input, "tool_call", outcome, f"{summary} — {redact(detail)}" if detail else summary, None
+            )
         self._event("executed" if outcome == "ok" else "failed", entry.name, redact(detail))
 
     async def _record_approval(
@@ -623,6 +649,19 @@ class ScopedToolService(BaseToolService):
             )
         except Exception:
             log.exception("event log write failed; the call's result is unchanged")
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _scalar_snapshot(input: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A copy of ``input`` that no later change can reach, when every value is a plain scalar; else None."""
+    if len(input) > 64:
+        return None
+    copy = dict(input)
+    if all(type(key) is str and type(value) in _SCALARS for key, value in copy.items()):
+        return copy
+    return None
 
 
 async def _cancellable(name: str, work: Awaitable[ToolOutput], cancel: asyncio.Event) -> ToolOutput:
