@@ -571,7 +571,10 @@ class WorkspaceSandbox:
             self._release(zygote)
             if cgroup is not None:
                 assert self._cgroups is not None
-                self._cgroups.put_back(cgroup)
+                if run.lost:  # the zygote died: its namespace is going down, maybe not gone yet
+                    self._cgroups.give(cgroup, self._zygote_pids())
+                else:
+                    self._cgroups.put_back(cgroup)
         else:
             await anyio.to_thread.run_sync(end)
         if run.failure is not None:
@@ -628,7 +631,8 @@ class WorkspaceSandbox:
         stdin_fd = -1
         limit, stream_cap = self.config.output_kill_bytes, self.config.max_output_bytes
         pending = memoryview(stdin or b"")
-        tail = [b"", 0]  # the unfinished streamed line, and how many stdout bytes were streamed
+        partial = b""  # the unfinished streamed line
+        streamed = 0  # stdout bytes streamed so far
         timers = [loop.call_later(max(0.0, deadline - time.monotonic()), _settle, done, (True, "timeout"))]
 
         def over() -> None:
@@ -636,6 +640,7 @@ class WorkspaceSandbox:
                 _settle(done, (False, None))
 
         def read(fd: int) -> None:
+            nonlocal partial, streamed
             chunk = os.read(fd, 65536)
             if not chunk:
                 poller.unregister(fd)
@@ -644,9 +649,9 @@ class WorkspaceSandbox:
                 return
             capture = readers[fd]
             capture.feed(chunk)
-            if on_line is not None and capture is out and tail[1] < stream_cap:
-                tail[1] += len(chunk)
-                *lines, tail[0] = (tail[0] + chunk).split(b"\n")
+            if on_line is not None and capture is out and streamed < stream_cap:
+                streamed += len(chunk)
+                *lines, partial = (partial + chunk).split(b"\n")
                 for line in lines:
                     on_line(line.decode("utf-8", "replace"))
             if out.total + err.total > limit:
@@ -698,8 +703,8 @@ class WorkspaceSandbox:
             for timer in timers:
                 timer.cancel()
             loop.remove_reader(poller.fileno())
-        if on_line is not None and tail[0] and result == (False, None):
-            on_line(tail[0].decode("utf-8", "replace"))
+        if on_line is not None and partial and result == (False, None):
+            on_line(partial.decode("utf-8", "replace"))
         return result
 
     def _start(
@@ -1159,6 +1164,7 @@ class _Zygote:
                 ours.setblocking(True)  # the zygote reads it as it comes
                 ours.sendall(payload + b"\n")
                 ours.setblocking(False)
+            sent = True
         except OSError as exc:
             ours.close()
             poller.close()
@@ -1166,7 +1172,6 @@ class _Zygote:
                 if fd >= 0:
                     os.close(fd)
             raise SandboxError(f"the sandbox server is gone ({exc})") from None
-            sent = True
         finally:
             far = (in_r, out_w, err_w) if with_stdin else (out_w, err_w)
             if later is not None and sent:
@@ -1194,11 +1199,12 @@ class _Zygote:
         """Make the next run's socket pair and pipes ahead (called between runs, off their path)."""
         if self._spare is not None or self.retired:
             return
-        kit: _Kit | None = self._kit()
+        kit = self._kit()
         with self._spare_lock:
-            if self._spare is None:
-                self._spare, kit = kit, None
-        if kit is not None:
+            keep = self._spare is None
+            if keep:
+                self._spare = kit
+        if not keep:
             _close_kit(kit)
 
     def retire(self) -> None:
