@@ -153,9 +153,14 @@ class AlephTool(Generic[ArgsT]):
         raise NotImplementedError
 
 
+_PLAIN = (str, int, float, bool, type(None))
+
+
 def _jsonable(name: str, value: Any) -> Any:
     if value is None or isinstance(value, str | int | float | bool):
         return value
+    if type(value) is dict and all(type(k) is str and type(v) in _PLAIN for k, v in value.items()):
+        return value  # already JSON data (the common flat result): nothing to convert
     try:
         return to_jsonable_python(value)
     except Exception as exc:  # a tool returned something JSON cannot carry

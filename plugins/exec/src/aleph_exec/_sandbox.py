@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import resource
@@ -344,6 +345,9 @@ class WorkspaceSandbox:
         self.zygote_error: str | None = None
         """Why the persistent sandbox last failed to start (runs then start a bubblewrap each), or None."""
         self._zygote_retry_at = 0.0
+        # Run markers: unguessable per sandbox, unique per run (no random draw on each run's path).
+        self._marker_prefix = secrets.token_hex(6)
+        self._run_numbers = itertools.count()
 
     # -- argv and child set-up -----------------------------------------------------------------
 
@@ -480,7 +484,7 @@ class WorkspaceSandbox:
     def _run_env(self) -> dict[str, str]:
         """The scrubbed environment of one run, carrying its fresh marker."""
         env = _host_env(self.config.env_allow, self.workspace)
-        env[_MARKER] = secrets.token_hex(8)
+        env[_MARKER] = f"{self._marker_prefix}{next(self._run_numbers):012x}"  # fixed width: no marker prefixes another
         return env
 
     def _result(
@@ -1227,15 +1231,36 @@ class _Zygote:
                 self._keeper.join()
 
 
+class _Fd:
+    """A bare file descriptor with the ``fileno``, ``close`` and ``closed`` the pumps use (no buffer, no fstat)."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def fileno(self) -> int:
+        return self.fd
+
+    @property
+    def closed(self) -> bool:
+        return self.fd < 0
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
+
+
 class _ZygoteRun:
     """A run started by the zygote, shaped like the parts of ``Popen`` the pump uses."""
 
     def __init__(self, sock: socket.socket, stdin: int, stdout: int, stderr: int, poller: select.epoll) -> None:
         self.sock = sock
         self.poller = poller  # stdout, stderr and the socket, for the event loop (see _apump)
-        self.stdin = open(stdin, "wb", buffering=0) if stdin >= 0 else None
-        self.stdout = open(stdout, "rb", buffering=0)
-        self.stderr = open(stderr, "rb", buffering=0)
+        self.stdin = _Fd(stdin) if stdin >= 0 else None
+        self.stdout = _Fd(stdout)
+        self.stderr = _Fd(stderr)
         self.returncode: int | None = None
         self.left = 0
         self.lost = False

@@ -84,7 +84,7 @@ def resolve_workdir(workspace: Path, working_dir: str) -> Path:
 
 
 def _protected(rel: list[str], workspace: Path, protected: Iterable[Path]) -> bool:
-    rules = [(".git", "hooks"), (".git", "config")]
+    rules: list[tuple[str, ...]] = [(".git", "hooks"), (".git", "config")]
     for path in protected:
         parts = Path(path).resolve().parts
         if parts[: len(workspace.parts)] == workspace.parts:
