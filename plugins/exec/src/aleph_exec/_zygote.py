@@ -139,6 +139,8 @@ class Zygote:
         self.control = control
         self.cgroup = ""  # the run cgroup this server is in ("": the one it started in)
         self.spare_tmp = ""  # the next run's temporary directory, made while idle
+        self.path = ""  # the PATH last set in our environment (posix_spawnp searches it)
+        self.own_limits: dict[int, tuple[int, int]] = {}
         self.runs: dict[int, Run] = {}
         self.by_pid: dict[int, Run] = {}
         self.sel = selectors.DefaultSelector()
@@ -281,8 +283,13 @@ class Zygote:
         from ``prlimit`` alone, a moment after it starts.
         """
         # glibc's posix_spawnp searches the PATH of the caller (this server), from the run's cwd, as execvp would.
-        os.environ["PATH"] = env.get("PATH") or os.defpath
-        saved = {res: resource.getrlimit(res) for res in limits}
+        path = env.get("PATH") or os.defpath
+        if path != self.path:
+            os.environ["PATH"] = self.path = path
+        # Our own limits: read once (every spawn restores them).
+        for res in limits.keys() - self.own_limits.keys():
+            self.own_limits[res] = resource.getrlimit(res)
+        saved = {res: self.own_limits[res] for res in limits}
         os.chdir(cwd)
         try:
             for res, (_, hard) in saved.items():
