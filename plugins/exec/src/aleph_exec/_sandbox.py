@@ -537,19 +537,12 @@ class WorkspaceSandbox:
         env = self._run_env()
         cgroup = self._cgroups.take() if self._cgroups is not None else None
         start = time.monotonic()
+        loop = asyncio.get_running_loop()
         try:
-            loop = asyncio.get_running_loop()
-            run = self._submit(zygote, argv, cwd, env, cgroup, int(timeout) + 5, stdin, loop.call_soon)
-        except BaseException as exc:
-            self._release(zygote)
-            if cgroup is not None:
-                assert self._cgroups is not None
-                self._cgroups.give(cgroup, self._zygote_pids())
-            if not isinstance(exc, SandboxError):
-                raise
-            # It died since the last run: the blocking path replaces it (a start takes a while).
-            self._retire(zygote)
-            return await self._run_in_thread(argv, cwd, timeout, stdin, on_line)
+            run = self._stage(zygote, argv, cwd, env, cgroup, int(timeout) + 5, stdin, loop.call_soon)
+        except BaseException:
+            self._unclaim(zygote, cgroup)
+            raise
         out, err = Capture(self.config.max_output_bytes), Capture(self.config.max_output_bytes)
 
         def end() -> None:
@@ -563,7 +556,16 @@ class WorkspaceSandbox:
 
         try:
             timed_out, killed = await self._apump(run, stdin, out, err, start + timeout, on_line)
+        except SandboxError:
+            # The send failed: it died since the last run. The blocking path replaces it (a start takes a while).
+            self._unclaim(zygote, cgroup)
+            self._retire(zygote)
+            return await self._run_in_thread(argv, cwd, timeout, stdin, on_line)
         except BaseException:
+            if run.staged is not None:  # never sent: nothing runs
+                run.close()
+                self._unclaim(zygote, cgroup)
+                raise
             # Cancelled: the run is stopped in the background; the caller does not wait for it.
             threading.Thread(target=end, name="aleph-exec-stop", daemon=True).start()
             raise
@@ -584,6 +586,13 @@ class WorkspaceSandbox:
         if run.failure is not None:
             raise run.failure
         return self._result(run.returncode, out, err, timed_out, killed, cgroup, start)
+
+    def _unclaim(self, zygote: _Zygote, cgroup: _Cgroup | None) -> None:
+        """Give back what a run that never started had taken: its use of the zygote, its cgroup."""
+        self._release(zygote)
+        if cgroup is not None:
+            assert self._cgroups is not None
+            self._cgroups.give(cgroup, self._zygote_pids())
 
     async def _run_in_thread(
         self,
@@ -700,13 +709,16 @@ class WorkspaceSandbox:
                 poller.register(stdin_fd, select.EPOLLOUT)
             else:
                 run.stdin.close()
-        loop.add_reader(poller.fileno(), ready)
+        watched = poller.fileno()  # kept: a failed send closes the poller
+        loop.add_reader(watched, ready)
         try:
+            # Sent last, once everything here is ready: the zygote's wake-up is not spent waiting on us.
+            run.send()
             result = await done
         finally:
             for timer in timers:
                 timer.cancel()
-            loop.remove_reader(poller.fileno())
+            loop.remove_reader(watched)
         if on_line is not None and partial and result == (False, None):
             on_line(partial.decode("utf-8", "replace"))
         return result
@@ -726,7 +738,9 @@ class WorkspaceSandbox:
             if zygote is None:
                 break
             try:
-                return zygote, self._submit(zygote, argv, cwd, env, cgroup, cpu_seconds, stdin)
+                run = self._stage(zygote, argv, cwd, env, cgroup, cpu_seconds, stdin)
+                run.send()
+                return zygote, run
             except SandboxError:
                 # It died since the last run (killed, crashed): retire it; the next attempt starts a new one.
                 self._release(zygote)
@@ -853,7 +867,7 @@ class WorkspaceSandbox:
             json.dumps(limits),
         ]
 
-    def _submit(
+    def _stage(
         self,
         zygote: _Zygote,
         argv: list[str],
@@ -877,7 +891,7 @@ class WorkspaceSandbox:
             },
             "cgroup": cgroup.path.name if cgroup else None,
         }
-        return zygote.submit(request, stdin is not None, cgroup.procs_fd() if cgroup else -1, later)
+        return zygote.stage(request, stdin is not None, cgroup.procs_fd() if cgroup else -1, later)
 
     def _zygote_pids(self) -> set[int]:
         """Host pids of this sandbox's live zygotes (a retired one may still sit in a pooled cgroup)."""
@@ -1146,43 +1160,22 @@ class _Zygote:
         # holds the control socket) and is retried on a new one.
         return self.proc is not None and self.proc.poll() is None
 
-    def submit(
+    def stage(
         self, request: dict[str, Any], with_stdin: bool, cgroup_procs: int, later: Callable[..., object] | None = None
     ) -> _ZygoteRun:
-        """Hand a run to the zygote: pipes and sockets made here, their far ends sent by ``SCM_RIGHTS``.
+        """A run for the zygote, ready to go: pipes and sockets made here; :meth:`_ZygoteRun.send` hands it over.
 
-        Our copies of the far ends are closed after the send; by ``later(fn)`` when given (an event
-        loop's ``call_soon``: the zygote holds its copies of the output pipes until it reaps the command,
-        so ours may go a moment after the command has started).
+        The send passes their far ends by ``SCM_RIGHTS``, and our copies of those are closed after it;
+        by ``later(fn)`` when given (an event loop's ``call_soon``: the zygote holds its copies of the
+        output pipes until it reaps the command, so ours may go a moment after the command has started).
         """
         ours, theirs, out_r, out_w, err_r, err_w, poller = self._kit()
-        sent = False
         in_r, in_w = os.pipe() if with_stdin else (_devnull(), -1)
-        try:
-            fds = [fd for fd in (theirs.fileno(), in_r, out_w, err_w, cgroup_procs) if fd >= 0]
-            payload = json.dumps(request).encode()
-            if len(payload) <= _ZYGOTE_INLINE:
-                socket.send_fds(self.control, [b"run ", payload], fds)
-            else:
-                socket.send_fds(self.control, [b"run"], fds)
-                ours.setblocking(True)  # the zygote reads it as it comes
-                ours.sendall(payload + b"\n")
-                ours.setblocking(False)
-            sent = True
-        except OSError as exc:
-            ours.close()
-            poller.close()
-            for fd in (out_r, err_r, in_w):
-                if fd >= 0:
-                    os.close(fd)
-            raise SandboxError(f"the sandbox server is gone ({exc})") from None
-        finally:
-            far = (in_r, out_w, err_w) if with_stdin else (out_w, err_w)
-            if later is not None and sent:
-                later(_close_far_ends, theirs, far)
-            else:
-                _close_far_ends(theirs, far)
-        return _ZygoteRun(ours, in_w, out_r, err_r, poller)
+        fds = [fd for fd in (theirs.fileno(), in_r, out_w, err_w, cgroup_procs) if fd >= 0]
+        far = (in_r, out_w, err_w) if with_stdin else (out_w, err_w)
+        run = _ZygoteRun(ours, in_w, out_r, err_r, poller)
+        run.staged = (self.control, theirs, fds, json.dumps(request).encode(), far, later)
+        return run
 
     def _kit(self) -> _Kit:
         """The run socket pair, stdout and stderr pipes and private epoll of a run: the spare one, else new."""
@@ -1258,6 +1251,7 @@ class _ZygoteRun:
     def __init__(self, sock: socket.socket, stdin: int, stdout: int, stderr: int, poller: select.epoll) -> None:
         self.sock = sock
         self.poller = poller  # stdout, stderr and the socket, for the event loop (see _apump)
+        self.staged: tuple[socket.socket, socket.socket, list[int], bytes, tuple[int, ...], Any] | None = None
         self.stdin = _Fd(stdin) if stdin >= 0 else None
         self.stdout = _Fd(stdout)
         self.stderr = _Fd(stderr)
@@ -1267,6 +1261,28 @@ class _ZygoteRun:
         self.failure: Exception | None = None
         self._buf = b""
         self._alive: int | None = None
+
+    def send(self) -> None:
+        """Hand the staged run to the zygote (:meth:`_Zygote.stage`); :class:`SandboxError` if it is gone."""
+        assert self.staged is not None
+        control, theirs, fds, payload, far, later = self.staged
+        self.staged = None
+        try:
+            if len(payload) <= _ZYGOTE_INLINE:
+                socket.send_fds(control, [b"run ", payload], fds)
+            else:
+                socket.send_fds(control, [b"run"], fds)
+                self.sock.setblocking(True)  # the zygote reads it as it comes
+                self.sock.sendall(payload + b"\n")
+                self.sock.setblocking(False)
+        except OSError as exc:
+            _close_far_ends(theirs, far)
+            self.close()
+            raise SandboxError(f"the sandbox server is gone ({exc})") from None
+        if later is not None:
+            later(_close_far_ends, theirs, far)
+        else:
+            _close_far_ends(theirs, far)
 
     def _read(self, timeout: float) -> None:
         """Take the messages that arrive within ``timeout``."""
@@ -1331,6 +1347,10 @@ class _ZygoteRun:
         return self._alive or 0
 
     def close(self) -> None:
+        if self.staged is not None:  # never sent
+            _, theirs, _, _, far, _ = self.staged
+            self.staged = None
+            _close_far_ends(theirs, far)
         for stream in (self.stdin, self.stdout, self.stderr):
             if stream is not None:
                 stream.close()
