@@ -656,9 +656,10 @@ class WorkspaceSandbox:
             nonlocal partial, streamed
             chunk = os.read(fd, 65536)
             if not chunk:
-                poller.unregister(fd)
                 del readers[fd]
                 over()
+                if not done.done():  # else the poller is about to go: no need to stop watching one fd
+                    poller.unregister(fd)
                 return
             capture = readers[fd]
             capture.feed(chunk)
@@ -674,11 +675,11 @@ class WorkspaceSandbox:
             run.receive()
             if run.returncode is None:
                 return
-            poller.unregister(sock)
-            if readers:
+            over()
+            if not done.done():
+                poller.unregister(sock)
                 # The command exited but a background descendant may hold the pipes: stop waiting soon.
                 timers.append(loop.call_later(_EXIT_GRACE_S, _settle, done, (False, None)))
-            over()
 
         def write() -> None:
             nonlocal pending

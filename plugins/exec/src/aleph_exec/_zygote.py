@@ -160,12 +160,11 @@ class Zygote:
         while True:
             for key, _ in self.sel.select():
                 if key.data == "wake":
-                    while True:
-                        try:
-                            if not os.read(self.wake, 512):
-                                break
-                        except BlockingIOError:
-                            break
+                    # One read: signals coalesce, and if more bytes wait the fd stays readable for the next round.
+                    try:
+                        os.read(self.wake, 4096)
+                    except BlockingIOError:
+                        pass
                     self.reap()
                 elif key.data == "control":
                     if not self.accept():
