@@ -17,9 +17,12 @@ __all__ = [
 ]
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def dumps_json(value: Any) -> str:
     """Serialise ``value`` deterministically: sorted keys, no insignificant whitespace, UTF-8 kept."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _ENCODER.encode(value)  # json.dumps with these options would build an encoder per call
 
 
 @dataclass(frozen=True, slots=True)
