@@ -2,6 +2,9 @@
 
 Run: python bench/bench_command_policy.py [N]
 Target (issue 3): ``check()`` well under 1 ms (1000 µs) for a typical one-line command.
+``check()`` remembers the verdicts of short commands (a pure function of text, stdin and cwd), so the
+table times the judgement itself, as a command seen for the first time pays it; the last line times a
+repeat.
 """
 
 from __future__ import annotations
@@ -53,14 +56,18 @@ def cpu_us(fn: Callable[[], object], n: int, repeat: int = 5) -> float:
 def main() -> None:
     policy = CommandPolicy(home=Path("/home/user"))
     cwd = Path("/work/project")
+
+    def judge(command: str) -> object:
+        return policy._check(command, None, str(cwd))  # the uncached judgement behind check()
+
     print(f"checks per measurement: {N}")
     print(f"{'command':58} {'check µs':>9} {'shlex µs':>9} {'ratio':>6} {'cpu µs':>8} {'cpu ratio':>9}  verdict")
     totals = [0.0, 0.0, 0.0, 0.0]
     for group, commands in (("typical", TYPICAL), ("hostile", HOSTILE)):
         for command in commands:
-            check_us = per_call_us(lambda c=command: policy.check(c, cwd=cwd), N)
+            check_us = per_call_us(lambda c=command: judge(c), N)
             shlex_us = per_call_us(lambda c=command: shlex.split(c), N)
-            check_cpu = cpu_us(lambda c=command: policy.check(c, cwd=cwd), N)
+            check_cpu = cpu_us(lambda c=command: judge(c), N)
             shlex_cpu = cpu_us(lambda c=command: shlex.split(c), N)
             if group == "typical":
                 for i, value in enumerate((check_us, shlex_us, check_cpu, shlex_cpu)):
@@ -78,6 +85,8 @@ def main() -> None:
         f"{cpu_shlex:.1f} µs; ratio {wall / wall_shlex:.1f}x wall, {cpu / cpu_shlex:.1f}x cpu  "
         "(target: well under 1000 µs)"
     )
+    repeat = sum(per_call_us(lambda c=command: policy.check(c, cwd=cwd), N) for command in TYPICAL) / n
+    print(f"typical mean, a repeated command (remembered verdict): {repeat:.1f} µs wall")
 
 
 if __name__ == "__main__":
