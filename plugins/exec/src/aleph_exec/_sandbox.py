@@ -1291,11 +1291,13 @@ class _ZygoteRun:
             self.receive()
 
     def receive(self) -> None:
-        """Take what the socket holds (it is readable: this does not block)."""
+        """Take what the socket holds (non-blocking: nothing there yet is not an end)."""
         if self.lost:
             return
         try:
             data = self.sock.recv(65536)
+        except BlockingIOError:
+            return
         except OSError:
             data = b""
         if not data:
