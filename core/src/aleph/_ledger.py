@@ -291,8 +291,15 @@ class Ledger:
             if not self._start():
                 self._lose(1, "the ledger is closed")
                 return
-        if not self._offer(_Later(agent_id, build)):
-            await self._append_when_room(build())
+        if self._offer(_Later(agent_id, build)):
+            return
+        try:  # the queue is full: build it here and wait for room like append()
+            record = build()
+        except Exception:
+            logger.exception("ledger: a deferred record could not be built")
+            self._lose(1, "it could not be built")
+            return
+        await self._append_when_room(record)
 
     def _wait_for_room(self) -> bool:
         # Polling (1 ms) from the one waiting thread is simpler than a condition shared with the queue's own lock.
