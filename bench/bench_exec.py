@@ -31,8 +31,8 @@ ROUNDS = 5
 MODES = {
     "bwrap + cgroup (auto, default here)": '[exec]\nisolation = "auto"\n',
     "bwrap, no cgroup": '[exec]\nisolation = "auto"\ncgroup = "off"\n',
-    "no bwrap, cgroup": '[exec]\nisolation = "none"\n',
-    "no bwrap, no cgroup (group kill + /proc sweep)": '[exec]\nisolation = "none"\ncgroup = "off"\n',
+    "no bwrap, cgroup (zygote on the host)": '[exec]\nisolation = "none"\n',
+    "no bwrap, no cgroup (zygote on the host)": '[exec]\nisolation = "none"\ncgroup = "off"\n',
 }
 
 

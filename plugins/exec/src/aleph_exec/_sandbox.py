@@ -8,12 +8,14 @@ Layers, strongest first, each used when the machine offers it:
 * **bubblewrap**: own PID, IPC and UTS namespaces (``--die-with-parent``: when the sandbox's init
   dies, the kernel kills everything in the namespace), workspace bound read-write, system dirs
   read-only, protected paths re-bound read-only, network namespace unless ``network = "host"``.
-  One bwrap per sandbox (per workspace), started at the first run, runs the zygote
-  (:mod:`aleph_exec._zygote`), which starts each run; a bwrap per run remains the fallback when the
-  zygote cannot start;
+  One bwrap per sandbox (per workspace), started at the first run, runs the zygote;
+* the **zygote** (:mod:`aleph_exec._zygote`), one per sandbox, in that bwrap or, without bubblewrap,
+  on the host: it starts each run, and as a subreaper it finds everything a run left behind among
+  its descendants (also a process that left its session and cleared its environment). When it cannot
+  start, runs are spawned directly (in a bwrap each, with bubblewrap) until a later start succeeds;
 * always: a new session and process group, rlimits set before the command starts (CPU, address
   space, processes, file size, open files, core dumps off: by the zygote around its ``posix_spawn``;
-  without bubblewrap by ``prlimit`` so CPython can ``vfork``, else in a ``preexec_fn``), a scrubbed
+  in a direct spawn by ``prlimit`` so CPython can ``vfork``, else in a ``preexec_fn``), a scrubbed
   environment carrying a per-run marker, and a kill that sends SIGTERM then SIGKILL to the group,
   the cgroup, and every process whose environment still carries the marker (a ``/proc`` sweep).
 """
@@ -334,9 +336,8 @@ class WorkspaceSandbox:
             if path.is_relative_to(self.workspace)
         ]
         self._ro_texts = [str(path) for path in self._ro_candidates]
-        # With bubblewrap the zygote may sit in a run's cgroup: one more pid (see _CgroupPool).
-        extra = 1 if self.bwrap else 0
-        self._cgroups = _CgroupPool(config.max_processes + extra) if config.cgroup == "auto" else None
+        # The zygote may sit in a run's cgroup: one more pid (see _CgroupPool).
+        self._cgroups = _CgroupPool(config.max_processes + 1) if config.cgroup == "auto" else None
         self._lock = threading.Lock()
         self._zygote: _Zygote | None = None
         self._zygotes: list[_Zygote] = []  # the current one and retired ones still running
@@ -527,13 +528,13 @@ class WorkspaceSandbox:
         or after the binds changed), runs without one (no bubblewrap, or the per-run bubblewrap fallback)
         and the slow end of a run that left processes behind (SIGTERM, grace, SIGKILL) use a worker thread.
         """
-        zygote = self._running_zygote() if self.bwrap else None
-        if zygote is None and self.bwrap:
+        zygote = self._running_zygote()
+        if zygote is None:
             # Shielded: a start abandoned half-way would leave the zygote counted as in use.
             with anyio.CancelScope(shield=True):
                 zygote = await anyio.to_thread.run_sync(self._acquire_zygote)
-        if zygote is None:
-            return await self._run_in_thread(argv, cwd, timeout, stdin, on_line)
+            if zygote is None:
+                return await self._run_in_thread(argv, cwd, timeout, stdin, on_line)
         env = self._run_env()
         cgroup = self._cgroups.take() if self._cgroups is not None else None
         start = time.monotonic()
@@ -615,8 +616,11 @@ class WorkspaceSandbox:
 
     def _run_is_over(self, run: _ZygoteRun, cgroup: _Cgroup | None) -> bool:
         """The command has exited and nothing of its run is left (what :meth:`_stop_zygote_run` would find)."""
-        if run.returncode is None or run.lost:
-            return run.lost
+        if run.lost:
+            # The zygote died: its namespace goes with it; on the host, what it started may live on.
+            return run.namespaced
+        if run.returncode is None:
+            return False
         if run.left == 0 or cgroup is None:
             return run.left == 0
         # The zygote counts every process of the namespace no other run accounts for; the cgroup says which are ours.
@@ -735,7 +739,7 @@ class WorkspaceSandbox:
     ) -> tuple[_Zygote | None, subprocess.Popen[bytes] | _ZygoteRun]:
         """Start the command through the zygote when there is one (a dead one is replaced once), else directly."""
         for attempt in range(2):
-            zygote = self._acquire_zygote() if self.bwrap else None
+            zygote = self._acquire_zygote()
             if zygote is None:
                 break
             try:
@@ -804,6 +808,8 @@ class WorkspaceSandbox:
             return zygote
 
     def _bind_key(self) -> tuple[bool, ...]:
+        if self.bwrap is None:
+            return ()  # no binds: the zygote runs on the host's filesystem
         return tuple(os.access(path, os.F_OK) for path in self._ro_texts)
 
     def _retire(self, zygote: _Zygote) -> None:
@@ -826,7 +832,7 @@ class WorkspaceSandbox:
                 if self.zygote_error is not None and time.monotonic() < self._zygote_retry_at:
                     return None
                 try:
-                    zygote = _Zygote.start(self._zygote_argv(), key)
+                    zygote = _Zygote.start(self._zygote_argv(), key, namespaced=self.bwrap is not None)
                 except SandboxError as exc:
                     # Per-run bubblewrap meanwhile; a start that failed under load gets another chance later.
                     self.zygote_error = str(exc)
@@ -852,6 +858,9 @@ class WorkspaceSandbox:
             "CORE": [0, 0],
         }
         path = str(_ZYGOTE_PATH)
+        if self.bwrap is None:
+            # No namespace: the server runs on the host, tracks a run's processes as its descendants.
+            return [sys.executable, "-I", "-S", path, "{control}", json.dumps(limits), "host"]
         return [
             *self._bwrap_options(),
             "--ro-bind",
@@ -922,6 +931,8 @@ class WorkspaceSandbox:
                     os.kill(pid, sig)
 
         try:
+            if run.lost and not run.namespaced:
+                self._kill_orphaned_run(run.marker, cgroup)
             # Fast path: the command has exited and the zygote saw nothing of it left.
             left = 0 if run.poll() is not None and run.left == 0 else count()
             for sig, grace in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, 2.0)):
@@ -938,6 +949,31 @@ class WorkspaceSandbox:
                 run.wait(timeout=5)
         finally:
             run.close()
+
+    def _kill_orphaned_run(self, marker: str, cgroup: _Cgroup | None) -> None:
+        """SIGKILL what a run started by a zygote on the host left when that zygote died, and reap it.
+
+        Its processes were re-parented to us (a subreaper without bubblewrap). Found by the cgroup, else
+        by the run's marker; one that left its session and cleared its environment, without a cgroup,
+        cannot be found (as without the zygote).
+        """
+        end = time.monotonic() + 2.0
+        signalled: set[int] = set()
+        while True:
+            if cgroup is not None:
+                zygotes = self._zygote_pids()
+                pids = {pid for pid in cgroup.pids() if pid not in zygotes}
+            else:
+                pids = set(_proc_sweep(marker))
+            pids.discard(os.getpid())
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            signalled |= pids
+            _reap(signalled)  # a killed process leaves the cgroup and its environment before it is reaped
+            if not any(_is_our_zombie_or_child(pid) for pid in signalled) or time.monotonic() > end:
+                return
+            time.sleep(0.002)
 
     def _pump(
         self,
@@ -1086,17 +1122,22 @@ class _Zygote:
         self.host_pid: int | None = None
         self.active = 0
         self.retired = False
+        self.namespaced = True  # in bubblewrap's PID namespace (else on the host, see _zygote.main)
         self._keeper: threading.Thread | None = None
         self._spare: _Kit | None = None
         self._spare_lock = threading.Lock()
 
     @classmethod
-    def start(cls, template: list[str], key: tuple[bool, ...]) -> _Zygote:
-        """Start bubblewrap and wait for the zygote's ``ready``; :class:`SandboxError` says why it did not come."""
+    def start(cls, template: list[str], key: tuple[bool, ...], *, namespaced: bool = True) -> _Zygote:
+        """Start the zygote (in bubblewrap when ``namespaced``) and wait for its ``ready``.
+
+        :class:`SandboxError` says why it did not come.
+        """
         control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         argv = [str(theirs.fileno()) if a == "{control}" else a for a in template]
         err_r, err_w = os.pipe()
         zygote = cls(key, control)
+        zygote.namespaced = namespaced
         spawned = threading.Event()
         failure: list[BaseException] = []
 
@@ -1111,6 +1152,7 @@ class _Zygote:
                     stderr=err_w,
                     pass_fds=[theirs.fileno()],
                     env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+                    cwd="/",
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 failure.append(exc)
@@ -1134,7 +1176,10 @@ class _Zygote:
             reply = json.loads(control.recv(256) or b"{}") if ready else {}
             if "ready" not in reply:
                 raise SandboxError("no ready message")
-            zygote.host_pid = _zygote_host_pid(zygote.proc.pid, int(reply["ready"]))
+            if namespaced:
+                zygote.host_pid = _zygote_host_pid(zygote.proc.pid, int(reply["ready"]))
+            else:
+                zygote.host_pid = zygote.proc.pid if int(reply["ready"]) == zygote.proc.pid else None
             if zygote.host_pid is None:
                 # Without it a cgroup kill could hit the zygote, which sits in the run's cgroup.
                 raise SandboxError("the zygote's pid was not found")
@@ -1175,6 +1220,7 @@ class _Zygote:
         fds = [fd for fd in (theirs.fileno(), in_r, out_w, err_w, cgroup_procs) if fd >= 0]
         far = (in_r, out_w, err_w) if with_stdin else (out_w, err_w)
         run = _ZygoteRun(ours, in_w, out_r, err_r, poller)
+        run.marker, run.namespaced = str(request["id"]), self.namespaced
         run.staged = (self.control, theirs, fds, json.dumps(request).encode(), far, later)
         return run
 
@@ -1257,6 +1303,8 @@ class _ZygoteRun:
         self.stdout = _Fd(stdout)
         self.stderr = _Fd(stderr)
         self.returncode: int | None = None
+        self.marker = ""
+        self.namespaced = True  # False: a zygote on the host, whose death does not end the run's processes
         self.left = 0
         self.lost = False
         self.failure: Exception | None = None

@@ -1,19 +1,26 @@
-"""The zygote: a small server inside one long-lived bubblewrap sandbox that starts the runs of a workspace.
+"""The zygote: a small server, one per workspace sandbox, that starts the runs of that workspace.
 
-Executed by path inside ``bwrap`` as ``python -I -S _zygote.py CONTROL_FD SELF_LIMITS``; standard
-library only, and it never imports ``aleph``. Starting bubblewrap per run costs several times a bare
-process spawn, so :class:`aleph_exec.WorkspaceSandbox` starts one bwrap per workspace and asks this
-server for each run instead. What stays per run: the process (its own session and process group), its
-pids cgroup, rlimits, environment, working directory, pipes and temporary directory.
+Executed by path as ``python -I -S _zygote.py CONTROL_FD SELF_LIMITS [host]``, inside ``bwrap`` or, when
+there is no bubblewrap, on the host (``host``); standard library only, and it never imports ``aleph``.
+Starting bubblewrap per run costs several times a bare process spawn, and a run's limits and cgroup
+need work between fork and exec that CPython can only do by a slow ``fork``, so
+:class:`aleph_exec.WorkspaceSandbox` starts one server per workspace and asks it for each run instead.
+What stays per run: the process (its own session and process group), its pids cgroup, rlimits,
+environment, working directory, pipes and temporary directory.
 
 Arguments (after the script path):
 * ``CONTROL_FD``: this end of an ``AF_UNIX`` ``SOCK_SEQPACKET`` socketpair with the host.
 * ``SELF_LIMITS``: JSON ``{"AS": [soft, hard], ...}``, ``resource.RLIMIT_<name>`` values the server sets on
   itself at start so every run inherits them (those fixed per sandbox: address space, file size, core).
+* ``host``: no PID namespace. The server dies with the thread that started it (``PR_SET_PDEATHSIG``;
+  in bubblewrap ``--die-with-parent`` does that), and everything it looks at is its own descendants.
 
-The server makes itself non-dumpable, so the commands it starts (same uid, same PID namespace, no
-capabilities) cannot ptrace it or take its file descriptors; they can still kill it, which fails the
-runs in flight and makes the host start a new one.
+The server is a subreaper, so every process a run starts stays its descendant (an orphan comes back
+to it, not to init): :func:`processes` lists a run's processes from the ``children`` lists of
+``/proc``, in a namespace or on a host full of other processes alike. It makes itself non-dumpable,
+so the commands it starts (same uid, no capabilities) cannot ptrace it or take its file descriptors;
+they can still kill it, which fails the runs in flight and makes the host start a new one (on the
+host, the host then kills what those runs left, by cgroup or marker).
 
 Protocol (JSON objects; on a run socket one per line):
 
@@ -70,6 +77,7 @@ MAX_INLINE = 64 * 1024  # a request up to this size comes with the fds, in the s
 MAX_LINE = 8 * 1024 * 1024
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
 
 
 class Run:
@@ -99,10 +107,7 @@ class Run:
             return set()
         needle = f"{MARKER}={self.id}".encode()
         found = set()
-        me = os.getpid()
-        for name in os.listdir("/proc"):
-            if not name.isdigit() or int(name) in (1, me):
-                continue
+        for name in processes():
             try:
                 with open(f"/proc/{name}/stat", "rb") as fh:
                     fields = fh.read().rsplit(b")", 1)[1].split()
@@ -356,32 +361,26 @@ class Zygote:
         its environment: the namespace outlives runs now, so only this sweep ends such a process.
         A run still open loses its own escaped processes early this way, which it would at its end anyway.
         """
-        me = os.getpid()
-        others = [other for other in self.runs.values() if other is not done and other.pid]
-        if not others:
-            # Every process of a run descends from this server (a subreaper: orphans come back to it),
-            # so with no other run going, no child of ours means nothing is left in the namespace.
-            try:
-                with open(f"/proc/{me}/task/{me}/children", "rb") as fh:
-                    if not fh.read().split():
-                        return set()
-            except OSError:
-                pass  # a kernel without the children file: the full sweep below
-        keep = {1, me}
-        for other in others:
-            keep |= other.members()
-            keep.add(other.pid)
-        return {int(name) for name in os.listdir("/proc") if name.isdigit()} - keep
+        keep: set[int] = set()
+        for other in self.runs.values():
+            if other is not done and other.pid:
+                keep |= other.members()
+                keep.add(other.pid)
+        return processes() - keep
 
     def finish(self, run: Run) -> None:
         """The host is done with ``run``: kill what is left of it (and any stray), remove its temporary directory."""
         # Nothing was left when the command was reaped: nothing of it can have started since.
         if run.pid and run.strays != set():
-            for pid in self.strays(run):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+            for _ in range(3):  # a process forking while we look can hide a child from one pass
+                strays = self.strays(run)
+                for pid in strays:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                if not strays:
+                    break
         self.sel.unregister(run.sock)
         del self.runs[run.sock]
         os.close(run.sock)
@@ -411,6 +410,33 @@ class Zygote:
             self.finish(run)
 
 
+def processes() -> set[int]:
+    """Every process of the runs: this server's descendants (it is a subreaper: orphans come back to it).
+
+    Found through each thread's ``children`` list. In bubblewrap's PID namespace that is every process
+    but its init and this server; without a namespace, the host's other processes are never among them.
+    """
+    found: set[int] = set()
+    todo = [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue  # gone meanwhile
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
+                    children = [int(child) for child in fh.read().split()]
+            except (OSError, ValueError):
+                continue
+            for child in children:
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+    return found
+
+
 def main() -> None:
     control_fd = int(sys.argv[1])
     for name, (soft, hard) in json.loads(sys.argv[2]).items():
@@ -419,9 +445,18 @@ def main() -> None:
     # Not dumpable: the commands (same uid) may not ptrace this server or take its fds.
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
-    # A subreaper: a run's orphaned processes become our children, not init's (see Zygote.strays).
+    # A subreaper: a run's orphaned processes become our children, not init's (see processes()).
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER, 1) failed")
+    me = os.getpid()
+    if not os.path.exists(f"/proc/{me}/task/{me}/children"):
+        raise OSError("this kernel has no /proc/<pid>/task/<tid>/children lists: a run's processes cannot be found")
+    if sys.argv[3:] == ["host"]:
+        # No namespace dies with the host here: we do, and a run's processes with us (see shutdown).
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        if os.getppid() == 1:
+            raise OSError("the host exited before the server started")
     os.set_inheritable(control_fd, False)
     Zygote(socket.socket(fileno=control_fd)).serve()
 

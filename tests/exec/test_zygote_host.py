@@ -1,0 +1,89 @@
+"""Without bubblewrap: the zygote runs on the host and finds a run's processes as its descendants."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+from pathlib import Path
+
+import anyio
+import pytest
+
+import aleph
+
+from .conftest import make_runtime, processes_with, zombie_children
+
+pytestmark = pytest.mark.anyio
+
+CGROUP = [pytest.param('cgroup = "off"\n', id="no-cgroup"), pytest.param("", id="cgroup-if-any")]
+
+
+def config(cgroup: str) -> str:
+    return f'[exec]\nisolation = "none"\n{cgroup}'
+
+
+async def bash(service: aleph.UnscopedToolService, command: str, **extra: object) -> dict:
+    out = await service.execute("bash", {"command": command, **extra})
+    return json.loads(out.text)
+
+
+def sandbox_of(rt: aleph.Aleph):
+    return rt.registry.get("bash").tool.sandbox
+
+
+async def test_runs_share_one_zygote_on_the_host_with_a_private_temporary_directory_each(workspace: Path) -> None:
+    async with make_runtime(workspace, config('cgroup = "off"\n')) as rt:
+        service = aleph.UnscopedToolService(rt.registry)
+        first = await bash(service, 'echo "$TMPDIR"; touch "$TMPDIR/mine"')
+        zygote = sandbox_of(rt).zygote_pid
+        second = await bash(service, 'echo "$TMPDIR"; ls "$TMPDIR"')
+        assert zygote is not None and zygote == sandbox_of(rt).zygote_pid
+    tmp_first, tmp_second = first["stdout"].strip(), second["stdout"].strip()
+    assert (first["isolation"], tmp_first.startswith("/tmp/aleph-run-")) == ("none", True)
+    assert tmp_second != tmp_first and not Path(tmp_first).exists()
+
+
+@pytest.mark.parametrize("cgroup", CGROUP)
+async def test_a_process_that_left_the_session_and_cleared_its_environment_does_not_outlive_the_call(
+    workspace: Path, cgroup: str
+) -> None:
+    # No session, group or marker leads to it; it is still a descendant of the zygote (a subreaper).
+    token = str(600000 + secrets.randbelow(99999))
+    async with make_runtime(workspace, config(cgroup)) as rt:
+        service = aleph.UnscopedToolService(rt.registry)
+        out = await bash(service, f"(setsid env -i sleep {token} &) ; sleep 0.2; echo started")
+        assert "started\n" == out["stdout"]
+        with anyio.fail_after(5):
+            while processes_with(token):
+                await anyio.sleep(0.02)
+    assert [] == zombie_children()
+
+
+@pytest.mark.parametrize("cgroup", CGROUP)
+async def test_when_the_zygote_dies_mid_run_the_host_ends_the_run_and_starts_a_new_zygote(
+    workspace: Path, cgroup: str
+) -> None:
+    # On the host no namespace dies with the zygote: the run's processes are the host's to end.
+    token = str(500000 + secrets.randbelow(99999))
+    async with make_runtime(workspace, config(cgroup)) as rt:
+        service = aleph.UnscopedToolService(rt.registry)
+        await bash(service, "true")
+        zygote = sandbox_of(rt).zygote_pid
+        assert zygote is not None
+
+        async def kill_soon() -> None:
+            while not processes_with(token):
+                await anyio.sleep(0.01)
+            os.kill(zygote, signal.SIGKILL)
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(kill_soon)
+                with pytest.raises(aleph.ExecutionFailed, match="sandbox server stopped during the run"):
+                    await bash(service, f"sleep {token} & sleep {token}", timeout_seconds=60)
+        assert [] == processes_with(token)
+        assert "fine\n" == (await bash(service, "echo fine"))["stdout"]
+        assert sandbox_of(rt).zygote_pid not in (None, zygote)
+    assert [] == zombie_children()
