@@ -21,6 +21,25 @@ def cgroup_writable() -> bool:
 
 NO_BWRAP = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot create namespaces here")
 NO_CGROUP = pytest.mark.skipif(not cgroup_writable(), reason="no writable pids cgroup: root ignores RLIMIT_NPROC")
+
+
+def no_zygote(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Make the zygote fail to start, so runs take the direct path (a spawn, or a bwrap, each)."""
+    import aleph_exec._sandbox as sandbox_module
+
+    broken = tmp_path / "no-zygote.py"
+    broken.write_text("raise SystemExit('no zygote in this test')\n")
+    monkeypatch.setattr(sandbox_module, "_ZYGOTE_PATH", broken)
+
+
+@pytest.fixture(params=["zygote", "direct"])
+def spawn(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """How runs start: through the workspace's zygote, or directly (the fallback when it cannot start)."""
+    if request.param == "direct":
+        no_zygote(monkeypatch, tmp_path)
+    return str(request.param)
+
+
 MODES = [
     pytest.param('isolation = "none"\ncgroup = "off"\n', id="plain"),
     pytest.param('isolation = "none"\n', id="cgroup"),
@@ -32,7 +51,7 @@ MODES = [
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", MODES)
 async def test_timeout_kills_grandchildren_including_setsid_ones_and_leaves_no_zombie(
-    workspace: Path, mode: str
+    workspace: Path, mode: str, spawn: str
 ) -> None:
     # A copy of sleep under a unique name: its comm identifies our processes, zombies included.
     token = f"zz{secrets.token_hex(4)}"
@@ -71,7 +90,7 @@ async def test_fork_loop_is_contained_by_the_process_cap(workspace: Path, isolat
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", MODES)
-async def test_endless_output_is_capped_with_a_marker_and_killed(workspace: Path, mode: str) -> None:
+async def test_endless_output_is_capped_with_a_marker_and_killed(workspace: Path, mode: str, spawn: str) -> None:
     toml = f"[exec]\n{mode}max_output_bytes = 4096\noutput_kill_bytes = 1048576\n"
     out = await run(workspace, "bash", {"command": "yes", "timeout_seconds": 60}, toml)
     assert (True, "output limit (1048576 bytes)") == (out["truncated"], out["killed"])
@@ -177,15 +196,18 @@ def test_shell_command_contract_for_the_chokepoint(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("launcher", ["prlimit", "preexec"])
+@pytest.mark.parametrize("launcher", ["zygote", "prlimit", "preexec"])
 @pytest.mark.parametrize("mode", MODES)
-async def test_resource_limits_apply_with_either_launcher(
-    workspace: Path, mode: str, launcher: str, monkeypatch
+async def test_resource_limits_apply_with_every_launcher(
+    workspace: Path, mode: str, launcher: str, monkeypatch, tmp_path: Path
 ) -> None:
     import aleph_exec._sandbox as sandbox
 
+    if launcher != "zygote":
+        # A direct spawn (the zygote did not start): prlimit in front of the command, or, as on a
+        # machine without util-linux prlimit, the limits set in the child before exec.
+        no_zygote(monkeypatch, tmp_path)
     if launcher == "preexec":
-        # As on a machine without util-linux prlimit: the limits are set in the child before exec.
         monkeypatch.setitem(sandbox._which, "prlimit", None)
     toml = f"[exec]\n{mode}memory_mb = 1024\nmax_file_mb = 8\nmax_open_files = 256\nmax_processes = 64\n"
     out = await run(workspace, "bash", {"command": "ulimit -c -v -f -n -u -t", "timeout_seconds": 20}, toml)
