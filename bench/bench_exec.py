@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import statistics
 import subprocess
 import sys
@@ -114,66 +113,50 @@ def bare_call() -> None:
     subprocess.run(["bash", "-c", "true"], check=True)
 
 
-def measure() -> tuple[float, dict[str, tuple[float, str]]]:
-    """Per-call medians (ms): the bare spawn and each mode's tool call, interleaved call by call.
+def measure(toml: str) -> tuple[float, float, float, str]:
+    """Per-call medians (ms) of the bare spawn and the tool call, alternated call by call in one event loop.
 
-    Every round makes one bare spawn and one call per mode, in a fresh random order, in one event loop:
-    all of them meet the same conditions on a shared machine (which drift over a run), and medians keep
-    a stray pause (a collection, a neighbour's burst) from moving a figure.
+    Alternating single calls puts both under the same conditions on a shared machine; medians keep a
+    stray pause (a collection, a neighbour's burst) from moving the figure.
     """
     with tempfile.TemporaryDirectory() as tmp:
-        services = {}
-        runtimes = []
-        for i, (label, toml) in enumerate(MODES.items()):
-            ws = Path(tmp) / f"ws{i}"
-            ws.mkdir()
-            (ws / "aleph.toml").write_text(f'[workspace]\ndata_dir = "{(ws / ".data").as_posix()}"\n{toml}')
-            rt = aleph.load(
-                ws / "aleph.toml", workspace=ws, plugins=[aleph_exec.plugin], entry_points=False, strict=True
-            )
-            runtimes.append(rt)
-            services[label] = rt.tool_service(tier="full")
+        ws = Path(tmp)
+        (ws / "aleph.toml").write_text(f'[workspace]\ndata_dir = "{(ws / ".data").as_posix()}"\n{toml}')
+        rt = aleph.load(ws / "aleph.toml", workspace=ws, plugins=[aleph_exec.plugin], entry_points=False, strict=True)
+        service = rt.tool_service(tier="full")
 
-        async def interleave() -> tuple[list[float], dict[str, list[float]], dict[str, str]]:
-            isolation = {}
-            for label, service in services.items():
-                first = await service.call("bash", {"command": "true"})
-                assert first.success, first.error
-                isolation[label] = str(json.loads(first.output or "{}").get("isolation"))
-                for _ in range(5):
-                    await service.execute("bash", {"command": "true"})
+        async def alternate() -> tuple[list[float], list[float], str]:
+            first = await service.call("bash", {"command": "true"})
+            assert first.success, first.error
+            for _ in range(5):
+                await service.execute("bash", {"command": "true"})
             bare: list[float] = []
-            calls: dict[str, list[float]] = {label: [] for label in services}
-            order = [None, *services]
+            tool: list[float] = []
             for _ in range(N * ROUNDS):
-                random.shuffle(order)
-                for label in order:
-                    start = time.perf_counter()
-                    if label is None:
-                        bare_call()
-                        bare.append(time.perf_counter() - start)
-                    else:
-                        await services[label].execute("bash", {"command": "true"})
-                        calls[label].append(time.perf_counter() - start)
-            return bare, calls, isolation
+                start = time.perf_counter()
+                bare_call()
+                bare.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                await service.execute("bash", {"command": "true"})
+                tool.append(time.perf_counter() - start)
+            return bare, tool, str(json.loads(first.output or "{}").get("isolation"))
 
-        bare, calls, isolation = asyncio.run(interleave())
-        for rt in runtimes:
-            asyncio.run(rt.aclose())
-        return statistics.median(bare) * 1000, {
-            label: (statistics.median(times) * 1000, isolation[label]) for label, times in calls.items()
-        }
+        bare, tool, isolation = asyncio.run(alternate())
+        asyncio.run(rt.aclose())
+        b, t = statistics.median(bare) * 1000, statistics.median(tool) * 1000
+        return b, t, t / b, isolation
 
 
 def main() -> None:
-    print(f"{N * ROUNDS} rounds; each makes a bare spawn and one call per mode through rt.tool_service(tier='full')")
-    print("(the scoped chokepoint), in random order, in one event loop; per-call medians")
-    bare, modes = measure()
-    print(f"bare subprocess.run(bash -c true)                  {bare:8.2f} ms")
-    for label, (ms, isolation) in modes.items():
-        print(f"{label:<50} {ms:8.2f} ms  ratio {ms / bare:5.2f}x  [{isolation}]  (target <= 1.5x)")
+    print(f"{N * ROUNDS} calls per mode, through rt.tool_service(tier='full') (the scoped chokepoint)")
+    print("each tool call alternates with a bare spawn in the same event loop; per-call medians")
+    bares = []
+    for label, toml in MODES.items():
+        bare, ms, ratio, isolation = measure(toml)
+        bares.append(bare)
+        print(f"{label:<50} {ms:8.2f} ms  bare {bare:5.2f} ms  ratio {ratio:5.2f}x  [{isolation}]  (target <= 1.5x)")
     print("breakdown (single runs, ratio to the median bare spawn above):")
-    breakdown(bare * 1000)
+    breakdown(statistics.median(bares) * 1000)
 
 
 if __name__ == "__main__":
