@@ -27,6 +27,7 @@ import aleph
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 20
 ROUNDS = 5
+SETTLE_S = 0.005
 
 MODES = {
     "bwrap + cgroup (auto, default here)": '[exec]\nisolation = "auto"\n',
@@ -133,9 +134,14 @@ def measure(toml: str) -> tuple[float, float, float, str]:
             bare: list[float] = []
             tool: list[float] = []
             for _ in range(N * ROUNDS):
+                # An untimed pause before each call, as an agent's calls come between model turns: what a
+                # call leaves to do in the background (the ledger row, the zygote's clean-up) is done,
+                # and neither measurement runs beside the other's leftovers.
+                await asyncio.sleep(SETTLE_S)
                 start = time.perf_counter()
                 bare_call()
                 bare.append(time.perf_counter() - start)
+                await asyncio.sleep(SETTLE_S)
                 start = time.perf_counter()
                 await service.execute("bash", {"command": "true"})
                 tool.append(time.perf_counter() - start)
