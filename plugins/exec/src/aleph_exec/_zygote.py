@@ -80,6 +80,10 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
 
 
+def encode(message: dict[str, object]) -> bytes:
+    return json.dumps(message).encode() + b"\n"
+
+
 class Run:
     """One command started for the host."""
 
@@ -94,7 +98,10 @@ class Run:
         self.strays: set[int] | None = None  # what was left when the command was reaped
 
     def send(self, message: dict[str, object]) -> None:
-        data = memoryview(json.dumps(message).encode() + b"\n")
+        self.write(encode(message))
+
+    def write(self, line: bytes) -> None:
+        data = memoryview(line)
         try:
             while data:
                 data = data[os.write(self.sock, data) :]
@@ -347,12 +354,18 @@ class Zygote:
             if run is not None:
                 exited.append((run, status))
         for run, status in exited:
+            report = b""
+            if self.runs.get(run.sock) is run:
+                run.strays = set() if childless else self.strays(run)
+                # The same JSON as encode() makes, without the encoder: this is on every run's way out.
+                report = b'{"exit": %d, "left": %d}\n' % (os.waitstatus_to_exitcode(status), len(run.strays))
+            # The end of the output and the report go out back to back: the host, woken by the first,
+            # finds the other there too and does not sleep in between.
             for fd in run.fds:
                 os.close(fd)
             run.fds = []
-            if self.runs.get(run.sock) is run:
-                run.strays = set() if childless else self.strays(run)
-                run.send({"exit": os.waitstatus_to_exitcode(status), "left": len(run.strays)})
+            if report:
+                run.write(report)
 
     def strays(self, done: Run) -> set[int]:
         """Processes of the namespace that no other open run accounts for (its session, group or marker).
