@@ -158,6 +158,7 @@ class _Cgroup:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.name = path.name
         self._procs_fd = -1
 
     def procs_fd(self) -> int:
@@ -899,7 +900,7 @@ class WorkspaceSandbox:
                 "NOFILE": [cfg.max_open_files] * 2,
                 "NPROC": [cfg.max_processes] * 2,
             },
-            "cgroup": cgroup.path.name if cgroup else None,
+            "cgroup": cgroup.name if cgroup else None,
         }
         return zygote.stage(request, stdin is not None, cgroup.procs_fd() if cgroup else -1, later)
 

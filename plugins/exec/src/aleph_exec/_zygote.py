@@ -80,6 +80,9 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
 
 
+RLIMITS = {name: getattr(resource, f"RLIMIT_{name}") for name in ("AS", "CORE", "CPU", "FSIZE", "NOFILE", "NPROC")}
+
+
 def encode(message: dict[str, object]) -> bytes:
     return json.dumps(message).encode() + b"\n"
 
@@ -252,9 +255,9 @@ class Zygote:
             run.id = str(request["id"])
             if not run.id.isalnum():
                 raise ValueError(f"bad run id {run.id!r}")
-            argv = [str(a) for a in request["argv"]]
-            env = {str(k): str(v) for k, v in request["env"].items()}
-            limits = {getattr(resource, f"RLIMIT_{k}"): (int(v[0]), int(v[1])) for k, v in request["rlimits"].items()}
+            # Types are the host's to get right; a wrong one fails the spawn (TypeError), answered below.
+            argv, env = request["argv"], request["env"]
+            limits = {RLIMITS[name]: (soft, hard) for name, (soft, hard) in request["rlimits"].items()}
             run.tmp, self.spare_tmp = self.spare_tmp or self.make_tmp(), ""
             env["TMPDIR"] = run.tmp
             if cgroup and request["cgroup"] != self.cgroup:
@@ -453,7 +456,7 @@ def processes() -> set[int]:
 def main() -> None:
     control_fd = int(sys.argv[1])
     for name, (soft, hard) in json.loads(sys.argv[2]).items():
-        resource.setrlimit(getattr(resource, f"RLIMIT_{name}"), (soft, hard))
+        resource.setrlimit(RLIMITS[name], (soft, hard))
     libc = ctypes.CDLL(None, use_errno=True)
     # Not dumpable: the commands (same uid) may not ptrace this server or take its fds.
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
