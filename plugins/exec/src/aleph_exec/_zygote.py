@@ -362,13 +362,13 @@ class Zygote:
                 run.strays = set() if childless else self.strays(run)
                 # The same JSON as encode() makes, without the encoder: this is on every run's way out.
                 report = b'{"exit": %d, "left": %d}\n' % (os.waitstatus_to_exitcode(status), len(run.strays))
-            # The end of the output and the report go out back to back: the host, woken by the first,
+            # The report and the end of the output go out back to back: the host, woken by the first,
             # finds the other there too and does not sleep in between.
+            if report:
+                run.write(report)
             for fd in run.fds:
                 os.close(fd)
             run.fds = []
-            if report:
-                run.write(report)
 
     def strays(self, done: Run) -> set[int]:
         """Processes of the namespace that no other open run accounts for (its session, group or marker).
