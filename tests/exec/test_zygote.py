@@ -256,3 +256,17 @@ async def test_runs_leave_no_descriptor_behind_in_the_host_or_the_zygote(workspa
         await bash(service, "true")
         await anyio.sleep(0.5)  # cancelled runs end in a background thread
         assert (before, zygote) == ((fds("self"), fds(zygote)), sandbox_of(rt).zygote_pid)
+
+
+@pytest.mark.anyio
+async def test_a_change_in_the_hosts_allowed_environment_reaches_the_next_run(workspace: Path, monkeypatch) -> None:
+    # The environment's JSON is kept from run to run: a changed value must still get through.
+    monkeypatch.setenv("ALEPH_TEST_PASSED", "one")
+    async with make_runtime(workspace, f'{BWRAP}env_allow = ["ALEPH_TEST_PASSED"]\n') as rt:
+        service = aleph.UnscopedToolService(rt.registry)
+        first = await bash(service, 'echo "$ALEPH_TEST_PASSED $ALEPH_SANDBOX_RUN"')
+        monkeypatch.setenv("ALEPH_TEST_PASSED", "two")
+        second = await bash(service, 'echo "$ALEPH_TEST_PASSED $ALEPH_SANDBOX_RUN"')
+    (value1, marker1), (value2, marker2) = first["stdout"].split(), second["stdout"].split()
+    assert ("one", "two") == (value1, value2)
+    assert marker1 != marker2 and len(marker1) == len(marker2) == 24

@@ -349,6 +349,7 @@ class WorkspaceSandbox:
         self._zygote_retry_at = 0.0
         # Run markers: unguessable per sandbox, unique per run (no random draw on each run's path).
         self._marker_prefix = secrets.token_hex(6)
+        self._env_json: tuple[dict[str, str], bytes] | None = None
         self._run_numbers = itertools.count()
 
     # -- argv and child set-up -----------------------------------------------------------------
@@ -890,11 +891,12 @@ class WorkspaceSandbox:
         later: Callable[..., object] | None = None,
     ) -> _ZygoteRun:
         cfg = self.config
+        env = dict(env)
+        marker = env.pop(_MARKER)  # the zygote puts it back in the environment
         request = {
-            "id": env[_MARKER],
+            "id": marker,
             "argv": argv,
             "cwd": str(cwd),
-            "env": env,
             "rlimits": {
                 "CPU": [cpu_seconds, cpu_seconds + 5],
                 "NOFILE": [cfg.max_open_files] * 2,
@@ -902,7 +904,14 @@ class WorkspaceSandbox:
             },
             "cgroup": cgroup.name if cgroup else None,
         }
-        return zygote.stage(request, stdin is not None, cgroup.procs_fd() if cgroup else -1, later)
+        # The environment is the same from run to run (but for the marker): its JSON is made once.
+        cached = self._env_json
+        if cached is None or cached[0] != env:
+            cached = self._env_json = (env, json.dumps(env).encode())
+        payload = json.dumps(request).encode()[:-1] + b', "env": ' + cached[1] + b"}"
+        run = zygote.stage(payload, stdin is not None, cgroup.procs_fd() if cgroup else -1, later)
+        run.marker = marker
+        return run
 
     def _zygote_pids(self) -> set[int]:
         """Host pids of this sandbox's live zygotes (a retired one may still sit in a pooled cgroup)."""
@@ -1208,7 +1217,7 @@ class _Zygote:
         return self.proc is not None and self.proc.poll() is None
 
     def stage(
-        self, request: dict[str, Any], with_stdin: bool, cgroup_procs: int, later: Callable[..., object] | None = None
+        self, request: bytes, with_stdin: bool, cgroup_procs: int, later: Callable[..., object] | None = None
     ) -> _ZygoteRun:
         """A run for the zygote, ready to go: pipes and sockets made here; :meth:`_ZygoteRun.send` hands it over.
 
@@ -1221,8 +1230,8 @@ class _Zygote:
         fds = [fd for fd in (theirs.fileno(), in_r, out_w, err_w, cgroup_procs) if fd >= 0]
         far = (in_r, out_w, err_w) if with_stdin else (out_w, err_w)
         run = _ZygoteRun(ours, in_w, out_r, err_r, poller)
-        run.marker, run.namespaced = str(request["id"]), self.namespaced
-        run.staged = (self.control, theirs, fds, json.dumps(request).encode(), far, later)
+        run.namespaced = self.namespaced
+        run.staged = (self.control, theirs, fds, request, far, later)
         return run
 
     def _kit(self) -> _Kit:

@@ -34,8 +34,9 @@ Protocol (JSON objects; on a run socket one per line):
    fresh non-blocking ``AF_UNIX`` ``SOCK_STREAM`` socketpair; the rest of the run's traffic goes over
    it, so concurrent runs never share a channel. A request longer than ``MAX_INLINE`` bytes comes as
    the payload ``run`` and follows on the run socket, ended by a newline.
-4. The request: ``{"id": <hex>, "argv": [...], "cwd": "...", "env": {...}, "rlimits": {"CPU": [soft, hard],
-   ...}, "cgroup": "<name>" | null}``. The server gives the run a private ``/tmp/aleph-run-<random>``
+4. The request: ``{"id": <hex>, "argv": [...], "cwd": "...", "rlimits": {"CPU": [soft, hard], ...},
+   "cgroup": "<name>" | null, "env": {...}}``; the server adds ``ALEPH_SANDBOX_RUN=<id>`` to the
+   environment. It gives the run a private ``/tmp/aleph-run-<random>``
    (mode 0700; the next one is made while idle) and sets ``TMPDIR`` to it, lowers its own soft limits
    to the run's, moves itself into the run's cgroup unless it is there already (it stays: moving back
    would cost a second migration per run; the host leaves it out of what it kills and counts it in
@@ -257,6 +258,7 @@ class Zygote:
                 raise ValueError(f"bad run id {run.id!r}")
             # Types are the host's to get right; a wrong one fails the spawn (TypeError), answered below.
             argv, env = request["argv"], request["env"]
+            env[MARKER] = run.id
             limits = {RLIMITS[name]: (soft, hard) for name, (soft, hard) in request["rlimits"].items()}
             run.tmp, self.spare_tmp = self.spare_tmp or self.make_tmp(), ""
             env["TMPDIR"] = run.tmp
