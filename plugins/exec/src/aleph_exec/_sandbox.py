@@ -27,6 +27,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import resource
 import secrets
 import select
@@ -1119,6 +1120,7 @@ _ZYGOTE_PATH = Path(__file__).with_name("_zygote.py")
 _ZYGOTE_START_S = 10.0
 _ZYGOTE_REPLY_S = 5.0
 _ZYGOTE_RETRY_S = 60.0
+_EXIT_REPORT = re.compile(rb'\{"exit": (-?\d+), "left": (\d+)\}')
 _ZYGOTE_INLINE = 64 * 1024  # the zygote's MAX_INLINE: a larger request follows on the run socket
 
 
@@ -1369,6 +1371,10 @@ class _ZygoteRun:
         self._buf += data
         while b"\n" in self._buf:
             line, self._buf = self._buf.split(b"\n", 1)
+            report = _EXIT_REPORT.fullmatch(line)  # the zygote's fixed form of the one message every run gets
+            if report is not None:
+                self.returncode, self.left = int(report[1]), int(report[2])
+                continue
             message = json.loads(line)
             if "exit" in message:
                 self.returncode, self.left = message["exit"], message["left"]

@@ -326,9 +326,9 @@ class Zygote:
                 raise OSError(f"could not set resource limits: {exc}") from None
             return pid
         finally:
+            # Our own limits back; the working directory may stay (the next spawn sets its own).
             for res, value in saved.items():
                 resource.setrlimit(res, value)
-            os.chdir("/")
 
     @staticmethod
     def _posix_spawn(argv: list[str], env: dict[str, str], stdio: tuple[int, int, int]) -> int:
