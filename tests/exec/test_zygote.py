@@ -270,3 +270,17 @@ async def test_a_change_in_the_hosts_allowed_environment_reaches_the_next_run(wo
     (value1, marker1), (value2, marker2) = first["stdout"].split(), second["stdout"].split()
     assert ("one", "two") == (value1, value2)
     assert marker1 != marker2 and len(marker1) == len(marker2) == 24
+
+
+@pytest.mark.anyio
+async def test_arguments_and_environment_reach_the_command_byte_for_byte(workspace: Path, monkeypatch) -> None:
+    # The request carries them NUL-separated: spaces, empty strings, tabs, newlines, '=' and non-ASCII survive.
+    monkeypatch.setenv("ALEPH_TEST_PASSED", "a=b\nnext line é")
+    async with make_runtime(workspace, f'{BWRAP}env_allow = ["ALEPH_TEST_PASSED"]\n') as rt:
+        service = aleph.UnscopedToolService(rt.registry)
+        out = await bash(service, "printf '%s|' 'a b' '' $'tab\\there' 'é☃'\necho\nprintf '%s' \"$ALEPH_TEST_PASSED\"")
+        with pytest.raises(aleph.ExecutionFailed, match="NUL byte"):
+            await service.execute("bash", {"command": "echo a\x00b"})
+        after = await bash(service, "echo still fine")
+    assert "a b||tab\there|é☃|\na=b\nnext line é" == out["stdout"]
+    assert "still fine\n" == after["stdout"]

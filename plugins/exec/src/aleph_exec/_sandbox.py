@@ -350,7 +350,7 @@ class WorkspaceSandbox:
         self._zygote_retry_at = 0.0
         # Run markers: unguessable per sandbox, unique per run (no random draw on each run's path).
         self._marker_prefix = secrets.token_hex(6)
-        self._env_json: tuple[dict[str, str], bytes] | None = None
+        self._env_blob: tuple[dict[str, str], bytes] | None = None
         self._run_numbers = itertools.count()
 
     # -- argv and child set-up -----------------------------------------------------------------
@@ -894,22 +894,29 @@ class WorkspaceSandbox:
         cfg = self.config
         env = dict(env)
         marker = env.pop(_MARKER)  # the zygote puts it back in the environment
-        request = {
-            "id": marker,
-            "argv": argv,
-            "cwd": str(cwd),
-            "rlimits": {
-                "CPU": [cpu_seconds, cpu_seconds + 5],
-                "NOFILE": [cfg.max_open_files] * 2,
-                "NPROC": [cfg.max_processes] * 2,
-            },
-            "cgroup": cgroup.name if cgroup else None,
-        }
-        # The environment is the same from run to run (but for the marker): its JSON is made once.
-        cached = self._env_json
-        if cached is None or cached[0] != env:
-            cached = self._env_json = (env, json.dumps(env).encode())
-        payload = json.dumps(request).encode()[:-1] + b', "env": ' + cached[1] + b"}"
+        head = [
+            marker,
+            str(cwd),
+            cgroup.name if cgroup else "",
+            *map(str, (cpu_seconds, cpu_seconds + 5, cfg.max_open_files, cfg.max_open_files)),
+            *map(str, (cfg.max_processes, cfg.max_processes, len(argv))),
+            *argv,
+        ]
+        try:
+            payload = b"\0".join(_fsencode(field) for field in head)
+            # The environment is the same from run to run (but for the marker): its encoding is made once.
+            cached = self._env_blob
+            if cached is None or cached[0] != env:
+                texts = [text for pair in env.items() for text in pair]
+                if any("\0" in text for text in texts):
+                    raise ValueError("the environment contains a NUL byte")
+                cached = self._env_blob = (env, b"\0".join(map(_fsencode, texts)))
+        except ValueError as exc:  # a lone surrogate (UnicodeEncodeError) too
+            raise OSError(f"cannot pass the command to the sandbox: {exc}") from None
+        if payload.count(b"\0") != len(head) - 1:
+            raise OSError("an argument contains a NUL byte, which no command line can carry")
+        if cached[1]:
+            payload += b"\0" + cached[1]
         run = zygote.stage(payload, stdin is not None, cgroup.procs_fd() if cgroup else -1, later)
         run.marker = marker
         return run
@@ -1330,11 +1337,11 @@ class _ZygoteRun:
         self.staged = None
         try:
             if len(payload) <= _ZYGOTE_INLINE:
-                socket.send_fds(control, [b"run ", payload], fds)
+                socket.send_fds(control, [b"run\0", payload], fds)
             else:
-                socket.send_fds(control, [b"run"], fds)
+                socket.send_fds(control, [b"run %d" % len(payload)], fds)
                 self.sock.setblocking(True)  # the zygote reads it as it comes
-                self.sock.sendall(payload + b"\n")
+                self.sock.sendall(payload)
                 self.sock.setblocking(False)
         except OSError as exc:
             _close_far_ends(theirs, far)
@@ -1433,6 +1440,11 @@ def _devnull() -> int:
     if not _devnull_fd:
         _devnull_fd.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
     return _devnull_fd[0]
+
+
+def _fsencode(text: str) -> bytes:
+    """``text`` as the bytes a command line or environment carries (``os.fsencode`` without its checks)."""
+    return text.encode("utf-8", "surrogateescape")
 
 
 def _close_far_ends(theirs: socket.socket, fds: Iterable[int]) -> None:

@@ -22,24 +22,25 @@ so the commands it starts (same uid, no capabilities) cannot ptrace it or take i
 they can still kill it, which fails the runs in flight and makes the host start a new one (on the
 host, the host then kills what those runs left, by cgroup or marker).
 
-Protocol (JSON objects; on a run socket one per line):
+Protocol (the request as below; on a run socket, JSON objects one per line):
 
 1. server → host, control socket: ``{"ready": <pid in the namespace>}``.
 2. host → server, control socket: the payload ``control`` carrying, by ``SCM_RIGHTS``, one end of a fresh
    socketpair that becomes the control socket. bubblewrap and its init keep copies of the inherited
    one; only this server holds the fresh one.
-3. host → server, control socket: the payload ``run <request>`` carrying the fds ``[run socket, stdin,
-   stdout, stderr]`` and, when the run has a pids cgroup, its ``cgroup.procs`` opened for writing (``/sys``
-   is not mounted in the sandbox): one message, so one wake-up, per run. The run socket is one end of a
-   fresh non-blocking ``AF_UNIX`` ``SOCK_STREAM`` socketpair; the rest of the run's traffic goes over
-   it, so concurrent runs never share a channel. A request longer than ``MAX_INLINE`` bytes comes as
-   the payload ``run`` and follows on the run socket, ended by a newline.
-4. The request: ``{"id": <hex>, "argv": [...], "cwd": "...", "rlimits": {"CPU": [soft, hard], ...},
-   "cgroup": "<name>" | null, "env": {...}}``; the server adds ``ALEPH_SANDBOX_RUN=<id>`` to the
-   environment. It gives the run a private ``/tmp/aleph-run-<random>``
-   (mode 0700; the next one is made while idle) and sets ``TMPDIR`` to it, lowers its own soft limits
-   to the run's, moves itself into the run's cgroup unless it is there already (it stays: moving back
-   would cost a second migration per run; the host leaves it out of what it kills and counts it in
+3. host → server, control socket: the payload ``run``, a NUL byte and the request, carrying the fds
+   ``[run socket, stdin, stdout, stderr]`` and, when the run has a pids cgroup, its ``cgroup.procs``
+   opened for writing (``/sys`` is not mounted in the sandbox): one message, so one wake-up, per run.
+   The run socket is one end of a fresh non-blocking ``AF_UNIX`` ``SOCK_STREAM`` socketpair; the rest of
+   the run's traffic goes over it, so concurrent runs never share a channel. A request longer than
+   ``MAX_INLINE`` bytes comes as the payload ``run <length>``, and its bytes follow on the run socket.
+4. The request: NUL-separated fields, as a command line and an environment are NUL-free C strings:
+   ``id, cwd, cgroup name ("" for none), CPU soft, CPU hard, NOFILE soft, NOFILE hard, NPROC soft, NPROC
+   hard, argc, argv[0..argc), then name, value, name, value, ...`` for the environment. The server adds
+   ``ALEPH_SANDBOX_RUN=<id>`` to the environment and gives the run a private ``/tmp/aleph-run-<random>``
+   (mode 0700; the next one is made while idle), to which it sets ``TMPDIR``. It lowers its own soft
+   limits to the run's, moves itself into the run's cgroup unless it is there already (it stays: moving
+   back would cost a second migration per run; the host leaves it out of what it kills and counts it in
    ``pids.max``), ``posix_spawnp``s the command (new session, the three fds as 0/1/2, signal
    dispositions reset; ``argv[0]`` looked up in the run's ``PATH``) from ``cwd``, restores its soft
    limits and sets the command's limits with ``prlimit``. It keeps its copies of stdout and stderr
@@ -70,9 +71,9 @@ import shutil
 import signal
 import socket
 import sys
-from typing import Any
 
 MARKER = "ALEPH_SANDBOX_RUN"
+MARKER_B = MARKER.encode()
 MAX_FDS = 5
 MAX_INLINE = 64 * 1024  # a request up to this size comes with the fds, in the same control message
 MAX_LINE = 8 * 1024 * 1024
@@ -82,6 +83,7 @@ PR_SET_PDEATHSIG = 1
 
 
 RLIMITS = {name: getattr(resource, f"RLIMIT_{name}") for name in ("AS", "CORE", "CPU", "FSIZE", "NOFILE", "NPROC")}
+CPU, NOFILE, NPROC = RLIMITS["CPU"], RLIMITS["NOFILE"], RLIMITS["NPROC"]
 
 
 def encode(message: dict[str, object]) -> bytes:
@@ -100,6 +102,7 @@ class Run:
         self.tmp = ""
         self.signalled: set[int] = set()
         self.strays: set[int] | None = None  # what was left when the command was reaped
+        self.expect = 0  # bytes of a request still to come on the run socket
 
     def send(self, message: dict[str, object]) -> None:
         self.write(encode(message))
@@ -153,9 +156,9 @@ class Zygote:
 
     def __init__(self, control: socket.socket) -> None:
         self.control = control
-        self.cgroup = ""  # the run cgroup this server is in ("": the one it started in)
+        self.cgroup = b""  # the run cgroup this server is in (b"": the one it started in)
         self.spare_tmp = ""  # the next run's temporary directory, made while idle
-        self.path = ""  # the PATH last set in our environment (posix_spawnp searches it)
+        self.path = b""  # the PATH last set in our environment (posix_spawnp searches it)
         self.own_limits: dict[int, tuple[int, int]] = {}
         self.runs: dict[int, Run] = {}
         self.by_pid: dict[int, Run] = {}
@@ -207,8 +210,12 @@ class Zygote:
             self.control = socket.socket(fileno=fds[0])
             self.sel.register(self.control, selectors.EVENT_READ, "control")
             return True
-        verb, _, inline = msg.partition(b" ")
-        if verb != b"run" or len(fds) < 4 or flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC):
+        inline, size = b"", 0
+        if msg.startswith(b"run\0"):
+            inline = msg[4:]
+        elif msg.startswith(b"run ") and msg[4:].isdigit():
+            size = int(msg[4:])
+        if not (inline or size) or len(fds) < 4 or flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC):
             # Closed (empty message), or unusable: without a run socket there is no one to answer,
             # and the host sees its run socket closed.
             for fd in fds:
@@ -217,7 +224,9 @@ class Zygote:
         run = Run(fds[0], fds[1:])
         self.runs[run.sock] = run
         if inline:
-            self.request(run, inline)  # the spawn first: watching the run socket can wait until after it
+            self.start(run, inline)  # the spawn first: watching the run socket can wait until after it
+        else:
+            run.expect = size  # the request follows on the run socket
         self.sel.register(run.sock, selectors.EVENT_READ, run)
         return True
 
@@ -236,38 +245,48 @@ class Zygote:
             run.send({"error": "request too large"})
             self.finish(run)
             return
+        if run.expect:
+            if len(run.buf) < run.expect:
+                return
+            body, run.buf, run.expect = run.buf[: run.expect], run.buf[run.expect :], 0
+            self.start(run, body)
         while b"\n" in run.buf:
             line, run.buf = run.buf.split(b"\n", 1)
             self.request(run, line)
 
     def request(self, run: Run, line: bytes) -> None:
         message = json.loads(line)
-        if "argv" in message:
-            self.start(run, message)
-        elif "signal" in message:
+        if "signal" in message:
             self.reap()
             run.signal(int(message["signal"]))
             run.send({"alive": run.present()})
 
-    def start(self, run: Run, request: dict[str, Any]) -> None:
+    def start(self, run: Run, request: bytes) -> None:
+        """Start the run a request describes (its fields: step 4 of the protocol)."""
         stdin, stdout, stderr, *cgroup = run.fds
         run.fds = []
         try:
-            run.id = str(request["id"])
+            fields = request.split(b"\0")
+            marker, cwd, cgroup_name = fields[0], fields[1], fields[2]
+            run.id = marker.decode("ascii")
             if not run.id.isalnum():
                 raise ValueError(f"bad run id {run.id!r}")
-            # Types are the host's to get right; a wrong one fails the spawn (TypeError), answered below.
-            argv, env = request["argv"], request["env"]
-            env[MARKER] = run.id
-            limits = {RLIMITS[name]: (soft, hard) for name, (soft, hard) in request["rlimits"].items()}
+            limits = {res: (int(fields[i]), int(fields[i + 1])) for i, res in ((3, CPU), (5, NOFILE), (7, NPROC))}
+            argc = int(fields[9])
+            argv = fields[10 : 10 + argc]
+            pairs = fields[10 + argc :]
+            if not argv or len(pairs) % 2:
+                raise ValueError("malformed request")
+            env = dict(zip(pairs[0::2], pairs[1::2], strict=True))
+            env[MARKER_B] = marker
             run.tmp, self.spare_tmp = self.spare_tmp or self.make_tmp(), ""
-            env["TMPDIR"] = run.tmp
-            if cgroup and request["cgroup"] != self.cgroup:
+            env[b"TMPDIR"] = run.tmp.encode()
+            if cgroup and cgroup_name != self.cgroup:
                 # A new process starts in its parent's cgroup: enter the run's (and stay, see step 4).
                 os.write(cgroup[0], b"0")
-                self.cgroup = str(request["cgroup"])
-            pid = self.spawn(argv, env, str(request["cwd"]), (stdin, stdout, stderr), limits)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                self.cgroup = cgroup_name
+            pid = self.spawn(argv, env, cwd, (stdin, stdout, stderr), limits)
+        except (OSError, ValueError, IndexError, TypeError) as exc:
             run.send({"error": str(exc)})
             for fd in (stdout, stderr):
                 os.close(fd)
@@ -282,9 +301,9 @@ class Zygote:
 
     def spawn(
         self,
-        argv: list[str],
-        env: dict[str, str],
-        cwd: str,
+        argv: list[bytes],
+        env: dict[bytes, bytes],
+        cwd: bytes,
         stdio: tuple[int, int, int],
         limits: dict[int, tuple[int, int]],
     ) -> int:
@@ -299,9 +318,9 @@ class Zygote:
         from ``prlimit`` alone, a moment after it starts.
         """
         # glibc's posix_spawnp searches the PATH of the caller (this server), from the run's cwd, as execvp would.
-        path = env.get("PATH") or os.defpath
+        path = env.get(b"PATH") or os.defpath.encode()
         if path != self.path:
-            os.environ["PATH"] = self.path = path
+            os.environb[b"PATH"] = self.path = path
         # Our own limits: read once (every spawn restores them).
         for res in limits.keys() - self.own_limits.keys():
             self.own_limits[res] = resource.getrlimit(res)
@@ -331,7 +350,7 @@ class Zygote:
                 resource.setrlimit(res, value)
 
     @staticmethod
-    def _posix_spawn(argv: list[str], env: dict[str, str], stdio: tuple[int, int, int]) -> int:
+    def _posix_spawn(argv: list[bytes], env: dict[bytes, bytes], stdio: tuple[int, int, int]) -> int:
         return os.posix_spawnp(
             argv[0],
             argv,
