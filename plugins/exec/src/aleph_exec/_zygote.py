@@ -71,6 +71,7 @@ import shutil
 import signal
 import socket
 import sys
+import time
 
 MARKER = "ALEPH_SANDBOX_RUN"
 MARKER_B = MARKER.encode()
@@ -80,6 +81,7 @@ MAX_LINE = 8 * 1024 * 1024
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
+SHUTDOWN_S = 5.0  # the longest the server waits for killed descendants to be reaped before it exits
 
 
 RLIMITS = {name: getattr(resource, f"RLIMIT_{name}") for name in ("AS", "CORE", "CPU", "FSIZE", "NOFILE", "NPROC")}
@@ -443,8 +445,28 @@ class Zygote:
         return path
 
     def shutdown(self) -> None:
+        """End every run, then kill and reap every descendant before exiting.
+
+        A child left unreaped would be re-parented: on the host, to the host process (a subreaper
+        without bubblewrap), which does not know it and would keep it as a zombie.
+        """
         for run in list(self.runs.values()):
             self.finish(run)
+        deadline = time.monotonic() + SHUTDOWN_S
+        while True:
+            for pid in processes():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                while os.waitpid(-1, os.WNOHANG)[0]:
+                    pass
+            except ChildProcessError:
+                return  # no child left, not even a zombie
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.002)
 
 
 def processes() -> set[int]:
