@@ -94,6 +94,44 @@ class Capture:
         return f"{head}\n[... {dropped} bytes truncated ...]\n{tail}"
 
 
+class _Output:
+    """A run's stdout and stderr as they arrive: kept within the caps, stdout streamed line by line."""
+
+    def __init__(self, config: ExecConfig, on_line: Callable[[str], None] | None) -> None:
+        self.out, self.err = Capture(config.max_output_bytes), Capture(config.max_output_bytes)
+        self.on_line = on_line
+        self.stream_cap = config.max_output_bytes
+        self.kill_at = config.output_kill_bytes
+        self.partial = b""  # the unfinished streamed line
+        self.streamed = 0  # stdout bytes streamed so far
+
+    def feed(self, capture: Capture, chunk: bytes) -> str | None:
+        """Take a chunk of ``capture``'s stream; why the run must be killed, when its output is too much."""
+        capture.feed(chunk)
+        if self.on_line is not None and capture is self.out and self.streamed < self.stream_cap:
+            self.streamed += len(chunk)
+            *lines, self.partial = (self.partial + chunk).split(b"\n")
+            for line in lines:
+                self.on_line(line.decode("utf-8", "replace"))
+        if self.out.total + self.err.total > self.kill_at:
+            return f"output limit ({self.kill_at} bytes)"
+        return None
+
+    def flush(self) -> None:
+        """Stream the last line, which had no newline."""
+        if self.on_line is not None and self.partial:
+            self.on_line(self.partial.decode("utf-8", "replace"))
+            self.partial = b""
+
+
+def _write_some(fd: int, pending: memoryview) -> memoryview:
+    """Write what a non-blocking ``fd`` takes of ``pending``; the rest (nothing once the reader is gone)."""
+    try:
+        return pending[os.write(fd, pending) :]
+    except BrokenPipeError:
+        return pending[:0]
+
+
 @dataclass(slots=True)
 class RunResult:
     """What a run produced and how it ended."""
@@ -466,11 +504,11 @@ class WorkspaceSandbox:
             if cgroup is not None:
                 cgroup.remove()
             raise
-        out, err = Capture(cfg.max_output_bytes), Capture(cfg.max_output_bytes)
+        output = _Output(cfg, on_line)
         timed_out = False
         killed: str | None = None
         try:
-            timed_out, killed = self._pump(proc, stdin, out, err, start + timeout, on_line, cancel)
+            timed_out, killed = self._pump(proc, stdin, output, start + timeout, cancel)
         finally:
             if isinstance(proc, _ZygoteRun):
                 assert zygote is not None
@@ -483,7 +521,7 @@ class WorkspaceSandbox:
                 self._cgroups.give(cgroup, self._zygote_pids() if zygote else set())
         if isinstance(proc, _ZygoteRun) and proc.failure is not None:
             raise proc.failure
-        return self._result(proc.returncode, out, err, timed_out, killed, cgroup, start)
+        return self._result(proc.returncode, output, timed_out, killed, cgroup, start)
 
     def _run_env(self) -> dict[str, str]:
         """The scrubbed environment of one run, carrying its fresh marker."""
@@ -494,8 +532,7 @@ class WorkspaceSandbox:
     def _result(
         self,
         returncode: int | None,
-        out: Capture,
-        err: Capture,
+        output: _Output,
         timed_out: bool,
         killed: str | None,
         cgroup: _Cgroup | None,
@@ -503,9 +540,9 @@ class WorkspaceSandbox:
     ) -> RunResult:
         return RunResult(
             exit_code=None if timed_out or killed else returncode,
-            stdout=out.text(),
-            stderr=err.text(),
-            truncated=out.truncated or err.truncated,
+            stdout=output.out.text(),
+            stderr=output.err.text(),
+            truncated=output.out.truncated or output.err.truncated,
             timed_out=timed_out,
             isolation=self.isolation + ("+cgroup" if cgroup else ""),
             network="none" if self.bwrap and self.config.network == "none" else "host",
@@ -547,19 +584,16 @@ class WorkspaceSandbox:
         except BaseException:
             self._unclaim(zygote, cgroup)
             raise
-        out, err = Capture(self.config.max_output_bytes), Capture(self.config.max_output_bytes)
+        output = _Output(self.config, on_line)
 
         def end() -> None:
             try:
                 self._stop_zygote_run(run, cgroup)
             finally:
-                self._release(zygote)
-                if cgroup is not None:
-                    assert self._cgroups is not None
-                    self._cgroups.give(cgroup, self._zygote_pids())
+                self._unclaim(zygote, cgroup)
 
         try:
-            timed_out, killed = await self._apump(run, stdin, out, err, start + timeout, on_line)
+            timed_out, killed = await self._apump(run, stdin, output, start + timeout)
         except SandboxError:
             # The send failed: it died since the last run. The blocking path replaces it (a start takes a while).
             self._unclaim(zygote, cgroup)
@@ -589,10 +623,10 @@ class WorkspaceSandbox:
             await anyio.to_thread.run_sync(end)
         if run.failure is not None:
             raise run.failure
-        return self._result(run.returncode, out, err, timed_out, killed, cgroup, start)
+        return self._result(run.returncode, output, timed_out, killed, cgroup, start)
 
     def _unclaim(self, zygote: _Zygote, cgroup: _Cgroup | None) -> None:
-        """Give back what a run that never started had taken: its use of the zygote, its cgroup."""
+        """Give back what a run took: its use of the zygote, and its cgroup once nothing of the run is in it."""
         self._release(zygote)
         if cgroup is not None:
             assert self._cgroups is not None
@@ -634,10 +668,8 @@ class WorkspaceSandbox:
         self,
         run: _ZygoteRun,
         stdin: bytes | None,
-        out: Capture,
-        err: Capture,
+        output: _Output,
         deadline: float,
-        on_line: Callable[[str], None] | None,
     ) -> tuple[bool, str | None]:
         """:meth:`_pump` as event-loop callbacks: (timed out, why it was killed) once the run is over."""
         loop = asyncio.get_running_loop()
@@ -646,13 +678,10 @@ class WorkspaceSandbox:
         # The run's pipes and socket sit in a private epoll (made with them, ahead of the run): the loop
         # watches that one fd, so a wake-up is one callback however many of them are ready.
         poller = run.poller
-        readers = {run.stdout.fileno(): out, run.stderr.fileno(): err}
+        readers = {run.stdout.fileno(): output.out, run.stderr.fileno(): output.err}
         sock = run.sock.fileno()
         stdin_fd = -1
-        limit, stream_cap = self.config.output_kill_bytes, self.config.max_output_bytes
         pending = memoryview(stdin or b"")
-        partial = b""  # the unfinished streamed line
-        streamed = 0  # stdout bytes streamed so far
         timers = [loop.call_later(max(0.0, deadline - time.monotonic()), _settle, done, (True, "timeout"))]
 
         def over() -> None:
@@ -660,7 +689,6 @@ class WorkspaceSandbox:
                 _settle(done, (False, None))
 
         def read(fd: int) -> None:
-            nonlocal partial, streamed
             chunk = os.read(fd, 65536)
             if not chunk:
                 del readers[fd]
@@ -668,15 +696,9 @@ class WorkspaceSandbox:
                 if not done.done():  # else the poller is about to go: no need to stop watching one fd
                     poller.unregister(fd)
                 return
-            capture = readers[fd]
-            capture.feed(chunk)
-            if on_line is not None and capture is out and streamed < stream_cap:
-                streamed += len(chunk)
-                *lines, partial = (partial + chunk).split(b"\n")
-                for line in lines:
-                    on_line(line.decode("utf-8", "replace"))
-            if out.total + err.total > limit:
-                _settle(done, (False, f"output limit ({limit} bytes)"))
+            killed = output.feed(readers[fd], chunk)
+            if killed:
+                _settle(done, (False, killed))
 
         def message() -> None:
             run.receive()
@@ -691,10 +713,7 @@ class WorkspaceSandbox:
         def write() -> None:
             nonlocal pending
             assert run.stdin is not None
-            try:
-                pending = pending[os.write(stdin_fd, pending) :]
-            except BrokenPipeError:
-                pending = pending[:0]
+            pending = _write_some(stdin_fd, pending)
             if not pending:
                 poller.unregister(stdin_fd)
                 run.stdin.close()
@@ -727,8 +746,8 @@ class WorkspaceSandbox:
             for timer in timers:
                 timer.cancel()
             loop.remove_reader(watched)
-        if on_line is not None and partial and result == (False, None):
-            on_line(partial.decode("utf-8", "replace"))
+        if result == (False, None):
+            output.flush()
         return result
 
     def _start(
@@ -997,16 +1016,14 @@ class WorkspaceSandbox:
         self,
         proc: subprocess.Popen[bytes] | _ZygoteRun,
         stdin: bytes | None,
-        out: Capture,
-        err: Capture,
+        output: _Output,
         deadline: float,
-        on_line: Callable[[str], None] | None,
         cancel: threading.Event | None,
     ) -> tuple[bool, str | None]:
         sel = selectors.DefaultSelector()
         assert proc.stdout is not None and proc.stderr is not None
-        sel.register(proc.stdout, selectors.EVENT_READ, out)
-        sel.register(proc.stderr, selectors.EVENT_READ, err)
+        sel.register(proc.stdout, selectors.EVENT_READ, output.out)
+        sel.register(proc.stderr, selectors.EVENT_READ, output.err)
         pending = memoryview(stdin or b"")
         if proc.stdin is not None:
             os.set_blocking(proc.stdin.fileno(), False)
@@ -1014,8 +1031,6 @@ class WorkspaceSandbox:
                 sel.register(proc.stdin, selectors.EVENT_WRITE, None)
             else:
                 proc.stdin.close()
-        partial = b""
-        streamed = 0
         exited_at: float | None = None
         try:
             while sel.get_map():
@@ -1032,10 +1047,7 @@ class WorkspaceSandbox:
                 for key, _ in sel.select(timeout=min(0.1, max(0.0, deadline - now))):
                     if key.data is None:
                         assert proc.stdin is not None
-                        try:
-                            pending = pending[os.write(proc.stdin.fileno(), pending) :]
-                        except BrokenPipeError:
-                            pending = pending[:0]
+                        pending = _write_some(proc.stdin.fileno(), pending)
                         if not pending:
                             sel.unregister(proc.stdin)
                             proc.stdin.close()
@@ -1044,17 +1056,10 @@ class WorkspaceSandbox:
                     if not chunk:
                         sel.unregister(key.fileobj)
                         continue
-                    capture: Capture = key.data
-                    capture.feed(chunk)
-                    if on_line is not None and capture is out and streamed < self.config.max_output_bytes:
-                        streamed += len(chunk)
-                        *lines, partial = (partial + chunk).split(b"\n")
-                        for line in lines:
-                            on_line(line.decode("utf-8", "replace"))
-                    if out.total + err.total > self.config.output_kill_bytes:
-                        return False, f"output limit ({self.config.output_kill_bytes} bytes)"
-            if on_line is not None and partial:
-                on_line(partial.decode("utf-8", "replace"))
+                    killed = output.feed(key.data, chunk)
+                    if killed:
+                        return False, killed
+            output.flush()
             remaining = deadline - time.monotonic()
             try:
                 proc.wait(timeout=max(0.0, min(remaining, _EXIT_GRACE_S)))
