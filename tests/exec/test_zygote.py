@@ -32,20 +32,6 @@ def sandbox_of(rt: aleph.Aleph):
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("cgroup", ["off", "auto"])
-async def test_a_process_that_left_the_session_and_cleared_its_environment_does_not_outlive_the_call(
-    workspace: Path, cgroup: str
-) -> None:
-    # Neither the session, the process group nor the run marker leads to it: only the namespace does.
-    token = str(600000 + secrets.randbelow(99999))
-    async with make_runtime(workspace, f'{BWRAP}cgroup = "{cgroup}"\n') as rt:
-        service = aleph.UnscopedToolService(rt.registry)
-        out = await bash(service, f"(setsid env -i sleep {token} &) ; sleep 0.2; echo started")
-        assert ("started\n", sandbox_of(rt).zygote_pid is not None) == (out["stdout"], True)
-        assert [] == processes_with(token)
-
-
-@pytest.mark.anyio
 async def test_runs_share_one_zygote_and_each_gets_a_private_temporary_directory(workspace: Path) -> None:
     async with make_runtime(workspace, BWRAP) as rt:
         service = aleph.UnscopedToolService(rt.registry)
@@ -125,29 +111,6 @@ async def test_a_run_sent_to_a_zygote_that_just_died_runs_on_a_new_one(workspace
         out = await bash(service, "echo again")
         assert ("again\n", 0) == (out["stdout"], out["exit_code"])
         assert sandbox_of(rt)._zygote is not dead and dead.retired
-
-
-@pytest.mark.anyio
-async def test_a_run_in_flight_when_the_zygote_dies_gets_a_clear_error(workspace: Path) -> None:
-    token = str(500000 + secrets.randbelow(99999))
-    async with make_runtime(workspace, BWRAP) as rt:
-        service = aleph.UnscopedToolService(rt.registry)
-        await bash(service, "true")
-        zygote = sandbox_of(rt).zygote_pid
-        assert zygote is not None
-
-        async def kill_soon() -> None:
-            while not processes_with(token):
-                await anyio.sleep(0.01)
-            os.kill(zygote, signal.SIGKILL)
-
-        with anyio.fail_after(30):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(kill_soon)
-                with pytest.raises(aleph.ExecutionFailed, match="sandbox server stopped during the run"):
-                    await bash(service, f"sleep {token}", timeout_seconds=60)
-        assert [] == processes_with(token)
-        assert "fine\n" == (await bash(service, "echo fine"))["stdout"]
 
 
 @pytest.mark.anyio

@@ -51,8 +51,9 @@ Protocol (the request as below; on a run socket, JSON objects one per line):
    this run may have left behind, zombies included). The server is a subreaper, so every process a
    run starts stays its descendant: with no other run open, an empty children list means ``left`` is 0.
 6. host → server, run socket: ``{"signal": <signo>}`` sends that signal (0: none) to every process of the
-   run (its process group or session, or an environment carrying ``ALEPH_SANDBOX_RUN=<id>``); answer
-   ``{"alive": <n>}``, the processes of the run still present (signalled ones until reaped).
+   run (its process group or session, or an environment carrying ``ALEPH_SANDBOX_RUN=<id>``, and once the
+   command is reaped every process no other open run accounts for); answer ``{"alive": <n>}``, the
+   processes of the run still present (signalled ones until reaped).
 7. The host closes the run socket when it is done: unless ``left`` was 0, the server SIGKILLs what is
    left of the run and every other process of the namespace no open run accounts for (one that left
    its session and cleared its environment included); it removes the run's temporary directory and
@@ -137,13 +138,12 @@ class Run:
                 continue
         return found
 
-    def present(self) -> int:
-        """How many of the run's processes (signalled ones until they are reaped) still exist."""
-        self.signalled = {pid for pid in self.signalled if os.path.exists(f"/proc/{pid}")}
-        return len(self.members() | self.signalled)
+    def signal(self, signo: int, others: set[int]) -> int:
+        """Send ``signo`` (0: none) to the run's processes and ``others``; how many of them still exist.
 
-    def signal(self, signo: int) -> None:
-        targets = self.members()
+        Signalled ones count until they are reaped.
+        """
+        targets = self.members() | others
         if signo:
             for pid in targets:
                 try:
@@ -151,6 +151,8 @@ class Run:
                 except OSError:
                     pass
             self.signalled |= targets
+        self.signalled = {pid for pid in self.signalled if os.path.exists(f"/proc/{pid}")}
+        return len(targets | self.signalled)
 
 
 class Zygote:
@@ -260,8 +262,10 @@ class Zygote:
         message = json.loads(line)
         if "signal" in message:
             self.reap()
-            run.signal(int(message["signal"]))
-            run.send({"alive": run.present()})
+            # Once the command is reaped, what is left of it includes a process that left its session
+            # and cleared its environment: the strays, which the host then waits for like the rest.
+            others = self.strays(run) if run.strays is not None else set()
+            run.send({"alive": run.signal(int(message["signal"]), others)})
 
     def start(self, run: Run, request: bytes) -> None:
         """Start the run a request describes (its fields: step 4 of the protocol)."""
