@@ -42,7 +42,7 @@ from aleph._schema import check_input_bounds
 from aleph._service import BaseToolService, panic_error
 from aleph._tiers import ExecTier
 from aleph._turn import _TURN, TurnContext
-from aleph._types import ToolDefinition, ToolOutput
+from aleph._types import ToolDefinition, ToolOutput, is_flat_json
 from aleph._verdict import PolicyVote, Verdict, decide_call
 from aleph._watchdog import run_with_budget
 
@@ -651,17 +651,12 @@ class ScopedToolService(BaseToolService):
             log.exception("event log write failed; the call's result is unchanged")
 
 
-_SCALARS = (str, int, float, bool, type(None))
-
-
 def _scalar_snapshot(input: Mapping[str, Any]) -> dict[str, Any] | None:
     """A copy of ``input`` that no later change can reach, when every value is a plain scalar; else None."""
     if len(input) > 64:
         return None
     copy = dict(input)
-    if all(type(key) is str and type(value) in _SCALARS for key, value in copy.items()):
-        return copy
-    return None
+    return copy if is_flat_json(copy) else None
 
 
 async def _cancellable(name: str, work: Awaitable[ToolOutput], cancel: asyncio.Event) -> ToolOutput:

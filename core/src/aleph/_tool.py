@@ -20,7 +20,7 @@ from pydantic_core import PydanticUndefined, to_jsonable_python
 
 from aleph._errors import ExecutionFailed, ValidationFailed
 from aleph._schema import model_input_schema, schema_problems, validation_errors
-from aleph._types import BUILTIN, ToolDefinition, ToolFacts, ToolOutput, ToolSource
+from aleph._types import BUILTIN, ToolDefinition, ToolFacts, ToolOutput, ToolSource, is_flat_json
 
 __all__ = ["AlephTool", "LoopTool", "Tool", "ToolArgs", "check_tool_name", "facts_declared", "tool"]
 
@@ -153,13 +153,10 @@ class AlephTool(Generic[ArgsT]):
         raise NotImplementedError
 
 
-_PLAIN = (str, int, float, bool, type(None))
-
-
 def _jsonable(name: str, value: Any) -> Any:
     if value is None or isinstance(value, str | int | float | bool):
         return value
-    if type(value) is dict and all(type(k) is str and type(v) in _PLAIN for k, v in value.items()):
+    if is_flat_json(value):
         return value  # already JSON data (the common flat result): nothing to convert
     try:
         return to_jsonable_python(value)

@@ -17,6 +17,17 @@ __all__ = [
 ]
 
 
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def is_flat_json(value: Any) -> bool:
+    """Whether ``value`` is a dict of string keys and plain values (strings, numbers, booleans, null).
+
+    Such a dict is JSON data as it is, and a copy of it is out of reach of later changes to the original.
+    """
+    return type(value) is dict and all(type(k) is str and type(v) in _PLAIN for k, v in value.items())
+
+
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
