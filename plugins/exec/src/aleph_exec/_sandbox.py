@@ -996,21 +996,13 @@ class WorkspaceSandbox:
         """
         end = time.monotonic() + 2.0
         signalled: set[int] = set()
-        while True:
-            if cgroup is not None:
-                zygotes = self._zygote_pids()
-                pids = {pid for pid in cgroup.pids() if pid not in zygotes}
-            else:
-                pids = set(_proc_sweep(marker))
-            pids.discard(os.getpid())
-            for pid in pids:
+        while (targets := self._targets(cgroup, marker)) and time.monotonic() < end:
+            for pid in targets:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
-            signalled |= pids
-            _reap(signalled)  # a killed process leaves the cgroup and its environment before it is reaped
-            if not any(_is_our_zombie_or_child(pid) for pid in signalled) or time.monotonic() > end:
-                return
+            signalled |= targets
             time.sleep(0.002)
+        _reap_until_gone(signalled)
 
     def _pump(
         self,
@@ -1075,7 +1067,7 @@ class WorkspaceSandbox:
         # The direct child's own children (bubblewrap's namespace init) may be re-parented to us.
         signalled: set[int] = set(_children(proc.pid))
         for sig, grace in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, 2.0)):
-            targets = self._targets(proc, cgroup, marker)
+            targets = self._targets(cgroup, marker)
             signalled |= targets
             if not targets and proc.poll() is not None:
                 break
@@ -1087,7 +1079,7 @@ class WorkspaceSandbox:
             end = time.monotonic() + grace
             while time.monotonic() < end:
                 proc.poll()
-                if proc.returncode is not None and not self._targets(proc, cgroup, marker):
+                if proc.returncode is not None and not self._targets(cgroup, marker):
                     break
                 time.sleep(0.002)
         for stream in (proc.stdout, proc.stderr, proc.stdin):
@@ -1097,17 +1089,9 @@ class WorkspaceSandbox:
             proc.wait(timeout=5)
         if self.bwrap is not None:
             _reap_orphaned_inits()
-        if signalled:
-            # Re-parenting to us happens when their parent dies; give it a moment, then reap.
-            end = time.monotonic() + 2.0
-            while True:
-                _reap(signalled)
-                left = [pid for pid in signalled if _is_our_zombie_or_child(pid)]
-                if not left or time.monotonic() > end:
-                    break
-                time.sleep(0.002)
+        _reap_until_gone(signalled)
 
-    def _targets(self, proc: subprocess.Popen[bytes], cgroup: _Cgroup | None, marker: str) -> set[int]:
+    def _targets(self, cgroup: _Cgroup | None, marker: str) -> set[int]:
         # The cgroup lists every descendant exactly; a bubblewrap PID namespace dies with its init;
         # only without both do we sweep /proc for the run's marker (catches setsid'd descendants).
         if cgroup is not None:
@@ -1536,6 +1520,16 @@ def _children(pid: int, task: int | None = None) -> list[int]:
             return [int(p) for p in fh.read().split()]
     except (OSError, ValueError):
         return []
+
+
+def _reap_until_gone(pids: set[int], seconds: float = 2.0) -> None:
+    """Reap killed processes as they come back to us: re-parenting follows their parent's death."""
+    end = time.monotonic() + seconds
+    while pids:
+        _reap(pids)
+        if not any(_is_our_zombie_or_child(pid) for pid in pids) or time.monotonic() > end:
+            return
+        time.sleep(0.002)
 
 
 def _reap(pids: Iterable[int]) -> None:
