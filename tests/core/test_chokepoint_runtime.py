@@ -146,3 +146,25 @@ def test_a_plugin_with_a_broken_command_rule_fails_alone(workspace: Path) -> Non
     rt = aleph.load(plugins=[ShellLike(), BadRules()], entry_points=False, strict=False)
     assert "bad_tool" not in rt.registry.names() and "bash" in rt.registry.names()
     assert [f["name"] for f in rt.plugins.report()["failed"]] == ["bad_rules"]
+
+
+@pytest.mark.anyio
+async def test_a_remembered_shell_verdict_follows_the_command_the_tier_and_the_turn(workspace: Path) -> None:
+    # No rule names bash: only the command policy's verdict on the text varies from call to call,
+    # so the chokepoint decides once per such verdict. Each call must still get its own.
+    async with runtime(workspace, "") as rt:
+        full = rt.tool_service(tier="full")
+        ask = rt.tool_service(tier="ask")
+        for _ in range(2):
+            assert full.explain("bash", {"command": "true"}).rule_id == "allowed"
+            assert full.explain("bash", {"command": "rm -rf /"}).rule_id == "command_blocked"
+            assert full.explain("bash", {"command": "$TOOL --version"}).rule_id == "command_policy"
+            assert ask.explain("bash", {"command": "true"}).rule_id == "tier_raised"
+            for turn, rule_id in (
+                (aleph.TurnContext(session_key="q", side_question=True), "side_question"),
+                (aleph.TurnContext(session_key="p", plan_mode=True), "plan_mode"),
+            ):
+                assert rt.tool_service(tier="full", turn=turn).explain("bash", {"command": "true"}).rule_id == rule_id
+        assert (await full.execute("bash", {"command": "true"})).value == {"ran": "true"}
+        with pytest.raises(PermissionDenied, match="blocked by command policy"):
+            await full.execute("bash", {"command": "rm -rf /"})

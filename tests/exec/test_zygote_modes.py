@@ -88,3 +88,29 @@ async def test_when_the_zygote_dies_mid_run_the_run_ends_with_a_clear_error_and_
         assert "fine\n" == (await bash(service, "echo fine"))["stdout"]
         assert sandbox_of(rt).zygote_pid not in (None, zygote)
     assert [] == zombie_children()
+
+
+@pytest.mark.parametrize("mode", MODES[::2])
+async def test_each_run_of_one_zygote_gets_its_own_limits_and_the_zygote_keeps_serving_many_at_once(
+    workspace: Path, mode: str
+) -> None:
+    # The zygote sets its soft limits for a run and keeps the CPU one for the next: a run that wants
+    # another gets it, soft and hard; the open-file one is its own again between spawns, so more runs
+    # can be in flight than a run may open files.
+    limits = "ulimit -S -t; ulimit -H -t; ulimit -S -n; ulimit -H -n; ulimit -S -u; ulimit -H -u"
+    async with make_runtime(workspace, mode + "max_open_files = 64\nmax_processes = 50\n") as rt:
+        service = aleph.UnscopedToolService(rt.registry)
+        for timeout in (20, 40, 20):  # CPU seconds: the wall-time limit + 5, and 5 more for the hard limit
+            out = await bash(service, limits, timeout_seconds=timeout)
+            assert out["stdout"].split() == [str(timeout + 5), str(timeout + 10), "64", "64", "50", "50"]
+        zygote = sandbox_of(rt).zygote_pid
+        results: list[dict] = []
+
+        async def one(i: int) -> None:
+            results.append(await bash(service, f"sleep 0.5; echo {i}"))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(30):  # three descriptors per run held by the zygote: 90 > 64
+                tg.start_soon(one, i)
+        assert sandbox_of(rt).zygote_pid == zygote
+    assert sorted(int(r["stdout"]) for r in results) == list(range(30))

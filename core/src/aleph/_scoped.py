@@ -40,7 +40,7 @@ from aleph._progress import get_tool_progress_handler
 from aleph._registry import RegisteredTool, ToolRegistry
 from aleph._schema import check_input_bounds
 from aleph._service import BaseToolService, panic_error
-from aleph._tiers import ExecTier
+from aleph._tiers import ARGUMENT_FLOOR_TOOLS, ExecTier
 from aleph._turn import _TURN, TurnContext
 from aleph._types import ToolDefinition, ToolOutput, is_flat_json
 from aleph._verdict import PolicyVote, Verdict, decide_call
@@ -58,6 +58,10 @@ DEFAULT_BUDGET_MS = 300_000
 RETRY_DELAY_S = 0.1
 ERROR_LIMIT = 4000
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+NEEDS_NOTHING, NEEDS_COMMAND, NEEDS_ARGUMENTS = 0, 1, 2
+"""What a concrete input may change in a tool's name-level verdict (:meth:`Chokepoint.static_verdict`)."""
+_BY_COMMAND_ENTRIES = 1024
 
 DefinitionRewriter = Callable[[ToolDefinition], ToolDefinition]
 """Rewrites a definition shown to the model (progressive disclosure); runs after all gating."""
@@ -118,21 +122,22 @@ class Chokepoint:
     default_requester: ApprovalRequester | None = None
     max_input_bytes: int = 1_000_000
     max_output_chars: int = 100_000
-    _static: dict[tuple[int, int, int], dict[str, tuple[Verdict, bool]]] = field(default_factory=dict)
+    _static: dict[tuple[int, int, int], dict[str, tuple[Verdict, int]]] = field(default_factory=dict)
+    # (static key, tool, command-policy verdict) -> the call's verdict, for NEEDS_COMMAND tools.
+    _by_command: dict[tuple[Any, ...], Verdict] = field(default_factory=dict)
     # Keys hold the policy, rewriters and deferred set themselves (not ids), so no key outlives its object.
     _lists: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
     def static_verdict(
         self, policy: PermissionPolicy, tier: ExecTier, entry: RegisteredTool, turn: TurnContext | None
-    ) -> tuple[Verdict, bool]:
-        """The name-level verdict (no arguments), cached per policy, tier and registry generation.
+    ) -> tuple[Verdict, int]:
+        """The name-level verdict (no arguments), cached per policy, tier, turn mode and registry generation.
 
-        Returns (verdict, needs_arguments): the second is true when an argument rule, an argument floor,
-        the command policy or a plugin vote may change the verdict for a concrete input.
+        Returns (verdict, needs): what a concrete input may change. ``NEEDS_NOTHING``; ``NEEDS_COMMAND``
+        when only the command policy's verdict on the tool's shell text can; ``NEEDS_ARGUMENTS`` when an
+        argument rule, an argument floor or a plugin vote may too.
         """
-        plan = turn is not None and (turn.plan_mode or turn.side_question)
-        key = (policy.token, int(tier) + (10 if plan else 0), self.registry.generation)
-        cache = self._static.get(key)
+        cache = self._static.get(key := self._static_key(policy, tier, turn))
         if cache is None:
             if len(self._static) > 64:
                 self._static.clear()
@@ -149,14 +154,49 @@ class Chokepoint:
             input=None,
             names_exactly=policy.names_exactly(entry.name),
         )
-        needs = (
-            policy.has_specs_for(entry.name, entry.source)
-            or bool(self.voters)
-            or callable(getattr(entry.tool, "shell_command", None))
-            or entry.name in ("self_config", "file_ops")
-        )
+        if policy.has_specs_for(entry.name, entry.source) or self.voters or entry.name in ARGUMENT_FLOOR_TOOLS:
+            needs = NEEDS_ARGUMENTS
+        elif callable(getattr(entry.tool, "shell_command", None)):
+            needs = NEEDS_COMMAND
+        else:
+            needs = NEEDS_NOTHING
         cache[entry.name] = (verdict, needs)
         return verdict, needs
+
+    def command_verdict(
+        self,
+        policy: PermissionPolicy,
+        tier: ExecTier,
+        entry: RegisteredTool,
+        turn: TurnContext | None,
+        command: tuple[str, str, tuple[str, ...]],
+    ) -> Verdict:
+        """The verdict of a ``NEEDS_COMMAND`` tool's call, given the command policy's verdict on its text.
+
+        Nothing else of the input can change it (no argument rule, floor or vote applies to the tool),
+        so it is decided once per command-policy verdict and remembered (bounded).
+        """
+        key = (self._static_key(policy, tier, turn), entry.name, command)
+        verdict = self._by_command.get(key)
+        if verdict is None:
+            if len(self._by_command) >= _BY_COMMAND_ENTRIES:
+                self._by_command.clear()
+            verdict = self._by_command[key] = decide_call(
+                tool=entry.name,
+                facts=entry.facts,
+                decision=policy.decide(entry.name, entry.source),
+                tier=tier,
+                turn=turn,
+                input=None,
+                names_exactly=policy.names_exactly(entry.name),
+                command=command,
+            )
+        return verdict
+
+    def _static_key(self, policy: PermissionPolicy, tier: ExecTier, turn: TurnContext | None) -> tuple[int, int, int]:
+        # A side question and plan mode deny with different rule ids: each has its own key.
+        mode = 0 if turn is None else 20 if turn.side_question else 10 if turn.plan_mode else 0
+        return (policy.token, int(tier) + mode, self.registry.generation)
 
 
 class ScopedToolService(BaseToolService):
@@ -332,6 +372,8 @@ class ScopedToolService(BaseToolService):
                 if checker is not None
                 else ("ask", "no command policy is loaded, so no shell command can be proven safe", ())
             )
+            if needs == NEEDS_COMMAND:
+                return self._cp.command_verdict(self.policy, self.tier, entry, self.turn, command)
         splitter = self._cp.command_splitter or _opaque
 
         def subjects() -> CallSubjects:

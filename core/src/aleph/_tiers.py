@@ -122,6 +122,10 @@ def _paths_intersect(a: str, b: str) -> bool:
     return a.startswith(b + ".") or b.startswith(a + ".")
 
 
+ARGUMENT_FLOOR_TOOLS = frozenset(("self_config", "file_ops"))
+"""The tools whose arguments :func:`asks_for_arguments` looks at; it finds nothing for any other."""
+
+
 def asks_for_arguments(tier: ExecTier, name: str, input: Mapping[str, Any]) -> str | None:
     """An argument-level floor id (``gate_removal`` / ``destructive_arguments``) or None.
 

@@ -584,7 +584,14 @@ class WorkspaceSandbox:
         except BaseException:
             self._unclaim(zygote, cgroup)
             raise
-        output = _Output(self.config, on_line)
+        try:
+            # Sent as soon as it is staged: the zygote starts the command while we get ready to wait for it.
+            run.send()
+        except SandboxError:
+            # It died since the last run. The blocking path replaces it (a start takes a while).
+            self._unclaim(zygote, cgroup)
+            self._retire(zygote)
+            return await self._run_in_thread(argv, cwd, timeout, stdin, on_line)
 
         def end() -> None:
             try:
@@ -592,18 +599,10 @@ class WorkspaceSandbox:
             finally:
                 self._unclaim(zygote, cgroup)
 
+        output = _Output(self.config, on_line)
         try:
             timed_out, killed = await self._apump(run, stdin, output, start + timeout)
-        except SandboxError:
-            # The send failed: it died since the last run. The blocking path replaces it (a start takes a while).
-            self._unclaim(zygote, cgroup)
-            self._retire(zygote)
-            return await self._run_in_thread(argv, cwd, timeout, stdin, on_line)
         except BaseException:
-            if run.staged is not None:  # never sent: nothing runs
-                run.close()
-                self._unclaim(zygote, cgroup)
-                raise
             # Cancelled: the run is stopped in the background; the caller does not wait for it.
             threading.Thread(target=end, name="aleph-exec-stop", daemon=True).start()
             raise
@@ -736,11 +735,10 @@ class WorkspaceSandbox:
                 poller.register(stdin_fd, select.EPOLLOUT)
             else:
                 run.stdin.close()
-        watched = poller.fileno()  # kept: a failed send closes the poller
+        # The run is already under way: what it has sent meanwhile makes the poller ready at once.
+        watched = poller.fileno()
         loop.add_reader(watched, ready)
         try:
-            # Sent last, once everything here is ready: the zygote's wake-up is not spent waiting on us.
-            run.send()
             result = await done
         finally:
             for timer in timers:

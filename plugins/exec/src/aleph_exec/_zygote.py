@@ -38,12 +38,12 @@ Protocol (the request as below; on a run socket, JSON objects one per line):
    ``id, cwd, cgroup name ("" for none), CPU soft, CPU hard, NOFILE soft, NOFILE hard, NPROC soft, NPROC
    hard, argc, argv[0..argc), then name, value, name, value, ...`` for the environment. The server adds
    ``ALEPH_SANDBOX_RUN=<id>`` to the environment and gives the run a private ``/tmp/aleph-run-<random>``
-   (mode 0700; the next one is made while idle), to which it sets ``TMPDIR``. It lowers its own soft
-   limits to the run's, moves itself into the run's cgroup unless it is there already (it stays: moving
-   back would cost a second migration per run; the host leaves it out of what it kills and counts it in
-   ``pids.max``), ``posix_spawnp``s the command (new session, the three fds as 0/1/2, signal
-   dispositions reset; ``argv[0]`` looked up in the run's ``PATH``) from ``cwd``, restores its soft
-   limits and sets the command's limits with ``prlimit``. It keeps its copies of stdout and stderr
+   (mode 0700; the next one is made while idle), to which it sets ``TMPDIR``. It sets its own soft
+   limits to the run's (see :meth:`Zygote.spawn`), moves itself into the run's cgroup unless it is there
+   already (it stays: moving back would cost a second migration per run; the host leaves it out of what
+   it kills and counts it in ``pids.max``), ``posix_spawnp``s the command (new session, the three fds as
+   0/1/2, signal dispositions reset; ``argv[0]`` looked up in the run's ``PATH``) from ``cwd`` and sets
+   the command's limits with ``prlimit``. It keeps its copies of stdout and stderr
    until the command is reaped, so the host sees their end together with the exit report. When
    nothing could be started it answers ``{"error": "<why>"}`` and the run is over.
 5. server → host, run socket: ``{"exit": <returncode as in subprocess>, "left": <n>}`` once the command is
@@ -163,7 +163,8 @@ class Zygote:
         self.cgroup = b""  # the run cgroup this server is in (b"": the one it started in)
         self.spare_tmp = ""  # the next run's temporary directory, made while idle
         self.path = b""  # the PATH last set in our environment (posix_spawnp searches it)
-        self.own_limits: dict[int, tuple[int, int]] = {}
+        self.own_limits: dict[int, tuple[int, int]] = {}  # (soft, hard) as we started, per resource
+        self.soft: dict[int, int] = {}  # our soft limits as set for a run, per resource
         self.runs: dict[int, Run] = {}
         self.by_pid: dict[int, Run] = {}
         self.sel = selectors.DefaultSelector()
@@ -315,45 +316,54 @@ class Zygote:
     ) -> int:
         """``posix_spawn`` (vfork speed, where ``fork`` of even this small interpreter costs a millisecond more).
 
-        The command is born with its soft limits: this server lowers its own soft limits around the
-        spawn, so the command's first instruction already runs under them. ``prlimit`` then sets its
-        hard limits, which this server cannot lower on itself without losing them for good.
+        The command is born with its soft limits of CPU time and processes: this server sets its own
+        to the run's before the spawn, and they stay set for the next run, which most likely wants the
+        same (they bound nothing this server does but its spawns: its hard limits stay its own, and it
+        ignores ``SIGXCPU``). ``prlimit`` then sets the command's hard limits, which this server cannot
+        lower on itself without losing them for good, and its open-file limit: this server holds
+        descriptors for every run in flight, and glibc refuses a spawn whose descriptors are numbered
+        above the caller's own open-file limit.
         ``RLIMIT_NPROC`` is checked at our own spawn against every process of the uid: when the uid
         already has more processes than the run's limit (possible only for a non-root uid; root is
-        exempt from the check), the spawn is repeated without lowering it, and the command gets it
-        from ``prlimit`` alone, a moment after it starts.
+        exempt from the check), the spawn is repeated with our own limit, and the command gets the
+        run's from ``prlimit`` alone, a moment after it starts.
         """
         # glibc's posix_spawnp searches the PATH of the caller (this server), from the run's cwd, as execvp would.
         path = env.get(b"PATH") or os.defpath.encode()
         if path != self.path:
             os.environb[b"PATH"] = self.path = path
-        # Our own limits: read once (every spawn restores them).
-        for res in limits.keys() - self.own_limits.keys():
-            self.own_limits[res] = resource.getrlimit(res)
-        saved = {res: self.own_limits[res] for res in limits}
-        os.chdir(cwd)
+        os.chdir(cwd)  # it may stay: the next spawn sets its own
+        for res in (CPU, NPROC):
+            if res in limits:
+                self.set_soft(res, limits[res][0])
         try:
-            for res, (_, hard) in saved.items():
-                soft = limits[res][0]
-                resource.setrlimit(res, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
-            try:
-                pid = self._posix_spawn(argv, env, stdio)
-            except BlockingIOError:
-                if resource.RLIMIT_NPROC not in saved:
-                    raise
-                resource.setrlimit(resource.RLIMIT_NPROC, saved[resource.RLIMIT_NPROC])
-                pid = self._posix_spawn(argv, env, stdio)
-            try:
-                for res, value in limits.items():
-                    resource.prlimit(pid, res, value)
-            except OSError as exc:
-                os.kill(pid, signal.SIGKILL)  # it must not run without its limits; reaped as any child
-                raise OSError(f"could not set resource limits: {exc}") from None
-            return pid
-        finally:
-            # Our own limits back; the working directory may stay (the next spawn sets its own).
-            for res, value in saved.items():
-                resource.setrlimit(res, value)
+            pid = self._posix_spawn(argv, env, stdio)
+        except BlockingIOError:
+            if NPROC not in limits:
+                raise
+            self.set_soft(NPROC, None)
+            pid = self._posix_spawn(argv, env, stdio)
+        try:
+            for res, value in limits.items():
+                resource.prlimit(pid, res, value)
+        except OSError as exc:
+            os.kill(pid, signal.SIGKILL)  # it must not run without its limits; reaped as any child
+            raise OSError(f"could not set resource limits: {exc}") from None
+        return pid
+
+    def set_soft(self, res: int, soft: int | None) -> None:
+        """Set our own soft limit of ``res`` (None: the one we started with), within our hard limit."""
+        own = self.own_limits.get(res)
+        if own is None:
+            own = self.own_limits[res] = resource.getrlimit(res)
+        start, hard = own
+        if soft is None:
+            soft = start
+        elif hard != resource.RLIM_INFINITY:
+            soft = min(soft, hard)
+        if self.soft.get(res, start) != soft:
+            resource.setrlimit(res, (soft, hard))
+            self.soft[res] = soft
 
     @staticmethod
     def _posix_spawn(argv: list[bytes], env: dict[bytes, bytes], stdio: tuple[int, int, int]) -> int:
