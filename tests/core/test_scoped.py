@@ -466,6 +466,33 @@ async def test_budget_overrun_is_a_timeout(registry: ToolRegistry) -> None:
 
 
 @pytest.mark.anyio
+async def test_each_call_keeps_its_own_budget_whatever_ran_before_or_beside_it(registry: ToolRegistry) -> None:
+    async def nap(data: dict[str, Any]) -> str:
+        await asyncio.sleep(data["seconds"])
+        return "rested"
+
+    for name, budget_ms in (("long_nap", 60_000), ("short_nap", 100)):
+        registry.register(
+            aleph.LoopTool(name, "Sleeps.", {"type": "object"}, nap, facts=ToolFacts(max_duration_ms=budget_ms))
+        )
+    svc = service(registry)
+    loop = asyncio.get_running_loop()
+    # A long budget first: a later, shorter one must still be enforced on time, alone or beside it.
+    assert (await svc.execute("long_nap", {"seconds": 0.01})).value == "rested"
+    for _ in range(2):
+        start = loop.time()
+        with pytest.raises(ToolTimeout, match="timed out after 100ms"):
+            await svc.execute("short_nap", {"seconds": 5})
+        assert loop.time() - start < 2
+    beside = asyncio.ensure_future(svc.execute("long_nap", {"seconds": 0.4}))
+    with pytest.raises(ToolTimeout):
+        await svc.execute("short_nap", {"seconds": 5})
+    assert not beside.done()  # the other call's budget is its own
+    assert (await beside).value == "rested"
+    assert (await svc.execute("short_nap", {"seconds": 0.01})).value == "rested"
+
+
+@pytest.mark.anyio
 async def test_idempotent_tools_are_retried_once_on_a_retryable_error_and_others_never(registry: ToolRegistry) -> None:
     attempts = {"flaky_read": 0, "flaky_write": 0}
 

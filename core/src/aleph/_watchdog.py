@@ -1,45 +1,62 @@
-"""A cheap wall-clock budget for tool calls: one watchdog task per event loop instead of one timer per call.
+"""A cheap wall-clock budget for tool calls: one timer per event loop instead of one timer per call.
 
 ``asyncio.timeout`` schedules (and cancels) a timer handle on every call, which costs more than the rest
-of the chokepoint together. Here a call registers its deadline in a dict (O(1)); a single watchdog task
-wakes every ``TICK`` seconds while calls are in flight and cancels the tasks that overran. Budgets are
-therefore enforced to within one tick.
+of the chokepoint together. Here a call registers its deadline in a dict (O(1)). One timer per loop is
+set for the earliest deadline it knows of; a call whose deadline is later than that timer (the usual
+case: calls with the same budget, one after another) schedules nothing. When the timer fires it
+cancels the tasks that overran and sets itself for the next deadline still registered, if any. A
+finished call only removes its deadline: the timer may fire with nothing to do, which costs less than
+cancelling and rescheduling it on every call.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
+import math
 import weakref
 from collections.abc import Awaitable
 from typing import TypeVar
 
-__all__ = ["TICK", "run_with_budget"]
+__all__ = ["run_with_budget"]
 
 T = TypeVar("T")
-TICK = 0.05
 
 
 class _Watchdog:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+        # Weak: _DOGS holds this watchdog for as long as its loop lives, and no longer.
+        self._loop = weakref.ref(loop)
         self.deadlines: dict[asyncio.Task[object], float] = {}
         self.expired: set[asyncio.Task[object]] = set()
-        self.runner: asyncio.Task[None] | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.wake_at = math.inf
 
-    def watch(self, task: asyncio.Task[object], deadline: float) -> None:
-        self.deadlines[task] = deadline
-        if self.runner is None or self.runner.done():
-            self.runner = self.loop.create_task(self._run(), name="aleph-budget-watchdog")
+    def watch(self, task: asyncio.Task[object], loop: asyncio.AbstractEventLoop, seconds: float) -> None:
+        deadline = self.deadlines[task] = loop.time() + seconds
+        if deadline < self.wake_at:
+            self._set(loop, deadline)
 
-    async def _run(self) -> None:
-        while self.deadlines:
-            await asyncio.sleep(TICK)
-            now = time.monotonic()
-            for task, deadline in list(self.deadlines.items()):
-                if deadline <= now and task not in self.expired:
+    def _set(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.wake_at = when
+        self.timer = loop.call_at(when, self._fire) if when < math.inf else None
+
+    def _fire(self) -> None:
+        self.timer = None
+        loop = self._loop()
+        if loop is None:
+            return
+        now = loop.time()
+        earliest = math.inf
+        for task, deadline in list(self.deadlines.items()):
+            if deadline <= now:
+                if task not in self.expired:
                     self.expired.add(task)
                     task.cancel()
+            elif deadline < earliest:
+                earliest = deadline
+        self._set(loop, earliest)
 
 
 _DOGS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Watchdog] = weakref.WeakKeyDictionary()
@@ -55,7 +72,7 @@ async def run_with_budget(work: Awaitable[T], seconds: float) -> T:
     dog = _DOGS.get(loop)
     if dog is None:
         dog = _DOGS[loop] = _Watchdog(loop)
-    dog.watch(task, time.monotonic() + seconds)
+    dog.watch(task, loop, seconds)
     try:
         return await work
     except asyncio.CancelledError:

@@ -683,32 +683,6 @@ class WorkspaceSandbox:
         pending = memoryview(stdin or b"")
         timers = [loop.call_later(max(0.0, deadline - time.monotonic()), _settle, done, (True, "timeout"))]
 
-        def over() -> None:
-            if run.returncode is not None and not readers:
-                _settle(done, (False, None))
-
-        def read(fd: int) -> None:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                del readers[fd]
-                over()
-                if not done.done():  # else the poller is about to go: no need to stop watching one fd
-                    poller.unregister(fd)
-                return
-            killed = output.feed(readers[fd], chunk)
-            if killed:
-                _settle(done, (False, killed))
-
-        def message() -> None:
-            run.receive()
-            if run.returncode is None:
-                return
-            over()
-            if not done.done():
-                poller.unregister(sock)
-                # The command exited but a background descendant may hold the pipes: stop waiting soon.
-                timers.append(loop.call_later(_EXIT_GRACE_S, _settle, done, (False, None)))
-
         def write() -> None:
             nonlocal pending
             assert run.stdin is not None
@@ -718,15 +692,36 @@ class WorkspaceSandbox:
                 run.stdin.close()
 
         def ready() -> None:
+            # Everything ready is taken first, then decided on: at the end of a run the exit report and
+            # the end of both pipes usually come together, and nothing is left to stop watching.
+            if done.done():
+                return  # over: the loop stops watching in a moment
+            exited = run.returncode is not None
+            ended = []
             for fd, _ in poller.poll(0):
-                if done.done():
-                    return
                 if fd == sock:
-                    message()
+                    run.receive()
+                    if run.returncode is not None:
+                        ended.append(fd)
                 elif fd == stdin_fd:
                     write()
                 elif fd in readers:
-                    read(fd)
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        del readers[fd]
+                        ended.append(fd)
+                    elif killed := output.feed(readers[fd], chunk):
+                        _settle(done, (False, killed))
+                        return
+            if run.returncode is not None:
+                if not readers:
+                    _settle(done, (False, None))
+                    return
+                if not exited:
+                    # The command exited but a background descendant may hold the pipes: stop waiting soon.
+                    timers.append(loop.call_later(_EXIT_GRACE_S, _settle, done, (False, None)))
+            for fd in ended:
+                poller.unregister(fd)
 
         if run.stdin is not None:
             if pending:

@@ -42,8 +42,8 @@ Protocol (the request as below; on a run socket, JSON objects one per line):
    limits to the run's (see :meth:`Zygote.spawn`), moves itself into the run's cgroup unless it is there
    already (it stays: moving back would cost a second migration per run; the host leaves it out of what
    it kills and counts it in ``pids.max``), ``posix_spawnp``s the command (new session, the three fds as
-   0/1/2, signal dispositions reset; ``argv[0]`` looked up in the run's ``PATH``) from ``cwd`` and sets
-   the command's limits with ``prlimit``. It keeps its copies of stdout and stderr
+   0/1/2, signal dispositions reset; ``argv[0]`` looked up in the run's ``PATH``) from ``cwd``, puts its
+   open-file soft limit back and sets the command's limits with ``prlimit``. It keeps its copies of stdout and stderr
    until the command is reaped, so the host sees their end together with the exit report. When
    nothing could be started it answers ``{"error": "<why>"}`` and the run is over.
 5. server → host, run socket: ``{"exit": <returncode as in subprocess>, "left": <n>}`` once the command is
@@ -82,6 +82,7 @@ MAX_LINE = 8 * 1024 * 1024
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
+DYING_POLL_S = 0.005  # how often killed processes are looked for, until they are reaped
 SHUTDOWN_S = 5.0  # the longest the server waits for killed descendants to be reaped before it exits
 
 
@@ -156,7 +157,13 @@ class Run:
 
 
 class Zygote:
-    """The server loop: one control socket, one socket per run, SIGCHLD through a wakeup pipe."""
+    """The server loop: one control socket, one socket per run, a pidfd per running command.
+
+    A command's exit wakes the loop through its pidfd, not through ``SIGCHLD``: no signal interrupts
+    the wait, and no handler runs. Other children (a run's orphans, which come back to this subreaper)
+    are reaped whenever a command exits or the host asks about a run, and those this server killed
+    are polled for until they are reaped.
+    """
 
     def __init__(self, control: socket.socket) -> None:
         self.control = control
@@ -167,35 +174,30 @@ class Zygote:
         self.soft: dict[int, int] = {}  # our soft limits as set for a run, per resource
         self.runs: dict[int, Run] = {}
         self.by_pid: dict[int, Run] = {}
+        self.dying: set[int] = set()  # processes we killed that may not be reaped yet
         self.sel = selectors.DefaultSelector()
-        wake_r, wake_w = os.pipe()
-        os.set_blocking(wake_r, False)
-        os.set_blocking(wake_w, False)
-        self.wake = wake_r
-        signal.set_wakeup_fd(wake_w)
-        signal.signal(signal.SIGCHLD, lambda *_: None)
-        # Our own CPU time may pass a run's soft limit while we hold it around a spawn.
+        # Our own CPU time may pass the soft limit we keep set for the runs.
         signal.signal(signal.SIGXCPU, signal.SIG_IGN)
-        self.sel.register(self.wake, selectors.EVENT_READ, "wake")
         self.sel.register(self.control, selectors.EVENT_READ, "control")
 
     def serve(self) -> None:
         self.control.send(json.dumps({"ready": os.getpid()}).encode())
         while True:
-            for key, _ in self.sel.select():
-                if key.data == "wake":
-                    # One read: signals coalesce, and if more bytes wait the fd stays readable for the next round.
-                    try:
-                        os.read(self.wake, 4096)
-                    except BlockingIOError:
-                        pass
+            for key, _ in self.sel.select(DYING_POLL_S if self.dying else None):
+                data = key.data
+                if type(data) is int:  # a command's pidfd: it has exited
+                    self.sel.unregister(key.fd)
+                    os.close(key.fd)
                     self.reap()
-                elif key.data == "control":
+                elif data == "control":
                     if not self.accept():
                         self.shutdown()
                         return
                 else:
-                    self.readable(key.data)
+                    self.readable(data)
+            if self.dying:
+                self.reap()
+                self.dying = {pid for pid in self.dying if os.path.exists(f"/proc/{pid}")}
 
     def accept(self) -> bool:
         """Take a message from the control socket; False when the host has closed it."""
@@ -293,6 +295,7 @@ class Zygote:
                 os.write(cgroup[0], b"0")
                 self.cgroup = cgroup_name
             pid = self.spawn(argv, env, cwd, (stdin, stdout, stderr), limits)
+            self.watch_exit(pid)
         except (OSError, ValueError, IndexError, TypeError) as exc:
             run.send({"error": str(exc)})
             for fd in (stdout, stderr):
@@ -306,6 +309,23 @@ class Zygote:
         run.pid = pid
         self.by_pid[pid] = run
 
+    def watch_exit(self, pid: int) -> None:
+        """Have the loop woken when ``pid`` exits (its pidfd); without one it is killed, never left unwatched."""
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError as exc:
+            self.kill(pid)
+            raise OSError(f"could not watch the command: {exc}") from None
+        self.sel.register(pidfd, selectors.EVENT_READ, pid)
+
+    def kill(self, pid: int) -> None:
+        """SIGKILL ``pid``; the loop reaps it."""
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            return
+        self.dying.add(pid)
+
     def spawn(
         self,
         argv: list[bytes],
@@ -316,13 +336,14 @@ class Zygote:
     ) -> int:
         """``posix_spawn`` (vfork speed, where ``fork`` of even this small interpreter costs a millisecond more).
 
-        The command is born with its soft limits of CPU time and processes: this server sets its own
-        to the run's before the spawn, and they stay set for the next run, which most likely wants the
-        same (they bound nothing this server does but its spawns: its hard limits stay its own, and it
-        ignores ``SIGXCPU``). ``prlimit`` then sets the command's hard limits, which this server cannot
-        lower on itself without losing them for good, and its open-file limit: this server holds
-        descriptors for every run in flight, and glibc refuses a spawn whose descriptors are numbered
-        above the caller's own open-file limit.
+        The command is born with its soft limits: this server sets its own to the run's before the
+        spawn. Those of CPU time and processes stay set for the next run, which most likely wants the
+        same: they bound nothing this server does but its spawns (its hard limits stay its own, and it
+        ignores ``SIGXCPU``). The open-file one is put back after the spawn, as this server holds
+        descriptors for every run in flight; and as glibc refuses a spawn whose descriptors are
+        numbered at or above the caller's open-file limit, it is lowered no further than the highest of
+        the three passed on. ``prlimit`` then sets the command's limits, hard ones included, which this
+        server cannot lower on itself without losing them for good.
         ``RLIMIT_NPROC`` is checked at our own spawn against every process of the uid: when the uid
         already has more processes than the run's limit (possible only for a non-root uid; root is
         exempt from the check), the spawn is repeated with our own limit, and the command gets the
@@ -333,21 +354,23 @@ class Zygote:
         if path != self.path:
             os.environb[b"PATH"] = self.path = path
         os.chdir(cwd)  # it may stay: the next spawn sets its own
-        for res in (CPU, NPROC):
-            if res in limits:
-                self.set_soft(res, limits[res][0])
         try:
-            pid = self._posix_spawn(argv, env, stdio)
-        except BlockingIOError:
-            if NPROC not in limits:
-                raise
-            self.set_soft(NPROC, None)
-            pid = self._posix_spawn(argv, env, stdio)
+            for res, (soft, _) in limits.items():
+                self.set_soft(res, max(soft, max(stdio) + 1) if res == NOFILE else soft)
+            try:
+                pid = self._posix_spawn(argv, env, stdio)
+            except BlockingIOError:
+                if NPROC not in limits:
+                    raise
+                self.set_soft(NPROC, None)
+                pid = self._posix_spawn(argv, env, stdio)
+        finally:
+            self.set_soft(NOFILE, None)
         try:
             for res, value in limits.items():
                 resource.prlimit(pid, res, value)
         except OSError as exc:
-            os.kill(pid, signal.SIGKILL)  # it must not run without its limits; reaped as any child
+            self.kill(pid)  # it must not run without its limits
             raise OSError(f"could not set resource limits: {exc}") from None
         return pid
 
@@ -428,10 +451,7 @@ class Zygote:
             for _ in range(3):  # a process forking while we look can hide a child from one pass
                 strays = self.strays(run)
                 for pid in strays:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except OSError:
-                        pass
+                    self.kill(pid)
                 if not strays:
                     break
         self.sel.unregister(run.sock)
@@ -524,6 +544,10 @@ def main() -> None:
     me = os.getpid()
     if not os.path.exists(f"/proc/{me}/task/{me}/children"):
         raise OSError("this kernel has no /proc/<pid>/task/<tid>/children lists: a run's processes cannot be found")
+    try:
+        os.close(os.pidfd_open(me))
+    except (AttributeError, OSError) as exc:
+        raise OSError(f"no pidfd_open (Linux 5.3 or later): a command's exit cannot be watched ({exc})") from None
     if sys.argv[3:] == ["host"]:
         # No namespace dies with the host here: we do, and a run's processes with us (see shutdown).
         if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
