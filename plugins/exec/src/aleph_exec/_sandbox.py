@@ -929,7 +929,7 @@ class WorkspaceSandbox:
             raise OSError("an argument contains a NUL byte, which no command line can carry")
         if cached[1]:
             payload += b"\0" + cached[1]
-        run = zygote.stage(payload, stdin is not None, cgroup.procs_fd() if cgroup else -1, later)
+        run = zygote.stage(payload, stdin is not None, cgroup, later)
         run.marker = marker
         return run
 
@@ -1099,6 +1099,8 @@ class WorkspaceSandbox:
 
 # A run's socket pair (ours, the zygote's), stdout and stderr pipes (read, write ends) and private epoll.
 _Kit = tuple[socket.socket, socket.socket, int, int, int, int, select.epoll]
+# A kit whose far ends the zygote holds already (see _Zygote.prepare): its id, our ends, the epoll.
+_Armed = tuple[int, socket.socket, int, int, select.epoll]
 
 
 class SandboxError(RuntimeError):
@@ -1125,8 +1127,12 @@ class _Zygote:
         self.retired = False
         self.namespaced = True  # in bubblewrap's PID namespace (else on the host, see _zygote.main)
         self._keeper: threading.Thread | None = None
-        self._spare: _Kit | None = None
-        self._spare_lock = threading.Lock()
+        # The kit the zygote holds for the next run (see prepare), and the cgroup it was last sent to
+        # enter (see _ZygoteRun.send); the lock also orders the messages that depend on them.
+        self._spare: _Armed | None = None
+        self.cgroup: str | None = None
+        self._lock = threading.Lock()
+        self._kit_ids = itertools.count(1)
 
     @classmethod
     def start(cls, template: list[str], key: tuple[bool, ...], *, namespaced: bool = True) -> _Zygote:
@@ -1208,49 +1214,64 @@ class _Zygote:
         return self.proc is not None and self.proc.poll() is None
 
     def stage(
-        self, request: bytes, with_stdin: bool, cgroup_procs: int, later: Callable[..., object] | None = None
+        self, request: bytes, with_stdin: bool, cgroup: _Cgroup | None, later: Callable[..., object] | None = None
     ) -> _ZygoteRun:
-        """A run for the zygote, ready to go: pipes and sockets made here; :meth:`_ZygoteRun.send` hands it over.
+        """A run for the zygote, ready to go; :meth:`_ZygoteRun.send` hands it over.
 
-        The send passes their far ends by ``SCM_RIGHTS``, and our copies of those are closed after it;
-        by ``later(fn)`` when given (an event loop's ``call_soon``: the zygote holds its copies of the
+        It takes the kit the zygote already holds (see :meth:`prepare`), else makes one whose far ends
+        go with the run. Those, and the read end of a stdin pipe, are ours to close after the send; by
+        ``later(fn)`` when given (an event loop's ``call_soon``: the zygote holds its copies of the
         output pipes until it reaps the command, so ours may go a moment after the command has started).
         """
-        ours, theirs, out_r, out_w, err_r, err_w, poller = self._kit()
-        in_r, in_w = os.pipe() if with_stdin else (_devnull(), -1)
-        fds = [fd for fd in (theirs.fileno(), in_r, out_w, err_w, cgroup_procs) if fd >= 0]
-        far = (in_r, out_w, err_w) if with_stdin else (out_w, err_w)
-        run = _ZygoteRun(ours, in_w, out_r, err_r, poller)
+        in_r, in_w = os.pipe() if with_stdin else (-1, -1)
+        with self._lock:
+            # A long request follows on the run socket once the kit is known: it brings its own.
+            armed = self._spare if len(request) <= _ZYGOTE_INLINE else None
+            if armed is not None:
+                self._spare = None
+        if armed is not None:
+            kit_id, ours, out_r, err_r, poller = armed
+            run = _ZygoteRun(ours, in_w, out_r, err_r, poller)
+            run.staged = _Staged(self, b"%d" % kit_id, [], (), in_r, cgroup, request, later)
+        else:
+            ours, theirs, out_r, out_w, err_r, err_w, poller = _new_kit()
+            run = _ZygoteRun(ours, in_w, out_r, err_r, poller)
+            far = (theirs, _Fd(out_w), _Fd(err_w))
+            run.staged = _Staged(self, b"+", [theirs.fileno(), out_w, err_w], far, in_r, cgroup, request, later)
+        run.zygote = self
         run.namespaced = self.namespaced
-        run.staged = (self.control, theirs, fds, request, far, later)
         return run
 
-    def _kit(self) -> _Kit:
-        """The run socket pair, stdout and stderr pipes and private epoll of a run: the spare one, else new."""
-        with self._spare_lock:
-            kit, self._spare = self._spare, None
-        if kit is not None:
-            return kit
-        # Non-blocking at both ends: the zygote never waits on a host, and the host reads when polled.
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        poller = select.epoll()
-        for fd in (out_r, err_r, ours.fileno()):
-            poller.register(fd, select.EPOLLIN)
-        return ours, theirs, out_r, out_w, err_r, err_w, poller
-
     def prepare(self) -> None:
-        """Make the next run's socket pair and pipes ahead (called between runs, off their path)."""
+        """Hand the zygote the next run's kit now, between runs: the run then passes no descriptors.
+
+        The kit (:func:`_new_kit`) goes in a ``kit`` message; the zygote keeps its far ends for the
+        run that names it, and ours are closed here, off that run's path.
+        """
         if self._spare is not None or self.retired:
             return
-        kit = self._kit()
-        with self._spare_lock:
-            keep = self._spare is None
-            if keep:
-                self._spare = kit
-        if not keep:
-            _close_kit(kit)
+        ours, theirs, out_r, out_w, err_r, err_w, poller = _new_kit()
+        kept = False
+        with self._lock:
+            if self._spare is None and not self.retired:
+                kit_id = next(self._kit_ids)
+                try:
+                    socket.send_fds(self.control, [b"kit %d" % kit_id], [theirs.fileno(), out_w, err_w])
+                except OSError:
+                    pass  # gone: the next run finds out
+                else:
+                    self._spare = (kit_id, ours, out_r, err_r, poller)
+                    kept = True
+        theirs.close()
+        os.close(out_w)
+        os.close(err_w)
+        if not kept:
+            _close_armed((0, ours, out_r, err_r, poller))
+
+    def forget_cgroup(self) -> None:
+        """After a failed start: the zygote may not have entered the cgroup it was sent, so send it again."""
+        with self._lock:
+            self.cgroup = None
 
     def retire(self) -> None:
         """No new runs; the zygote stops once the runs it has are over."""
@@ -1261,15 +1282,36 @@ class _Zygote:
     def close(self, *, wait: bool) -> None:
         """Close the control socket: the zygote kills its runs and exits, and bwrap with it."""
         self.control.close()
-        with self._spare_lock:
-            kit, self._spare = self._spare, None
-        if kit is not None:
-            _close_kit(kit)
+        with self._lock:
+            armed, self._spare = self._spare, None
+        if armed is not None:
+            _close_armed(armed)
         if wait and self._keeper is not None:
             self._keeper.join(_ZYGOTE_REPLY_S)
             if self._keeper.is_alive() and self.proc is not None:
                 self.proc.kill()
                 self._keeper.join()
+
+
+@dataclass(slots=True)
+class _Staged:
+    """A run staged for its zygote (see :meth:`_ZygoteRun.send` and step 3 of the protocol)."""
+
+    zygote: _Zygote
+    kit: bytes  # the id of the kit the zygote holds, or b"+": its far ends go with the run
+    fds: list[int]  # those far ends, when they go with it
+    far: tuple[socket.socket | _Fd, ...]  # ours to close after the send (the same far ends)
+    stdin: int  # the read end of the run's stdin pipe, or -1
+    cgroup: _Cgroup | None
+    request: bytes
+    later: Callable[..., object] | None
+
+    def close_far(self) -> None:
+        for end in self.far:
+            end.close()
+        if self.stdin >= 0:
+            os.close(self.stdin)
+            self.stdin = -1
 
 
 class _Fd:
@@ -1299,7 +1341,8 @@ class _ZygoteRun:
     def __init__(self, sock: socket.socket, stdin: int, stdout: int, stderr: int, poller: select.epoll) -> None:
         self.sock = sock
         self.poller = poller  # stdout, stderr and the socket, for the event loop (see _apump)
-        self.staged: tuple[socket.socket, socket.socket, list[int], bytes, tuple[int, ...], Any] | None = None
+        self.staged: _Staged | None = None
+        self.zygote: _Zygote | None = None
         self.stdin = _Fd(stdin) if stdin >= 0 else None
         self.stdout = _Fd(stdout)
         self.stderr = _Fd(stderr)
@@ -1314,25 +1357,41 @@ class _ZygoteRun:
 
     def send(self) -> None:
         """Hand the staged run to the zygote (:meth:`_Zygote.stage`); :class:`SandboxError` if it is gone."""
-        assert self.staged is not None
-        control, theirs, fds, payload, far, later = self.staged
+        staged = self.staged
+        assert staged is not None and self.zygote is not None
         self.staged = None
+        zygote, request, fds = staged.zygote, staged.request, staged.fds
+        flags = b""
+        if staged.stdin >= 0:
+            fds.append(staged.stdin)
+            flags += b"i"
         try:
-            if len(payload) <= _ZYGOTE_INLINE:
-                socket.send_fds(control, [b"run\0", payload], fds)
-            else:
-                socket.send_fds(control, [b"run %d" % len(payload)], fds)
+            with zygote._lock:
+                cgroup = staged.cgroup
+                if cgroup is not None and cgroup.name != zygote.cgroup:
+                    fds.append(cgroup.procs_fd())
+                    flags += b"c"
+                head = b"go %s %s" % (staged.kit, flags or b"-")
+                if len(request) > _ZYGOTE_INLINE:
+                    socket.send_fds(zygote.control, [head + b" %d" % len(request)], fds)
+                elif fds:
+                    socket.send_fds(zygote.control, [head, b"\0", request], fds)
+                else:
+                    zygote.control.sendmsg([head, b"\0", request])
+                if cgroup is not None:
+                    zygote.cgroup = cgroup.name
+            if len(request) > _ZYGOTE_INLINE:
                 self.sock.setblocking(True)  # the zygote reads it as it comes
-                self.sock.sendall(payload)
+                self.sock.sendall(request)
                 self.sock.setblocking(False)
         except OSError as exc:
-            _close_far_ends(theirs, far)
+            staged.close_far()
             self.close()
             raise SandboxError(f"the sandbox server is gone ({exc})") from None
-        if later is not None:
-            later(_close_far_ends, theirs, far)
+        if staged.later is not None:
+            staged.later(staged.close_far)
         else:
-            _close_far_ends(theirs, far)
+            staged.close_far()
 
     def _read(self, timeout: float) -> None:
         """Take the messages that arrive within ``timeout``."""
@@ -1372,6 +1431,8 @@ class _ZygoteRun:
             elif "error" in message:
                 self.returncode = 127
                 self.failure = OSError(message["error"])
+                if self.zygote is not None:
+                    self.zygote.forget_cgroup()
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -1404,9 +1465,8 @@ class _ZygoteRun:
 
     def close(self) -> None:
         if self.staged is not None:  # never sent
-            _, theirs, _, _, far, _ = self.staged
+            self.staged.close_far()
             self.staged = None
-            _close_far_ends(theirs, far)
         for stream in (self.stdin, self.stdout, self.stderr):
             if stream is not None:
                 stream.close()
@@ -1414,33 +1474,29 @@ class _ZygoteRun:
         self.poller.close()
 
 
-_devnull_fd: list[int] = []
-
-
-def _devnull() -> int:
-    """``/dev/null`` open for reading, once per process: the stdin sent for runs without input."""
-    if not _devnull_fd:
-        _devnull_fd.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
-    return _devnull_fd[0]
-
-
 def _fsencode(text: str) -> bytes:
     """``text`` as the bytes a command line or environment carries (``os.fsencode`` without its checks)."""
     return text.encode("utf-8", "surrogateescape")
 
 
-def _close_far_ends(theirs: socket.socket, fds: Iterable[int]) -> None:
-    theirs.close()
-    for fd in fds:
-        os.close(fd)
+def _new_kit() -> _Kit:
+    """A run's socket pair, stdout and stderr pipes, and the private epoll of our ends."""
+    # Non-blocking at both ends: the zygote never waits on a host, and the host reads when polled.
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    poller = select.epoll()
+    for fd in (out_r, err_r, ours.fileno()):
+        poller.register(fd, select.EPOLLIN)
+    return ours, theirs, out_r, out_w, err_r, err_w, poller
 
 
-def _close_kit(kit: _Kit) -> None:
-    ours, theirs, out_r, out_w, err_r, err_w, poller = kit
-    for sock in (ours, theirs, poller):
-        sock.close()
-    for fd in (out_r, out_w, err_r, err_w):
-        os.close(fd)
+def _close_armed(armed: _Armed) -> None:
+    _, ours, out_r, err_r, poller = armed
+    ours.close()
+    poller.close()
+    os.close(out_r)
+    os.close(err_r)
 
 
 def _settle(done: asyncio.Future[tuple[bool, str | None]], result: tuple[bool, str | None]) -> None:

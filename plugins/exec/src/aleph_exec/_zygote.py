@@ -28,12 +28,17 @@ Protocol (the request as below; on a run socket, JSON objects one per line):
 2. host → server, control socket: the payload ``control`` carrying, by ``SCM_RIGHTS``, one end of a fresh
    socketpair that becomes the control socket. bubblewrap and its init keep copies of the inherited
    one; only this server holds the fresh one.
-3. host → server, control socket: the payload ``run``, a NUL byte and the request, carrying the fds
-   ``[run socket, stdin, stdout, stderr]`` and, when the run has a pids cgroup, its ``cgroup.procs``
-   opened for writing (``/sys`` is not mounted in the sandbox): one message, so one wake-up, per run.
-   The run socket is one end of a fresh non-blocking ``AF_UNIX`` ``SOCK_STREAM`` socketpair; the rest of
-   the run's traffic goes over it, so concurrent runs never share a channel. A request longer than
-   ``MAX_INLINE`` bytes comes as the payload ``run <length>``, and its bytes follow on the run socket.
+3. host → server, control socket, one message per run (one wake-up):
+   ``go <kit> <flags>``, a NUL byte and the request. A run's *kit* is its run socket (one end of a
+   fresh non-blocking ``AF_UNIX`` ``SOCK_STREAM`` socketpair: the rest of the run's traffic goes over
+   it, so concurrent runs never share a channel) and the write ends of its stdout and stderr pipes.
+   The host hands the next run's kit over between runs, in a message ``kit <id>`` carrying those three
+   fds by ``SCM_RIGHTS``, and ``<kit>`` names it; ``+`` says the three come with this message instead.
+   ``<flags>`` says which fds come with it after those: ``i``, the read end of the run's stdin (else
+   ``/dev/null``); ``c``, the ``cgroup.procs`` of the run's pids cgroup opened for writing (``/sys`` is
+   not mounted in the sandbox), sent only when the server is not already in that cgroup. A request
+   longer than ``MAX_INLINE`` bytes comes as ``go <kit> <flags> <length>``, and its bytes follow on the
+   run socket. A run with no kit to take, or a kit that never came, gets its run socket closed.
 4. The request: NUL-separated fields, as a command line and an environment are NUL-free C strings:
    ``id, cwd, cgroup name ("" for none), CPU soft, CPU hard, NOFILE soft, NOFILE hard, NPROC soft, NPROC
    hard, argc, argv[0..argc), then name, value, name, value, ...`` for the environment. The server adds
@@ -43,8 +48,9 @@ Protocol (the request as below; on a run socket, JSON objects one per line):
    already (it stays: moving back would cost a second migration per run; the host leaves it out of what
    it kills and counts it in ``pids.max``), ``posix_spawnp``s the command (new session, the three fds as
    0/1/2, signal dispositions reset; ``argv[0]`` looked up in the run's ``PATH``) from ``cwd``, puts its
-   open-file soft limit back and sets the command's limits with ``prlimit``. It keeps its copies of stdout and stderr
-   until the command is reaped, so the host sees their end together with the exit report. When
+   open-file soft limit back and sets the command's limits with ``prlimit``. It keeps its copies of
+   stdout and stderr until the command is reaped, so the host sees their end together with the exit
+   report. When
    nothing could be started it answers ``{"error": "<why>"}`` and the run is over.
 5. server → host, run socket: ``{"exit": <returncode as in subprocess>, "left": <n>}`` once the command is
    reaped; ``left`` counts the processes of the namespace that no other open run accounts for (what
@@ -77,6 +83,7 @@ import time
 MARKER = "ALEPH_SANDBOX_RUN"
 MARKER_B = MARKER.encode()
 MAX_FDS = 5
+MAX_KITS = 4
 MAX_INLINE = 64 * 1024  # a request up to this size comes with the fds, in the same control message
 MAX_LINE = 8 * 1024 * 1024
 PR_SET_DUMPABLE = 4
@@ -97,9 +104,10 @@ def encode(message: dict[str, object]) -> bytes:
 class Run:
     """One command started for the host."""
 
-    def __init__(self, sock: int, fds: list[int]) -> None:
+    def __init__(self, sock: int, fds: list[int], stdin: int, cgroup: int) -> None:
         self.sock = sock  # the run socket's fd (non-blocking: the host makes it so)
-        self.fds = fds
+        self.fds = fds  # stdout and stderr
+        self.given = (stdin, cgroup)  # until the start: descriptors that came with the request (-1: none)
         self.buf = b""
         self.id = ""
         self.pid = 0
@@ -175,6 +183,8 @@ class Zygote:
         self.runs: dict[int, Run] = {}
         self.by_pid: dict[int, Run] = {}
         self.dying: set[int] = set()  # processes we killed that may not be reaped yet
+        self.kits: dict[bytes, list[int]] = {}  # id -> [run socket, stdout, stderr], for a later run
+        self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)  # stdin of runs given none
         self.sel = selectors.DefaultSelector()
         # Our own CPU time may pass the soft limit we keep set for the runs.
         signal.signal(signal.SIGXCPU, signal.SIG_IGN)
@@ -217,25 +227,41 @@ class Zygote:
             self.control = socket.socket(fileno=fds[0])
             self.sel.register(self.control, selectors.EVENT_READ, "control")
             return True
-        inline, size = b"", 0
-        if msg.startswith(b"run\0"):
-            inline = msg[4:]
-        elif msg.startswith(b"run ") and msg[4:].isdigit():
-            size = int(msg[4:])
-        if not (inline or size) or len(fds) < 4 or flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC):
+        if msg.startswith(b"kit ") and len(fds) == 3 and len(self.kits) < MAX_KITS:
+            self.kits[msg[4:]] = fds  # the host has at most one ready; the bound is for a confused one
+            return True
+        run = None if flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC) else self.take(msg, fds)
+        if run is None:
             # Closed (empty message), or unusable: without a run socket there is no one to answer,
             # and the host sees its run socket closed.
             for fd in fds:
                 os.close(fd)
             return bool(msg)
-        run = Run(fds[0], fds[1:])
         self.runs[run.sock] = run
-        if inline:
-            self.start(run, inline)  # the spawn first: watching the run socket can wait until after it
-        else:
-            run.expect = size  # the request follows on the run socket
+        if not run.expect:
+            self.start(run, msg.partition(b"\0")[2])  # the spawn first: watching the run socket can wait
         self.sel.register(run.sock, selectors.EVENT_READ, run)
         return True
+
+    def take(self, msg: bytes, fds: list[int]) -> Run | None:
+        """The run a ``go`` message starts (step 3 of the protocol); None if it is not one."""
+        head, inline, _ = msg.partition(b"\0")
+        parts = head.split(b" ")
+        if len(parts) != (3 if inline else 4) or parts[0] != b"go":
+            return None
+        _, kit_id, flags, *size = parts
+        wanted = (3 if kit_id == b"+" else 0) + (b"i" in flags) + (b"c" in flags)
+        if len(fds) != wanted or (size and not size[0].isdigit()):
+            return None
+        kit = fds[:3] if kit_id == b"+" else self.kits.pop(kit_id, None)
+        if kit is None:
+            return None
+        rest = fds[3:] if kit_id == b"+" else fds
+        stdin = rest.pop(0) if b"i" in flags else -1
+        run = Run(kit[0], kit[1:], stdin, rest[0] if rest else -1)
+        if size:
+            run.expect = int(size[0])  # the request follows on the run socket
+        return run
 
     def readable(self, run: Run) -> None:
         try:
@@ -272,8 +298,9 @@ class Zygote:
 
     def start(self, run: Run, request: bytes) -> None:
         """Start the run a request describes (its fields: step 4 of the protocol)."""
-        stdin, stdout, stderr, *cgroup = run.fds
-        run.fds = []
+        stdout, stderr = run.fds
+        stdin, cgroup = run.given
+        run.fds, run.given = [], (-1, -1)
         try:
             fields = request.split(b"\0")
             marker, cwd, cgroup_name = fields[0], fields[1], fields[2]
@@ -290,11 +317,13 @@ class Zygote:
             env[MARKER_B] = marker
             run.tmp, self.spare_tmp = self.spare_tmp or self.make_tmp(), ""
             env[b"TMPDIR"] = run.tmp.encode()
-            if cgroup and cgroup_name != self.cgroup:
+            if cgroup_name and cgroup_name != self.cgroup:
                 # A new process starts in its parent's cgroup: enter the run's (and stay, see step 4).
-                os.write(cgroup[0], b"0")
+                if cgroup < 0:
+                    raise OSError(f"the descriptor of cgroup {cgroup_name.decode(errors='replace')} did not come")
+                os.write(cgroup, b"0")
                 self.cgroup = cgroup_name
-            pid = self.spawn(argv, env, cwd, (stdin, stdout, stderr), limits)
+            pid = self.spawn(argv, env, cwd, (self.devnull if stdin < 0 else stdin, stdout, stderr), limits)
             self.watch_exit(pid)
         except (OSError, ValueError, IndexError, TypeError) as exc:
             run.send({"error": str(exc)})
@@ -302,8 +331,9 @@ class Zygote:
                 os.close(fd)
             return
         finally:
-            for fd in (stdin, *cgroup):
-                os.close(fd)
+            for fd in (stdin, cgroup):
+                if fd >= 0:
+                    os.close(fd)
         # Held until the command is reaped: the host's end of the pipes sees EOF together with the exit.
         run.fds = [stdout, stderr]
         run.pid = pid
@@ -457,9 +487,10 @@ class Zygote:
         self.sel.unregister(run.sock)
         del self.runs[run.sock]
         os.close(run.sock)
-        for fd in run.fds:
-            os.close(fd)
-        run.fds = []
+        for fd in (*run.fds, *run.given):
+            if fd >= 0:
+                os.close(fd)
+        run.fds, run.given = [], (-1, -1)
         if run.tmp:
             try:
                 os.rmdir(run.tmp)
