@@ -1126,6 +1126,7 @@ class _Zygote:
         self.active = 0
         self.retired = False
         self.namespaced = True  # in bubblewrap's PID namespace (else on the host, see _zygote.main)
+        self.exited = False  # bwrap (or the zygote on the host) has exited and been reaped
         self._keeper: threading.Thread | None = None
         # The kit the zygote holds for the next run (see prepare), and the cgroup it was last sent to
         # enter (see _ZygoteRun.send); the lock also orders the messages that depend on them.
@@ -1167,6 +1168,7 @@ class _Zygote:
             finally:
                 spawned.set()
             zygote.proc.wait()
+            zygote.exited = True
             _reap_orphaned_inits()
 
         zygote._keeper = threading.Thread(target=keep, name="aleph-exec-zygote", daemon=True)
@@ -1209,9 +1211,9 @@ class _Zygote:
         return zygote
 
     def alive(self) -> bool:
-        # bwrap outlives a killed zygote by a moment; a run sent then fails to send (only the zygote
-        # holds the control socket) and is retried on a new one.
-        return self.proc is not None and self.proc.poll() is None
+        # The keeper thread reaps it (no system call here). bwrap outlives a killed zygote by a moment;
+        # a run sent then fails to send (only the zygote holds the control socket) and is retried on a new one.
+        return self.proc is not None and not self.exited
 
     def stage(
         self, request: bytes, with_stdin: bool, cgroup: _Cgroup | None, later: Callable[..., object] | None = None

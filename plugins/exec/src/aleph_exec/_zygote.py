@@ -73,7 +73,7 @@ import ctypes
 import json
 import os
 import resource
-import selectors
+import select
 import shutil
 import signal
 import socket
@@ -185,25 +185,36 @@ class Zygote:
         self.dying: set[int] = set()  # processes we killed that may not be reaped yet
         self.kits: dict[bytes, list[int]] = {}  # id -> [run socket, stdout, stderr], for a later run
         self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)  # stdin of runs given none
-        self.sel = selectors.DefaultSelector()
+        # A bare epoll and what each fd stands for: "control", a Run (its socket) or a pid (its pidfd).
+        self.poller = select.epoll()
+        self.watched: dict[int, Run | int | str] = {}
         # Our own CPU time may pass the soft limit we keep set for the runs.
         signal.signal(signal.SIGXCPU, signal.SIG_IGN)
-        self.sel.register(self.control, selectors.EVENT_READ, "control")
+        self.watch(self.control.fileno(), "control")
+
+    def watch(self, fd: int, what: Run | int | str) -> None:
+        self.poller.register(fd, select.EPOLLIN)
+        self.watched[fd] = what
+
+    def unwatch(self, fd: int) -> None:
+        self.poller.unregister(fd)
+        del self.watched[fd]
 
     def serve(self) -> None:
         self.control.send(json.dumps({"ready": os.getpid()}).encode())
         while True:
-            for key, _ in self.sel.select(DYING_POLL_S if self.dying else None):
-                data = key.data
+            # What each ready fd stands for is read before any is handled (a handler may close an fd).
+            ready = [(fd, self.watched.get(fd)) for fd, _ in self.poller.poll(DYING_POLL_S if self.dying else -1)]
+            for fd, data in ready:
                 if type(data) is int:  # a command's pidfd: it has exited
-                    self.sel.unregister(key.fd)
-                    os.close(key.fd)
+                    del self.watched[fd]
+                    os.close(fd)  # which takes it out of the epoll
                     self.reap()
                 elif data == "control":
                     if not self.accept():
                         self.shutdown()
                         return
-                else:
+                elif isinstance(data, Run):
                     self.readable(data)
             if self.dying:
                 self.reap()
@@ -222,10 +233,10 @@ class Zygote:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                 fds += [int.from_bytes(data[i : i + 4], sys.byteorder) for i in range(0, len(data) - 3, 4)]
         if msg == b"control" and len(fds) == 1:
-            self.sel.unregister(self.control)
+            self.unwatch(self.control.fileno())
             self.control.close()
             self.control = socket.socket(fileno=fds[0])
-            self.sel.register(self.control, selectors.EVENT_READ, "control")
+            self.watch(fds[0], "control")
             return True
         if msg.startswith(b"kit ") and len(fds) == 3 and len(self.kits) < MAX_KITS:
             self.kits[msg[4:]] = fds  # the host has at most one ready; the bound is for a confused one
@@ -240,7 +251,7 @@ class Zygote:
         self.runs[run.sock] = run
         if not run.expect:
             self.start(run, msg.partition(b"\0")[2])  # the spawn first: watching the run socket can wait
-        self.sel.register(run.sock, selectors.EVENT_READ, run)
+        self.watch(run.sock, run)
         return True
 
     def take(self, msg: bytes, fds: list[int]) -> Run | None:
@@ -346,7 +357,7 @@ class Zygote:
         except OSError as exc:
             self.kill(pid)
             raise OSError(f"could not watch the command: {exc}") from None
-        self.sel.register(pidfd, selectors.EVENT_READ, pid)
+        self.watch(pidfd, pid)
 
     def kill(self, pid: int) -> None:
         """SIGKILL ``pid``; the loop reaps it."""
@@ -484,7 +495,7 @@ class Zygote:
                     self.kill(pid)
                 if not strays:
                     break
-        self.sel.unregister(run.sock)
+        self.unwatch(run.sock)
         del self.runs[run.sock]
         os.close(run.sock)
         for fd in (*run.fds, *run.given):
