@@ -1390,6 +1390,8 @@ class _ZygoteRun:
             staged.close_far()
             self.close()
             raise SandboxError(f"the sandbox server is gone ({exc})") from None
+        if not staged.far and staged.stdin < 0:
+            return  # the zygote held the kit already: nothing of ours to close
         if staged.later is not None:
             staged.later(staged.close_far)
         else:
