@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import secrets
@@ -158,3 +159,28 @@ async def test_what_a_run_left_is_killed_and_reaped_when_the_host_closes_it_with
                 await anyio.sleep(0.01)
         assert [] == processes_with(token)
         assert "fine\n" == (await bash(service, "echo fine"))["stdout"]
+
+
+@pytest.mark.parametrize("mode", MODES[:1])
+async def test_runs_in_flight_together_each_keep_their_own_wall_time_limit(workspace: Path, mode: str) -> None:
+    # The runs of one event loop share one timer, set for the earliest deadline: a short limit after
+    # or beside a long one still ends its run on time, and the long one runs on.
+    async with make_runtime(workspace, mode) as rt:
+        service = aleph.UnscopedToolService(rt.registry)
+        assert (await bash(service, "echo long", timeout_seconds=60))["stdout"] == "long\n"
+        loop = asyncio.get_running_loop()
+        results: dict[str, dict] = {}
+
+        async def one(name: str, command: str, timeout: float) -> None:
+            start = loop.time()
+            results[name] = await bash(service, command, timeout_seconds=timeout)
+            results[name]["took"] = loop.time() - start
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one, "long", "sleep 1.5; echo done", 60)
+                tg.start_soon(one, "short", "sleep 30", 0.5)
+            await one("again", "sleep 30", 0.5)
+    assert (results["long"]["timed_out"], results["long"]["stdout"]) == (False, "done\n")
+    for name in ("short", "again"):
+        assert results[name]["timed_out"] is True and results[name]["took"] < 5, results[name]

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import math
 import os
 import re
 import resource
@@ -42,6 +43,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -674,14 +676,14 @@ class WorkspaceSandbox:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[tuple[bool, str | None]] = loop.create_future()
         assert run.stdout is not None and run.stderr is not None
-        # The run's pipes and socket sit in a private epoll (made with them, ahead of the run): the loop
-        # watches that one fd, so a wake-up is one callback however many of them are ready.
+        # The run's pipes and socket sit in a private epoll (made with them, ahead of the run), which
+        # sits in the loop's hub: a wake-up is one callback however many of them are ready.
         poller = run.poller
         readers = {run.stdout.fileno(): output.out, run.stderr.fileno(): output.err}
         sock = run.sock.fileno()
         stdin_fd = -1
         pending = memoryview(stdin or b"")
-        timers = [loop.call_later(max(0.0, deadline - time.monotonic()), _settle, done, (True, "timeout"))]
+        timers: list[asyncio.TimerHandle] = []
 
         def write() -> None:
             nonlocal pending
@@ -731,14 +733,15 @@ class WorkspaceSandbox:
             else:
                 run.stdin.close()
         # The run is already under way: what it has sent meanwhile makes the poller ready at once.
+        hub = _Hub.of(loop)
         watched = poller.fileno()
-        loop.add_reader(watched, ready)
+        hub.watch(watched, ready, deadline, partial(_settle, done, (True, "timeout")))
         try:
             result = await done
         finally:
+            hub.forget(watched)
             for timer in timers:
                 timer.cancel()
-            loop.remove_reader(watched)
         if result == (False, None):
             output.flush()
         return result
@@ -1501,6 +1504,74 @@ def _close_armed(armed: _Armed) -> None:
     poller.close()
     os.close(out_r)
     os.close(err_r)
+
+
+class _Hub:
+    """The event loop's one reader for the zygote runs on it, and its one timer for their deadlines.
+
+    A run's pipes and socket sit in the run's own epoll, and that epoll in the hub's, which the loop
+    watches for good: starting and ending a run adds and removes a dict entry instead of a loop reader
+    and a timer each. The timer is set for the earliest deadline (as the chokepoint's budget watchdog).
+    A run's epoll leaves the hub's when the run closes it.
+    """
+
+    _hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Hub] = weakref.WeakKeyDictionary()
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = weakref.ref(loop)  # weak: _hubs keeps this hub as long as its loop lives, no longer
+        self.epoll = select.epoll()
+        self.runs: dict[int, tuple[Callable[[], None], float, Callable[[], None]]] = {}
+        self.timer: asyncio.TimerHandle | None = None
+        self.wake_at = math.inf
+        loop.add_reader(self.epoll.fileno(), self._ready)
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop) -> _Hub:
+        hub = cls._hubs.get(loop)
+        if hub is None:
+            hub = cls._hubs[loop] = cls(loop)
+        return hub
+
+    def watch(self, fd: int, ready: Callable[[], None], deadline: float, expire: Callable[[], None]) -> None:
+        """Call ``ready()`` while ``fd`` is readable, ``expire()`` once ``deadline`` (``time.monotonic``) passes."""
+        self.epoll.register(fd, select.EPOLLIN)
+        self.runs[fd] = (ready, deadline, expire)
+        if deadline < self.wake_at:
+            self._set(deadline)
+
+    def forget(self, fd: int) -> None:
+        del self.runs[fd]
+
+    def _ready(self) -> None:
+        for fd, _ in self.epoll.poll(0):
+            entry = self.runs.get(fd)
+            if entry is not None:
+                entry[0]()
+                continue
+            with contextlib.suppress(OSError):  # over, and its run has not closed it yet
+                self.epoll.unregister(fd)
+
+    def _set(self, when: float) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        loop = self._loop()
+        if loop is None or when == math.inf:
+            self.timer, self.wake_at = None, math.inf
+            return
+        self.wake_at = when
+        # Deadlines are on time.monotonic; call_later puts them on the loop's own clock.
+        self.timer = loop.call_later(max(0.0, when - time.monotonic()), self._expire)
+
+    def _expire(self) -> None:
+        self.timer = None
+        now = time.monotonic()
+        earliest = math.inf
+        for _, deadline, expire in list(self.runs.values()):
+            if deadline <= now:
+                expire()
+            elif deadline < earliest:
+                earliest = deadline
+        self._set(earliest)
 
 
 def _settle(done: asyncio.Future[tuple[bool, str | None]], result: tuple[bool, str | None]) -> None:
