@@ -1237,12 +1237,12 @@ class _Zygote:
         if armed is not None:
             kit_id, ours, out_r, err_r, poller = armed
             run = _ZygoteRun(ours, in_w, out_r, err_r, poller)
-            run.staged = _Staged(self, b"%d" % kit_id, [], (), in_r, cgroup, request, later)
+            run.staged = _Staged(b"%d" % kit_id, [], (), in_r, cgroup, request, later)
         else:
             ours, theirs, out_r, out_w, err_r, err_w, poller = _new_kit()
             run = _ZygoteRun(ours, in_w, out_r, err_r, poller)
             far = (theirs, _Fd(out_w), _Fd(err_w))
-            run.staged = _Staged(self, b"+", [theirs.fileno(), out_w, err_w], far, in_r, cgroup, request, later)
+            run.staged = _Staged(b"+", [theirs.fileno(), out_w, err_w], far, in_r, cgroup, request, later)
         run.zygote = self
         run.namespaced = self.namespaced
         return run
@@ -1273,6 +1273,27 @@ class _Zygote:
         if not kept:
             _close_armed((0, ours, out_r, err_r, poller))
 
+    def send_run(self, staged: _Staged) -> None:
+        """Send the message that starts a staged run (step 3 of the protocol); a long request follows it."""
+        fds, flags, request = staged.fds, b"", staged.request
+        if staged.stdin >= 0:
+            fds.append(staged.stdin)
+            flags += b"i"
+        cgroup = staged.cgroup
+        with self._lock:  # the cgroup we were last sent to enter is the one the zygote will be in
+            if cgroup is not None and cgroup.name != self.cgroup:
+                fds.append(cgroup.procs_fd())
+                flags += b"c"
+            head = b"go %s %s" % (staged.kit, flags or b"-")
+            if len(request) > _ZYGOTE_INLINE:
+                socket.send_fds(self.control, [head + b" %d" % len(request)], fds)
+            elif fds:
+                socket.send_fds(self.control, [head, b"\0", request], fds)
+            else:
+                self.control.sendmsg([head, b"\0", request])
+            if cgroup is not None:
+                self.cgroup = cgroup.name
+
     def forget_cgroup(self) -> None:
         """After a failed start: the zygote may not have entered the cgroup it was sent, so send it again."""
         with self._lock:
@@ -1302,7 +1323,6 @@ class _Zygote:
 class _Staged:
     """A run staged for its zygote (see :meth:`_ZygoteRun.send` and step 3 of the protocol)."""
 
-    zygote: _Zygote
     kit: bytes  # the id of the kit the zygote holds, or b"+": its far ends go with the run
     fds: list[int]  # those far ends, when they go with it
     far: tuple[socket.socket | _Fd, ...]  # ours to close after the send (the same far ends)
@@ -1365,29 +1385,11 @@ class _ZygoteRun:
         staged = self.staged
         assert staged is not None and self.zygote is not None
         self.staged = None
-        zygote, request, fds = staged.zygote, staged.request, staged.fds
-        flags = b""
-        if staged.stdin >= 0:
-            fds.append(staged.stdin)
-            flags += b"i"
         try:
-            with zygote._lock:
-                cgroup = staged.cgroup
-                if cgroup is not None and cgroup.name != zygote.cgroup:
-                    fds.append(cgroup.procs_fd())
-                    flags += b"c"
-                head = b"go %s %s" % (staged.kit, flags or b"-")
-                if len(request) > _ZYGOTE_INLINE:
-                    socket.send_fds(zygote.control, [head + b" %d" % len(request)], fds)
-                elif fds:
-                    socket.send_fds(zygote.control, [head, b"\0", request], fds)
-                else:
-                    zygote.control.sendmsg([head, b"\0", request])
-                if cgroup is not None:
-                    zygote.cgroup = cgroup.name
-            if len(request) > _ZYGOTE_INLINE:
+            self.zygote.send_run(staged)
+            if len(staged.request) > _ZYGOTE_INLINE:
                 self.sock.setblocking(True)  # the zygote reads it as it comes
-                self.sock.sendall(request)
+                self.sock.sendall(staged.request)
                 self.sock.setblocking(False)
         except OSError as exc:
             staged.close_far()
