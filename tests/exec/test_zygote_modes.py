@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import secrets
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -184,3 +187,52 @@ async def test_runs_in_flight_together_each_keep_their_own_wall_time_limit(works
     assert (results["long"]["timed_out"], results["long"]["stdout"]) == (False, "done\n")
     for name in ("short", "again"):
         assert results[name]["timed_out"] is True and results[name]["took"] < 5, results[name]
+
+
+HOST_SCRIPT = """
+import asyncio, sys
+from pathlib import Path
+import aleph, aleph_exec.plugin
+from aleph.testing import isolated_runtime
+
+async def main():
+    toml = '[exec]\\nisolation = "none"\\ncgroup = "off"\\n'
+    async with isolated_runtime(Path(sys.argv[1]), aleph_exec.plugin, config_toml=toml) as rt:
+        await aleph.UnscopedToolService(rt.registry).execute("bash", {"command": sys.argv[2], "timeout_seconds": 60})
+
+asyncio.run(main())
+"""
+
+
+async def test_when_the_host_dies_without_bubblewrap_what_its_runs_started_dies_too(workspace: Path) -> None:
+    # The host is killed outright (SIGKILL: no clean-up of its own) while a run has a process in the
+    # background, one that left its session and cleared its environment too. The zygote on the host
+    # is told (PR_SET_PDEATHSIG, SIGTERM) and ends every process of its runs before it exits.
+    from aleph_exec._sandbox import _become_subreaper
+
+    _become_subreaper()  # the dead host's zygote comes to us to be reaped, whatever PID 1 does
+    token = str(800000 + secrets.randbelow(99999))
+    command = f"(setsid env -i sleep {token} &); sleep {token} & sleep {token}"
+    host = subprocess.Popen([sys.executable, "-c", HOST_SCRIPT, str(workspace), command])
+    try:
+        with anyio.fail_after(30):
+            while len(processes_with(f"sleep {token}")) < 3:
+                await anyio.sleep(0.02)
+        zygotes = [int(child.split()[0]) for child in children_of(host.pid)]
+    finally:
+        host.kill()
+        host.wait()
+    try:
+        with anyio.fail_after(10):
+            while processes_with(f"sleep {token}"):
+                await anyio.sleep(0.02)
+        # The zygote has exited too, re-parented to this process.
+        while any(os.path.exists(f"/proc/{pid}") for pid in zygotes):
+            for pid in zygotes:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+            await anyio.sleep(0.02)
+    finally:  # a failure leaves nothing behind either
+        for line in processes_with(f"sleep {token}"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(line.split()[0]), signal.SIGKILL)

@@ -12,8 +12,9 @@ Arguments (after the script path):
 * ``CONTROL_FD``: this end of an ``AF_UNIX`` ``SOCK_SEQPACKET`` socketpair with the host.
 * ``SELF_LIMITS``: JSON ``{"AS": [soft, hard], ...}``, ``resource.RLIMIT_<name>`` values the server sets on
   itself at start so every run inherits them (those fixed per sandbox: address space, file size, core).
-* ``host``: no PID namespace. The server dies with the thread that started it (``PR_SET_PDEATHSIG``;
-  in bubblewrap ``--die-with-parent`` does that), and everything it looks at is its own descendants.
+* ``host``: no PID namespace. The server ends with the thread that started it (``PR_SET_PDEATHSIG``
+  sends it ``SIGTERM``, on which it kills every process of its runs, then exits; in bubblewrap
+  ``--die-with-parent`` and the namespace do that), and everything it looks at is its own descendants.
 
 The server is a subreaper, so every process a run starts stays its descendant (an orphan comes back
 to it, not to init): :func:`processes` lists a run's processes from the ``children`` lists of
@@ -521,13 +522,25 @@ class Zygote:
         return path
 
     def shutdown(self) -> None:
-        """End every run, then kill and reap every descendant before exiting.
+        """End every run, then kill and reap every descendant before exiting."""
+        for run in list(self.runs.values()):
+            self.finish(run)
+        self.kill_descendants()
+
+    def terminated(self, *_: object) -> None:
+        """``SIGTERM`` (on the host: the host died): kill and reap every descendant, then exit."""
+        self.kill_descendants()
+        for run in self.runs.values():
+            if run.tmp:
+                shutil.rmtree(run.tmp, ignore_errors=True)
+        os._exit(0)
+
+    def kill_descendants(self) -> None:
+        """SIGKILL every descendant and reap them all (for up to ``SHUTDOWN_S``).
 
         A child left unreaped would be re-parented: on the host, to the host process (a subreaper
         without bubblewrap), which does not know it and would keep it as a zombie.
         """
-        for run in list(self.runs.values()):
-            self.finish(run)
         deadline = time.monotonic() + SHUTDOWN_S
         while True:
             for pid in processes():
@@ -590,14 +603,18 @@ def main() -> None:
         os.close(os.pidfd_open(me))
     except (AttributeError, OSError) as exc:
         raise OSError(f"no pidfd_open (Linux 5.3 or later): a command's exit cannot be watched ({exc})") from None
+    os.set_inheritable(control_fd, False)
+    zygote = Zygote(socket.socket(fileno=control_fd))
+    # Killed politely (by a command of ours, or on the host by the host's death): the runs go with us.
+    signal.signal(signal.SIGTERM, zygote.terminated)
     if sys.argv[3:] == ["host"]:
-        # No namespace dies with the host here: we do, and a run's processes with us (see shutdown).
-        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        # No namespace dies with the host here: we are sent SIGTERM when it dies, and end every process
+        # of our runs (all our descendants: we are a subreaper) before we exit.
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
         if os.getppid() == 1:
             raise OSError("the host exited before the server started")
-    os.set_inheritable(control_fd, False)
-    Zygote(socket.socket(fileno=control_fd)).serve()
+    zygote.serve()
 
 
 if __name__ == "__main__":
