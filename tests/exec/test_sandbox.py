@@ -163,6 +163,24 @@ async def test_streaming_lines_reach_the_progress_handler(workspace: Path) -> No
 
 
 @pytest.mark.anyio
+async def test_a_progress_handler_that_raises_changes_nothing_in_the_run(workspace: Path) -> None:
+    class Broken:
+        def on_tool_start(self, tool_name: str, args_summary: str) -> None: ...
+
+        def on_tool_result(self, tool_name: str, result_summary: str, success: bool) -> None: ...
+
+        def on_tool_streaming_chunk(self, tool_name: str, chunk: str) -> None:
+            raise RuntimeError("the UI is gone")
+
+    previous = aleph.set_tool_progress_handler(Broken())
+    try:
+        out = await run(workspace, "bash", {"command": "echo one; echo two; sleep 0.2; echo three; exit 4"})
+    finally:
+        aleph.set_tool_progress_handler(previous)
+    assert (4, "one\ntwo\nthree\n", False) == (out["exit_code"], out["stdout"], out["timed_out"])
+
+
+@pytest.mark.anyio
 async def test_results_report_exit_code_and_isolation(workspace: Path) -> None:
     out = await run(workspace, "bash", {"command": "echo err >&2; exit 3"})
     assert (3, "err\n", False) == (out["exit_code"], out["stderr"], out["timed_out"])

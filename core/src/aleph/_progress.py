@@ -1,9 +1,15 @@
-"""Tool progress events: one process-wide handler slot, notified outside the lock."""
+"""Tool progress events: one process-wide handler slot, notified outside the lock.
+
+The handler observes; it never changes a call. One that raises is logged (once per handler) and the
+call goes on as if it had returned.
+"""
 
 from __future__ import annotations
 
+import logging
 import threading
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
     "ToolProgressCallback",
@@ -31,6 +37,8 @@ class ToolProgressCallback(Protocol):
 
 _lock = threading.Lock()
 _handler: ToolProgressCallback | None = None
+_failed: set[int] = set()  # ids of handlers whose failure was logged already
+log = logging.getLogger("aleph")
 
 
 def set_tool_progress_handler(handler: ToolProgressCallback | None) -> ToolProgressCallback | None:
@@ -46,22 +54,32 @@ def get_tool_progress_handler() -> ToolProgressCallback | None:
     return _handler
 
 
+def call_handler(handler: ToolProgressCallback, method: Callable[..., Any], *args: Any) -> None:
+    """Call ``method`` (one of ``handler``'s); what it raises is logged, once per handler, and dropped."""
+    try:
+        method(*args)
+    except Exception:
+        if id(handler) not in _failed:
+            _failed.add(id(handler))
+            log.exception("the tool progress handler %r failed; calls go on without its notice", handler)
+
+
 def notify_tool_start(tool_name: str, args_summary: str) -> None:
     """Tell the handler (if any) that ``tool_name`` started."""
     handler = get_tool_progress_handler()
     if handler is not None:
-        handler.on_tool_start(tool_name, args_summary)
+        call_handler(handler, handler.on_tool_start, tool_name, args_summary)
 
 
 def notify_tool_result(tool_name: str, result_summary: str, success: bool) -> None:
     """Tell the handler (if any) that ``tool_name`` finished."""
     handler = get_tool_progress_handler()
     if handler is not None:
-        handler.on_tool_result(tool_name, result_summary, success)
+        call_handler(handler, handler.on_tool_result, tool_name, result_summary, success)
 
 
 def notify_tool_streaming_chunk(tool_name: str, chunk: str) -> None:
     """Pass a chunk of live output to the handler (if any). The handler runs outside the lock."""
     handler = get_tool_progress_handler()
     if handler is not None:
-        handler.on_tool_streaming_chunk(tool_name, chunk)
+        call_handler(handler, handler.on_tool_streaming_chunk, tool_name, chunk)

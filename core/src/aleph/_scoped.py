@@ -36,7 +36,7 @@ from aleph._gate import ApprovalGate, allowed_decisions, escape_for_prompt, gran
 from aleph._ledger import LedgerRecord
 from aleph._names import repair_tool_name, suggest_candidates
 from aleph._policy import CallSubjects, PermissionPolicy
-from aleph._progress import get_tool_progress_handler
+from aleph._progress import call_handler, get_tool_progress_handler
 from aleph._registry import RegisteredTool, ToolRegistry
 from aleph._schema import check_input_bounds
 from aleph._service import BaseToolService, panic_error
@@ -498,7 +498,7 @@ class ScopedToolService(BaseToolService):
         budget_ms = facts.max_duration_ms or DEFAULT_BUDGET_MS
         handler = get_tool_progress_handler()
         if handler is not None:
-            handler.on_tool_start(name, summarize_call(name, input))
+            call_handler(handler, handler.on_tool_start, name, summarize_call(name, input))
         token = _TURN.set(self.turn) if self.turn is not None else None
         try:
             try:
@@ -510,7 +510,7 @@ class ScopedToolService(BaseToolService):
                 output = await self._attempt(entry, input, budget_ms, cancel)
         except ToolError as exc:
             if handler is not None:
-                handler.on_tool_result(name, str(exc)[:200], False)
+                call_handler(handler, handler.on_tool_result, name, str(exc)[:200], False)
             if not facts.idempotent:
                 await self._record_execution(entry, input, "error", _bounded(str(exc)))
             raise
@@ -518,7 +518,7 @@ class ScopedToolService(BaseToolService):
             if token is not None:
                 _TURN.reset(token)
         if handler is not None:
-            handler.on_tool_result(name, output.text[:200], True)
+            call_handler(handler, handler.on_tool_result, name, output.text[:200], True)
         if not facts.idempotent:
             await self._record_execution(entry, input, "ok", "")
         return self._bound_output(name, output)
