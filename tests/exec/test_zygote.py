@@ -223,7 +223,7 @@ async def test_runs_leave_no_descriptor_behind_in_the_host_or_the_zygote(workspa
 
 @pytest.mark.anyio
 async def test_a_change_in_the_hosts_allowed_environment_reaches_the_next_run(workspace: Path, monkeypatch) -> None:
-    # The environment's JSON is kept from run to run: a changed value must still get through.
+    # The environment's encoding is kept from run to run: a changed value must still get through.
     monkeypatch.setenv("ALEPH_TEST_PASSED", "one")
     async with make_runtime(workspace, f'{BWRAP}env_allow = ["ALEPH_TEST_PASSED"]\n') as rt:
         service = aleph.UnscopedToolService(rt.registry)

@@ -256,12 +256,17 @@ class Ledger:
                 _OPEN_LEDGERS.add(self)
             return True
 
+    def _accepting(self) -> bool:
+        """Whether appends are taken (the writer is started if need be); a refused one is counted lost."""
+        if (self._thread is None or self._closed) and not self._start():
+            self._lose(1, "the ledger is closed")
+            return False
+        return True
+
     async def append(self, record: LedgerRecord) -> None:
         """Queue ``record``; waits only while the queue is full. Never raises."""
-        if self._thread is None or self._closed:
-            if not self._start():
-                self._lose(1, "the ledger is closed")
-                return
+        if not self._accepting():
+            return
         if not self._offer(record):
             await self._append_when_room(record)
 
@@ -287,19 +292,26 @@ class Ledger:
         The summary and fingerprint are then computed off the caller's path. ``build`` must read only
         values nobody can change after this call; a record it cannot build is counted lost.
         """
-        if self._thread is None or self._closed:
-            if not self._start():
-                self._lose(1, "the ledger is closed")
-                return
-        if self._offer(_Later(agent_id, build)):
+        if not self._accepting():
             return
-        try:  # the queue is full: build it here and wait for room like append()
-            record = build()
+        later = _Later(agent_id, build)
+        if self._offer(later):
+            return
+        record = self._build(later)  # the queue is full: build it here and wait for room like append()
+        if record is not None:
+            await self._append_when_room(record)
+
+    def _build(self, later: _Later) -> LedgerRecord | None:
+        """The record ``later`` makes; None (counted lost, logged) when it cannot be built."""
+        try:
+            record = later.build()
+            if record.agent_id != later.agent_id:
+                raise ValueError(f"built for agent {record.agent_id!r}, queued for {later.agent_id!r}")
         except Exception:
             logger.exception("ledger: a deferred record could not be built")
             self._lose(1, "it could not be built")
-            return
-        await self._append_when_room(record)
+            return None
+        return record
 
     def _wait_for_room(self) -> bool:
         # Polling (1 ms) from the one waiting thread is simpler than a condition shared with the queue's own lock.
@@ -312,8 +324,7 @@ class Ledger:
 
     def append_nowait(self, record: LedgerRecord) -> None:
         """Queue ``record`` from synchronous code (any thread); blocks only while the queue is full. Never raises."""
-        if (self._thread is None or self._closed) and not self._start():
-            self._lose(1, "the ledger is closed")
+        if not self._accepting():
             return
         if not self._offer(record):
             self._put_blocking(record)
@@ -423,15 +434,9 @@ class Ledger:
             elif isinstance(item, _Stop):
                 stop = True
             elif isinstance(item, _Later):
-                try:
-                    record = item.build()
-                    if record.agent_id != item.agent_id:
-                        raise ValueError(f"built for agent {record.agent_id!r}, queued for {item.agent_id!r}")
-                except Exception:
-                    logger.exception("ledger: a deferred record could not be built")
-                    self._lose(1, "it could not be built")
-                    continue
-                per_agent.setdefault(item.agent_id, []).append(record)
+                record = self._build(item)
+                if record is not None:
+                    per_agent.setdefault(item.agent_id, []).append(record)
             else:  # a record (or a wrongly typed object, which _commit counts as lost)
                 per_agent.setdefault(getattr(item, "agent_id", ""), []).append(item)
         for agent_id, items in per_agent.items():

@@ -145,15 +145,7 @@ class Chokepoint:
         hit = cache.get(entry.name)
         if hit is not None:
             return hit
-        verdict = decide_call(
-            tool=entry.name,
-            facts=entry.facts,
-            decision=policy.decide(entry.name, entry.source),
-            tier=tier,
-            turn=turn,
-            input=None,
-            names_exactly=policy.names_exactly(entry.name),
-        )
+        verdict = _decide_by_name(policy, tier, entry, turn, None)
         if policy.has_specs_for(entry.name, entry.source) or self.voters or entry.name in ARGUMENT_FLOOR_TOOLS:
             needs = NEEDS_ARGUMENTS
         elif callable(getattr(entry.tool, "shell_command", None)):
@@ -181,22 +173,33 @@ class Chokepoint:
         if verdict is None:
             if len(self._by_command) >= _BY_COMMAND_ENTRIES:
                 self._by_command.clear()
-            verdict = self._by_command[key] = decide_call(
-                tool=entry.name,
-                facts=entry.facts,
-                decision=policy.decide(entry.name, entry.source),
-                tier=tier,
-                turn=turn,
-                input=None,
-                names_exactly=policy.names_exactly(entry.name),
-                command=command,
-            )
+            verdict = self._by_command[key] = _decide_by_name(policy, tier, entry, turn, command)
         return verdict
 
     def _static_key(self, policy: PermissionPolicy, tier: ExecTier, turn: TurnContext | None) -> tuple[int, int, int]:
         # A side question and plan mode deny with different rule ids: each has its own key.
         mode = 0 if turn is None else 20 if turn.side_question else 10 if turn.plan_mode else 0
         return (policy.token, int(tier) + mode, self.registry.generation)
+
+
+def _decide_by_name(
+    policy: PermissionPolicy,
+    tier: ExecTier,
+    entry: RegisteredTool,
+    turn: TurnContext | None,
+    command: tuple[str, str, tuple[str, ...]] | None,
+) -> Verdict:
+    """A call's verdict from the tool's name alone, and the command policy's verdict on its text if given."""
+    return decide_call(
+        tool=entry.name,
+        facts=entry.facts,
+        decision=policy.decide(entry.name, entry.source),
+        tier=tier,
+        turn=turn,
+        input=None,
+        names_exactly=policy.names_exactly(entry.name),
+        command=command,
+    )
 
 
 class ScopedToolService(BaseToolService):
