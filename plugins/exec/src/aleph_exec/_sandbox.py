@@ -566,9 +566,10 @@ class WorkspaceSandbox:
         """:meth:`run` for an asyncio caller; cancelling the caller stops (and kills) the run.
 
         A run through the zygote is driven by the event loop itself: its pipes and its socket sit in an
-        epoll that the loop's hub (:class:`_Hub`) watches, so no worker thread is woken per run. Starting the zygote (the first run of a sandbox,
-        or after the binds changed), runs without one (no bubblewrap, or the per-run bubblewrap fallback)
-        and the slow end of a run that left processes behind (SIGTERM, grace, SIGKILL) use a worker thread.
+        epoll that the loop's hub (:class:`_Hub`) watches, so no worker thread is woken per run. Starting
+        the zygote (the first run of a sandbox, or after the binds changed), runs without one (no
+        bubblewrap, or the per-run bubblewrap fallback) and the slow end of a run that left processes
+        behind (SIGTERM, grace, SIGKILL) use a worker thread.
         """
         zygote = self._running_zygote()
         if zygote is None:
