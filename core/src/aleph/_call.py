@@ -64,7 +64,7 @@ class CallContext:
     Obtain it with :func:`aleph.current_call` inside a tool's ``call``.
     """
 
-    __slots__ = ("_refs", "_service", "agent", "call_id", "channel", "depth", "parent", "tool", "turn")
+    __slots__ = ("_call_id", "_refs", "_service", "agent", "channel", "depth", "parent", "tool", "turn")
 
     def __init__(
         self,
@@ -86,11 +86,17 @@ class CallContext:
         self.parent = parent
         """The composite call this one is an action of, if any."""
         self.depth: int = 0 if parent is None else parent.depth + 1
-        if call_id is None:
-            call_id = turn.call_id if parent is None and turn is not None and turn.call_id else uuid.uuid4().hex[:16]
-        self.call_id = call_id
-        """The model's call id for a top-level call, else a generated one."""
+        if call_id is None and parent is None and turn is not None and turn.call_id:
+            call_id = turn.call_id
+        self._call_id = call_id
         self._refs: dict[str, str] = {} if parent is None else {"parent_call": parent.call_id}
+
+    @property
+    def call_id(self) -> str:
+        """The model's call id for a top-level call, else one generated when first asked for."""
+        if self._call_id is None:
+            self._call_id = uuid.uuid4().hex[:16]
+        return self._call_id
 
     @property
     def refs(self) -> dict[str, str]:

@@ -33,6 +33,8 @@ RuleId = Literal[
     "destructive_arguments",
     "policy_ask",
     "tier_raised",
+    "action_denied",
+    "invalid_input",
 ]
 
 DENY_ADVICE = {
