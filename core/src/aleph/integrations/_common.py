@@ -18,6 +18,7 @@ from aleph import (
     ApprovalRequest,
     ApprovalResponse,
     DeferredApprovals,
+    PermissionDenied,
     ScopedToolService,
     ToolDefinition,
     ToolOutput,
@@ -136,6 +137,13 @@ class CallBridge:
         call_id: str | None = None,
         answer: ApprovalResponse | None = None,
     ) -> ToolOutput:
-        """Run one call through the chokepoint; raises :class:`aleph.ToolError` (``ApprovalRequired`` on an ask)."""
+        """Run one call through the chokepoint; raises :class:`aleph.ToolError` (``ApprovalRequired`` on an ask).
+
+        A "no" is only ever carried to a call the chokepoint would ask about: a call it would run without
+        asking (another layer of the framework asked) is refused here and never runs.
+        """
         service = self.scoped(name, arguments, session_key=session_key, run_id=run_id, call_id=call_id, answer=answer)
+        if answer is not None and not answer.outcome.is_approved and service.explain(name, arguments).decision != "ask":
+            said = f' The user said: "{answer.deny_reason}".' if answer.deny_reason else ""
+            raise PermissionDenied(name, f"the user did not approve running `{name}`.{said} Do not retry it.")
         return await service.execute(name, arguments)
