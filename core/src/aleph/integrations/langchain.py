@@ -76,16 +76,20 @@ class AlephTool(BaseTool):
         thread = configurable.get("thread_id")
         session_key = str(thread) if thread is not None else None
         run_id = config.get("run_id")
-        common = {"session_key": session_key, "run_id": str(run_id) if run_id else None, "call_id": call_id}
+        run = str(run_id) if run_id else None
         try:
             try:
-                output = await self._bridge.execute(self.name, arguments, **common)  # type: ignore[arg-type]
+                output = await self._bridge.execute(
+                    self.name, arguments, session_key=session_key, run_id=run, call_id=call_id
+                )
             except ApprovalRequired as exc:
                 decision = interrupt(_request(self.name, call_id, exc))
                 answer, arguments, said = _decision(decision, self.name, arguments)
                 if said is not None:
                     return said
-                output = await self._bridge.execute(self.name, arguments, answer=answer, **common)  # type: ignore[arg-type]
+                output = await self._bridge.execute(
+                    self.name, arguments, session_key=session_key, run_id=run, call_id=call_id, answer=answer
+                )
         except ApprovalRequired as exc:
             # Approved, but for other arguments than the call now has: never run it unseen.
             raise ToolException(f"{exc} The answer given was for a different call.") from None
