@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import copy
 import logging
 import re
 import uuid
@@ -209,6 +210,13 @@ def _decide_by_name(
     )
 
 
+class _Unset:
+    """The type of "leave this field as it is" in :meth:`ScopedToolService.derive`."""
+
+
+_UNSET = _Unset()
+
+
 class ScopedToolService(Judging, Recording, BaseToolService):
     """The per-request tool service: one agent, one channel, one turn, one tier."""
 
@@ -238,6 +246,24 @@ class ScopedToolService(Judging, Recording, BaseToolService):
         self.rewriters = tuple(rewriters)
         self.deferred = deferred
         self.extra_tools = dict(extra_tools or {})
+
+    def derive(
+        self,
+        *,
+        turn: TurnContext | _Unset | None = _UNSET,
+        requester: ApprovalRequester | _Unset | None = _UNSET,
+    ) -> ScopedToolService:
+        """The same service (policy, tier, agent, channel, allow-set, discovery) for another turn or requester.
+
+        Framework integrations build one per tool call: the turn carries the framework's session key and
+        call id, the requester the framework's own approval answer. Cheap: nothing is recomputed.
+        """
+        clone = copy.copy(self)
+        if not isinstance(turn, _Unset):
+            clone.turn = turn
+        if not isinstance(requester, _Unset):
+            clone.requester = requester
+        return clone
 
     # -- resolution and gating shared by every method --------------------------------------------
 
