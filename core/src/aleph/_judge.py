@@ -8,6 +8,7 @@ their own name.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -243,8 +244,11 @@ class Judging:
     def _with_actions(
         self, entry: RegisteredTool, arguments: Mapping[str, Any], verdict: Verdict, depth: int
     ) -> Verdict:
-        """A composite call is refused up front when any action it declares would be refused."""
+        """A composite call is refused up front when any action it declares would be refused, and asks when
+        one would ask (unless the tool submits each action through the chokepoint as it runs it, where that
+        action asks under its own name)."""
         notes = list(verdict.notes)
+        asking: tuple[int, str, Verdict] | None = None
         for i, (name, sub) in enumerate(self.action_verdicts(entry, arguments, depth), 1):
             notes.append(f"action {i} `{name}`: {sub.action} ({sub.rule_id})")
             if sub.action == "deny":
@@ -258,32 +262,33 @@ class Judging:
                     sub.decided_by,
                     tuple(notes),
                 )
-        return Verdict(
-            verdict.action,
-            verdict.rule_id,
-            verdict.reason,
-            verdict.rule,
-            verdict.layer,
-            verdict.decided_by,
-            tuple(notes),
-        )
+            if sub.action == "ask" and asking is None:
+                asking = (i, name, sub)
+        if asking is not None and verdict.action == "allow" and not getattr(entry.tool, "SUBMITS_ACTIONS", False):
+            i, name, sub = asking
+            return Verdict(
+                "ask",
+                "action_asks",
+                f"`{entry.name}` would run its action {i} (`{name}`), which needs approval: {sub.reason}",
+                sub.rule,
+                sub.layer,
+                sub.decided_by,
+                tuple(notes),
+            )
+        return dataclasses.replace(verdict, notes=tuple(notes))
 
     # -- what a running call may show --------------------------------------------------------------
 
-    def permits(self, entry: RegisteredTool, arguments: Mapping[str, Any], than: Verdict | None) -> bool:
-        """Whether ``entry`` called with ``arguments`` would be decided no stricter than ``than``.
-
-        A listing or search uses it to leave out what the caller could not have asked for by name.
-        """
-        if not self.policy.has_specs_for(entry.name, entry.source) and not self._cp.voters:
-            return True
+    def decide(self, entry: RegisteredTool, input: Mapping[str, Any]) -> str:
+        """The action for a call of ``entry`` with ``input`` (``deny`` for input that does not validate)."""
+        static = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
+        if not static[1] or self._denied_whatever_the_input(entry, static[0]):
+            return static[0].action
         try:
-            prepared = prepare_input(entry, dict(arguments), self._cp.max_input_bytes)
+            prepared = prepare_input(entry, input, self._cp.max_input_bytes)
         except ValidationFailed:
-            return False
-        verdict = self._verdict(entry, prepared)
-        bound = than.action if than is not None else "allow"
-        return stricter(verdict.action, bound) == bound
+            return "deny"
+        return self._verdict(entry, prepared, static=static).action
 
     # -- explain --------------------------------------------------------------------------------
 

@@ -358,8 +358,8 @@ class ScopedToolService(Judging, Recording, BaseToolService):
 
     async def execute(self, name: str, input: Mapping[str, Any], *, cancel: asyncio.Event | None = None) -> ToolOutput:
         """Run ``name`` through every gate; raises a :class:`ToolError` with advice for the model."""
-        entry, prepared = await self._admit(name, input)
-        return await self._run(entry, prepared, cancel)
+        entry, prepared, action = await self._admit(name, input)
+        return await self._run(entry, prepared, cancel, action)
 
     async def authorize(self, name: str, input: Mapping[str, Any]) -> None:
         """Pass every gate for a call (asking a human if it must) without running it; raises like ``execute``.
@@ -369,7 +369,7 @@ class ScopedToolService(Judging, Recording, BaseToolService):
         """
         await self._admit(name, input)
 
-    async def _admit(self, name: str, input: Mapping[str, Any]) -> tuple[RegisteredTool, Prepared]:
+    async def _admit(self, name: str, input: Mapping[str, Any]) -> tuple[RegisteredTool, Prepared, str]:
         """Resolve, check, validate and judge one call; ask a human when the verdict says so."""
         name = check_name(name)
         entry = self._entry(name)
@@ -399,12 +399,14 @@ class ScopedToolService(Judging, Recording, BaseToolService):
             raise PermissionDenied(entry.name, verdict.refusal())
         if verdict.action == "ask":
             await self._approve(entry, prepared.arguments, verdict)
-        return entry, prepared
+        return entry, prepared, verdict.action
 
-    def permits_call(self, name: str, input: Mapping[str, Any], than: Verdict | None = None) -> bool:
-        """Whether a call of ``name`` with ``input`` would be decided no stricter than ``than`` (default allow)."""
-        entry = self._entry(name)
-        return entry is not None and self._is_allowed(entry.name) and self.permits(entry, input, than)
+    def decision_for(self, name: str, input: Mapping[str, Any]) -> str:
+        """The decision (``allow``/``ask``/``deny``) for a call of ``name`` with ``input``; nothing is asked or run."""
+        entry = self._entry(name) if isinstance(name, str) else None
+        if entry is None or not self._is_allowed(entry.name):
+            return "deny"
+        return self.decide(entry, input)
 
     # -- approval ---------------------------------------------------------------------------------
 
@@ -453,7 +455,9 @@ class ScopedToolService(Judging, Recording, BaseToolService):
 
     # -- running ----------------------------------------------------------------------------------
 
-    async def _run(self, entry: RegisteredTool, prepared: Prepared, cancel: asyncio.Event | None) -> ToolOutput:
+    async def _run(
+        self, entry: RegisteredTool, prepared: Prepared, cancel: asyncio.Event | None, action: str = "allow"
+    ) -> ToolOutput:
         name = entry.name
         facts = entry.facts
         budget_ms = facts.max_duration_ms or DEFAULT_BUDGET_MS
@@ -461,7 +465,9 @@ class ScopedToolService(Judging, Recording, BaseToolService):
         if handler is not None:
             call_handler(handler, handler.on_tool_start, name, summarize_call(name, prepared.arguments))
         token = _TURN.set(self.turn) if self.turn is not None else None
-        call = CallContext(self, name, agent=self.agent, channel=self.channel, turn=self.turn, parent=_CALL.get())
+        call = CallContext(
+            self, name, agent=self.agent, channel=self.channel, turn=self.turn, parent=_CALL.get(), decision=action
+        )
         call_token = _CALL.set(call)
         try:
             try:

@@ -34,6 +34,7 @@ RuleId = Literal[
     "policy_ask",
     "tier_raised",
     "action_denied",
+    "action_asks",
     "invalid_input",
 ]
 
