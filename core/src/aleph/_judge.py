@@ -244,9 +244,11 @@ class Judging:
     def _with_actions(
         self, entry: RegisteredTool, arguments: Mapping[str, Any], verdict: Verdict, depth: int
     ) -> Verdict:
-        """A composite call is refused up front when any action it declares would be refused, and asks when
-        one would ask (unless the tool submits each action through the chokepoint as it runs it, where that
-        action asks under its own name)."""
+        """A composite call is refused up front when any action it declares would be refused.
+
+        It asks when one of its actions would ask, unless the tool submits each action through the
+        chokepoint as it runs it (``SUBMITS_ACTIONS``), where that action asks under its own name.
+        """
         notes = list(verdict.notes)
         asking: tuple[int, str, Verdict] | None = None
         for i, (name, sub) in enumerate(self.action_verdicts(entry, arguments, depth), 1):
