@@ -272,3 +272,28 @@ async def test_a_rule_key_spelled_in_another_case_still_names_the_tool(workspace
             with pytest.raises((PermissionDenied, aleph.ToolNotFound)):
                 await svc.execute(spelled, {"source": "a"})
         assert RAN == []
+
+
+# -- visible exactly when callable --------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_tool_denied_by_name_but_allowed_for_some_arguments_is_listed_and_says_which(workspace: Path) -> None:
+    (workspace / "src").mkdir()
+    (workspace / "src" / "a.txt").write_text("a")
+    toml = (
+        '[policies.tool_permissions.overrides]\nfx_read = "deny"\n"fx_read(src/**)" = "allow"\n'
+        '[agents.strict.tool_permissions.overrides]\nfx_read = "deny"\n'
+    )
+    async with runtime(workspace, toml) as rt:
+        svc = rt.tool_service()
+        listed = {d.name: d for d in await svc.list()}
+        assert "fx_read" in listed and "fx_read(src/**)" in listed["fx_read"].description
+        described = await svc.describe("fx_read")
+        assert described is not None and "fx_read(src/**)" in described.description
+        assert (await svc.execute("fx_read", {"path": "src/a.txt"})).value == "a"
+        with pytest.raises(PermissionDenied):
+            await svc.execute("fx_read", {"path": "aleph.toml"})
+        strict = rt.tool_service(agent="strict")  # its own layer denies the name with nothing to rescue it
+        assert "fx_read" not in {d.name for d in await strict.list()}
+        assert await strict.describe("fx_read") is None

@@ -492,6 +492,22 @@ class PermissionPolicy:
         assert best is not None
         return PolicyDecision(best.action, best.rule, best.layer, explicit)
 
+    def allowing_rules(self, name: str, source: ToolSource | None = None) -> list[str] | None:
+        """For a tool denied by name: the argument rules under which some call of it is still allowed.
+
+        None when no call can be allowed (a layer denies the name and has no allow or ask argument rule
+        for it); then the tool is hidden. Used so a tool is listed exactly when some call of it could run.
+        """
+        keys: list[str] = []
+        for layer in self.layers:
+            if layer.decide_name(name, source).action != "deny":
+                continue
+            rescue = [r.key for r in layer.specs if r.action != "deny" and r.matches_name(name, source)]
+            if not rescue:
+                return None
+            keys.extend(rescue)
+        return keys or None
+
     def names_exactly(self, name: str) -> bool:
         """Whether some layer has an exact, argument-free rule for ``name`` (stands down argument floors)."""
         folded = fold_tool_name(name)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import copy
+import dataclasses
 import logging
 import re
 import uuid
@@ -275,13 +276,27 @@ class ScopedToolService(Judging, Recording, BaseToolService):
         return self._cp.registry.get(name)
 
     def _is_allowed(self, name: str) -> bool:
-        return self.allowed is None or name in self.allowed or name in self.extra_tools
+        # An explicit allow-set lists everything callable, the discovery tools included: [] is nothing.
+        return self.allowed is None or name in self.allowed
 
     def _visible(self, entry: RegisteredTool) -> bool:
+        """Listed exactly when some call of the tool could be allowed (or asked about)."""
         if not self._is_allowed(entry.name):
             return False
         verdict, _ = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
-        return verdict.action != "deny"
+        if verdict.action != "deny":
+            return True
+        return verdict.rule_id == "policy_deny" and self.policy.allowing_rules(entry.name, entry.source) is not None
+
+    def _shown(self, entry: RegisteredTool) -> ToolDefinition:
+        """The definition as this caller sees it: a tool allowed only for some arguments says which."""
+        definition = entry.definition
+        verdict, _ = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
+        if verdict.action == "deny":
+            rules = self.policy.allowing_rules(entry.name, entry.source) or []
+            note = f" Only calls matching these permission rules are allowed: {', '.join(rules)}."
+            definition = dataclasses.replace(definition, description=definition.description + note)
+        return self._rewrite(definition)
 
     def _is_deferred(self, name: str) -> bool:
         return self.deferred is not None and name in self.deferred
@@ -324,11 +339,7 @@ class ScopedToolService(Judging, Recording, BaseToolService):
         if hit is None:
             if len(self._cp._lists) > 256:
                 self._cp._lists.clear()
-            hit = tuple(
-                self._rewrite(e.definition)
-                for e in self._entries()
-                if self._visible(e) and not self._is_deferred(e.name)
-            )
+            hit = tuple(self._shown(e) for e in self._entries() if self._visible(e) and not self._is_deferred(e.name))
             self._cp._lists[key] = hit
         return hit
 
@@ -337,14 +348,14 @@ class ScopedToolService(Judging, Recording, BaseToolService):
         entry = self._entry(name)
         if entry is None or not self._visible(entry):
             return None
-        return self._rewrite(entry.definition)
+        return self._shown(entry)
 
     async def dispatchable_list(self) -> builtins.list[ToolDefinition]:
         """Everything callable: the listed tools plus deferred ones that pass the gates."""
         listed = list(self._cached_list())
         if self.deferred is None:
             return listed
-        extra = [self._rewrite(e.definition) for e in self._entries() if self._is_deferred(e.name) and self._visible(e)]
+        extra = [self._shown(e) for e in self._entries() if self._is_deferred(e.name) and self._visible(e)]
         return sorted(listed + extra, key=lambda d: d.name)
 
     async def dispatcher_schema(self) -> builtins.list[dict[str, Any]]:
