@@ -23,6 +23,7 @@ from aleph._approval import (
 from aleph._command_policy import CommandPolicy, CommandRule, CommandVerdict
 from aleph._config import AlephConfig, load_config
 from aleph._discovery import DeferredSet, ProgressiveDisclosure
+from aleph._discovery._index import ToolIndex
 from aleph._errors import (
     AlephError,
     ApprovalExpired,
@@ -59,6 +60,7 @@ from aleph._scoped import Explanation, ScopedToolService
 from aleph._service import BaseToolService, NullToolService, ToolService, UnscopedToolService
 from aleph._tiers import ExecTier
 from aleph._tool import AlephTool, LoopTool, Tool, ToolArgs, tool
+from aleph._trust import HeldPlugin, PluginTrust, TrustRecord, adds_digest
 from aleph._turn import TurnContext, current_session, current_turn
 from aleph._types import ToolDefinition, ToolFacts, ToolOutput, ToolResult, ToolSource
 from aleph._verdict import PolicyVote
@@ -88,6 +90,7 @@ __all__ = [
     "ExecTier",
     "ExecutionFailed",
     "Explanation",
+    "HeldPlugin",
     "Keystore",
     "Ledger",
     "LedgerRecord",
@@ -98,6 +101,7 @@ __all__ = [
     "PermissionDenied",
     "PluginContext",
     "PluginError",
+    "PluginTrust",
     "PolicyVote",
     "ProgressiveDisclosure",
     "RegisteredTool",
@@ -109,6 +113,7 @@ __all__ = [
     "ToolDefinition",
     "ToolError",
     "ToolFacts",
+    "ToolIndex",
     "ToolNotFound",
     "ToolOutput",
     "ToolProgressCallback",
@@ -119,10 +124,12 @@ __all__ = [
     "ToolSource",
     "ToolTimeout",
     "TransportError",
+    "TrustRecord",
     "TurnContext",
     "UnscopedToolService",
     "ValidationFailed",
     "VerifyReport",
+    "adds_digest",
     "current_session",
     "current_turn",
     "hookimpl",
