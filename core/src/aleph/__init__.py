@@ -45,7 +45,7 @@ from aleph._keystore import Keystore
 from aleph._ledger import Ledger, LedgerRecord, LedgerRow, VerifyReport
 from aleph._mcp import McpManager
 from aleph._names import repair_tool_name, suggest_candidates
-from aleph._plugins import PluginContext, ToolRegistrar
+from aleph._plugins import PluginContext, ToolRegistrar, inspect_distribution
 from aleph._progress import (
     ToolProgressCallback,
     notify_tool_result,
@@ -133,6 +133,7 @@ __all__ = [
     "current_session",
     "current_turn",
     "hookimpl",
+    "inspect_distribution",
     "load",
     "load_config",
     "notify_tool_result",
