@@ -19,14 +19,19 @@ from aleph._approval import (
     ApprovalRequest,
     ApprovalRequester,
     ApprovalResponse,
+    DeferredApprovals,
 )
+from aleph._call import CallContext, current_call
 from aleph._command_policy import CommandPolicy, CommandRule, CommandVerdict
 from aleph._config import AlephConfig, load_config
 from aleph._discovery import DeferredSet, ProgressiveDisclosure
 from aleph._discovery._index import ToolIndex
 from aleph._errors import (
     AlephError,
+    ApprovalDenied,
     ApprovalExpired,
+    ApprovalRequired,
+    ApprovalUnavailable,
     Cancelled,
     ConfigError,
     DuplicateTool,
@@ -73,17 +78,22 @@ __all__ = [
     "AlephError",
     "AlephTool",
     "ApprovalDecision",
+    "ApprovalDenied",
     "ApprovalExpired",
     "ApprovalOutcome",
     "ApprovalRequest",
     "ApprovalRequester",
+    "ApprovalRequired",
     "ApprovalResponse",
+    "ApprovalUnavailable",
     "BaseToolService",
+    "CallContext",
     "Cancelled",
     "CommandPolicy",
     "CommandRule",
     "CommandVerdict",
     "ConfigError",
+    "DeferredApprovals",
     "DeferredSet",
     "DuplicateTool",
     "EventLog",
@@ -130,6 +140,7 @@ __all__ = [
     "ValidationFailed",
     "VerifyReport",
     "adds_digest",
+    "current_call",
     "current_session",
     "current_turn",
     "hookimpl",
