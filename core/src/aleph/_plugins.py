@@ -334,6 +334,7 @@ class PluginManager:
             return None
         if ep.name in self.loaded:
             return self.loaded[ep.name]
+        self.held = [h for h in self.held if h.name != ep.name]  # judged afresh below
         if self.trust is not None:
             reason = self.trust.hold_reason(dist, version, require_trust=self.require_trust)
             if reason is not None:
@@ -371,6 +372,9 @@ class PluginManager:
         if not eps:
             where = f" in {path}" if path else ""
             raise PluginError(f"distribution {distribution!r} has no 'aleph' entry point{where}")
+        for ep in eps:
+            if ep.name in self.loaded:  # an upgrade: the old version's tools and modules go first
+                self._unload(ep.name, ep.module.split(".")[0], registry)
         result: LoadedPlugin | HeldPlugin | None = None
         names = []
         for ep in sorted(eps, key=lambda e: e.name):
@@ -395,6 +399,19 @@ class PluginManager:
             failed = [f for f in self.failed if f.name in names]
             raise PluginError(failed[-1].error if failed else f"distribution {distribution!r} did not load")
         return loaded
+
+    def _unload(self, name: str, package: str, registry: ToolRegistry) -> None:
+        """Withdraw a loaded plugin's tools and hooks and forget its modules, so a new version can load."""
+        plugin = self.loaded.pop(name)
+        for tool_name in plugin.tools:
+            registry.unregister(tool_name)
+        registered = self._pm.get_plugin(name)
+        if registered is not None:
+            self._pm.unregister(registered, name=name)
+        self._registered.discard(name)
+        self.held = [h for h in self.held if h.name != name]
+        for module in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
+            del sys.modules[module]
 
     def adds(self, name: str, registry: ToolRegistry) -> dict[str, Any]:
         """What the loaded plugin ``name`` adds (entry points, tools with facts, hooks), for trust records."""
