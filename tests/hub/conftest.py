@@ -66,7 +66,9 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     with zipfile.ZipFile(plain, "w") as zf:
         zf.writestr("aleph_plain/__init__.py", "")
         info = "aleph_plain-1.0.0.dist-info"
-        zf.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: aleph-plain\nVersion: 1.0.0\nSummary: Not a plugin\n")
+        zf.writestr(
+            f"{info}/METADATA", "Metadata-Version: 2.1\nName: aleph-plain\nVersion: 1.0.0\nSummary: Not a plugin\n"
+        )
         zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         zf.writestr(f"{info}/RECORD", "")
     built["plain"] = plain
@@ -123,7 +125,7 @@ def _handler(index: LocalIndex) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        def do_GET(self) -> None:
             index.requests.append(self.path)
             wants_json = "application/vnd.pypi.simple.v1+json" in self.headers.get("Accept", "")
             parts = [p for p in self.path.split("?")[0].split("/") if p]
@@ -196,7 +198,9 @@ def _forget_installed_plugins() -> Iterator[None]:
             del sys.modules[name]
 
 
-def hub_runtime(workspace: Path, index_url: str = "https://pypi.org/simple/", extra: str = "", *plugins: object) -> aleph.Aleph:
+def hub_runtime(
+    workspace: Path, index_url: str = "https://pypi.org/simple/", extra: str = "", *plugins: object
+) -> aleph.Aleph:
     """A strict runtime with the hub (and ``plugins``), user skills under the workspace, and ``index_url``."""
     import aleph_hub.plugin
 
