@@ -31,7 +31,9 @@ REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "plugins" / "_template"
 
 
-def build_plugin_wheel(out: Path, family: str, version: str = "1.0.0", description: str = "") -> Path:
+def build_plugin_wheel(
+    out: Path, family: str, version: str = "1.0.0", description: str = "", urls: dict[str, str] | None = None
+) -> Path:
     """A wheel of plugins/_template renamed to ``aleph-<family>`` (tool ``<family>_echo``), built by pip."""
     src = out / f"src-{family}-{version}"
     shutil.copytree(TEMPLATE, src, ignore=shutil.ignore_patterns("tests", "__pycache__"))
@@ -43,6 +45,14 @@ def build_plugin_wheel(out: Path, family: str, version: str = "1.0.0", descripti
         text = text.replace('version = "0.1.0"', f'version = "{version}"')
         if description and path.name == "plugin.py":
             text = text.replace("Replace me with a real tool.", description)
+        if path.name == "pyproject.toml":
+            if description:
+                text = text.replace("One line saying what this tool family does", description)
+            if urls:
+                links = "".join(f'"{k}" = "{v}"\n' for k, v in urls.items())
+                text = text.replace(
+                    "[project.entry-points.aleph]", f"[project.urls]\n{links}\n[project.entry-points.aleph]"
+                )
         path.write_text(text)
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(src)],
@@ -100,6 +110,10 @@ class LocalIndex:
     projects: dict[str, list[Path]] = field(default_factory=dict)
     provenance: dict[str, dict[str, Any]] = field(default_factory=dict)
     requests: list[str] = field(default_factory=list)
+    json_api: bool = True
+    """False: answer PEP 503 HTML only, as an older index does."""
+    corrupt: set[str] = field(default_factory=set)
+    """Wheel file names served with bytes that do not match their hash."""
 
     def add(self, name: str, wheel: Path, *, provenance: dict[str, Any] | None = None) -> None:
         self.projects.setdefault(name, []).append(wheel)
@@ -127,7 +141,7 @@ def _handler(index: LocalIndex) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             index.requests.append(self.path)
-            wants_json = "application/vnd.pypi.simple.v1+json" in self.headers.get("Accept", "")
+            wants_json = index.json_api and "application/vnd.pypi.simple.v1+json" in self.headers.get("Accept", "")
             parts = [p for p in self.path.split("?")[0].split("/") if p]
             files = {w.name: w for ws in index.projects.values() for w in ws}
             if parts == ["simple"]:
@@ -163,10 +177,11 @@ def _handler(index: LocalIndex) -> type[BaseHTTPRequestHandler]:
                 if name.endswith(".metadata") and name[: -len(".metadata")] in files:
                     return self._send(_metadata_of(files[name[: -len(".metadata")]]), "application/octet-stream")
                 if name in files:
-                    return self._send(files[name].read_bytes(), "application/octet-stream")
+                    data = files[name].read_bytes()
+                    return self._send(data[:-1] + b"!" if name in index.corrupt else data, "application/octet-stream")
             if len(parts) == 2 and parts[0] == "provenance" and parts[1] in index.provenance:
                 return self._send(json.dumps(index.provenance[parts[1]]).encode(), "application/json")
-            if len(parts) == 2 and parts[0] == "docs":
+            if len(parts) == 2 and parts[0] == "docs":  # a project's documentation page
                 return self._send(b"<html><body><h1>Greet docs</h1><p>Use greet_echo.</p></body></html>", "text/html")
             self._send(b"not found", "text/plain", 404)
 
@@ -205,5 +220,7 @@ def hub_runtime(
     import aleph_hub.plugin
 
     user = (workspace / ".user-skills").as_posix()
-    config = f'[hub]\nindex_url = "{index_url}"\nuser_skills_dirs = ["{user}"]\n{extra}'
+    # ``extra`` goes first: lines before any header belong to [hub], and it may open sections of its own.
+    hub = f'index_url = "{index_url}"\nuser_skills_dirs = ["{user}"]\n'
+    config = f"{extra}\n[hub]\n{hub}" if extra.lstrip().startswith("[") else f"[hub]\n{hub}{extra}"
     return isolated_runtime(workspace, aleph_hub.plugin, *plugins, config_toml=config)
