@@ -112,7 +112,7 @@ def test_an_approved_install_shows_tools_and_facts_then_makes_them_callable(
     assert shown["tools"][0]["facts"]["idempotent"] is True
     assert shown["hooks"] == ["aleph_register_tools"]
     assert shown["artifact"]["sha256"] == out["verify"]["artifact"]["sha256"]
-    assert any("[1/4] resolving" in c for c in chunks) and any("[4/4]" in c for c in chunks)
+    assert any("[1/4] installing" in c for c in chunks) and any("[4/4]" in c for c in chunks)
     assert (site(tmp_path) / "aleph_greet" / "plugin.py").is_file()
     record = aleph.PluginTrust(tmp_path / ".aleph-data" / "plugins" / "trust.json").get("aleph-greet")
     assert record is not None and record.status == "trusted" and record.digest == request.arguments["digest"]

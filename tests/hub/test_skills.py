@@ -323,3 +323,12 @@ def test_skills_shipped_by_an_installed_package_are_listed_read_only(
             "skill_manage",
             {"action": "patch", "skill_id": "packaged", "find": "A skill", "replace": "B"},
         )
+
+
+def test_an_unquoted_colon_in_a_description_is_still_listed(tmp_path: Path) -> None:
+    folder = project(tmp_path) / "excel"
+    folder.mkdir(parents=True)
+    unquoted = "---\nname: excel\ndescription: Edit spreadsheets: formulas and charts\n---\nBody\n"
+    (folder / "SKILL.md").write_text(unquoted)
+    [skill] = run(hub_runtime(tmp_path), "skill_list", {})["skills"]
+    assert skill["description"] == "Edit spreadsheets: formulas and charts"

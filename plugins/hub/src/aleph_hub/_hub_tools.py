@@ -35,7 +35,7 @@ class HubCatalogSync(AlephTool[SyncArgs]):
         self.state = state
 
     async def call(self, args: SyncArgs) -> dict[str, Any]:
-        client = IndexClient(self.state.config)
+        client = IndexClient(self.state.config, self.state.http())
         try:
             entries, failed, complete = await sync_catalog(client, self.state.config)
         finally:

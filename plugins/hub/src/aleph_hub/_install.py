@@ -16,7 +16,16 @@ from aleph_hub._attest import check_attestation
 from aleph_hub._hub_tools import requirement_for
 from aleph_hub._index import IndexClient
 from aleph_hub._inspector import Inspector
-from aleph_hub._pip import LockEntry, PipError, lock_text, pip_install, pip_resolve, pip_uninstall
+from aleph_hub._pip import (
+    LockEntry,
+    PipError,
+    lock_text,
+    parse_requirement,
+    pip_install,
+    pip_resolve,
+    pip_uninstall,
+    unsatisfied,
+)
 from aleph_hub._receipts import ReceiptError, find_distribution, remove_installed, take_receipt, verify_receipt
 from aleph_hub._state import HubState, consent
 
@@ -80,23 +89,39 @@ class HubInstallRun(AlephTool[InstallArgs]):
         cfg = self.state.config
         store = self.state.store
         name = canonicalize_name(aleph_requirement_name(requirement))
-        self._progress(f"[1/4] resolving {requirement} against {cfg.index_url}")
-        try:
-            lock = await pip_resolve(requirement, cfg.index_url, folder, cfg.pip_timeout_seconds, self._progress)
-        except PipError as exc:
-            raise aleph.ExecutionFailed(self.NAME, f"resolution failed: {exc}") from None
+        lock: list[LockEntry] = []
         fresh: list[str] = []
-        if lock:
-            self._progress(f"[2/4] installing {', '.join(f'{e.name}=={e.version}' for e in lock)}")
-            lockfile = self.state.locks_dir() / f"{name}.lock"
-            lockfile.parent.mkdir(parents=True, exist_ok=True)
-            lockfile.write_text(lock_text(lock), encoding="utf-8")
+        if not self._already_installed(requirement, name, folder):
+            # One pip run installs the plugin itself (what `pip install` of its wheel costs); packaging
+            # then checks its requirements against what is installed, and only what is missing goes
+            # back to pip's resolver.
+            self._progress(f"[1/4] installing {requirement} from {cfg.index_url}")
             try:
-                await pip_install(lock, cfg.index_url, folder, cfg.pip_timeout_seconds, self._progress)
+                # The index client's TLS set-up (~0.2 s of CPU) overlaps with pip's run.
+                lock, _ = await asyncio.gather(
+                    pip_install(requirement, cfg.index_url, folder, cfg.pip_timeout_seconds, self._progress),
+                    asyncio.to_thread(self.state.http),
+                )
                 fresh = [e.name for e in lock]
+                for _ in range(3):
+                    missing = unsatisfied(lock, folder)
+                    if not missing:
+                        break
+                    self._progress(f"[1/4] resolving what it needs: {', '.join(missing)}")
+                    more = await pip_resolve(missing, cfg.index_url, folder, cfg.pip_timeout_seconds, self._progress)
+                    if more:
+                        await pip_install(more, cfg.index_url, folder, cfg.pip_timeout_seconds, self._progress)
+                    fresh += [e.name for e in more]
+                    lock += more
+                else:
+                    raise PipError(f"its requirements stay unsatisfied: {', '.join(unsatisfied(lock, folder))}")
+                self._progress(f"[2/4] recording receipts of {', '.join(f'{e.name}=={e.version}' for e in lock)}")
+                lockfile = self.state.locks_dir() / f"{name}.lock"
+                lockfile.parent.mkdir(parents=True, exist_ok=True)
+                lockfile.write_text(lock_text(lock), encoding="utf-8")
                 await self._receipts(lock, target, folder, requirement)
             except (PipError, ReceiptError) as exc:
-                await self._rollback(fresh or [e.name for e in lock], folder)
+                await self._rollback(fresh, folder)
                 raise aleph.ExecutionFailed(self.NAME, f"install failed: {exc}") from None
         elif store.receipt(name) is None:
             raise aleph.ExecutionFailed(
@@ -156,8 +181,23 @@ class HubInstallRun(AlephTool[InstallArgs]):
             "note": "hooks other than tool registration take effect when the runtime next loads",
         }
 
+    def _already_installed(self, requirement: str, name: str, folder: Path | None) -> bool:
+        """Whether a hub receipt already covers ``name`` at a version ``requirement`` accepts (a re-run)."""
+        receipt = self.state.store.receipt(name)
+        if receipt is None:
+            for where in {folder, None}:
+                try:
+                    find_distribution(name, where, exclude=self.state.context.config.plugin_folders)
+                except ReceiptError:
+                    continue
+                return True  # installed by someone else: reported by the caller
+            return False
+        from packaging.version import Version
+
+        return parse_requirement(requirement).specifier.contains(Version(receipt["version"]), prereleases=True)
+
     async def _receipts(self, lock: list[LockEntry], target: str, folder: Path | None, requirement: str) -> None:
-        client = IndexClient(self.state.config)
+        client = IndexClient(self.state.config, self.state.http())
         try:
             for entry in lock:
                 base, files = take_receipt(find_distribution(entry.name, folder))
@@ -205,8 +245,6 @@ def _record_files(dist: Any) -> dict[str, str]:
 
 def aleph_requirement_name(requirement: str) -> str:
     """The distribution name of a requirement string."""
-    from aleph_hub._pip import parse_requirement
-
     return parse_requirement(requirement).name
 
 

@@ -162,17 +162,23 @@ def _common(index_url: str) -> list[str]:
 
 
 async def pip_resolve(
-    requirement: str, index_url: str, folder: Path | None, timeout: float, progress: Callable[[str], None]
+    requirement: str | list[str],
+    index_url: str,
+    folder: Path | None,
+    timeout: float,
+    progress: Callable[[str], None],
 ) -> list[LockEntry]:
     """The exact, hashed distributions pip would add for ``requirement`` (nothing is installed).
 
     What the runtime's environment (and ``folder``) already satisfies is left out.
     """
-    parse_requirement(requirement)
+    requirements = [requirement] if isinstance(requirement, str) else list(requirement)
+    for text in requirements:
+        parse_requirement(text)
     with tempfile.TemporaryDirectory(prefix="aleph-hub-") as tmp:
         report = Path(tmp) / "report.json"
         await _run(
-            ["install", "--dry-run", "--quiet", "--report", str(report), *_common(index_url), requirement],
+            ["install", "--dry-run", "--quiet", "--report", str(report), *_common(index_url), *requirements],
             folder,
             timeout,
             progress,
@@ -211,6 +217,42 @@ async def pip_install(
 async def pip_uninstall(names: list[str], timeout: float, progress: Callable[[str], None]) -> None:
     """Uninstall ``names`` from the runtime's environment."""
     await _run(["uninstall", "--yes", *names], None, timeout, progress)
+
+
+def unsatisfied(installed: list[LockEntry], folder: Path | None) -> list[str]:
+    """Requirements of ``installed`` that neither the environment, ``folder`` nor ``installed`` satisfy.
+
+    This checks (with packaging's specifiers and markers) what an install without dependencies left
+    open; resolving what is missing is pip's job again.
+    """
+    import importlib.metadata
+
+    from packaging.version import InvalidVersion, Version
+
+    paths = [*sys.path, str(folder)] if folder is not None else list(sys.path)
+    have: dict[str, str | None] = {entry.name: entry.version for entry in installed}
+
+    def version_of(name: str) -> str | None:
+        key = canonicalize_name(name)
+        if key not in have:
+            found = next(iter(importlib.metadata.distributions(name=name, path=paths)), None)
+            have[key] = found.version if found is not None else None
+        return have[key]
+
+    missing = []
+    for entry in installed:
+        for text in entry.requires_dist:
+            req = Requirement(text)
+            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                continue
+            version = version_of(req.name)
+            try:
+                ok = version is not None and req.specifier.contains(Version(version), prereleases=True)
+            except InvalidVersion:
+                ok = False
+            if not ok:
+                missing.append(str(req))
+    return sorted(set(missing))
 
 
 def lock_text(lock: list[LockEntry]) -> str:

@@ -16,6 +16,8 @@ import hashlib
 import importlib.metadata
 import io
 import os
+import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +32,18 @@ class ReceiptError(RuntimeError):
     """An installed distribution that does not match its wheel, or cannot be found."""
 
 
-def find_distribution(name: str, location: Path | None) -> importlib.metadata.Distribution:
-    """The installed distribution ``name`` in ``location`` (a plugin folder) or the environment."""
+def find_distribution(
+    name: str, location: Path | None, exclude: Iterable[Path] = ()
+) -> importlib.metadata.Distribution:
+    """The installed distribution ``name`` in ``location`` (a plugin folder) or the environment.
+
+    ``exclude`` are folders on ``sys.path`` that are not the environment (plugin folders the loader added).
+    """
     wanted = canonicalize_name(name)
-    dists = importlib.metadata.distributions(path=[str(location)]) if location else importlib.metadata.distributions()
-    for dist in dists:
+    skip = {str(p) for p in exclude}
+    paths = [str(location)] if location else [p for p in sys.path if p not in skip]
+    # A lookup by name reads only the matching .dist-info folders, not every distribution's metadata.
+    for dist in importlib.metadata.distributions(name=name, path=paths):
         if canonicalize_name(dist.metadata["Name"] or "") == wanted:
             return dist
     raise ReceiptError(f"{name} is not installed" + (f" in {location}" if location else ""))

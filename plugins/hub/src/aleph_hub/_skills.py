@@ -97,13 +97,34 @@ def parse_skill_md(text: str, where: str = "SKILL.md") -> tuple[dict[str, Any], 
     try:
         meta = yaml.safe_load(match.group(1))
     except yaml.YAMLError as exc:
-        raise SkillError(f"{where}: invalid YAML front matter: {exc}") from None
+        # Many hand-written skills leave a description with ": " in it unquoted, which YAML rejects.
+        # Listing reads such simple `key: value` lines as they were meant; install validation
+        # (skills-ref) still holds them to the spec.
+        meta = _simple_front_matter(match.group(1))
+        if meta is None:
+            raise SkillError(f"{where}: invalid YAML front matter: {exc}") from None
     if not isinstance(meta, dict):
         raise SkillError(f"{where}: the front matter must be a YAML mapping")
     for key in ("name", "description"):
         if not isinstance(meta.get(key), str) or not meta[key].strip():
             raise SkillError(f"{where}: front matter field '{key}' must be a non-empty string")
     return meta, text[match.end() :].strip()
+
+
+_SIMPLE_LINE = re.compile(r"^([A-Za-z][A-Za-z0-9_-]*):[ \t]*(.*?)[ \t]*$")
+
+
+def _simple_front_matter(text: str) -> dict[str, Any] | None:
+    """Flat ``key: value`` lines (the value is everything after the first colon), or None."""
+    out: dict[str, Any] = {}
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        m = _SIMPLE_LINE.match(line)
+        if m is None:
+            return None
+        out[m.group(1)] = m.group(2)
+    return out or None
 
 
 def validate_skill_dir(path: Path) -> list[str]:

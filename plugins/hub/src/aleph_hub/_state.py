@@ -7,6 +7,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 import aleph
 from aleph_hub._config import HubConfig
 from aleph_hub._skills import SkillRoot, skill_roots
@@ -23,6 +25,21 @@ class HubState:
         self.context = context
         self._store: HubStore | None = None
         self._lock = threading.Lock()
+        self._http: httpx.AsyncClient | None = None
+
+    def http(self) -> httpx.AsyncClient:
+        """One HTTP client for the index, made on first use (building its TLS context costs ~0.2 s)."""
+        with self._lock:  # also called from a worker thread, to overlap with pip
+            if self._http is None:
+                self._http = httpx.AsyncClient(timeout=self.config.timeout_seconds, follow_redirects=True)
+            return self._http
+
+    async def aclose(self) -> None:
+        """Close the HTTP client and the store."""
+        client, self._http = self._http, None
+        if client is not None:
+            await client.aclose()
+        self.close()
 
     @property
     def store(self) -> HubStore:

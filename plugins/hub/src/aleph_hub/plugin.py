@@ -19,10 +19,7 @@ def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginCon
     """Register the skill and hub tools; they share one store under the data directory."""
     state = HubState(context.config.section("hub", HubConfig), context)
 
-    async def close() -> None:
-        state.close()
-
-    context.add_cleanup(close)
+    context.add_cleanup(state.aclose)
     register(
         SkillList(state),
         SkillRead(state),
