@@ -46,7 +46,7 @@ def _names_file(statement: dict[str, Any], filename: str, sha256: str) -> bool:
 def _verify_signature(publisher: dict[str, Any], att: dict[str, Any], filename: str, sha256: str) -> str:
     try:
         from pydantic import TypeAdapter
-        from pypi_attestations import Attestation, Distribution, Publisher
+        from pypi_attestations import Attestation, Distribution, Publisher  # type: ignore[import-not-found]
     except ImportError:
         return "signature not checked: pypi-attestations not available (pip install aleph-hub[attestations])"
     try:

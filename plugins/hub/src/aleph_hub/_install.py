@@ -298,7 +298,7 @@ class HubInstallVerify(AlephTool[VerifyArgs]):
         self.state = state
 
     async def call(self, args: VerifyArgs) -> dict[str, Any]:
-        names = [canonicalize_name(args.distribution)] if args.distribution else None
+        names = [str(canonicalize_name(args.distribution))] if args.distribution else None
         reports = verify_all(self.state, names)
         if names and not reports:
             raise aleph.ExecutionFailed(

@@ -132,7 +132,7 @@ def verify_receipt(base: Path, files: dict[str, str], others: dict[str, str] | N
 
 def remove_installed(base: Path, files: dict[str, Any]) -> None:
     """Delete a folder-installed distribution's files and then its folders left empty."""
-    dirs = set()
+    dirs: set[Path] = set()
     for rel in files:
         path = base / rel
         if Path(rel).parts[0] == "..":

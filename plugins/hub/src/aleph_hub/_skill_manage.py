@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
+import yaml  # type: ignore[import-untyped]
 from pydantic import Field
 
 import aleph
@@ -183,7 +183,7 @@ class SkillManage(AlephTool[ManageArgs]):
         skill_id = str(meta["name"]).strip()
         if not any(c.isalnum() for c in skill_id):
             raise aleph.ValidationFailed(self.NAME, "name must contain at least one alphanumeric character")
-        import skills_ref.validator
+        import skills_ref.validator  # type: ignore[import-untyped]
 
         problems = skills_ref.validator.validate_metadata(meta, None)
         if problems:

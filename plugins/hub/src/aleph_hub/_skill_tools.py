@@ -182,7 +182,8 @@ class StatusArgs(ToolArgs):
 
 
 def _listed(meta: dict[str, Any], key: str) -> list[str]:
-    sub = meta.get("metadata") if isinstance(meta.get("metadata"), dict) else {}
+    nested = meta.get("metadata")
+    sub: dict[str, Any] = nested if isinstance(nested, dict) else {}
     value = meta.get(key, sub.get(key))
     if isinstance(value, str):
         return [v for v in value.replace(",", " ").split() if v]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]
 
 __all__ = [
     "MAX_SKILL_MD_CHARS",
@@ -133,7 +133,7 @@ def validate_skill_dir(path: Path) -> list[str]:
     The reference validator ``skills-ref`` decides: name format and folder match, description
     length, allowed front-matter fields. Our own parser must also accept it.
     """
-    import skills_ref
+    import skills_ref  # type: ignore[import-untyped]
 
     problems = list(skills_ref.validate(path))
     try:
