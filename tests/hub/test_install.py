@@ -305,3 +305,67 @@ def test_pip_does_not_read_the_users_pip_configuration(
             return await call(rt, "hub_resolve_spec", {"requirement": "aleph-greet"})
 
     assert run(go())["distributions"][0]["name"] == "aleph-greet"
+
+
+ENV_SCRIPT = r"""
+import asyncio, json, sys
+from pathlib import Path
+import aleph, aleph_hub.plugin
+from aleph import ApprovalOutcome, ScriptedRequester
+
+ws, index_url = Path(sys.argv[1]), sys.argv[2]
+(ws / "aleph.toml").write_text(
+    f'[workspace]\ndata_dir = "{(ws / "data").as_posix()}"\n'
+    f'[hub]\nindex_url = "{index_url}"\ninstall_target = "environment"\nuser_skills_dirs = []\n'
+)
+rt = aleph.load(ws / "aleph.toml", workspace=ws, plugins=[aleph_hub.plugin], entry_points=False, strict=True)
+
+async def main():
+    async with rt:
+        yes = rt.tool_service(requester=ScriptedRequester([ApprovalOutcome.APPROVED]), tier="auto")
+        no = rt.tool_service(requester=ScriptedRequester([ApprovalOutcome.DENIED]), tier="auto")
+        installed = (await yes.execute("hub_install_run", {"requirement": "aleph-greet"})).value
+        echoed = (await yes.execute("greet_echo", {"text": "env"})).value
+        rejected = (await no.execute("hub_install_run", {"requirement": "aleph-shout"})).value
+        verify = (await yes.execute("hub_install_verify", {})).value
+        print(json.dumps({"installed": installed, "echoed": echoed, "rejected": rejected, "verify": verify}))
+
+asyncio.run(main())
+"""
+
+
+def test_an_environment_install_goes_into_the_runtimes_own_environment(tmp_path: Path, greet_index: LocalIndex) -> None:
+    """Run in a throwaway virtualenv that sees this one's packages through a .pth file, so pip installs
+    into the throwaway's site-packages and this test's environment is never changed."""
+    import site
+    import subprocess
+    import sys
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    inner = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    # addsitedir (not a bare path) so the outer environment's own .pth files (editable installs) apply too.
+    outer = "".join(f"import site; site.addsitedir({p!r})\n" for p in site.getsitepackages())
+    (inner / "_outer.pth").write_text(outer)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", ENV_SCRIPT, str(ws), greet_index.url],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["installed"]["status"] == "installed" and out["installed"]["target"] == "environment"
+    assert out["echoed"] == {"text": "env"}
+    assert Path(out["installed"]["location"]) == inner.resolve()
+    assert (inner / "aleph_greet" / "plugin.py").is_file()
+    assert out["rejected"]["status"] == "rejected"
+    assert not (inner / "aleph_shout").exists()
+    assert out["verify"]["ok"] is True and [d["distribution"] for d in out["verify"]["distributions"]] == [
+        "aleph-greet"
+    ]
+    import importlib.util
+
+    assert importlib.util.find_spec("aleph_greet") is None  # this environment never saw it
