@@ -369,3 +369,20 @@ def test_an_environment_install_goes_into_the_runtimes_own_environment(tmp_path:
     import importlib.util
 
     assert importlib.util.find_spec("aleph_greet") is None  # this environment never saw it
+
+
+def test_a_no_after_a_held_install_removes_it_so_it_cannot_load_unrecorded(
+    tmp_path: Path, greet_index: LocalIndex
+) -> None:
+    rt = hub_runtime(tmp_path, greet_index.url)
+
+    async def go() -> list[Any]:
+        async with rt:
+            held = await call(rt, "hub_install_run", {"requirement": "aleph-greet"}, None)
+            no = ScriptedRequester([ApprovalOutcome.DENIED])
+            return [held, await call(rt, "hub_install_run", {"requirement": "aleph-greet"}, no)]
+
+    held, rejected = run(go())
+    assert (held["status"], rejected["status"]) == ("held", "rejected")
+    assert not (site(tmp_path) / "aleph_greet").exists()
+    assert "greet_echo" not in started(tmp_path).registry

@@ -152,7 +152,9 @@ class HubInstallRun(AlephTool[InstallArgs]):
             try:
                 await consent(self.NAME, "plugin", f"{name} {adds['version']}", digest, shown)
             except aleph.ApprovalDenied as exc:
-                await self._rollback(fresh, folder)
+                # Also when an earlier run installed it and left it held: a "no" removes it, or it would
+                # load unrecorded (and so unchecked) at the next start.
+                await self._rollback(fresh or [name], folder)
                 trust.remove(name)
                 return {"status": "rejected", "reason": f"a human did not approve it: {exc}", "disclosure": shown}
             except (aleph.ApprovalUnavailable, aleph.ApprovalExpired) as exc:
