@@ -332,3 +332,18 @@ def test_an_unquoted_colon_in_a_description_is_still_listed(tmp_path: Path) -> N
     (folder / "SKILL.md").write_text(unquoted)
     [skill] = run(hub_runtime(tmp_path), "skill_list", {})["skills"]
     assert skill["description"] == "Edit spreadsheets: formulas and charts"
+
+
+def test_explain_reports_the_bash_call_a_script_run_makes(tmp_path: Path) -> None:
+    import aleph_exec.plugin
+
+    _script_skill(tmp_path)
+    extra = '[policies.tool_permissions.overrides]\nbash = "deny"\n'
+    rt = hub_runtime(tmp_path, "https://pypi.org/simple/", extra, aleph_exec.plugin)
+    payload = {"action": "run", "skill_id": "hello", "file_name": "scripts/hi.sh"}
+
+    async def go() -> aleph.Explanation:
+        async with rt:
+            return rt.tool_service(tier="auto").explain("skill_manage", payload)
+
+    assert asyncio.run(go()).decision == "deny"

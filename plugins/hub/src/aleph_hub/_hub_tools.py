@@ -157,6 +157,11 @@ class HubResolveSpec(AlephTool[ResolveArgs]):
         }
 
 
+def _docs_url(entry: dict[str, Any]) -> str | None:
+    urls = {k.lower(): v for k, v in entry["project_urls"].items()}
+    return next((urls[k] for k in _DOC_LABELS if k in urls), None)
+
+
 class DocsArgs(ToolArgs):
     name: str = Field(min_length=1, max_length=200)
     """A catalog id or distribution name."""
@@ -176,12 +181,17 @@ class HubFetchDocs(AlephTool[DocsArgs]):
     def __init__(self, state: HubState) -> None:
         self.state = state
 
+    def sub_calls(self, input: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """The ``web_fetch`` of the docs URL, judged under web_fetch's own rules (domain rules apply)."""
+        entry = self.state.store.catalog_entry(str(input.get("name", "")))
+        url = _docs_url(entry) if entry is not None and input.get("fetch", True) else None
+        return [("web_fetch", {"url": url})] if url else []
+
     async def call(self, args: DocsArgs) -> dict[str, Any]:
         entry = self.state.store.catalog_entry(args.name)
         if entry is None:
             raise aleph.ExecutionFailed(self.NAME, f"entry '{args.name}' not found in catalog; run hub_catalog_sync")
-        urls = {k.lower(): v for k, v in entry["project_urls"].items()}
-        docs_url = next((urls[k] for k in _DOC_LABELS if k in urls), None)
+        docs_url = _docs_url(entry)
         description = entry["description"]
         out: dict[str, Any] = {
             "id": entry["id"],

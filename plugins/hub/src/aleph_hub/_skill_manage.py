@@ -243,22 +243,35 @@ class SkillManage(AlephTool[ManageArgs]):
         self.state.store.forget_skill(skill.id)
         return {"success": True, "message": f"Deleted skill '{skill.id}'", "skill_id": skill.id}
 
-    async def _run(self, args: ManageArgs) -> dict[str, Any]:
+    def sub_calls(self, input: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """``run`` is the ``bash`` call it makes: judged under bash's own rules before the skill is touched."""
+        if input.get("action") != "run":
+            return []
+        try:
+            _, command = self._script_command(ManageArgs.model_validate(input))
+        except (aleph.ToolError, ValueError):
+            return []  # the call itself reports what is wrong
+        return [("bash", {"command": command})]
+
+    def _script_command(self, args: ManageArgs) -> tuple[Skill, str]:
         _need(args, "file_name")
         assert args.skill_id is not None and args.file_name is not None
         rel = check_file_name(self.NAME, args.file_name)
         if rel.parts[0] != "scripts" or len(rel.parts) < 2:
             raise aleph.ValidationFailed(self.NAME, "run: file_name must be a script under scripts/")
         skill = find_skill(self.state, self.NAME, args.skill_id)
-        state = self.state.store.skill_states().get(skill.id, {})
-        if state.get("enabled") == 0 or state.get("archived"):
-            raise aleph.PermissionDenied(self.NAME, f"skill '{skill.id}' is disabled or archived; enable it first")
         script = skill.location.joinpath(*rel.parts).resolve()
         if skill.location.resolve() not in script.parents or not script.is_file():
             raise aleph.ExecutionFailed(self.NAME, f"File '{args.file_name}' not found in skill '{skill.id}'")
         interpreter = _INTERPRETERS.get(script.suffix)
         words = ([interpreter] if interpreter else []) + [str(script), *args.script_args]
-        command = " ".join(shlex.quote(w) for w in words)
+        return skill, " ".join(shlex.quote(w) for w in words)
+
+    async def _run(self, args: ManageArgs) -> dict[str, Any]:
+        skill, command = self._script_command(args)
+        state = self.state.store.skill_states().get(skill.id, {})
+        if state.get("enabled") == 0 or state.get("archived"):
+            raise aleph.PermissionDenied(self.NAME, f"skill '{skill.id}' is disabled or archived; enable it first")
         # The exec family runs it: the command policy, sandbox and approval apply as to any bash call.
         output = await running_call(self.NAME).subcall("bash", {"command": command})
         return {"success": True, "skill_id": skill.id, "command": command, "result": output.value}
