@@ -386,3 +386,31 @@ def test_a_no_after_a_held_install_removes_it_so_it_cannot_load_unrecorded(
     assert (held["status"], rejected["status"]) == ("held", "rejected")
     assert not (site(tmp_path) / "aleph_greet").exists()
     assert "greet_echo" not in started(tmp_path).registry
+
+
+def test_the_plugin_is_held_before_its_files_land(
+    tmp_path: Path, greet_index: LocalIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A runtime that starts while pip is still running (or after the installer died) must not load it."""
+    from aleph_hub import _install
+
+    rt = hub_runtime(tmp_path, greet_index.url)
+    seen: list[Any] = []
+    real = _install.pip_install
+
+    async def install_then_look(*args: Any, **kwargs: Any) -> Any:
+        done = await real(*args, **kwargs)
+        seen.append(aleph.PluginTrust(tmp_path / ".aleph-data" / "plugins" / "trust.json").get("aleph-greet"))
+        seen.append("greet_echo" in started(tmp_path).registry)
+        return done
+
+    async def go() -> Any:
+        async with rt:
+            return await call(rt, "hub_install_run", {"requirement": "aleph-greet"}, yes())
+
+    monkeypatch.setattr(_install, "pip_install", install_then_look)  # observes the real pip run
+    out = run(go())
+    record, loaded_meanwhile = seen
+    assert record is not None and record.status == "pending"
+    assert loaded_meanwhile is False
+    assert out["status"] == "installed"

@@ -91,7 +91,13 @@ class HubInstallRun(AlephTool[InstallArgs]):
         name = canonicalize_name(aleph_requirement_name(requirement))
         lock: list[LockEntry] = []
         fresh: list[str] = []
+        trust = self.state.context.plugin_trust
         if not self._already_installed(requirement, name, folder):
+            previous = trust.get(name)
+            if previous is None or previous.status != "trusted":
+                # Held before a single file lands: a runtime starting meanwhile (or after a crash here)
+                # must not load it unrecorded. The disclosure replaces this once it is known.
+                trust.hold({"distribution": name, "version": None, "installing": requirement}, source="hub")
             # One pip run installs the plugin itself (what `pip install` of its wheel costs); packaging
             # then checks its requirements against what is installed, and only what is missing goes
             # back to pip's resolver.
@@ -141,7 +147,6 @@ class HubInstallRun(AlephTool[InstallArgs]):
         except (RuntimeError, ReceiptError, TimeoutError) as exc:
             await self._rollback(fresh, folder)
             raise aleph.ExecutionFailed(self.NAME, f"{name} cannot be loaded: {exc}") from None
-        trust = self.state.context.plugin_trust
         record = trust.get(name)
         digest = aleph.adds_digest(adds)
         deps = [f"{e.name}=={e.version}" for e in lock if e.name != name]
@@ -224,15 +229,17 @@ class HubInstallRun(AlephTool[InstallArgs]):
         store = self.state.store
         for name in names:
             receipt = store.receipt(name)
-            if folder is not None:
+            if folder is not None and receipt is not None:
+                remove_installed(Path(receipt["location"]), receipt["files"])
+            elif folder is not None:
                 try:
                     dist = find_distribution(name, folder)
-                    base, files = Path(str(dist.locate_file(""))), _record_files(dist)
-                    remove_installed(base, files)
+                    remove_installed(Path(str(dist.locate_file(""))), _record_files(dist))
                 except ReceiptError:
                     pass
             store.drop_receipt(name)
-            if receipt is not None or folder is None:
+            record = self.state.context.plugin_trust.get(name)
+            if record is not None and record.status == "pending":
                 self.state.context.plugin_trust.remove(name)
         if folder is None and names:
             try:
