@@ -28,7 +28,12 @@ TEMPLATE = REPO / "plugins" / "_template"
 
 
 def build_plugin_wheel(
-    out: Path, family: str, version: str = "1.0.0", description: str = "", urls: dict[str, str] | None = None
+    out: Path,
+    family: str,
+    version: str = "1.0.0",
+    description: str = "",
+    urls: dict[str, str] | None = None,
+    requires: tuple[str, ...] = (),
 ) -> Path:
     """A wheel of plugins/_template renamed to ``aleph-<family>`` (tool ``<family>_echo``), built by pip."""
     src = out / f"src-{family}-{version}"
@@ -44,6 +49,11 @@ def build_plugin_wheel(
         if path.name == "pyproject.toml":
             if description:
                 text = text.replace("One line saying what this tool family does", description)
+            if requires:
+                extra = "".join(f', "{r}"' for r in requires)
+                text = text.replace(
+                    'dependencies = ["aleph-core>=0.1,<0.2"]', f'dependencies = ["aleph-core>=0.1,<0.2"{extra}]'
+                )
             if urls:
                 links = "".join(f'"{k}" = "{v}"\n' for k, v in urls.items())
                 text = text.replace(

@@ -414,3 +414,28 @@ def test_the_plugin_is_held_before_its_files_land(
     assert record is not None and record.status == "pending"
     assert loaded_meanwhile is False
     assert out["status"] == "installed"
+
+
+def test_a_missing_dependency_is_resolved_by_pip_and_a_plugin_dependency_stays_held(
+    tmp_path: Path, greet_index: LocalIndex, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from .conftest import build_plugin_wheel
+
+    out = tmp_path_factory.mktemp("bundle")
+    greet_index.add(
+        "aleph-bundle", build_plugin_wheel(out, "bundle", "1.0.0", "A bundle.", requires=("aleph-shout>=1",))
+    )
+    rt = hub_runtime(tmp_path, greet_index.url)
+    human = yes()
+
+    async def go() -> Any:
+        async with rt:
+            return await call(rt, "hub_install_run", {"requirement": "aleph-bundle"}, human)
+
+    result = run(go())
+    assert result["status"] == "installed" and result["also_installed"] == ["aleph-shout==1.0.0"]
+    assert len(human.requests) == 1
+    assert "aleph-shout==1.0.0 --hash=sha256:" in Path(result["lockfile"]).read_text()
+    later = started(tmp_path)
+    assert "bundle_echo" in later.registry and "shout_echo" not in later.registry
+    assert {h.distribution: h.reason for h in later.plugins.held}["aleph-shout"].startswith("it was installed")

@@ -121,6 +121,7 @@ class HubInstallRun(AlephTool[InstallArgs]):
                     lock += more
                 else:
                     raise PipError(f"its requirements stay unsatisfied: {', '.join(unsatisfied(lock, folder))}")
+                self._hold_plugin_dependencies(lock, name, folder)
                 self._progress(f"[2/4] recording receipts of {', '.join(f'{e.name}=={e.version}' for e in lock)}")
                 lockfile = self.state.locks_dir() / f"{name}.lock"
                 lockfile.parent.mkdir(parents=True, exist_ok=True)
@@ -187,6 +188,21 @@ class HubInstallRun(AlephTool[InstallArgs]):
             "verify": report,
             "note": "hooks other than tool registration take effect when the runtime next loads",
         }
+
+    def _hold_plugin_dependencies(self, lock: list[LockEntry], name: str, folder: Path | None) -> None:
+        """A dependency that is itself a plugin is not approved with the requested one: hold it back."""
+        trust = self.state.context.plugin_trust
+        for entry in lock:
+            if entry.name == name:
+                continue
+            try:
+                dist = find_distribution(entry.name, folder)
+            except ReceiptError:
+                continue
+            record = trust.get(entry.name)
+            trusted = record is not None and record.status == "trusted" and record.version == entry.version
+            if not trusted and any(ep.group == "aleph" for ep in dist.entry_points):
+                trust.hold({"distribution": entry.name, "version": entry.version, "dependency_of": name}, source="hub")
 
     def _already_installed(self, requirement: str, name: str, folder: Path | None) -> bool:
         """Whether a hub receipt already covers ``name`` at a version ``requirement`` accepts (a re-run)."""
