@@ -247,6 +247,7 @@ class ScopedToolService(Judging, Recording, BaseToolService):
         self.rewriters = tuple(rewriters)
         self.deferred = deferred
         self.extra_tools = dict(extra_tools or {})
+        self._scope: str | None = None
 
     def derive(
         self,
@@ -421,6 +422,18 @@ class ScopedToolService(Judging, Recording, BaseToolService):
 
     # -- approval ---------------------------------------------------------------------------------
 
+    def _grant_scope(self) -> str:
+        """Whom a session grant or a remembered denial belongs to: this agent, on this channel, in this session.
+
+        Without a session key it is this service alone, so the breaker and "refused again" still hold.
+        """
+        session = self.turn.session_key if self.turn is not None else ""
+        if not session:
+            if self._scope is None:
+                self._scope = f"service:{uuid.uuid4().hex}"
+            return self._scope
+        return f"{self.agent or ''}\x1f{self.channel or ''}\x1f{session}"
+
     async def _approve(self, entry: RegisteredTool, input: Mapping[str, Any], verdict: Verdict) -> None:
         name = entry.name
         operator = self.turn.caller_is_operator() if self.turn is not None else True
@@ -435,7 +448,7 @@ class ScopedToolService(Judging, Recording, BaseToolService):
             arguments=_redacted(input),
             turn=self.turn,
         )
-        session = self.turn.session_key if self.turn is not None and self.turn.session_key else None
+        session = self._grant_scope()
         unattended = self.turn is not None and self.turn.unattended
         if self.requester is None and not unattended:
             cause = f"{verdict.reason} No approval channel is available, so it cannot be authorized here. Do not retry."
@@ -458,8 +471,11 @@ class ScopedToolService(Judging, Recording, BaseToolService):
             said = f' The user said: "{escape_for_prompt(outcome.deny_reason)}".' if outcome.deny_reason else ""
             lead = f"the user did not approve running `{name}` ({outcome.outcome.value})."
             raise ApprovalDenied(name, f"{lead}{said}{advice}")
-        if outcome.outcome is ApprovalOutcome.DENIED:  # an earlier denial of this exact call, or the breaker
-            raise ApprovalDenied(name, f"running `{name}` was refused without asking again.{advice}")
+        if outcome.outcome is ApprovalOutcome.DENIED:  # an earlier denial, the breaker, or a broken channel
+            why = (
+                escape_for_prompt(outcome.deny_reason) if outcome.deny_reason else "it was refused without asking again"
+            )
+            raise ApprovalDenied(name, f"running `{name}` was not approved: {why}.{advice}")
         raise ApprovalUnavailable(
             name, f"running `{name}` was not authorized — nobody was asked ({outcome.outcome.value}).{advice}"
         )
