@@ -519,7 +519,8 @@ class ScopedToolService(Judging, Recording, BaseToolService):
         if not facts.idempotent or call.annotated:
             await self._record_execution(entry, prepared.arguments, "ok", "", call.refs)
             ledger = self._cp.ledger
-            fault = ledger.faults.get(self._agent_id()) if ledger is not None and ledger.faults else None
+            faults = getattr(ledger, "faults", None)
+            fault = faults.get(self._agent_id()) if faults else None
             if fault is not None:  # the call ran, but nothing records it: say so with its result
                 output.metadata.setdefault("warnings", []).append(fault)
         return self._bound_output(name, output)
