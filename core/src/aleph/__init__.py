@@ -39,7 +39,7 @@ from aleph._errors import (
     ValidationFailed,
 )
 from aleph._events import EventLog
-from aleph._hookspec import hookimpl
+from aleph._hookspec import hookimpl, hookspec
 from aleph._keystore import Keystore
 from aleph._ledger import Ledger, LedgerRecord, LedgerRow, VerifyReport
 from aleph._mcp import McpManager
@@ -126,6 +126,7 @@ __all__ = [
     "current_session",
     "current_turn",
     "hookimpl",
+    "hookspec",
     "load",
     "load_config",
     "notify_tool_result",

@@ -147,6 +147,7 @@ class PluginManager:
     def __init__(self, *, strict: bool = False, disabled: Iterable[str] = ()) -> None:
         self._pm = pluggy.PluginManager(_hookspec.NAME)
         self._pm.add_hookspecs(_hookspec)
+        self._specs: list[object] = [_hookspec]
         self.strict = strict
         self.disabled = set(disabled)
         self.loaded: dict[str, LoadedPlugin] = {}
@@ -187,15 +188,31 @@ class PluginManager:
             self.blocked.append(name)
             return False
         try:
+            # A family's own extension points (as pytest plugins add hooks): the modules named by the
+            # plugin's ``ALEPH_HOOKSPECS`` join the specs before its hooks, or anyone's, are checked.
+            for specs in getattr(plugin, "ALEPH_HOOKSPECS", ()):
+                if specs not in self._specs:
+                    self._pm.add_hookspecs(specs)
+                    self._specs.append(specs)
             self._pm.register(plugin, name=name)
-            unknown = [impl.name for impl in self._pm.get_hookcallers(plugin) or [] if impl.spec is None]
-            if unknown:
-                raise pluggy.PluginValidationError(plugin, f"unknown hooks: {', '.join(sorted(unknown))}")
         except Exception as exc:
             self._fail(name, "validate", exc, distribution, version)
             return False
         self.loaded[name] = LoadedPlugin(name, distribution, version)
         return True
+
+    def check_pending(self) -> None:
+        """Fail every plugin that implements a hook no loaded plugin or core specifies (a typo, a missing family).
+
+        Run once every plugin is added: a family's hookspecs may come from a plugin loaded after one
+        that implements them.
+        """
+        for name in list(self.loaded):
+            plugin = self._pm.get_plugin(name)
+            unknown = sorted(impl.name for impl in self._pm.get_hookcallers(plugin) or [] if impl.spec is None)
+            if unknown:
+                error = pluggy.PluginValidationError(plugin, f"unknown hooks: {', '.join(unknown)}")
+                self._fail(name, "validate", error)
 
     def load_entry_points(self, group: str = "aleph") -> None:
         """Import every entry point of ``group`` one by one; failures are recorded, not fatal."""
