@@ -207,9 +207,7 @@ class ItemStore:
                 chain.insert(0, current)
             current = start
             while current.superseded_by and current.superseded_by not in seen and len(chain) < limit:
-                row = conn.execute(
-                    f"SELECT {_COLUMNS} FROM items WHERE id = ?", (current.superseded_by,)
-                ).fetchone()
+                row = conn.execute(f"SELECT {_COLUMNS} FROM items WHERE id = ?", (current.superseded_by,)).fetchone()
                 if row is None:
                     break
                 current = Item.from_row(row)
