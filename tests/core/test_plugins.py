@@ -146,37 +146,3 @@ async def test_program_registers_its_own_tool(workspace: Path) -> None:
         rt.register(mine)
         result = await rt.tool_service().call("mine", {"x": 7})
     assert result.output == "7"
-
-
-FAMILY_SPECS = """
-hookspec = aleph.hookspec
-
-
-@hookspec
-def aleph_family_widgets(register):
-    '''Collect widgets.'''
-"""
-
-
-def test_a_family_adds_its_own_hookspecs_and_a_plugin_loaded_before_it_may_implement_them(workspace: Path) -> None:
-    specs = plugin_module("family_specs", FAMILY_SPECS)
-    family = plugin_module(
-        "family",
-        "widgets = []\n"
-        "@aleph.hookimpl\n"
-        "def aleph_register_tools(register, context):\n"
-        "    context.call_hook('aleph_family_widgets', register=widgets.append)\n",
-    )
-    family.__dict__["ALEPH_HOOKSPECS"] = (specs,)
-    provider = plugin_module("provider", "@aleph.hookimpl\ndef aleph_family_widgets(register):\n    register('w1')\n")
-    rt = aleph.load(plugins=[provider, family], entry_points=False, strict=True)
-    assert rt.plugins.failed == []
-    assert family.widgets == ["w1"]
-
-
-def test_a_hook_of_a_family_that_is_not_installed_fails_validation(workspace: Path) -> None:
-    provider = plugin_module("provider", "@aleph.hookimpl\ndef aleph_family_widgets(register):\n    register('w1')\n")
-    rt = aleph.load(plugins=[provider], entry_points=False, strict=False)
-    failed = rt.plugins.report()["failed"]
-    assert [(f["name"], f["stage"]) for f in failed] == [("provider", "validate")]
-    assert "aleph_family_widgets" in failed[0]["error"]

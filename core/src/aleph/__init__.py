@@ -19,13 +19,18 @@ from aleph._approval import (
     ApprovalRequest,
     ApprovalRequester,
     ApprovalResponse,
+    DeferredApprovals,
 )
+from aleph._call import CallContext, current_call
 from aleph._command_policy import CommandPolicy, CommandRule, CommandVerdict
 from aleph._config import AlephConfig, load_config
 from aleph._discovery import DeferredSet, ProgressiveDisclosure
 from aleph._errors import (
     AlephError,
+    ApprovalDenied,
     ApprovalExpired,
+    ApprovalRequired,
+    ApprovalUnavailable,
     Cancelled,
     ConfigError,
     DuplicateTool,
@@ -39,7 +44,7 @@ from aleph._errors import (
     ValidationFailed,
 )
 from aleph._events import EventLog
-from aleph._hookspec import hookimpl, hookspec
+from aleph._hookspec import hookimpl
 from aleph._keystore import Keystore
 from aleph._ledger import Ledger, LedgerRecord, LedgerRow, VerifyReport
 from aleph._mcp import McpManager
@@ -71,17 +76,22 @@ __all__ = [
     "AlephError",
     "AlephTool",
     "ApprovalDecision",
+    "ApprovalDenied",
     "ApprovalExpired",
     "ApprovalOutcome",
     "ApprovalRequest",
     "ApprovalRequester",
+    "ApprovalRequired",
     "ApprovalResponse",
+    "ApprovalUnavailable",
     "BaseToolService",
+    "CallContext",
     "Cancelled",
     "CommandPolicy",
     "CommandRule",
     "CommandVerdict",
     "ConfigError",
+    "DeferredApprovals",
     "DeferredSet",
     "DuplicateTool",
     "EventLog",
@@ -123,10 +133,10 @@ __all__ = [
     "UnscopedToolService",
     "ValidationFailed",
     "VerifyReport",
+    "current_call",
     "current_session",
     "current_turn",
     "hookimpl",
-    "hookspec",
     "load",
     "load_config",
     "notify_tool_result",

@@ -9,15 +9,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import aleph
+import pluggy
 
 if TYPE_CHECKING:
     from aleph_memory._providers import EmbedderFactory, Summariser
 
-__all__ = ["aleph_memory_embedders", "aleph_memory_summarisers"]
+__all__ = ["aleph_memory_embedders", "aleph_memory_summarisers", "hookspec"]
+
+hookspec = pluggy.HookspecMarker("aleph")
+"""Marks this family's hook specifications for Aleph's plugin manager (project ``aleph``)."""
 
 
-@aleph.hookspec
+@hookspec
 def aleph_memory_embedders(register: Callable[[str, EmbedderFactory], None]) -> None:
     """Called once per runtime, when the memory tools are registered, to collect text embedders.
 
@@ -28,7 +31,7 @@ def aleph_memory_embedders(register: Callable[[str, EmbedderFactory], None]) -> 
     """
 
 
-@aleph.hookspec
+@hookspec
 def aleph_memory_summarisers(register: Callable[[str, Summariser], None]) -> None:
     """Called once per runtime, when the memory tools are registered, to collect summarisers.
 
