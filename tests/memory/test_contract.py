@@ -34,8 +34,14 @@ class TestMemoryContract(ToolContractTests):
             ("governance_metrics", {}),
             ("session_list", {}),
             ("session_search", {"query": "tea"}),
-            ("note_manage", {"action": "create", "path": "projects/aleph", "title": "Aleph", "content": "See [[ideas]]."}),
-            ("note_manage", {"action": "create", "path": "ideas", "title": "Ideas", "content": "Back to [[projects/aleph]]"}),
+            (
+                "note_manage",
+                {"action": "create", "path": "projects/aleph", "title": "Aleph", "content": "See [[ideas]]."},
+            ),
+            (
+                "note_manage",
+                {"action": "create", "path": "ideas", "title": "Ideas", "content": "Back to [[projects/aleph]]"},
+            ),
             ("note_schema", {"action": "write", "content": "# Schema\n## Tags\nUse lowercase tags.\n"}),
             ("note_orient", {}),
             ("note_graph_query", {"op": "neighbors", "target": "ideas"}),

@@ -85,10 +85,12 @@ class NotesDir:
         fd = os.open(self.workspace, _DIR)
         try:
             for part in self.root_parts:
-                fd = self._step(fd, part, create)
+                current, fd = fd, -1  # _step closes what it is given, even when it fails
+                fd = self._step(current, part, create)
             yield fd
         finally:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
 
     @staticmethod
     def _step(fd: int, name: str, create: bool) -> int:
@@ -116,10 +118,12 @@ class NotesDir:
             fd = os.dup(root)
             try:
                 for part in parts[:-1]:
-                    fd = self._step(fd, part, create)
+                    current, fd = fd, -1
+                    fd = self._step(current, part, create)
                 yield fd
             finally:
-                os.close(fd)
+                if fd >= 0:
+                    os.close(fd)
 
     def workspace_path(self, path: str) -> str:
         """The workspace-relative path of a note (what path rules such as ``note_manage(notes/**)`` see)."""
@@ -244,7 +248,8 @@ class NotesDir:
             fd = os.dup(root)
             try:
                 for part in parts:
-                    fd = self._step(fd, part, False)
+                    current, fd = fd, -1
+                    fd = self._step(current, part, False)
                 folders, notes = [], []
                 with os.scandir(fd) as entries:
                     for entry in entries:
@@ -256,4 +261,5 @@ class NotesDir:
                             notes.append(entry.name[:-3])
                 return sorted(folders), sorted(notes)
             finally:
-                os.close(fd)
+                if fd >= 0:
+                    os.close(fd)

@@ -195,6 +195,7 @@ def _ledger_rows(rt: Any, agent: str) -> list[Any] | None:
     if ledger is None:
         return None
     with contextlib.suppress(Exception):
+        ledger.flush_sync(timeout=5.0)  # rows of calls that just returned may still be queued
         return list(ledger.rows(agent, limit=LEDGER_WINDOW))
     return None
 

@@ -214,34 +214,63 @@ class MemoryTraceTool(FamilyTool):
         if ledger is None:
             return None
         try:
+            ledger.flush_sync(timeout=5.0)  # rows of calls that just returned may still be queued
             rows = ledger.rows(agent, limit=50_000)
         except Exception:
             return None
         index: dict[str, list[dict[str, Any]]] = {}
         for row in rows:
             refs = ledger_refs(row)
-            ids: set[str] = set()
-            for key in ("memory_id", "memory_ids", "supersedes", "forgets"):
-                ids.update(x for x in refs.get(key, "").split(",") if x)
-            for memory_id in ids:
-                index.setdefault(memory_id, []).append(
-                    {"seq": row.seq, "hash": row.hash, "action": row.action, "target": row.target, "refs": refs}
-                )
+            for key, role in _ROLES.items():
+                for memory_id in (x for x in refs.get(key, "").split(",") if x):
+                    index.setdefault(memory_id, []).append(
+                        {
+                            "role": role,
+                            "seq": row.seq,
+                            "hash": row.hash,
+                            "action": row.action,
+                            "tool": row.target,
+                            "refs": refs,
+                        }
+                    )
         return index
 
 
+_ROLES = {
+    "memory_id": "written",
+    "memory_ids": "written",
+    "supersedes": "superseded",
+    "forgets": "forgotten",
+}
+_EVENT_ROLE = {
+    "remembered": "written",
+    "superseding": "written",
+    "corrected": "written",
+    "completed": "written",
+    "compacted": "written",
+    "ingested": "written",
+    "superseded": "superseded",
+    "forgotten": "forgotten",
+    "injected": "injected",
+}
+
+
 def _confirm(ledger: dict[str, list[dict[str, Any]]] | None, memory_id: str, event: dict[str, Any]) -> Any:
-    """The signed ledger row that vouches for ``event`` (seq and hash), or None."""
+    """The signed ledger row that vouches for ``event`` (its seq and hash), or None when none does."""
     if ledger is None:
         return None
-    want_injection = event["event"] == "injected"
+    role = _EVENT_ROLE.get(event["event"])
     for row in ledger.get(memory_id, []):
-        is_injection = row["refs"].get("event") == "memory_injected"
-        if is_injection != want_injection:
+        refs = row["refs"]
+        injected = refs.get("event") == "memory_injected"
+        if (role == "injected") != injected or (not injected and row["role"] != role):
             continue
-        if want_injection and event.get("turn") and row["refs"].get("turn") not in (None, event["turn"]):
+        call = refs.get("source_call") or refs.get("call")
+        if event.get("call_id") and call and call != event["call_id"]:
             continue
-        return {"seq": row["seq"], "hash": row["hash"], "action": row["action"], "tool": row["target"]}
+        if injected and event.get("turn") and refs.get("turn") not in (None, event["turn"]):
+            continue
+        return {"seq": row["seq"], "hash": row["hash"], "action": row["action"], "tool": row["tool"]}
     return None
 
 
