@@ -26,7 +26,10 @@ def caller(rt: aleph.Aleph, agent: str = "alice", session: str = "s1", run: str 
         turn = aleph.TurnContext(session_key=session, run_id=run, call_id=f"{run}-c{next(counter)}")
         service = rt.tool_service(agent=agent, turn=turn)
         out = await service.execute(name, payload)
-        return json.loads(out.text) if out.text[:1] in "{[" else out.text
+        try:
+            return json.loads(out.text)
+        except ValueError:
+            return out.text
 
     return run_call
 
