@@ -75,7 +75,7 @@ async def test_kinds_and_the_current_session_scope_filter_results(rt: aleph.Alep
     local = await call("memory_search", query="orchard trees", scope="current_session")
     assert [f["content"] for f in local["facts"]] == ["The orchard has apple trees"]
     both = await other("memory_search", query="orchard trees", scope="both")
-    assert [f["content"] for f in both["facts"]][0] == "The orchard also has pear trees"
+    assert both["facts"][0]["content"] == "The orchard also has pear trees"
     assert (await call("memory_search", query="orchard", kinds=["turn"]))["facts"] == []
 
 
@@ -119,7 +119,7 @@ async def test_an_embedder_from_the_family_hook_adds_vectors_to_the_ranking(work
 
 async def test_a_configured_embedder_that_is_not_installed_is_a_clear_error(workspace: Path) -> None:
     async with make_runtime(workspace, '[memory]\nembedder = "nope"\n') as rt:
-        with pytest.raises(aleph.ExecutionFailed, match="embedder not available: .*'nope' is not registered"):
+        with pytest.raises(aleph.ExecutionFailed, match=r"embedder not available: .*'nope' is not registered"):
             await caller(rt)("memory_search", query="anything")
 
 
