@@ -49,9 +49,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS items_one_active_fact ON items (agent, kind, c
 CREATE INDEX IF NOT EXISTS items_by_subject ON items (agent, subject, status);
 CREATE INDEX IF NOT EXISTS items_by_session ON items (session, seq);
 CREATE INDEX IF NOT EXISTS items_by_agent ON items (agent, kind, status, rowid);
-CREATE INDEX IF NOT EXISTS items_by_ref ON items (agent, ref);
 CREATE INDEX IF NOT EXISTS items_by_speaker ON items (agent, speaker);
-CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(content, ctx, scope, tokenize='{FTS_TOKENIZE}');
 CREATE TABLE IF NOT EXISTS vectors (
     rowid INTEGER PRIMARY KEY,
     model TEXT NOT NULL,

@@ -21,9 +21,9 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from aleph_memory._db import Database
-from aleph_memory._text import stems
+from aleph_memory._text import FTS_TOKENIZE, stems
 
-__all__ = ["CONTEXT_WINDOW", "Item", "ItemKind", "ItemStore", "NewItem", "Source", "scope_token"]
+__all__ = ["CONTEXT_WINDOW", "Item", "ItemKind", "ItemStore", "NewItem", "Source", "fts_table"]
 
 ItemKind = Literal["fact", "turn", "correction", "outcome", "chunk"]
 KINDS: tuple[str, ...] = ("fact", "turn", "correction", "outcome", "chunk")
@@ -53,9 +53,9 @@ def iso(ms: int | None) -> str | None:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def scope_token(agent: str) -> str:
-    """The full-text token that confines a search to one agent's items (an FTS5 AND, not a post-filter)."""
-    return "a" + hashlib.sha256(agent.encode()).hexdigest()[:20]
+def fts_table(agent: str) -> str:
+    """The agent's own full-text table: searches never share an index, so one agent's size never slows another."""
+    return "fts_" + hashlib.sha256(agent.encode()).hexdigest()[:24]
 
 
 def content_hash(text: str) -> str:
@@ -146,6 +146,7 @@ class ItemStore:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._tables: set[str] = set()
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -236,56 +237,112 @@ class ItemStore:
 
     # -- writes (call inside ``db.write()``) ------------------------------------------------------
 
-    def insert(self, conn: sqlite3.Connection, agent: str, item: NewItem, source: Source, at: int) -> Item:
-        """Insert one item (and its full-text row); neighbours' context is refreshed by :meth:`reindex_context`."""
-        item_id = new_id()
-        session = item.session if item.session is not None else source.session
-        seq = item.seq
-        if item.kind == "turn" and seq is None and session is not None:
-            row = conn.execute(
-                "SELECT max(seq) FROM items WHERE agent = ? AND session = ? AND kind = 'turn'", (agent, session)
-            ).fetchone()
-            seq = (row[0] or 0) + 1
-        own = stems(item.content)
-        cur = conn.execute(
-            "INSERT INTO items (id, agent, kind, content, content_hash, subject, speaker, session, seq, ref,"
-            " source_turn, source_call, occurred_at, created_at, valid_from, status, stems, extra)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?)",
-            (
-                item_id,
-                agent,
-                item.kind,
-                item.content,
-                content_hash(item.content),
-                item.subject,
-                item.speaker,
-                session,
-                seq,
-                item.ref,
-                source.turn,
-                source.call_id,
-                item.occurred_at if item.occurred_at is not None else at,
-                at,
-                at,
-                " ".join(sorted(own)),
-                json.dumps(item.extra, sort_keys=True) if item.extra else None,
-            ),
-        )
-        rowid = int(cur.lastrowid or 0)
-        if item.kind != "turn" or seq is None:
+    def ensure_fts(self, conn: sqlite3.Connection, agent: str) -> str:
+        """Create the agent's full-text table (and its vocabulary view) on first write; returns its name."""
+        table = fts_table(agent)
+        if table not in self._tables:
             conn.execute(
-                "INSERT INTO items_fts (rowid, content, ctx, scope) VALUES (?, ?, '', ?)",
-                (rowid, item.content, scope_token(agent)),
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5(content, ctx, tokenize='{FTS_TOKENIZE}')"
             )
-        row = conn.execute(f"SELECT {_COLUMNS} FROM items WHERE rowid = ?", (rowid,)).fetchone()
-        return Item.from_row(row)
+            conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {table}_vocab USING fts5vocab({table}, 'row')")
+            self._tables.add(table)
+        return table
 
-    def reindex_context(self, conn: sqlite3.Connection, agent: str, touched: Iterable[tuple[str, int]]) -> None:
-        """Index turns ``touched`` ((session, seq) pairs) and their neighbours with their neighbours as context."""
+    def insert(self, conn: sqlite3.Connection, agent: str, item: NewItem, source: Source, at: int) -> Item:
+        """Insert one item; a fact is indexed at once, a turn by :meth:`reindex_context` (with its neighbours)."""
+        return self._insert_many(conn, agent, [item], source, at, index=item.kind != "turn")[0]
+
+    def _insert_many(
+        self, conn: sqlite3.Connection, agent: str, items: Sequence[NewItem], source: Source, at: int, *, index: bool
+    ) -> list[Item]:
+        table = self.ensure_fts(conn, agent)
+        out = []
+        next_seq: dict[str, int] = {}
+        for item in items:
+            session = item.session if item.session is not None else source.session
+            seq = item.seq
+            if item.kind == "turn" and seq is None and session is not None:
+                if session not in next_seq:
+                    row = conn.execute(
+                        "SELECT max(seq) FROM items WHERE agent = ? AND session = ? AND kind = 'turn'", (agent, session)
+                    ).fetchone()
+                    next_seq[session] = (row[0] or 0) + 1
+                seq = next_seq[session]
+                next_seq[session] += 1
+            own = " ".join(sorted(stems(item.content)))
+            item_id = new_id()
+            occurred = item.occurred_at if item.occurred_at is not None else at
+            extra = json.dumps(item.extra, sort_keys=True) if item.extra else None
+            cur = conn.execute(
+                "INSERT INTO items (id, agent, kind, content, content_hash, subject, speaker, session, seq, ref,"
+                " source_turn, source_call, occurred_at, created_at, valid_from, status, stems, extra)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?)",
+                (
+                    item_id,
+                    agent,
+                    item.kind,
+                    item.content,
+                    content_hash(item.content),
+                    item.subject,
+                    item.speaker,
+                    session,
+                    seq,
+                    item.ref,
+                    source.turn,
+                    source.call_id,
+                    occurred,
+                    at,
+                    at,
+                    own,
+                    extra,
+                ),
+            )
+            rowid = int(cur.lastrowid or 0)
+            if index or item.kind != "turn" or seq is None:
+                conn.execute(f"INSERT INTO {table} (rowid, content, ctx) VALUES (?, ?, '')", (rowid, item.content))
+            out.append(
+                Item(
+                    rowid,
+                    item_id,
+                    agent,
+                    item.kind,
+                    item.content,
+                    item.subject,
+                    item.speaker,
+                    session,
+                    seq,
+                    item.ref,
+                    source.turn,
+                    source.call_id,
+                    occurred,
+                    at,
+                    at,
+                    None,
+                    "active",
+                    None,
+                    None,
+                    dict(item.extra),
+                )
+            )
+        return out
+
+    def reindex_context(
+        self,
+        conn: sqlite3.Connection,
+        agent: str,
+        touched: Iterable[tuple[str, int]],
+        fresh: frozenset[int] = frozenset(),
+    ) -> None:
+        """Index turns ``touched`` ((session, seq) pairs) and their neighbours with their neighbours as context.
+
+        ``fresh`` rows were inserted in this transaction and are not in the full-text table yet.
+        """
+        table = self.ensure_fts(conn, agent)
         by_session: dict[str, set[int]] = {}
         for session, seq in touched:
             by_session.setdefault(session, set()).add(seq)
         w = CONTEXT_WINDOW
+        updates, inserts, deletes = [], [], []
         for session, seqs in by_session.items():
             low, high = min(seqs) - 2 * w, max(seqs) + 2 * w
             rows = conn.execute(
@@ -302,12 +359,13 @@ class ItemStore:
                 around = [at[s] for s in range(seq - w, seq + w + 1) if s != seq and s in at]
                 ctx = " ".join(r[2] for r in around)
                 ctx_stems = set().union(*(r[3].split() for r in around)) if around else set()
-                conn.execute("UPDATE items SET ctx_stems = ? WHERE rowid = ?", (" ".join(sorted(ctx_stems)), row[0]))
-                conn.execute("DELETE FROM items_fts WHERE rowid = ?", (row[0],))
-                conn.execute(
-                    "INSERT INTO items_fts (rowid, content, ctx, scope) VALUES (?, ?, ?, ?)",
-                    (row[0], row[2], ctx, scope_token(agent)),
-                )
+                updates.append((" ".join(sorted(ctx_stems)), row[0]))
+                if row[0] not in fresh:
+                    deletes.append((row[0],))
+                inserts.append((row[0], row[2], ctx))
+        conn.executemany("UPDATE items SET ctx_stems = ? WHERE rowid = ?", updates)
+        conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", deletes)
+        conn.executemany(f"INSERT INTO {table} (rowid, content, ctx) VALUES (?, ?, ?)", inserts)
 
     def close_item(
         self, conn: sqlite3.Connection, item: Item, status: Literal["superseded", "forgotten"], at: int, by: str | None
@@ -317,7 +375,7 @@ class ItemStore:
             "UPDATE items SET status = ?, valid_to = ?, superseded_by = ? WHERE rowid = ? AND status = 'active'",
             (status, at, by, item.rowid),
         )
-        conn.execute("DELETE FROM items_fts WHERE rowid = ?", (item.rowid,))
+        conn.execute(f"DELETE FROM {self.ensure_fts(conn, item.agent)} WHERE rowid = ?", (item.rowid,))
 
     def link_supersedes(self, conn: sqlite3.Connection, new: Item, old: Item) -> Item:
         """Record that ``new`` supersedes ``old``."""
@@ -351,16 +409,19 @@ class ItemStore:
         ).fetchone()
         return Item.from_row(row) if row else None
 
+    def store_many(
+        self, conn: sqlite3.Connection, agent: str, items: Sequence[NewItem], source: Source, at: int
+    ) -> list[Item]:
+        """Insert many items in the caller's transaction and index them (turns with their context) once."""
+        stored = self._insert_many(conn, agent, items, source, at, index=False)
+        touched = [
+            (s.session, s.seq) for s in stored if s.kind == "turn" and s.session is not None and s.seq is not None
+        ]
+        fresh = frozenset(s.rowid for s in stored if s.kind == "turn")
+        self.reindex_context(conn, agent, touched, fresh)
+        return stored
+
     def ingest(self, agent: str, items: Sequence[NewItem], source: Source = Source()) -> list[Item]:
         """Store many items in one transaction (dialog turns, imported notes): no supersession, no dedup."""
-        at = now_ms()
-        out: list[Item] = []
         with self.db.write() as conn:
-            touched: list[tuple[str, int]] = []
-            for item in items:
-                stored = self.insert(conn, agent, item, source, at)
-                out.append(stored)
-                if stored.kind == "turn" and stored.session is not None and stored.seq is not None:
-                    touched.append((stored.session, stored.seq))
-            self.reindex_context(conn, agent, touched)
-        return out
+            return self.store_many(conn, agent, items, source, now_ms())

@@ -281,10 +281,7 @@ class Memory:
         matrix = embed_normalised(embedder, [i.content for i in items]) if embedder is not None else None
         source = Source(call.session, call.turn, call.call_id)
         with self.db.write() as conn:
-            stored = [self.items.insert(conn, call.agent, item, source, at) for item in items]
-            self.items.reindex_context(
-                conn, call.agent, [(s.session, s.seq) for s in stored if s.kind == "turn" and s.session and s.seq]
-            )
+            stored = self.items.store_many(conn, call.agent, items, source, at)
             if embedder is not None and matrix is not None:
                 self.ranker.store_vectors(conn, embedder, [s.rowid for s in stored], matrix)
             self.add_provenance(conn, call, [(s.id, event, s.kind) for s in stored], at)

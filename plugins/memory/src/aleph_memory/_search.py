@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from aleph_memory._db import Database
-from aleph_memory._items import Item, ItemStore, scope_token
+from aleph_memory._items import CONTEXT_WINDOW, Item, ItemStore, fts_table
 from aleph_memory._providers import Embedder, VectorIndex, embed_normalised
 from aleph_memory._text import fts_query, stem, terms
+from aleph_memory._when import find_window
 
 __all__ = ["Hit", "Ranker", "SearchResult"]
 
@@ -34,9 +35,18 @@ COVERAGE_WEIGHT = 0.4
 SPEAKER_BOOST = 1.3
 SESSION_WEIGHT = 0.3
 SESSION_TOP = 5
+TIME_WEIGHT = 0.5
+POSTINGS_BUDGET = 3_000
+DF_CAP = POSTINGS_BUDGET + 1
+"""Counting stops here: a word this common never fits the budget beside another, whatever its real count."""
+CONTEXT_FANOUT = 2 * CONTEXT_WINDOW
 DENSE_WEIGHT = 0.1
 DENSE_CANDIDATES = 50
 MAX_QUERY_TERMS = 64
+
+
+_Features = tuple[str, str | None, str | None, str, str, str, int | None, int | None]
+"""kind, speaker, session, stems (own and neighbours'), status, agent, occurred_at, seq."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,24 +74,26 @@ class Ranker:
         self.db = db
         self.items = items
         self._speakers: dict[str, tuple[int, set[str]]] = {}
-        self._vectors: VectorIndex | None = None
+        self._vectors: dict[str, VectorIndex] = {}
 
     # -- vectors ---------------------------------------------------------------------------------
 
-    def vector_index(self, embedder: Embedder) -> VectorIndex:
-        """The in-memory index of ``embedder``'s vectors, brought up to date."""
-        if self._vectors is None or self._vectors.model != embedder.name:
-            self._vectors = VectorIndex(embedder.name, embedder.dim)
+    def vector_index(self, embedder: Embedder, agent: str) -> VectorIndex:
+        """The in-memory index of ``agent``'s vectors from ``embedder``, brought up to date."""
+        index = self._vectors.get(agent)
+        if index is None or index.model != embedder.name:
+            index = self._vectors[agent] = VectorIndex(embedder.name, embedder.dim)
 
         def rows(after: int) -> list[tuple[int, bytes]]:
             with self.db.read() as conn:
                 return conn.execute(
-                    "SELECT rowid, vector FROM vectors WHERE model = ? AND rowid > ? ORDER BY rowid",
-                    (embedder.name, after),
+                    "SELECT v.rowid, v.vector FROM vectors v JOIN items i ON i.rowid = v.rowid"
+                    " WHERE v.model = ? AND i.agent = ? AND v.rowid > ? ORDER BY v.rowid",
+                    (embedder.name, agent, after),
                 ).fetchall()
 
-        self._vectors.refresh(rows)
-        return self._vectors
+        index.refresh(rows)
+        return index
 
     def store_vectors(self, conn: sqlite3.Connection, embedder: Embedder, rowids: Sequence[int], matrix: Any) -> None:
         """Write the vectors of freshly inserted items (inside their write transaction)."""
@@ -115,31 +127,42 @@ class Ranker:
         degraded: str | None = None,
     ) -> SearchResult:
         """The ``limit`` best active items of ``agent`` for ``query`` (optionally of ``kinds`` / one ``session``)."""
+        window = find_window(query)
+        if window is not None:
+            query = query.replace(window[2], " ")
         words = terms(query)[:MAX_QUERY_TERMS]
         people = self._people(agent)
         named = _named_people(words, people)
         name_words = {w for person in named for w in terms(person)}
         lexical = [w for w in words if w not in name_words] or words
         query_stems = {stem(w) for w in lexical}
+        padded_stems = [f" {q} " for q in query_stems]
         scores: dict[int, float] = {}
-        if lexical:
-            expr = f'scope : "{scope_token(agent)}" AND ({fts_query(lexical)})'
+        table = fts_table(agent)
+        if lexical and self._has_table(table):
             with self.db.read() as conn:
                 rows = conn.execute(
-                    f"SELECT rowid, -bm25(items_fts, 1.0, {CONTEXT_WEIGHT}, 0.0) AS s FROM items_fts"
-                    " WHERE items_fts MATCH ? ORDER BY s DESC LIMIT ?",
-                    (expr, CANDIDATES),
+                    f"SELECT rowid, -bm25({table}, 1.0, {CONTEXT_WEIGHT}) AS s FROM {table}"
+                    f" WHERE {table} MATCH ? ORDER BY s DESC LIMIT ?",
+                    (_match_expression(conn, table, lexical), CANDIDATES),
                 ).fetchall()
             top = rows[0][1] if rows and rows[0][1] > 0 else 1.0
             scores = {r: s / top for r, s in rows}
         mode = "lexical"
         dense: dict[int, float] = {}
         if embedder is not None and lexical:
-            index = self.vector_index(embedder)
+            index = self.vector_index(embedder, agent)
             qv = embed_normalised(embedder, [" ".join(lexical)])[0]
-            for rowid, _ in index.top(qv, DENSE_CANDIDATES):
+            nearest = index.top(qv, DENSE_CANDIDATES)
+            for rowid, _ in nearest:
                 scores.setdefault(rowid, 0.0)
-            dense = index.scores(qv, list(scores))
+            if nearest:
+                # Similarities mean little in absolute terms: scale them so the nearest item scores 1 and the
+                # last of the nearest DENSE_CANDIDATES scores 0, then add them like one more lexical signal.
+                high = max(s for _, s in nearest)
+                low = min(s for _, s in nearest)
+                spread = (high - low) or 1.0
+                dense = {r: min(1.0, max(0.0, (v - low) / spread)) for r, v in index.scores(qv, list(scores)).items()}
             mode = "hybrid"
         if not scores:
             return SearchResult([], mode, degraded, tuple(sorted(named)))
@@ -154,20 +177,14 @@ class Ranker:
                 continue
             if session is not None and item_session != session:
                 continue
-            value = lex
+            value = lex + DENSE_WEIGHT * dense.get(rowid, 0.0)
             if query_stems:
-                value += COVERAGE_WEIGHT * len(query_stems & own) / len(query_stems)
+                value += COVERAGE_WEIGHT * sum(1 for q in padded_stems if q in own) / len(padded_stems)
+            if window is not None and f[6] is not None and window[0] <= f[6] < window[1]:
+                value += TIME_WEIGHT
             if len(named) == 1 and speaker in named:
                 value *= SPEAKER_BOOST
             final[rowid] = value
-        if dense:
-            values = [dense[r] for r in final if r in dense]
-            if len(values) > 1:
-                mean = sum(values) / len(values)
-                spread = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5 or 1.0
-                for rowid in final:
-                    if rowid in dense:
-                        final[rowid] += DENSE_WEIGHT * (dense[rowid] - mean) / spread
         by_session: dict[str, list[float]] = {}
         for rowid, value in final.items():
             s = features[rowid][2]
@@ -185,22 +202,66 @@ class Ranker:
         hits = [Hit(items[r], round(final[r], 4)) for r in ranked if r in items]
         return SearchResult(hits, mode, degraded, tuple(sorted(named)))
 
-    def _features(self, rowids: list[int]) -> dict[int, tuple[str, str | None, str | None, set[str], str, str]]:
-        out: dict[int, tuple[str, str | None, str | None, set[str], str, str]] = {}
+    def _has_table(self, table: str) -> bool:
+        if table in self.items._tables:
+            return True
+        with self.db.read() as conn:
+            found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+        if found:
+            self.items._tables.add(table)
+        return found is not None
+
+    def _features(self, rowids: list[int]) -> dict[int, _Features]:
+        out: dict[int, _Features] = {}
         with self.db.read() as conn:
             for start in range(0, len(rowids), 500):
                 chunk = rowids[start : start + 500]
                 marks = ",".join("?" * len(chunk))
                 for row in conn.execute(
-                    "SELECT rowid, kind, speaker, session, stems, ctx_stems, status, agent FROM items"
+                    "SELECT rowid, kind, speaker, session, stems, ctx_stems, status, agent, occurred_at, seq FROM items"
                     f" WHERE rowid IN ({marks})",
                     chunk,
                 ):
-                    own = set(row[4].split())
-                    if row[5]:
-                        own.update(row[5].split())
-                    out[row[0]] = (row[1], row[2], row[3], own, row[6], row[7])
+                    # Stems as one padded string: a membership test per query stem is cheaper than a set.
+                    out[row[0]] = (row[1], row[2], row[3], f" {row[4]} {row[5]} ", row[6], row[7], row[8], row[9])
         return out
+
+
+def _match_expression(conn: sqlite3.Connection, table: str, words: list[str]) -> str:
+    """The FTS5 MATCH expression for ``words``, kept within what a query can afford to rank.
+
+    BM25 scores every row that holds any query word, about 5 µs a row. In a small store every word
+    is matched in an item's text and in its neighbours' (the usual case, and what the ranking is built
+    on). In a large store a word found in many items weighs little (its IDF is near zero) yet costs
+    the most: words are taken rarest first while their matches fit POSTINGS_BUDGET, the rest are left
+    to the coverage signal, and only the rarest are also matched in the neighbours' text.
+    """
+    distinct = sorted(set(words))
+    df = {}
+    for word in distinct:
+        row = conn.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT {DF_CAP})",
+            (f'content : "{word}"',),
+        ).fetchone()
+        df[word] = int(row[0])
+    if sum(df.values()) * (1 + CONTEXT_FANOUT) <= POSTINGS_BUDGET:
+        return fts_query(distinct)
+    ranked = sorted(distinct, key=lambda w: (df[w], w))
+    content: list[str] = []
+    context: list[str] = []
+    used = 0
+    for word in ranked:
+        if content and used + df[word] > POSTINGS_BUDGET:
+            break
+        content.append(word)
+        used += df[word]
+    for word in content:
+        if context and used + df[word] * CONTEXT_FANOUT > POSTINGS_BUDGET:
+            break
+        context.append(word)
+        used += df[word] * CONTEXT_FANOUT
+    expr = f"content : ({fts_query(content)})"
+    return f"{expr} OR ctx : ({fts_query(context)})" if context else expr
 
 
 def _named_people(words: list[str], people: set[str]) -> set[str]:

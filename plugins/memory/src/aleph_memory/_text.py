@@ -38,14 +38,17 @@ def _stem(word: str) -> str:
     return str(_STEMMER.stemWord(word))
 
 
+_ASCII_WORD = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
+
+
 def terms(text: str) -> list[str]:
     """Lowercased content words of ``text`` in order (stopwords and possessive ``'s`` removed)."""
+    lowered = text.lower()
+    words = (_ASCII_WORD if lowered.isascii() else _WORD).findall(lowered)
     out = []
-    for match in _WORD.finditer(text.lower()):
-        word = match.group()
-        if word.endswith("'s"):
-            word = word[:-2]
-        word = word.replace("'", "")
+    for word in words:
+        if "'" in word:
+            word = (word[:-2] if word.endswith("'s") else word).replace("'", "")
         if word and word not in STOPWORDS:
             out.append(word)
     return out
