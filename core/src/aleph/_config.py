@@ -262,6 +262,13 @@ class LedgerConfig(_Section):
     """Write a signed checkpoint every N rows."""
 
 
+class ApprovalConfig(_Section):
+    """``[approval]``: asking a human."""
+
+    timeout: float = Field(default=600.0, gt=0, le=86_400)
+    """Seconds to wait for an answer; after that the call ends as "nobody answered" (ApprovalExpired)."""
+
+
 class WorkspaceConfig(_Section):
     """``[workspace]``."""
 
@@ -292,6 +299,7 @@ class AlephConfig(BaseModel):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
     ledger: LedgerConfig = Field(default_factory=LedgerConfig)
+    approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
     plugins: PluginsConfig = Field(default_factory=PluginsConfig)
 

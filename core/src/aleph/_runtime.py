@@ -204,8 +204,10 @@ def load(
     if entry_points:
         manager.load_entry_points()
     manager.check_pending()
-    manager.configure(config)
+    # Plugins get their own copy: nothing a plugin does to it reaches the policy, tiers or servers in force.
+    plugin_config = config.model_copy(deep=True)
+    manager.configure(plugin_config)
     registry = ToolRegistry()
     cleanups: list[Cleanup] = []
-    manager.register_tools(registry, config, cleanups)
+    manager.register_tools(registry, plugin_config, cleanups)
     return Aleph(config, manager, registry, cleanups, McpManager(config.mcp, registry, config.data_dir))
