@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS items (
     superseded_by TEXT,
     supersedes TEXT,
     stems TEXT NOT NULL,
+    norm TEXT NOT NULL DEFAULT '',
     ctx_stems TEXT NOT NULL DEFAULT '',
     extra TEXT
 );

@@ -21,7 +21,8 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from aleph_memory._db import Database
-from aleph_memory._text import FTS_TOKENIZE, stems
+from aleph_memory._text import FTS_TOKENIZE, lemma, terms
+from aleph_memory._text import stem as stem_word
 
 __all__ = ["CONTEXT_WINDOW", "Item", "ItemKind", "ItemStore", "NewItem", "Source", "fts_table"]
 
@@ -269,14 +270,16 @@ class ItemStore:
                     next_seq[session] = (row[0] or 0) + 1
                 seq = next_seq[session]
                 next_seq[session] += 1
-            own = " ".join(sorted(stems(item.content)))
+            words = [lemma(w) for w in terms(item.content)]
+            norm = " ".join(words)
+            own = " ".join(sorted({stem_word(w) for w in words}))
             item_id = new_id()
             occurred = item.occurred_at if item.occurred_at is not None else at
             extra = json.dumps(item.extra, sort_keys=True) if item.extra else None
             cur = conn.execute(
                 "INSERT INTO items (id, agent, kind, content, content_hash, subject, speaker, session, seq, ref,"
-                " source_turn, source_call, occurred_at, created_at, valid_from, status, stems, extra)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?)",
+                " source_turn, source_call, occurred_at, created_at, valid_from, status, stems, norm, extra)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?)",
                 (
                     item_id,
                     agent,
@@ -294,12 +297,13 @@ class ItemStore:
                     at,
                     at,
                     own,
+                    norm,
                     extra,
                 ),
             )
             rowid = int(cur.lastrowid or 0)
             if index or item.kind != "turn" or seq is None:
-                conn.execute(f"INSERT INTO {table} (rowid, content, ctx) VALUES (?, ?, '')", (rowid, item.content))
+                conn.execute(f"INSERT INTO {table} (rowid, content, ctx) VALUES (?, ?, '')", (rowid, norm))
             out.append(
                 Item(
                     rowid,
@@ -346,7 +350,7 @@ class ItemStore:
         for session, seqs in by_session.items():
             low, high = min(seqs) - 2 * w, max(seqs) + 2 * w
             rows = conn.execute(
-                "SELECT rowid, seq, content, stems, status FROM items"
+                "SELECT rowid, seq, norm, stems, status FROM items"
                 " WHERE agent = ? AND session = ? AND kind = 'turn' AND seq BETWEEN ? AND ? ORDER BY seq",
                 (agent, session, low, high),
             ).fetchall()

@@ -24,7 +24,7 @@ from typing import Any
 from aleph_memory._db import Database
 from aleph_memory._items import CONTEXT_WINDOW, Item, ItemStore, fts_table
 from aleph_memory._providers import Embedder, VectorIndex, embed_normalised
-from aleph_memory._text import fts_query, stem, terms
+from aleph_memory._text import fts_query, lemma, stem, terms
 from aleph_memory._when import find_window
 
 __all__ = ["Hit", "Ranker", "SearchResult"]
@@ -134,7 +134,7 @@ class Ranker:
         people = self._people(agent)
         named = _named_people(words, people)
         name_words = {w for person in named for w in terms(person)}
-        lexical = [w for w in words if w not in name_words] or words
+        lexical = [lemma(w) for w in words if w not in name_words] or [lemma(w) for w in words]
         query_stems = {stem(w) for w in lexical}
         padded_stems = [f" {q} " for q in query_stems]
         scores: dict[int, float] = {}

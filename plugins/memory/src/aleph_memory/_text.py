@@ -12,7 +12,7 @@ import re
 
 import snowballstemmer
 
-__all__ = ["STOPWORDS", "fts_query", "stems", "terms"]
+__all__ = ["STOPWORDS", "fts_query", "lemma", "normalized", "stem", "stems", "terms"]
 
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 """The tokenizer every full-text table of this family uses."""
@@ -55,15 +55,47 @@ def terms(text: str) -> list[str]:
 
 
 def stems(text: str) -> set[str]:
-    """The distinct Porter stems of the content words of ``text``."""
-    return {_stem(w) for w in terms(text)}
+    """The distinct Porter stems of the content words of ``text`` (irregular forms made regular first)."""
+    return {_stem(lemma(w)) for w in terms(text)}
 
 
 def stem(word: str) -> str:
-    """The Porter stem of one lowercased word."""
-    return _stem(word)
+    """The Porter stem of one lowercased word (irregular forms made regular first)."""
+    return _stem(lemma(word))
 
 
 def fts_query(words: list[str] | set[str]) -> str:
     """An FTS5 MATCH expression that matches any of ``words`` (each quoted, so no word is an operator)."""
     return " OR ".join('"' + w.replace('"', "") + '"' for w in sorted(set(words)) if w.replace('"', ""))
+
+
+_IRREGULAR_TABLE = """
+arose arise arisen arise ate eat eaten eat awoke awake became become began begin begun begin bent bend bet bet
+bled bleed blew blow blown blow borne bear bought buy bred breed brought bring broke break broken break built
+build burnt burn caught catch chose choose chosen choose clung cling came come crept creep dealt deal drew
+draw drawn draw dreamt dream drank drink drunk drink drove drive driven drive dug dig fed feed felt feel fell
+fall fallen fall fought fight found find fled flee flew fly flown fly forbade forbid forgot forget forgotten
+forget forgave forgive forgiven forgive froze freeze frozen freeze gave give given give got get gotten get
+went go gone go grew grow grown grow heard hear held hold hid hide hidden hide hung hang kept keep knew know
+known know led lead learnt learn left leave lent lend lain lie lit light lost lose made make meant mean met
+meet paid pay ran run rang ring rung ring rode ride ridden ride risen rise said say sang sing sung sing sank
+sink sunk sink sat sit saw see seen see sought seek sold sell sent send shook shake shaken shake shone shine
+shot shoot showed show shown show shrank shrink slept sleep slid slide spoke speak spoken speak spent spend
+spun spin stood stand stole steal stolen steal stuck stick stung sting struck strike swam swim swum swim swore
+swear sworn swear swept sweep swung swing taught teach took take taken take tore tear torn tear told tell
+thought think threw throw thrown throw understood understand woke wake woken wake wore wear worn wear won win
+wrote write written write children child men man women woman feet foot teeth tooth mice mouse geese goose
+"""
+_PAIRS = _IRREGULAR_TABLE.split()
+IRREGULAR: dict[str, str] = dict(zip(_PAIRS[::2], _PAIRS[1::2], strict=True))
+"""Irregular past forms and plurals → base forms (Porter keeps ``went``/``go``, ``children``/``child`` apart)."""
+
+
+def lemma(word: str) -> str:
+    """The base form of an irregular English verb or plural, else the word itself."""
+    return IRREGULAR.get(word, word)
+
+
+def normalized(text: str) -> str:
+    """The content words of ``text`` with irregular forms made regular: what the full-text index stores."""
+    return " ".join(lemma(w) for w in terms(text))
