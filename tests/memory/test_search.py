@@ -132,3 +132,26 @@ async def test_the_bundled_wordllama_embedder_loads_offline(workspace: Path) -> 
         out = await call("memory_search", query="child pet cat")
         assert out["mode"] == "hybrid"
         assert out["facts"][0]["content"] == "My daughter adores her kitten"
+
+
+async def test_memory_explore_reaches_superseded_versions_and_neighbouring_turns(rt: aleph.Aleph) -> None:
+    store = MemoryStore.of(rt)
+    dialog(
+        store,
+        "alice",
+        "d1",
+        [("Ann", "We adopted a greyhound"), ("Bo", "Lovely!"), ("Ann", "Yes"), ("Bo", "Does it sleep a lot?")],
+    )
+    store.close()
+    call = caller(rt)
+    await call("remember", action="add", content="Comet eats salmon kibble", subject="comet.food")
+    await call("remember", action="add", content="Comet now eats lamb kibble", subject="comet.food")
+    out = await call("memory_explore", query="salmon kibble")
+    via = {(e["content"], e["via"]) for e in out["expanded_facts"]}
+    assert [s["content"] for s in out["seed_facts"]] == ["Comet now eats lamb kibble"]
+    assert ("Comet eats salmon kibble", "another version of this fact") in via
+    walk = await call("memory_explore", query="adopted greyhound", max_hops=3, max_per_hop=1)
+    assert sorted(s["content"] for s in walk["seed_facts"]) == ["Lovely!", "We adopted a greyhound", "Yes"]
+    chain = [(e["hop"], e["content"], e["via"]) for e in walk["expanded_facts"]]
+    assert chain == [(1, "Does it sleep a lot?", "neighbouring turn")]
+    assert walk["hops_performed"] == 1

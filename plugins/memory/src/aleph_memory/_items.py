@@ -225,6 +225,16 @@ class ItemStore:
             ).fetchall()
         return {r[0] for r in rows}
 
+    def neighbours(self, agent: str, session: str, seq: int, window: int = 1) -> list[Item]:
+        """The agent's active turns within ``window`` of ``seq`` in ``session`` (not the turn itself)."""
+        with self.db.read() as conn:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM items WHERE agent = ? AND session = ? AND kind = 'turn' AND status = 'active'"
+                " AND seq BETWEEN ? AND ? AND seq != ? ORDER BY seq",
+                (agent, session, seq - window, seq + window, seq),
+            ).fetchall()
+        return [Item.from_row(r) for r in rows]
+
     def session_items(self, agent: str, session: str, kinds: Sequence[str], *, limit: int = 1000) -> list[Item]:
         """The agent's active items of ``kinds`` from ``session``, in storage order."""
         marks = ",".join("?" * len(kinds))

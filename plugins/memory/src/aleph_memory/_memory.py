@@ -89,7 +89,8 @@ class Memory:
 
     # -- remember ---------------------------------------------------------------------------------
 
-    def _check_content(self, text: str | None, what: str = "content") -> str:
+    def check_content(self, text: str | None, what: str = "content") -> str:
+        """``text`` trimmed, or :class:`Rejected` when it is empty, too long, or unsafe to feed back into prompts."""
         value = (text or "").strip()
         if not value:
             raise Rejected(f"entry {what} is empty", "empty")
@@ -127,9 +128,9 @@ class Memory:
         checked = []
         for i, op in enumerate(ops, 1):
             try:
-                content = self._check_content(op.content) if op.action in ("add", "replace") else None
+                content = self.check_content(op.content) if op.action in ("add", "replace") else None
                 if op.action in ("replace", "remove"):
-                    self._check_content(op.old_text, "old_text") if op.old_text and op.old_text.strip() else None
+                    self.check_content(op.old_text, "old_text") if op.old_text and op.old_text.strip() else None
                 subject = _subject(op.subject)
             except Rejected as exc:
                 raise _in_batch(exc, i, op, atomic_batch) from None

@@ -137,11 +137,7 @@ class MemoryExploreTool(FamilyTool):
     def _related(self, agent: str, item: Item, query: str) -> list[tuple[Hit, str]]:
         out: list[tuple[Hit, str]] = []
         if item.session is not None and item.seq is not None:
-            near = [
-                i
-                for i in self.memory.items.session_items(agent, item.session, ("turn",), limit=100_000)
-                if i.seq is not None and abs(i.seq - item.seq) == 1
-            ]
+            near = self.memory.items.neighbours(agent, item.session, item.seq)
             out.extend((Hit(i, 0.0), "neighbouring turn") for i in near)
         for version in self.memory.items.history(item.id):
             if version.id != item.id:

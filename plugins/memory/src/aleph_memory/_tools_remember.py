@@ -295,7 +295,7 @@ class FlagCorrectionTool(FamilyTool):
     async def call(self, args: CorrectionArgs) -> dict[str, Any]:
         call = call_info(self.NAME)
         try:
-            content = self.memory._check_content(args.content)
+            content = self.memory.check_content(args.content)
         except Rejected as exc:
             raise aleph.ValidationFailed(self.NAME, f"content: {exc.reason}") from None
         extra: dict[str, str] = {"severity": args.severity}

@@ -306,7 +306,7 @@ class SessionCompleteTool(SessionTool):
         if learnings:
             content += "\nKEY_LEARNINGS:\n" + "\n".join(f"- {x}" for x in learnings) + "\n"
         try:
-            self.memory._check_content(args.outcome)
+            self.memory.check_content(args.outcome)
         except Exception as exc:
             return {"ok": False, "message": f"Task completion NOT recorded: {exc}"}
         stored = await in_thread(
