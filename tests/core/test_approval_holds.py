@@ -115,5 +115,34 @@ async def test_a_malformed_answer_is_a_refusal_with_a_clear_error(workspace: Pat
 
 def test_an_approval_timeout_that_is_not_a_positive_number_is_a_config_error(workspace: Path) -> None:
     (workspace / "aleph.toml").write_text('[approval]\ntimeout = "soon"\n')
-    with pytest.raises(aleph.ConfigError, match="approval.timeout"):
+    with pytest.raises(aleph.ConfigError, match=r"approval\.timeout"):
         aleph.load(entry_points=False)
+
+
+@pytest.mark.anyio
+async def test_a_swapped_signing_key_stops_the_chain_loudly_and_verify_reports_it(workspace: Path) -> None:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+
+    async with runtime(workspace) as rt:
+        ledger = rt.chokepoint.ledger
+        assert ledger is not None
+        svc = rt.tool_service(requester=ScriptedRequester([ApprovalOutcome.APPROVED] * 4))
+        await svc.execute("deploy", {"target": "one"})
+        await ledger.flush()
+        before = len(ledger.rows("default"))
+        assert ledger.verify("default").ok
+        fp = ledger.keystore.active_fingerprint("default")
+        assert fp is not None
+        forged = Ed25519PrivateKey.generate().private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+        (ledger.keystore.directory / f"{fp}.key").write_bytes(forged)
+        ledger.keystore._signers.clear()  # a fresh process would read the file again
+        await svc.execute("deploy", {"target": "two"})
+        await ledger.flush()
+        result = await svc.call("deploy", {"target": "three"})
+        assert result.success and any("stopped taking rows" in w for w in result.warnings)
+        assert len(ledger.rows("default")) == before  # nothing signed with the forged key
+        report = ledger.verify("default")
+        assert not report.ok and report.first_bad_seq == before + 1
+        assert "no longer matches" in (report.reason or "")
+        assert RAN == ["one", "two", "three"]
