@@ -16,7 +16,7 @@ from aleph_memory._text import FTS_TOKENIZE
 
 __all__ = ["SCHEMA_VERSION", "Database"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _V1 = f"""
 CREATE TABLE IF NOT EXISTS items (
@@ -51,6 +51,7 @@ CREATE INDEX IF NOT EXISTS items_by_subject ON items (agent, subject, status);
 CREATE INDEX IF NOT EXISTS items_by_session ON items (session, seq);
 CREATE INDEX IF NOT EXISTS items_by_agent ON items (agent, kind, status, rowid);
 CREATE INDEX IF NOT EXISTS items_by_speaker ON items (agent, speaker);
+CREATE INDEX IF NOT EXISTS items_by_time ON items (agent, occurred_at);
 CREATE TABLE IF NOT EXISTS vectors (
     rowid INTEGER PRIMARY KEY,
     model TEXT NOT NULL,
@@ -139,8 +140,9 @@ class Database:
                 f"{self.path} has memory schema {version}, newer than this aleph-memory ({SCHEMA_VERSION}):"
                 " upgrade aleph-memory"
             )
-        if version < 1:
-            # Every statement is IF NOT EXISTS, so processes opening a new file at once cannot collide.
+        if version < SCHEMA_VERSION:
+            # Every statement is IF NOT EXISTS, so processes opening a new file at once cannot collide, and
+            # a version-1 file gains what version 2 added (the time index) by running the same script.
             with self._lock:
                 self._conn.executescript(_V1)
                 self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

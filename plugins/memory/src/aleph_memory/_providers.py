@@ -158,12 +158,15 @@ class VectorIndex:
             self.matrix = np.concatenate([self.matrix, mat])
             self._last = int(ids.max())
 
-    def scores(self, query: Any, rowids: Sequence[int] | None = None) -> dict[int, float]:
-        """Cosine similarity of ``query`` (a unit vector) to ``rowids`` (default: every row)."""
-        np = self._np
+    def similarities(self, query: Any) -> tuple[Any, Any]:
+        """(rowids, cosine similarity) of every row to ``query`` (a unit vector): one matrix product."""
         with self._lock:
-            sims = self.matrix @ query
-            ids = self.rowids
+            return self.rowids, self.matrix @ query
+
+    def scores(self, query: Any, rowids: Sequence[int] | None = None) -> dict[int, float]:
+        """Cosine similarity of ``query`` to ``rowids`` (default: every row)."""
+        np = self._np
+        ids, sims = self.similarities(query)
         if rowids is None:
             return dict(zip(ids.tolist(), sims.tolist(), strict=True))
         wanted = np.isin(ids, np.asarray(list(rowids), dtype=np.int64))
@@ -172,10 +175,9 @@ class VectorIndex:
     def top(self, query: Any, k: int) -> list[tuple[int, float]]:
         """The ``k`` nearest rows to ``query``."""
         np = self._np
-        with self._lock:
-            if len(self.rowids) == 0:
-                return []
-            sims = self.matrix @ query
-            k = min(k, len(sims))
-            best = np.argpartition(-sims, k - 1)[:k]
-            return [(int(self.rowids[i]), float(sims[i])) for i in best]
+        ids, sims = self.similarities(query)
+        if len(ids) == 0 or k < 1:
+            return []
+        k = min(k, len(sims))
+        best = np.argpartition(-sims, k - 1)[:k]
+        return [(int(ids[i]), float(sims[i])) for i in best]

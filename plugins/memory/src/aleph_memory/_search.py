@@ -16,6 +16,7 @@ The weights are fixed constants chosen as plain round numbers, not fitted to any
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from typing import Any
 
 from aleph_memory._db import Database
 from aleph_memory._items import CONTEXT_WINDOW, Item, ItemStore, fts_table
-from aleph_memory._providers import Embedder, VectorIndex, embed_normalised
+from aleph_memory._providers import Embedder, VectorIndex, _numpy, embed_normalised
 from aleph_memory._text import fts_query, lemma, stem, terms
 from aleph_memory._when import find_window
 
@@ -36,12 +37,13 @@ SPEAKER_BOOST = 1.3
 SESSION_WEIGHT = 0.3
 SESSION_TOP = 5
 TIME_WEIGHT = 0.5
+WINDOW_CANDIDATES = 300
 POSTINGS_BUDGET = 3_000
 DF_CAP = POSTINGS_BUDGET + 1
 """Counting stops here: a word this common never fits the budget beside another, whatever its real count."""
 CONTEXT_FANOUT = 2 * CONTEXT_WINDOW
-DENSE_WEIGHT = 0.1
-DENSE_CANDIDATES = 50
+DENSE_WEIGHT = 0.6
+DENSE_CANDIDATES = 150
 MAX_QUERY_TERMS = 64
 
 
@@ -148,21 +150,35 @@ class Ranker:
                 ).fetchall()
             top = rows[0][1] if rows and rows[0][1] > 0 else 1.0
             scores = {r: s / top for r, s in rows}
+        if window is not None and WINDOW_CANDIDATES:
+            # A question that names a date asks about what happened then, whether or not its other words
+            # match: the items of that window are candidates too (ranked by coverage, time and session).
+            with self.db.read() as conn:
+                for (rowid,) in conn.execute(
+                    "SELECT rowid FROM items WHERE agent = ? AND occurred_at >= ? AND occurred_at < ?"
+                    " AND status = 'active' LIMIT ?",
+                    (agent, window[0], window[1], WINDOW_CANDIDATES),
+                ):
+                    scores.setdefault(rowid, 0.0)
         mode = "lexical"
         dense: dict[int, float] = {}
         if embedder is not None and lexical:
+            np = _numpy()
             index = self.vector_index(embedder, agent)
-            qv = embed_normalised(embedder, [" ".join(lexical)])[0]
-            nearest = index.top(qv, DENSE_CANDIDATES)
-            for rowid, _ in nearest:
-                scores.setdefault(rowid, 0.0)
-            if nearest:
+            qv = embed_normalised(embedder, [_vector_query(query, name_words)])[0]
+            ids, sims = index.similarities(qv)
+            if len(ids):
+                k = min(DENSE_CANDIDATES, len(ids))
+                best = np.argpartition(-sims, k - 1)[:k]
+                for rowid in ids[best].tolist():
+                    scores.setdefault(rowid, 0.0)
                 # Similarities mean little in absolute terms: scale them so the nearest item scores 1 and the
                 # last of the nearest DENSE_CANDIDATES scores 0, then add them like one more lexical signal.
-                high = max(s for _, s in nearest)
-                low = min(s for _, s in nearest)
+                high, low = float(sims[best].max()), float(sims[best].min())
                 spread = (high - low) or 1.0
-                dense = {r: min(1.0, max(0.0, (v - low) / spread)) for r, v in index.scores(qv, list(scores)).items()}
+                wanted = np.isin(ids, np.fromiter(scores, dtype=np.int64, count=len(scores)))
+                scaled = np.clip((sims[wanted] - low) / spread, 0.0, 1.0)
+                dense = dict(zip(ids[wanted].tolist(), scaled.tolist(), strict=True))
             mode = "hybrid"
         if not scores:
             return SearchResult([], mode, degraded, tuple(sorted(named)))
@@ -262,6 +278,19 @@ def _match_expression(conn: sqlite3.Connection, table: str, words: list[str]) ->
         used += df[word] * CONTEXT_FANOUT
     expr = f"content : ({fts_query(content)})"
     return f"{expr} OR ctx : ({fts_query(context)})" if context else expr
+
+
+def _vector_query(query: str, name_words: set[str]) -> str:
+    """The question as a sentence model should see it: its own wording, without the people it names.
+
+    A sentence vector of "When did Ann go to the support group?" is dominated by "Ann" and lands
+    nearest the turns that greet Ann; people are the speaker signal's job, the vector's is the topic.
+    """
+    if not name_words:
+        return query
+    pattern = re.compile(r"\b(?:" + "|".join(re.escape(w) for w in sorted(name_words)) + r")(?:'s)?\b", re.I)
+    text = " ".join(pattern.sub(" ", query).split())
+    return text or query
 
 
 def _named_people(words: list[str], people: set[str]) -> set[str]:

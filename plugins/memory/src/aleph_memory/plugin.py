@@ -82,10 +82,17 @@ def _wordllama() -> Embedder:
     return WordLlamaEmbedder()
 
 
+def _minilm() -> Embedder:
+    from aleph_memory._minilm import MiniLMEmbedder
+
+    return MiniLMEmbedder()
+
+
 @aleph.hookimpl
 def aleph_memory_embedders(register: Any) -> None:
-    """The embedder this family ships (usable once ``aleph-memory[wordllama]`` is installed)."""
+    """The embedders this family ships: ``wordllama`` (``aleph-memory[wordllama]``) and ``minilm`` (``[minilm]``)."""
     register("wordllama", _wordllama)
+    register("minilm", _minilm)
 
 
 @aleph.hookimpl
