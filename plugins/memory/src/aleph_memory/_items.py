@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import time
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -44,7 +44,7 @@ def now_ms() -> int:
 
 def new_id() -> str:
     """A fresh memory id: ``m`` and 16 hex digits (random, so writers in many processes never collide)."""
-    return "m" + uuid.uuid4().hex[:16]
+    return "m" + os.urandom(8).hex()
 
 
 def iso(ms: int | None) -> str | None:
@@ -268,8 +268,13 @@ class ItemStore:
     ) -> list[Item]:
         table = self.ensure_fts(conn, agent)
         out = []
+        rows = []
+        direct = []
         next_seq: dict[str, int] = {}
-        for item in items:
+        # Rowids are assigned here, inside the write transaction (BEGIN IMMEDIATE holds the only writer
+        # lock), so the whole batch goes in with one executemany instead of one statement per item.
+        last = conn.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0
+        for offset, item in enumerate(items):
             session = item.session if item.session is not None else source.session
             seq = item.seq
             if item.kind == "turn" and seq is None and session is not None:
@@ -283,14 +288,13 @@ class ItemStore:
             words = [lemma(w) for w in terms(item.content)]
             norm = " ".join(words)
             own = " ".join(sorted({stem_word(w) for w in words}))
+            rowid = last + 1 + offset
             item_id = new_id()
             occurred = item.occurred_at if item.occurred_at is not None else at
             extra = json.dumps(item.extra, sort_keys=True) if item.extra else None
-            cur = conn.execute(
-                "INSERT INTO items (id, agent, kind, content, content_hash, subject, speaker, session, seq, ref,"
-                " source_turn, source_call, occurred_at, created_at, valid_from, status, stems, norm, extra)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?)",
+            rows.append(
                 (
+                    rowid,
                     item_id,
                     agent,
                     item.kind,
@@ -309,11 +313,10 @@ class ItemStore:
                     own,
                     norm,
                     extra,
-                ),
+                )
             )
-            rowid = int(cur.lastrowid or 0)
             if index or item.kind != "turn" or seq is None:
-                conn.execute(f"INSERT INTO {table} (rowid, content, ctx) VALUES (?, ?, '')", (rowid, norm))
+                direct.append((rowid, norm))
             out.append(
                 Item(
                     rowid,
@@ -338,6 +341,13 @@ class ItemStore:
                     dict(item.extra),
                 )
             )
+        conn.executemany(
+            "INSERT INTO items (rowid, id, agent, kind, content, content_hash, subject, speaker, session, seq, ref,"
+            " source_turn, source_call, occurred_at, created_at, valid_from, status, stems, norm, extra)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?)",
+            rows,
+        )
+        conn.executemany(f"INSERT INTO {table} (rowid, content, ctx) VALUES (?, ?, '')", direct)
         return out
 
     def reindex_context(

@@ -47,6 +47,9 @@ DENSE_CANDIDATES = 150
 MAX_QUERY_TERMS = 64
 
 
+_People = dict[str, list[tuple[str, tuple[str, ...]]]]
+"""Known speakers by the first word of their name, with all of its words."""
+
 _Features = tuple[str, str | None, str | None, str, str, str, int | None, int | None]
 """kind, speaker, session, stems (own and neighbours'), status, agent, occurred_at, seq."""
 
@@ -75,8 +78,9 @@ class Ranker:
     def __init__(self, db: Database, items: ItemStore) -> None:
         self.db = db
         self.items = items
-        self._speakers: dict[str, tuple[int, set[str]]] = {}
+        self._speakers: dict[str, tuple[int, _People]] = {}
         self._vectors: dict[str, VectorIndex] = {}
+        self._counts = DocCounts()
 
     # -- vectors ---------------------------------------------------------------------------------
 
@@ -106,12 +110,17 @@ class Ranker:
 
     # -- people ----------------------------------------------------------------------------------
 
-    def _people(self, agent: str) -> set[str]:
+    def _people(self, agent: str) -> _People:
         with self.db.read() as conn:
             version = conn.execute("PRAGMA data_version").fetchone()[0] * 1_000_003 + conn.total_changes
         cached = self._speakers.get(agent)
         if cached is None or cached[0] != version:
-            cached = (version, self.items.speakers(agent))
+            people: _People = {}
+            for person in self.items.speakers(agent):
+                parts = tuple(terms(person))
+                if parts:
+                    people.setdefault(parts[0], []).append((person, parts))
+            cached = (version, people)
             self._speakers[agent] = cached
         return cached[1]
 
@@ -146,7 +155,7 @@ class Ranker:
                 rows = conn.execute(
                     f"SELECT rowid, -bm25({table}, 1.0, {CONTEXT_WEIGHT}) AS s FROM {table}"
                     f" WHERE {table} MATCH ? ORDER BY s DESC LIMIT ?",
-                    (_match_expression(conn, table, lexical), CANDIDATES),
+                    (_match_expression(conn, table, lexical, self._counts), CANDIDATES),
                 ).fetchall()
             top = rows[0][1] if rows and rows[0][1] > 0 else 1.0
             scores = {r: s / top for r, s in rows}
@@ -243,7 +252,40 @@ class Ranker:
         return out
 
 
-def _match_expression(conn: sqlite3.Connection, table: str, words: list[str]) -> str:
+class DocCounts:
+    """How many items of a full-text table hold a word in their own text (capped at DF_CAP), cached.
+
+    The counts only choose which words a large store's query can afford, so an estimate is enough:
+    they are kept until the store has grown by a tenth (and at least 100 items) since they were read.
+    Counting costs a pass over the word's postings (about 2 ms a question at 100,000 items).
+    """
+
+    MAX_WORDS = 100_000
+
+    def __init__(self) -> None:
+        self._by_table: dict[str, tuple[int, dict[str, int]]] = {}
+
+    def get(self, conn: sqlite3.Connection, table: str, words: list[str]) -> dict[str, int]:
+        """The (capped) document count of each of ``words`` in ``table``'s ``content`` column."""
+        size = conn.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0
+        stamp, known = self._by_table.get(table, (size, {}))
+        if size > stamp + max(100, stamp // 10) or len(known) > self.MAX_WORDS:
+            stamp, known = size, {}
+        self._by_table[table] = (stamp, known)
+        out = {}
+        for word in words:
+            found = known.get(word)
+            if found is None:
+                row = conn.execute(
+                    f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT {DF_CAP})",
+                    (f'content : "{word}"',),
+                ).fetchone()
+                found = known[word] = int(row[0])
+            out[word] = found
+        return out
+
+
+def _match_expression(conn: sqlite3.Connection, table: str, words: list[str], counts: DocCounts) -> str:
     """The FTS5 MATCH expression for ``words``, kept within what a query can afford to rank.
 
     BM25 scores every row that holds any query word, about 5 µs a row. In a small store every word
@@ -253,13 +295,7 @@ def _match_expression(conn: sqlite3.Connection, table: str, words: list[str]) ->
     to the coverage signal, and only the rarest are also matched in the neighbours' text.
     """
     distinct = sorted(set(words))
-    df = {}
-    for word in distinct:
-        row = conn.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT {DF_CAP})",
-            (f'content : "{word}"',),
-        ).fetchone()
-        df[word] = int(row[0])
+    df = counts.get(conn, table, distinct)
     if sum(df.values()) * (1 + CONTEXT_FANOUT) <= POSTINGS_BUDGET:
         return fts_query(distinct)
     ranked = sorted(distinct, key=lambda w: (df[w], w))
@@ -293,12 +329,12 @@ def _vector_query(query: str, name_words: set[str]) -> str:
     return text or query
 
 
-def _named_people(words: list[str], people: set[str]) -> set[str]:
+def _named_people(words: list[str], people: _People) -> set[str]:
     """The known people a query names (every word of the name appears in the query)."""
     present = set(words)
     found = set()
-    for person in people:
-        parts = terms(person)
-        if parts and all(p in present for p in parts):
-            found.add(person)
+    for word in present:
+        for person, parts in people.get(word, ()):
+            if all(p in present for p in parts):
+                found.add(person)
     return found

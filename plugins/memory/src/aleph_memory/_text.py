@@ -7,7 +7,6 @@ PyStemmer's C code when installed).
 
 from __future__ import annotations
 
-import functools
 import re
 
 import snowballstemmer
@@ -33,9 +32,18 @@ STOPWORDS = frozenset(
 _STEMMER = snowballstemmer.stemmer("porter")
 
 
-@functools.lru_cache(maxsize=65536)
+_STEMS: dict[str, str] = {}
+_STEMS_MAX = 200_000
+"""Stems of words seen so far (a plain dict: ingest stems every word of every item, lru_cache costs more)."""
+
+
 def _stem(word: str) -> str:
-    return str(_STEMMER.stemWord(word))
+    found = _STEMS.get(word)
+    if found is None:
+        found = str(_STEMMER.stemWord(IRREGULAR.get(word, word)))
+        if len(_STEMS) < _STEMS_MAX:
+            _STEMS[word] = found
+    return found
 
 
 _ASCII_WORD = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
@@ -56,12 +64,12 @@ def terms(text: str) -> list[str]:
 
 def stems(text: str) -> set[str]:
     """The distinct Porter stems of the content words of ``text`` (irregular forms made regular first)."""
-    return {_stem(lemma(w)) for w in terms(text)}
+    return {_stem(w) for w in terms(text)}
 
 
 def stem(word: str) -> str:
     """The Porter stem of one lowercased word (irregular forms made regular first)."""
-    return _stem(lemma(word))
+    return _stem(word)
 
 
 def fts_query(words: list[str] | set[str]) -> str:
