@@ -214,7 +214,10 @@ class Ranker:
             with self.db.read() as conn:
                 marks = ",".join("?" * len(top))
                 rows = conn.execute(
-                    "SELECT q.rowid, a.rowid FROM items q JOIN items a ON a.agent = q.agent AND a.session = q.session"
+                    # Without statistics the planner looks replies up by (agent, kind, status), a scan of every
+                    # turn for each asking turn (30+ ms a query at 20,000 items): name the session index.
+                    "SELECT q.rowid, a.rowid FROM items q JOIN items a INDEXED BY items_by_session"
+                    " ON a.agent = q.agent AND a.session = q.session"
                     f" AND a.seq = q.seq + 1 AND a.kind = 'turn' WHERE q.rowid IN ({marks}) AND q.kind = 'turn'"
                     " AND q.content LIKE '%?%' AND a.status = 'active'",
                     top,
