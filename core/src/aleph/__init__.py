@@ -20,6 +20,7 @@ from aleph._approval import (
     ApprovalRequester,
     ApprovalResponse,
 )
+from aleph._budget import Budget, BudgetExhausted, BudgetUsage
 from aleph._command_policy import CommandPolicy, CommandRule, CommandVerdict
 from aleph._config import AlephConfig, load_config
 from aleph._discovery import DeferredSet, ProgressiveDisclosure
@@ -77,6 +78,9 @@ __all__ = [
     "ApprovalRequester",
     "ApprovalResponse",
     "BaseToolService",
+    "Budget",
+    "BudgetExhausted",
+    "BudgetUsage",
     "Cancelled",
     "CommandPolicy",
     "CommandRule",

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aleph._approval import ApprovalOutcome, ApprovalRequest, ApprovalRequester
+from aleph._callguard import guarded_run
 from aleph._errors import (
     ApprovalExpired,
     Cancelled,
@@ -445,6 +446,8 @@ class ScopedToolService(BaseToolService):
         if verdict.action == "deny":
             await self._record_refusal(entry, input, verdict.refusal(), verdict)
             raise PermissionDenied(canonical, verdict.refusal())
+        if self.turn is not None and (self.turn.budget is not None or self.turn.idempotency_key is not None):
+            return await guarded_run(self, entry, input, verdict, cancel)
         if verdict.action == "ask":
             await self._approve(entry, input, verdict)
         return await self._run(entry, input, cancel)
