@@ -188,14 +188,29 @@ class PluginManager:
             return False
         try:
             self._pm.register(plugin, name=name)
-            unknown = [impl.name for impl in self._pm.get_hookcallers(plugin) or [] if impl.spec is None]
-            if unknown:
-                raise pluggy.PluginValidationError(plugin, f"unknown hooks: {', '.join(sorted(unknown))}")
+            # A family's own extension points: its hookspec module, named by ``ALEPH_HOOKSPECS``.
+            specs = getattr(plugin, "ALEPH_HOOKSPECS", None)
+            if specs is not None:
+                self._pm.add_hookspecs(specs)
         except Exception as exc:
             self._fail(name, "validate", exc, distribution, version)
             return False
         self.loaded[name] = LoadedPlugin(name, distribution, version)
         return True
+
+    def check_pending(self) -> None:
+        """Fail every plugin that implements a hook no loaded plugin specifies (run once all are added).
+
+        Deferred until everything is loaded so a plugin may implement a family's hook (a teams agent
+        runner, a memory embedder) whatever order the family and the plugin load in.
+        """
+        for name, plugin in list(self._pm.list_name_plugin()):
+            if name not in self.loaded:
+                continue
+            unknown = [impl.name for impl in self._pm.get_hookcallers(plugin) or [] if impl.spec is None]
+            if unknown:
+                error = pluggy.PluginValidationError(plugin, f"unknown hooks: {', '.join(sorted(unknown))}")
+                self._fail(name, "validate", error)
 
     def load_entry_points(self, group: str = "aleph") -> None:
         """Import every entry point of ``group`` one by one; failures are recorded, not fatal."""

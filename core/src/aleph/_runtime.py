@@ -165,6 +165,7 @@ def load(
         manager.add(plugin, _plugin_name(plugin))
     if entry_points:
         manager.load_entry_points()
+    manager.check_pending()
     manager.configure(config)
     registry = ToolRegistry()
     cleanups: list[Cleanup] = []
