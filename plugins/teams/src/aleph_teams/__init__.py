@@ -1,0 +1,1 @@
+"""Aleph teams family."""
