@@ -146,27 +146,3 @@ async def test_program_registers_its_own_tool(workspace: Path) -> None:
         rt.register(mine)
         result = await rt.tool_service().call("mine", {"x": 7})
     assert result.output == "7"
-
-
-FAMILY_SPEC = """
-import pluggy
-spec = pluggy.HookspecMarker("aleph")
-
-@spec
-def aleph_fixture_widgets(register):
-    '''A family's own hook (fixture).'''
-"""
-
-
-def test_a_family_hookspec_accepts_implementers_loaded_before_the_family(workspace: Path) -> None:
-    spec = plugin_module("fixture_spec", FAMILY_SPEC)
-    impl = plugin_module("early", "@aleph.hookimpl\ndef aleph_fixture_widgets(register):\n    register('w')\n")
-    family = plugin_module("family", "")
-    family.ALEPH_HOOKSPECS = spec  # type: ignore[attr-defined]
-    rt = aleph.load(plugins=[impl, family], entry_points=False, strict=True)
-    got: list[str] = []
-    assert rt.plugins.call_each("aleph_fixture_widgets", register=got.append) == []
-    assert got == ["w"]
-    # Without the family nobody specifies the hook: the implementer fails validation, as before.
-    with pytest.raises(PluginError, match="unknown hooks: aleph_fixture_widgets"):
-        aleph.load(plugins=[impl], entry_points=False, strict=True)

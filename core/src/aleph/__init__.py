@@ -19,14 +19,19 @@ from aleph._approval import (
     ApprovalRequest,
     ApprovalRequester,
     ApprovalResponse,
+    DeferredApprovals,
 )
 from aleph._budget import Budget, BudgetExhausted, BudgetUsage
+from aleph._call import CallContext, current_call
 from aleph._command_policy import CommandPolicy, CommandRule, CommandVerdict
 from aleph._config import AlephConfig, load_config
 from aleph._discovery import DeferredSet, ProgressiveDisclosure
 from aleph._errors import (
     AlephError,
+    ApprovalDenied,
     ApprovalExpired,
+    ApprovalRequired,
+    ApprovalUnavailable,
     Cancelled,
     ConfigError,
     DuplicateTool,
@@ -72,20 +77,25 @@ __all__ = [
     "AlephError",
     "AlephTool",
     "ApprovalDecision",
+    "ApprovalDenied",
     "ApprovalExpired",
     "ApprovalOutcome",
     "ApprovalRequest",
     "ApprovalRequester",
+    "ApprovalRequired",
     "ApprovalResponse",
+    "ApprovalUnavailable",
     "BaseToolService",
     "Budget",
     "BudgetExhausted",
     "BudgetUsage",
+    "CallContext",
     "Cancelled",
     "CommandPolicy",
     "CommandRule",
     "CommandVerdict",
     "ConfigError",
+    "DeferredApprovals",
     "DeferredSet",
     "DuplicateTool",
     "EventLog",
@@ -127,6 +137,7 @@ __all__ = [
     "UnscopedToolService",
     "ValidationFailed",
     "VerifyReport",
+    "current_call",
     "current_session",
     "current_turn",
     "hookimpl",
