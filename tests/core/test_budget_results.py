@@ -282,3 +282,24 @@ def test_turn_context_stays_frozen_with_the_new_fields() -> None:
     turn = TurnContext(session_key="s")
     keyed = replace(turn, idempotency_key="t:1", budget=Budget(calls=1))
     assert keyed.session_key == "s" and turn.idempotency_key is None
+
+
+@pytest.mark.anyio
+async def test_turn_refs_reach_every_row_of_the_turn_including_budget_refusals(workspace: Path) -> None:
+    counter = Counter(workspace / "c.db")
+    async with _runtime(workspace, counter) as rt:
+        turn = TurnContext(budget=Budget(calls=2), refs=(("team_id", "t-1"), ("task_id", "k-1")))
+        svc = rt.tool_service(agent="w1", turn=turn)
+        await svc.execute("bump", {"by": 1})
+        await svc.execute("peek", {})
+        with pytest.raises(PermissionDenied):
+            await svc.execute("bump", {"by": 1})
+        assert rt.chokepoint.ledger is not None
+        await rt.chokepoint.ledger.flush()
+        rows = rt.chokepoint.ledger.rows("w1")
+        assert [(r.target, r.action) for r in rows if r.refs] == [
+            ("bump", "tool_call"),
+            ("peek", "tool_call"),
+            ("bump", "tool_denied"),
+        ]
+        assert all(r.refs == {"team_id": "t-1", "task_id": "k-1"} for r in rows if r.refs)

@@ -55,7 +55,7 @@ async def guarded_run(
             return await _replayed(service, entry, input, key, replay, fp)
     left = _charge(service, entry, name)
     if isinstance(left, str):
-        await service._ledger(entry, input, "tool_denied", "denied", left, "budget")
+        await service._ledger(entry, input, "tool_denied", "denied", left, "budget", dict(turn.refs) or None)
         service._event("refused", name, left)
         raise PermissionDenied(name, left)
     if verdict.action == "ask":
@@ -112,7 +112,8 @@ async def _replayed(
 ) -> ToolOutput:
     if row.tool != entry.name or row.args_fp != fp:
         reason = _mismatch(key, row, entry.name)
-        await service._ledger(entry, input, "tool_denied", "denied", reason, "idempotency")
+        refs = dict(service.turn.refs) if service.turn is not None else {}
+        await service._ledger(entry, input, "tool_denied", "denied", reason, "idempotency", refs or None)
         raise PermissionDenied(entry.name, reason)
     service._event("executed", entry.name, f"replayed from the result store (key {key})")
     metadata = dict(row.metadata or {})

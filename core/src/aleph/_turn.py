@@ -40,6 +40,8 @@ class TurnContext:
     """A spend cap every call of this turn is charged against before it runs (see :class:`~aleph.Budget`)."""
     idempotency_key: str | None = None
     """Names this one mutating call (e.g. ``"<task>:<step>"``): a replay gets the recorded result, not a re-run."""
+    refs: tuple[tuple[str, str], ...] = ()
+    """References put on the ledger row of every call of this turn, e.g. ``(("team_id", t), ("task_id", k))``."""
 
     def is_channel_routable(self) -> bool:
         """Both a channel and a conversation id are known."""
