@@ -303,3 +303,18 @@ async def test_turn_refs_reach_every_row_of_the_turn_including_budget_refusals(w
             ("bump", "tool_denied"),
         ]
         assert all(r.refs == {"team_id": "t-1", "task_id": "k-1"} for r in rows if r.refs)
+
+
+def test_a_resumed_child_reserves_only_what_it_has_left() -> None:
+    # The team spent 30 calls so far, 10 of them by a task capped at 25: the task gets its last 15.
+    team = Budget(calls=100, used_calls=30, name="team")
+    task = team.reserve(calls=25, spent={"calls": 10}, name="task")
+    assert task.usage().calls == 10 and team.usage().reserved_calls == 15
+    with pytest.raises(BudgetExhausted, match="has only 55 calls left"):
+        team.reserve(calls=56)
+    for _ in range(15):
+        task.charge_call("x")
+    with pytest.raises(BudgetExhausted, match="cap of 25 tool calls"):
+        task.charge_call("x")
+    task.release()
+    assert team.usage().calls == 45 and team.usage().reserved_calls == 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 __all__ = ["Budget", "BudgetExhausted", "BudgetUsage"]
@@ -76,6 +77,8 @@ class Budget:
         self.released = False
         self._holder: dict[str, Budget] = {}
         """For each dimension this budget reserved: the ancestor holding the reservation."""
+        self._held: dict[str, tuple[float, float]] = {}
+        """For each reserved dimension: (amount set aside, what was already spent before)."""
 
     # -- nesting ------------------------------------------------------------------------------------
 
@@ -87,14 +90,20 @@ class Budget:
         tokens: int | None = None,
         cost: float | None = None,
         name: str = "",
+        spent: Mapping[str, float] | None = None,
     ) -> Budget:
         """Carve a child budget out of this one's pool; raises :class:`BudgetExhausted` if it does not fit.
 
         Each amount given is set aside from the nearest ancestor that caps that dimension, so siblings
         cannot jointly exceed it; an amount left None shares this budget's pool as it is charged.
+        ``spent`` (``{"calls": n, ...}``) is what the child already spent in an earlier life (a resumed
+        task): it is counted as the child's usage and already in this budget's, so only the rest of the
+        child's cap is set aside.
         """
         child_name = name or f"{self.name}/child"
-        asked = {"calls": calls, "tokens": tokens, "cost": cost}
+        before = {dim: float((spent or {}).get(dim, 0)) for dim in _DIMENSIONS}
+        limits = {"calls": calls, "tokens": tokens, "cost": cost}
+        asked = {dim: None if v is None else max(0.0, v - before[dim]) for dim, v in limits.items()}
         with self._lock:
             self._check_usable()
             for dim, amount in asked.items():
@@ -109,11 +118,13 @@ class Budget:
             child = Budget(
                 calls=calls, wall_seconds=wall_seconds, tokens=tokens, cost=cost, name=child_name, _parent=self
             )
+            child.used.update(before)
             for dim, amount in asked.items():
                 owner = self._capping(dim) if amount is not None else None
                 if owner is not None and amount is not None:
                     owner.reserved[dim] += amount
                     child._holder[dim] = owner
+                    child._held[dim] = (amount, before[dim])
             return child
 
     def release(self) -> None:
@@ -123,10 +134,11 @@ class Budget:
                 return
             self.released = True
             for dim, owner in self._holder.items():
-                owner.reserved[dim] -= self.limits[dim] or 0
+                held, before = self._held[dim]
+                owner.reserved[dim] -= held
                 node = self.parent
                 while node is not None:  # what the child spent now counts as spent by its ancestors
-                    node.used[dim] += self.used[dim]
+                    node.used[dim] += self.used[dim] - before
                     if node is owner:
                         break
                     node = node.parent
