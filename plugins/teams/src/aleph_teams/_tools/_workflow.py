@@ -219,7 +219,8 @@ class WorkflowTool(TeamsTool[WorkflowArgs]):
         if act == "status":
             phases = {s.id: s.phase for s in definition.steps}
             steps = []
-            for step, task_id in run["steps"].items():
+            for step in [s.id for s in definition.steps if s.id in run["steps"]]:
+                task_id = run["steps"][step]
                 t = tasks.get(task_id)
                 if t is None:
                     continue

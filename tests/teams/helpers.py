@@ -1,0 +1,79 @@
+"""Shared test helpers: a runtime with the teams plugin and runners, and a small counter tool."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aleph_teams.plugin
+from aleph_teams import AgentRunner, CallableRunner, MemberTask
+
+import aleph
+from aleph import ToolFacts
+from aleph.testing import isolated_runtime
+
+
+class Runners:
+    """A plugin that registers agent runners and a ``counter_bump`` tool with a real SQLite counter."""
+
+    ALEPH_PLUGIN_NAME = "teams_test_runners"
+
+    def __init__(self, runners: dict[str, AgentRunner | Callable[[MemberTask], Any]], counter_db: Path | None = None):
+        self.runners = {k: v if hasattr(v, "run") else CallableRunner(v) for k, v in runners.items()}  # type: ignore[arg-type]
+        self.counter_db = counter_db
+
+    @aleph.hookimpl
+    def aleph_teams_agent_runners(self, register: Any) -> None:
+        for name, runner in self.runners.items():
+            register(name, runner)
+
+    @aleph.hookimpl
+    def aleph_register_tools(self, register: aleph.ToolRegistrar) -> None:
+        if self.counter_db is None:
+            return
+        db = self.counter_db
+        with sqlite3.connect(db) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS c (k TEXT PRIMARY KEY, n INTEGER NOT NULL)")
+
+        async def bump(data: dict[str, Any]) -> dict[str, Any]:
+            with sqlite3.connect(db, timeout=30) as conn:
+                conn.execute(
+                    "INSERT INTO c (k, n) VALUES (?, 1) ON CONFLICT (k) DO UPDATE SET n = n + 1", (data["name"],)
+                )
+                (n,) = conn.execute("SELECT n FROM c WHERE k = ?", (data["name"],)).fetchone()
+            return {"n": n}
+
+        schema = {
+            "type": "object",
+            "properties": {"name": {"type": "string"}},
+            "required": ["name"],
+            "additionalProperties": False,
+        }
+        register(
+            aleph.LoopTool(
+                "counter_bump", "Increment a named counter (test side effect).", schema, bump, facts=ToolFacts()
+            )
+        )
+
+
+def counter(db: Path, name: str) -> int:
+    """The counter's value (0 when never bumped)."""
+    with sqlite3.connect(db) as conn:
+        row = conn.execute("SELECT n FROM c WHERE k = ?", (name,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def runtime(
+    workspace: Path, runners: Runners | None = None, *, teams: str = "", toml: str = "", store: str | None = None
+) -> aleph.Aleph:
+    """A strict runtime with the teams plugin (and the runners plugin); ``teams`` lines go under ``[teams]``."""
+    lines = [f'store = "{store}"'] if store else []
+    if teams:
+        lines.append(teams)
+    extra = "\n[teams]\n" + "\n".join(lines) + "\n" if lines else ""
+    plugins: list[object] = [aleph_teams.plugin]
+    if runners is not None:
+        plugins.append(runners)
+    return isolated_runtime(workspace, *plugins, config_toml=extra + toml)
