@@ -178,7 +178,6 @@ class SubprocessRunner:
         await _send(proc, task.to_json())
         plain: list[str] = []
         seen = 0
-        usage = {"input_tokens": 0, "output_tokens": 0, "cost": 0.0}
         reply: str | None = None
         while True:
             line = await proc.stdout.readline()
@@ -195,11 +194,8 @@ class SubprocessRunner:
             kind = message.get("type")
             if kind == "tool_call":
                 await _send(proc, await self._tool_result(task, message))
-            elif kind == "usage":
-                got = _usage(message)
-                task.report_usage(**got)
-                for k in usage:
-                    usage[k] += got[k]
+            elif kind == "usage":  # reported at once, so the budget sees it before the next call
+                task.report_usage(**_usage(message))
             elif kind == "result":
                 reply = str(message.get("reply", ""))
                 with contextlib.suppress(OSError):
@@ -212,9 +208,7 @@ class SubprocessRunner:
             tail = f": {err[-1500:]}" if err else ""
             raise ExecutionFailed("team_delegate", f"the agent exited with status {code}{tail}")
         text = reply if reply is not None else "\n".join(plain).strip()
-        return RunResult(
-            text or "(No reply content)", int(usage["input_tokens"]), int(usage["output_tokens"]), float(usage["cost"])
-        )
+        return RunResult(text or "(No reply content)")
 
     async def _tool_result(self, task: MemberTask, message: dict[str, Any]) -> dict[str, Any]:
         call_id = message.get("id")
