@@ -36,13 +36,18 @@ class Runners:
         db = self.counter_db
         with sqlite3.connect(db) as conn:
             conn.execute("CREATE TABLE IF NOT EXISTS c (k TEXT PRIMARY KEY, n INTEGER NOT NULL)")
+            conn.execute("CREATE TABLE IF NOT EXISTS applied (key TEXT PRIMARY KEY, n INTEGER NOT NULL)")
 
         async def bump(data: dict[str, Any]) -> dict[str, Any]:
+            turn = aleph.current_turn()
+            key = turn.idempotency_key if turn is not None else None
             with sqlite3.connect(db, timeout=30) as conn:
                 conn.execute(
                     "INSERT INTO c (k, n) VALUES (?, 1) ON CONFLICT (k) DO UPDATE SET n = n + 1", (data["name"],)
                 )
                 (n,) = conn.execute("SELECT n FROM c WHERE k = ?", (data["name"],)).fetchone()
+                if key is not None:  # in the same transaction as the effect, for recover_call
+                    conn.execute("INSERT INTO applied (key, n) VALUES (?, ?)", (key, n))
             return {"n": n}
 
         schema = {
@@ -56,6 +61,17 @@ class Runners:
                 "counter_bump", "Increment a named counter (test side effect).", schema, bump, facts=ToolFacts()
             )
         )
+
+
+class CounterBump(aleph.LoopTool):
+    """``counter_bump`` knows, for an interrupted keyed call, whether its increment was committed."""
+
+    db: Path
+
+    def recover_call(self, key: str, input: dict[str, Any]) -> dict[str, Any] | None:
+        with sqlite3.connect(self.db, timeout=30) as conn:
+            row = conn.execute("SELECT n FROM applied WHERE key = ?", (key,)).fetchone()
+        return {"n": row[0]} if row else None
 
 
 def counter(db: Path, name: str) -> int:
