@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from aleph_teams._store._common import StoreError, dumps, loads, new_id, now
-from aleph_teams._store._db import Database, IntegrityError
+from aleph_teams._store._db import Database
 
 __all__ = ["ScheduleStore"]
 
@@ -32,6 +32,10 @@ def _hb(row: tuple[Any, ...]) -> dict[str, Any]:
     task["probe"] = loads(task["probe"], {})
     task["enabled"] = bool(task["enabled"])
     return task
+
+
+class _Busy(Exception):
+    """Rolls a claim back: the job is leased by another scheduler."""
 
 
 class ScheduleStore:
@@ -256,22 +260,25 @@ class ScheduleStore:
         table = "cron_jobs" if kind == "cron" else "heartbeats"
         ts = now()
         run_id = new_id()
-        with self.db.write() as tx:
-            extra = ", run_requested = 0" if kind == "cron" else ""
-            rows = tx.execute(
-                f"UPDATE {table} SET running_until = ?, next_run = ?{extra} WHERE id = ? AND enabled = 1 "
-                "AND (running_until IS NULL OR running_until < ?) RETURNING id",
-                (ts + lease_s, next_run, job_id, ts),
-            )
-            if not rows:
-                return None
-            try:
-                tx.execute(
-                    "INSERT INTO schedule_runs (id, kind, job_id, due_at, started_at, status) VALUES (?,?,?,?,?,?)",
+        extra = ", run_requested = 0" if kind == "cron" else ""
+        try:
+            with self.db.write() as tx:
+                fresh = tx.execute(
+                    "INSERT INTO schedule_runs (id, kind, job_id, due_at, started_at, status) VALUES (?,?,?,?,?,?) "
+                    "ON CONFLICT (kind, job_id, due_at) DO NOTHING RETURNING id",
                     (run_id, kind, job_id, due_at, ts, "running"),
                 )
-            except IntegrityError:
-                return None
+                if not fresh:
+                    return None  # this due time already ran (or runs) somewhere
+                leased = tx.execute(
+                    f"UPDATE {table} SET running_until = ?, next_run = ?{extra} WHERE id = ? AND enabled = 1 "
+                    "AND (running_until IS NULL OR running_until < ?) RETURNING id",
+                    (ts + lease_s, next_run, job_id, ts),
+                )
+                if not leased:
+                    raise _Busy  # another scheduler holds the job: undo the run row too
+        except _Busy:
+            return None
         return run_id
 
     def finish_schedule_run(

@@ -54,14 +54,16 @@ class Wakeup:
             if self._version != seen:
                 return True
             self._waiters.add(entry)
+        # A timer resolving the same future, not asyncio.wait_for: on 3.11 wait_for can swallow a
+        # cancellation that races with the result, leaving a cancelled service waiting forever.
+        timer = loop.call_later(timeout, _resolve, fut)
         try:
-            await asyncio.wait_for(fut, timeout)
-            return True
-        except TimeoutError:
-            return self._version != seen
+            await fut
         finally:
+            timer.cancel()
             with self._lock:
                 self._waiters.discard(entry)
+        return self._version != seen
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
