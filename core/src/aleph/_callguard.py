@@ -1,16 +1,16 @@
-"""Budgets and exactly-once for one call, wrapped around the chokepoint's approve-and-run step.
+"""Budgets and exactly-once for one call, around the chokepoint's approve and run steps.
 
-Runs only when the turn carries a :class:`~aleph.Budget` or an idempotency key. In order: a replayed
-key answers from the result store (no approval, no charge, no run); the budget is charged (refused
-before any human is asked or the tool runs); the approval gate; the key is claimed; the tool runs
-under the wall-clock time the budget has left; the result is recorded under the key.
+Used only when the turn carries a :class:`~aleph.Budget` or an idempotency key. After the verdict and
+before any human is asked (:meth:`CallGuard.admit`): a replayed key is looked up (a replay is answered
+from the result store: no approval, no charge, no run), and the budget is charged (refused before
+anyone is asked or anything runs). Then (:meth:`CallGuard.run`): the key is claimed, the tool runs
+under the wall-clock time the budget has left, and the result is recorded under the key.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from aleph._budget import BudgetExhausted
@@ -22,76 +22,127 @@ from aleph._types import ToolOutput
 if TYPE_CHECKING:
     from aleph._registry import RegisteredTool
     from aleph._scoped import ScopedToolService
-    from aleph._verdict import Verdict
+    from aleph._tool import Prepared
 
-__all__ = ["guarded_run"]
+__all__ = ["CallGuard", "guard_for"]
 
 
-async def guarded_run(
-    service: ScopedToolService,
-    entry: RegisteredTool,
-    input: Mapping[str, Any],
-    verdict: Verdict,
-    cancel: asyncio.Event | None,
-) -> ToolOutput:
-    """Approve and run ``entry`` under the turn's budget and idempotency key (see the module docstring)."""
+def guard_for(service: ScopedToolService) -> CallGuard | None:
+    """A guard when the service's turn carries a budget or an idempotency key, else None."""
     turn = service.turn
-    assert turn is not None
-    name = entry.name
-    key = turn.idempotency_key if not entry.facts.idempotent else None
-    store = None
-    fp = ""
-    if key is not None:
-        problem = ResultStore.check_key(key)
-        if problem is None and service._cp.data_dir is None:
-            problem = "the runtime has no data directory to keep results in"
-        if problem is not None:
-            raise PermissionDenied(name, f"{problem}; the call was not run")
-        assert service._cp.data_dir is not None
-        store = result_store(service._cp.data_dir)
-        fp = grant_fingerprint(name, input)
-        replay = store.get(key)
-        if replay is not None and replay.state == "done":
-            return await _replayed(service, entry, input, key, replay, fp)
-    left = _charge(service, entry, name)
-    if isinstance(left, str):
-        await service._ledger(entry, input, "tool_denied", "denied", left, "budget", dict(turn.refs) or None)
-        service._event("refused", name, left)
-        raise PermissionDenied(name, left)
-    if verdict.action == "ask":
-        await service._approve(entry, input, verdict)
-    if store is None or key is None:
-        return await _bounded_run(service, entry, input, cancel, left)
-    state, row = store.claim(key, name, fp)
-    if state == "done" and row is not None:  # finished by another process since the look-up
-        return await _replayed(service, entry, input, key, row, fp)
-    if state == "running" and row is not None:
-        if row.tool != name or row.args_fp != fp:
-            raise PermissionDenied(name, _mismatch(key, row, name))
-        raise ExecutionFailed(
-            name,
-            f"the call with idempotency key {key!r} is running in another worker now; wait for it "
-            "(task_wait) instead of running it twice",
-        )
-    if state == "interrupted":
-        recovered = await _recover(entry, key, input)
-        if recovered is not None:
-            store.complete(key, recovered.value, recovered.metadata)
-            return recovered
-        if not callable(getattr(entry.tool, "recover_call", None)):
+    if turn is None or (turn.budget is None and turn.idempotency_key is None):
+        return None
+    return CallGuard(service)
+
+
+class CallGuard:
+    """One call's budget charge and idempotency claim (see the module docstring)."""
+
+    def __init__(self, service: ScopedToolService) -> None:
+        self.service = service
+        self.turn = service.turn
+        assert self.turn is not None
+        self.refs = dict(self.turn.refs) or None
+        self.replay: ToolOutput | None = None
+        self.left = float("inf")
+        self._key: str | None = None
+        self._fp = ""
+        self._store: ResultStore | None = None
+
+    async def admit(self, entry: RegisteredTool, prepared: Prepared) -> None:
+        """Look the key up, then charge the budget; raises :class:`PermissionDenied` when refused."""
+        assert self.turn is not None
+        service, name = self.service, entry.name
+        key = self.turn.idempotency_key if not entry.facts.idempotent else None
+        if key is not None:
+            problem = ResultStore.check_key(key)
+            if problem is None and service._cp.data_dir is None:
+                problem = "the runtime has no data directory to keep results in"
+            if problem is not None:
+                raise PermissionDenied(name, f"{problem}; the call was not run")
+            assert service._cp.data_dir is not None
+            self._key, self._store = key, result_store(service._cp.data_dir)
+            self._fp = grant_fingerprint(name, prepared.arguments)
+            row = self._store.get(key)
+            if row is not None and row.state == "done":
+                self.replay = await self._replayed(entry, prepared, row)
+                return
+        budget = self.turn.budget
+        if budget is None:
+            return
+        try:
+            self.left = budget.charge_call(name)
+        except BudgetExhausted as exc:
+            reason = f"{exc}. The budget is a hard cap: do not retry; report what is done so far."
+            await service._ledger(entry, prepared.arguments, "tool_denied", "denied", reason, "budget", self.refs)
+            service._event("refused", name, reason)
+            raise PermissionDenied(name, reason) from None
+
+    async def run(
+        self, entry: RegisteredTool, prepared: Prepared, cancel: asyncio.Event | None, action: str
+    ) -> ToolOutput:
+        """The recorded result of a replay, or the call run under its claim and the time left."""
+        if self.replay is not None:
+            return self.replay
+        name, key, store = entry.name, self._key, self._store
+        if key is None or store is None:
+            return await self._bounded(entry, prepared, cancel, action)
+        state, row = store.claim(key, name, self._fp)
+        if state == "done" and row is not None:  # finished by another process since the look-up
+            return await self._replayed(entry, prepared, row)
+        if state == "running" and row is not None:
+            if row.tool != name or row.args_fp != self._fp:
+                raise PermissionDenied(name, _mismatch(key, row, name))
             raise ExecutionFailed(
                 name,
-                f"the earlier call with idempotency key {key!r} was interrupted mid-run, and `{name}` cannot "
-                "tell whether its effect happened, so it is not run again. Check the effect by hand, then "
-                "retry under a new key.",
+                f"the call with idempotency key {key!r} is running in another worker now; wait for it "
+                "(task_wait) instead of running it twice",
             )
-    try:
-        output = await _bounded_run(service, entry, input, cancel, left)
-    except ToolError:
-        store.abandon(key)  # the tool reported failure: a later retry under the same key may run it
-        raise
-    store.complete(key, output.value, output.metadata)
-    return output
+        if state == "interrupted":
+            recovered = await _recover(entry, key, prepared)
+            if recovered is not None:
+                store.complete(key, recovered.value, recovered.metadata)
+                return recovered
+            if not callable(getattr(entry.tool, "recover_call", None)):
+                raise ExecutionFailed(
+                    name,
+                    f"the earlier call with idempotency key {key!r} was interrupted mid-run, and `{name}` cannot "
+                    "tell whether its effect happened, so it is not run again. Check the effect by hand, then "
+                    "retry under a new key.",
+                )
+        try:
+            output = await self._bounded(entry, prepared, cancel, action)
+        except ToolError:
+            store.abandon(key)  # the tool reported failure: a later retry under the same key may run it
+            raise
+        store.complete(key, output.value, output.metadata)
+        return output
+
+    async def _replayed(self, entry: RegisteredTool, prepared: Prepared, row: StoredResult) -> ToolOutput:
+        assert self._key is not None
+        if row.tool != entry.name or row.args_fp != self._fp:
+            reason = _mismatch(self._key, row, entry.name)
+            await self.service._ledger(
+                entry, prepared.arguments, "tool_denied", "denied", reason, "idempotency", self.refs
+            )
+            raise PermissionDenied(entry.name, reason)
+        self.service._event("executed", entry.name, f"replayed from the result store (key {self._key})")
+        metadata = dict(row.metadata or {})
+        metadata["replayed"] = True
+        return ToolOutput(row.value, metadata)
+
+    async def _bounded(
+        self, entry: RegisteredTool, prepared: Prepared, cancel: asyncio.Event | None, action: str
+    ) -> ToolOutput:
+        if self.left == float("inf"):
+            return await self.service._run(entry, prepared, cancel, action)
+        try:
+            async with asyncio.timeout(self.left):
+                return await self.service._run(entry, prepared, cancel, action)
+        except TimeoutError as exc:
+            if isinstance(exc, ToolError):
+                raise
+            raise ToolTimeout(entry.name, int(self.left * 1000)) from None
 
 
 def _mismatch(key: str, row: StoredResult, name: str) -> str:
@@ -102,60 +153,12 @@ def _mismatch(key: str, row: StoredResult, name: str) -> str:
     )
 
 
-async def _replayed(
-    service: ScopedToolService,
-    entry: RegisteredTool,
-    input: Mapping[str, Any],
-    key: str,
-    row: StoredResult,
-    fp: str,
-) -> ToolOutput:
-    if row.tool != entry.name or row.args_fp != fp:
-        reason = _mismatch(key, row, entry.name)
-        refs = dict(service.turn.refs) if service.turn is not None else {}
-        await service._ledger(entry, input, "tool_denied", "denied", reason, "idempotency", refs or None)
-        raise PermissionDenied(entry.name, reason)
-    service._event("executed", entry.name, f"replayed from the result store (key {key})")
-    metadata = dict(row.metadata or {})
-    metadata["replayed"] = True
-    return ToolOutput(row.value, metadata)
-
-
-def _charge(service: ScopedToolService, entry: RegisteredTool, name: str) -> float | str:
-    """Seconds left under the turn's budget, or the refusal text."""
-    budget = service.turn.budget if service.turn is not None else None
-    if budget is None:
-        return float("inf")
-    try:
-        return budget.charge_call(name)
-    except BudgetExhausted as exc:
-        return f"{exc}. The budget is a hard cap: do not retry; report what is done so far."
-
-
-async def _bounded_run(
-    service: ScopedToolService,
-    entry: RegisteredTool,
-    input: Mapping[str, Any],
-    cancel: asyncio.Event | None,
-    left: float,
-) -> ToolOutput:
-    if left == float("inf"):
-        return await service._run(entry, input, cancel)
-    try:
-        async with asyncio.timeout(left):
-            return await service._run(entry, input, cancel)
-    except TimeoutError as exc:
-        if isinstance(exc, ToolError):
-            raise
-        raise ToolTimeout(entry.name, int(left * 1000)) from None
-
-
-async def _recover(entry: RegisteredTool, key: str, input: Mapping[str, Any]) -> ToolOutput | None:
+async def _recover(entry: RegisteredTool, key: str, prepared: Prepared) -> ToolOutput | None:
     """Ask the tool whether an interrupted call under ``key`` had its effect; its result if so."""
     recover = getattr(entry.tool, "recover_call", None)
     if not callable(recover):
         return None
-    result = recover(key, dict(input))
+    result: Any = recover(key, dict(prepared.arguments))
     if inspect.isawaitable(result):
         result = await result
     if result is None:
