@@ -196,24 +196,24 @@ def bench_crash(kills: int = 100, tasks: int = 20, steps: int = 10) -> None:
             killed += 1
     values = [counter(db, i) for i in ids]
 
-    async def statuses() -> list[str]:
+    async def statuses() -> tuple[list[str], Path]:
         async with _open(ws, Runners({}, db)) as rt:
             host = rt.registry.get("team_create").tool.host  # type: ignore[union-attr]
-            return [t["status"] for t in host.store.get_tasks(ids)]
+            return [t["status"] for t in host.store.get_tasks(ids)], rt.config.data_dir
 
-    st = asyncio.run(statuses())
+    st, data_dir = asyncio.run(statuses())
     dup = sum(max(0, v - steps) for v in values)
     short = sum(max(0, steps - v) for v in values)
-    replays = _replayed(ws)
+    replays = _replayed(data_dir)
     print(
         f"crash    {killed} x kill -9 of a worker mid-task ({tasks} tasks x {steps} side effects): "
         f"{dup} duplicated side effects, {short} missing, {st.count('completed')}/{tasks} tasks completed, "
-        f"{replays} calls answered from the result store ({time.perf_counter() - t0:.0f} s)"
+        f"{replays} keyed results recorded in the result store ({time.perf_counter() - t0:.0f} s)"
     )
 
 
-def _replayed(ws: Path) -> int:
-    conn = sqlite3.connect(ws / ".aleph-data" / "results.db")
+def _replayed(data_dir: Path) -> int:
+    conn = sqlite3.connect(data_dir / "results.db")
     try:
         return int(conn.execute("SELECT COUNT(*) FROM results WHERE state = 'done'").fetchone()[0])
     finally:
