@@ -32,7 +32,7 @@ from aleph_teams import MemberTask  # noqa: E402
 
 import aleph  # noqa: E402
 from aleph.testing import isolated_runtime  # noqa: E402
-from tests.teams.helpers import Runners, counter  # noqa: E402
+from tests.teams.helpers import Runners, counter, kill_mid_task  # noqa: E402
 
 WORKER = str(ROOT / "tests" / "teams" / "agents" / "worker.py")
 
@@ -164,7 +164,7 @@ def bench_delivery(members: int = 10, count: int = 1000) -> None:
 # -- crash -------------------------------------------------------------------------------------------
 
 
-def bench_crash(kills: int = 100, tasks: int = 20, steps: int = 10) -> None:
+def bench_crash(kills: int = 100, tasks: int = 40, steps: int = 10) -> None:
     ws = Path(tempfile.mkdtemp())
     db = ws / "counter.db"
 
@@ -181,33 +181,33 @@ def bench_crash(kills: int = 100, tasks: int = 20, steps: int = 10) -> None:
 
     ids = asyncio.run(setup())
     rng = random.Random(1)
-    done = killed = 0
+    killed = 0
     t0 = time.perf_counter()
-    while True:
+    while killed < kills:
         proc = subprocess.Popen([sys.executable, WORKER, str(ws), str(db), "0.02"])
-        try:
-            proc.wait(timeout=rng.uniform(0.7, 1.5) if killed < kills else 600)
-            done = proc.returncode == 0
-            if killed >= kills or done:
-                break
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            killed += 1
+        if not kill_mid_task(proc, db, rng):  # each kill lands a random moment after a fresh side effect
+            break
+        killed += 1
+    else:
+        proc = subprocess.Popen([sys.executable, WORKER, str(ws), str(db), "0.02"])
+    proc.wait(timeout=600)
     values = [counter(db, i) for i in ids]
 
-    async def statuses() -> tuple[list[str], Path]:
+    async def statuses() -> tuple[list[str], Path, int]:
         async with _open(ws, Runners({}, db)) as rt:
             host = rt.registry.get("team_create").tool.host  # type: ignore[union-attr]
-            return [t["status"] for t in host.store.get_tasks(ids)], rt.config.data_dir
+            runs = [r for i in ids for r in host.store.runs(i)]
+            cut = sum(1 for r in runs if r["status"] == "abandoned")
+            return [t["status"] for t in host.store.get_tasks(ids)], rt.config.data_dir, cut
 
-    st, data_dir = asyncio.run(statuses())
+    st, data_dir, cut = asyncio.run(statuses())
     dup = sum(max(0, v - steps) for v in values)
     short = sum(max(0, steps - v) for v in values)
     replays = _replayed(data_dir)
     print(
         f"crash    {killed} x kill -9 of a worker mid-task ({tasks} tasks x {steps} side effects): "
-        f"{dup} duplicated side effects, {short} missing, {st.count('completed')}/{tasks} tasks completed, "
+        f"{cut} runs cut off mid-task and resumed, {dup} duplicated side effects, {short} missing, "
+        f"{st.count('completed')}/{tasks} tasks completed, "
         f"{replays} keyed results recorded in the result store ({time.perf_counter() - t0:.0f} s)"
     )
 

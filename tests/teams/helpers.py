@@ -56,11 +56,11 @@ class Runners:
             "required": ["name"],
             "additionalProperties": False,
         }
-        register(
-            aleph.LoopTool(
-                "counter_bump", "Increment a named counter (test side effect).", schema, bump, facts=ToolFacts()
-            )
+        tool = CounterBump(
+            "counter_bump", "Increment a named counter (test side effect).", schema, bump, facts=ToolFacts()
         )
+        tool.db = db
+        register(tool)
 
 
 class CounterBump(aleph.LoopTool):
@@ -72,6 +72,36 @@ class CounterBump(aleph.LoopTool):
         with sqlite3.connect(self.db, timeout=30) as conn:
             row = conn.execute("SELECT n FROM applied WHERE key = ?", (key,)).fetchone()
         return {"n": row[0]} if row else None
+
+
+def total(db: Path) -> int:
+    """The sum of every counter (0 before the first bump)."""
+    try:
+        with sqlite3.connect(db, timeout=30) as conn:
+            row = conn.execute("SELECT COALESCE(SUM(n), 0) FROM c").fetchone()
+    except sqlite3.OperationalError:
+        return 0
+    return int(row[0])
+
+
+def kill_mid_task(proc: Any, db: Path, rng: Any, deadline_s: float = 60.0) -> bool:
+    """SIGKILL ``proc`` a random moment after it made a new side effect; False when it exited first."""
+    import time
+
+    seen = total(db)
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            return False
+        if total(db) > seen:
+            time.sleep(rng.uniform(0, 0.06))  # land anywhere in the step: before, during or after a call
+            if proc.poll() is not None:
+                return False
+            proc.kill()
+            proc.wait()
+            return True
+        time.sleep(0.005)
+    raise TimeoutError("the worker made no progress")
 
 
 def counter(db: Path, name: str) -> int:
