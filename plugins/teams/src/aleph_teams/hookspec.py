@@ -27,6 +27,6 @@ def aleph_teams_agent_runners(register: Callable[[str, AgentRunner], None]) -> N
         :class:`aleph_teams.AgentRunner` (e.g. :class:`aleph_teams.CallableRunner` around a function of
         the host's agent loop); a member uses it when its ``runner`` is ``name``, or when ``name`` is
         ``[teams] default_runner``. A name registered twice (or also configured under
-        ``[teams.runners]``) fails the registering plugin.
+        ``[teams.runners]``) is an error: that plugin's hook is logged and skipped (re-raised in strict mode).
     The result is ignored. Must do no I/O: runners do their work when a task runs, not here.
     """
