@@ -44,7 +44,7 @@ from aleph._names import repair_tool_name, suggest_candidates
 from aleph._policy import PermissionPolicy
 from aleph._progress import call_handler, get_tool_progress_handler
 from aleph._recording import Recording
-from aleph._registry import RegisteredTool, ToolRegistry
+from aleph._registry import RegisteredTool, ToolRegistry, fold_tool_name
 from aleph._service import BaseToolService, panic_error
 from aleph._tiers import ARGUMENT_FLOOR_TOOLS, ExecTier
 from aleph._tool import Prepared
@@ -279,7 +279,7 @@ class ScopedToolService(Judging, Recording, BaseToolService):
 
     def _is_allowed(self, name: str) -> bool:
         # An explicit allow-set lists everything callable, the discovery tools included: [] is nothing.
-        return self.allowed is None or name in self.allowed
+        return self.allowed is None or name in self.allowed or fold_tool_name(name) in self.allowed
 
     def _visible(self, entry: RegisteredTool) -> bool:
         """Listed exactly when some call of the tool could be allowed (or asked about)."""
