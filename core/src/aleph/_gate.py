@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from aleph._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalRequester, ApprovalResponse
+from aleph._errors import ApprovalRequired
 
 __all__ = [
     "FLOOR_RULES",
@@ -352,6 +353,8 @@ class ApprovalGate:
         started = time.monotonic()
         try:
             response = await requester.request_approval(request)
+        except ApprovalRequired:
+            raise  # deferred: the caller suspends the call and resumes it with an answer
         except Exception as exc:
             log.exception("approval requester failed")
             response = ApprovalResponse(ApprovalOutcome.UNAVAILABLE, f"the approval channel failed: {exc}")
