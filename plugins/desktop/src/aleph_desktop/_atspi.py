@@ -34,6 +34,7 @@ _SCREEN_COORDS = 0
 _ACTION_WORDS = ("click", "press", "activate", "toggle", "jump", "open", "expand or contract")
 _SHOWING = [STATE_NAMES.index("showing"), STATE_NAMES.index("visible")]
 _INTERACTABLE_IDS = sorted(role_id(r) for r in INTERACTABLE_ROLES)
+_LABELLED_ROLES = frozenset({"combo box", "spin button", "slider", "text", "password text", "entry", "dial"})
 MAX_NAME = 120
 """Characters of a name or value returned (longer ones end with "…")."""
 
@@ -66,6 +67,8 @@ class Element:
     app: str = ""
     value: str | None = None
     children: list[Element] = field(default_factory=list)
+    label: str = ""
+    """The text of the label that names this control (a combo box's name is its current choice)."""
 
     @property
     def token(self) -> str:
@@ -90,6 +93,8 @@ class Element:
         out: dict[str, Any] = {"element": self.token, "role": self.role}
         if self.name:
             out["name"] = _clip(self.name)
+        if self.label and self.label != self.name:
+            out["label"] = _clip(self.label)
         if self.value is not None and not self.secure:
             out["value"] = _clip(self.value)
         if self.bounds is not None:
@@ -302,8 +307,10 @@ class AtspiClient:
             x, y, w, h = rest[0][0]
             box = (int(x), int(y), int(w), int(h)) if w > 0 and h > 0 else None
         element = Element(ref, role, str(name), state_bits(states), box, self.app_name(ref[0]))
-        if not element.name and role in INTERACTABLE_ROLES:
-            element.name = await self._label(ref)
+        if role in _LABELLED_ROLES or (not element.name and role in INTERACTABLE_ROLES):
+            element.label = await self._label(ref)
+            if not element.name:
+                element.name = element.label
         return element
 
     async def _label(self, ref: Ref) -> str:

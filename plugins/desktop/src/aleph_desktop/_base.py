@@ -29,10 +29,9 @@ class Refused(PermissionError):
     """A desktop safety rule refused the action; no approval lifts it."""
 
 
-def current_call() -> Any:
-    """The running call's context (``aleph.current_call()``), or None outside the chokepoint."""
-    getter = getattr(aleph, "current_call", None)
-    return getter() if getter is not None else None
+def current_call() -> aleph.CallContext | None:
+    """The running call's context, or None outside the chokepoint (a direct call in a test)."""
+    return aleph.current_call()
 
 
 def annotate(**refs: str) -> None:

@@ -27,6 +27,7 @@ _SETTLE_POLL_S = 0.015
 _SEEN_MAX = 4096
 
 
+
 class Desktop:
     """What every desktop tool shares within one runtime (created by the plugin, closed with the runtime)."""
 
@@ -39,6 +40,8 @@ class Desktop:
         self.cursors = Cursors()
         self.seen: OrderedDict[str, tuple[float, float]] = OrderedDict()
         """Last known screen centre of elements tools returned, for judging a later action on them."""
+        self.named: dict[tuple[str | None, ...], tuple[float, float]] = {}
+        """Where a role/name target was last found, so the policy can be asked again about its window."""
         self._x: X11Display | None = None
 
     def remember(self, elements: list[Element]) -> None:
@@ -78,10 +81,11 @@ class Desktop:
         rx, ry, rw, rh = region or (0, 0, *screen)
         rgb, w, h = x.capture(rx, ry, rw, rh)
         origin = (max(0, rx), max(0, ry))
-        if _blank(rgb):
-            # A uniformly black frame means the capture saw nothing (no compositor output, wrong display).
+        windows = tuple(x.windows())
+        if windows and _blank(rgb):
+            # Windows are mapped yet every pixel is black: the capture saw nothing (wrong display, no output).
             raise DisplayUnavailable(f"screen capture returned a blank frame on {x.name}: no pixels to look at")
-        return self.shots.add(rgb, (w, h), origin, screen, tuple(x.windows()), max_width, max_height)
+        return self.shots.add(rgb, (w, h), origin, screen, windows, max_width, max_height)
 
     def frame_hash(self) -> str:
         """SHA-256 of the whole screen right now (the ledger's before/after hashes)."""
@@ -134,9 +138,17 @@ class Desktop:
 
     # -- OCR ---------------------------------------------------------------------------------
 
-    async def recognise(self, shot: Screenshot) -> list[TextBox]:
-        """OCR of a screenshot, boxes in its image pixels (run in a worker thread)."""
-        return await anyio.to_thread.run_sync(self.ocr.recognise, shot.image)
+    async def recognise(self, shot: Screenshot, zoom: int = 1) -> list[TextBox]:
+        """OCR of a screenshot, boxes in its image pixels (run in a worker thread), read at ``zoom``× its size."""
+        image = shot.image
+        if zoom == 1:
+            return await anyio.to_thread.run_sync(self.ocr.recognise, image)
+        from PIL import Image
+
+        big = image.resize((image.width * zoom, image.height * zoom), Image.Resampling.LANCZOS)
+        lines = await anyio.to_thread.run_sync(self.ocr.recognise, big)
+        return [TextBox(b.text, b.x // zoom, b.y // zoom, max(1, b.width // zoom), max(1, b.height // zoom),
+                        b.confidence) for b in lines]  # fmt: skip
 
 
 def _tile_sums(rgb: bytes, width: int, height: int, tile: int = 16) -> Any:

@@ -60,21 +60,40 @@ class Candidate:
 
 async def by_name(desktop: Desktop, text: str, *, role: str | None = None, prefer_role: str | None = None,
                   app: str | None = None, include_hidden: bool = False) -> list[Candidate]:  # fmt: skip
-    """Accessible elements named like ``text``: exact 1.0, prefix 0.9, substring 0.8; others roles ×0.5."""
+    """Accessible elements named like ``text``: exact 1.0, prefix 0.9, substring 0.8; others roles ×0.5.
+
+    With ``include_hidden``, elements without an on-screen box (items of a closed menu) are kept too:
+    they can still be acted on through accessibility, never through pixels.
+    """
     result = await find(desktop.atspi, role=role, name=text, app=app, max_results=50, showing=not include_hidden)
     out = []
     for score, element in zip(result["scores"], result["elements"], strict=True):
-        if element.bounds is None or element.bounds[2] <= 1 or element.bounds[3] <= 1:
+        if element.center is None and not include_hidden:
             continue
         if element.role not in INTERACTABLE_ROLES:
             score *= 0.5
         if prefer_role and element.role == prefer_role:
             score += 0.1
-        x, y, w, h = element.bounds
+        x, y, w, h = element.bounds or (0, 0, 0, 0)
         out.append(Candidate("ax", score, x, y, w, h, element.name, element.role, element))
     out.sort(key=lambda c: -c.score)
     desktop.remember([c.element for c in out if c.element is not None])
     return out[:MAX_CANDIDATES]
+
+
+def fuzzy_score(read: str, needle: str) -> float:
+    """0.7 when OCR's reading is one or two characters off ``needle`` (a stray quote, l for I), else 0."""
+    import difflib
+
+    a = "".join(c for c in read.lower() if c.isalnum() or c == " ").strip()
+    b = "".join(c for c in needle.lower() if c.isalnum() or c == " ").strip()
+    if not a or not b:
+        return 0.0
+    if a == b:
+        return 0.95
+    if len(b) >= 4 and difflib.SequenceMatcher(None, a, b).ratio() >= 0.8:
+        return 0.7
+    return 0.0
 
 
 def _screen_box(shot: Screenshot, box: TextBox) -> tuple[int, int, int, int]:
@@ -82,12 +101,27 @@ def _screen_box(shot: Screenshot, box: TextBox) -> tuple[int, int, int, int]:
     return round(x0), round(y0), round(box.width / shot.scale), round(box.height / shot.scale)
 
 
+ZOOM_BELOW = 500_000
+"""A capture of fewer pixels than this (one window) is read again at 2× when the text was not found."""
+
+
 async def by_text(desktop: Desktop, text: str, shot: Screenshot) -> list[Candidate]:
-    """OCR lines of ``shot`` that read like ``text`` (the same scoring ×0.75), or a word inside a line."""
-    lines = await desktop.recognise(shot)
+    """OCR lines of ``shot`` that read like ``text`` (the same scoring ×0.75), or a word inside a line.
+
+    Tesseract misreads some 12-13 px GUI text at one size and not at another, so a small capture that
+    did not show the text is read once more at twice its size.
+    """
+    found = await _by_text(desktop, text, shot, 1)
+    if not found and shot.width * shot.height < ZOOM_BELOW:
+        found = await _by_text(desktop, text, shot, 2)
+    return found
+
+
+async def _by_text(desktop: Desktop, text: str, shot: Screenshot, zoom: int) -> list[Candidate]:
+    lines = await desktop.recognise(shot, zoom)
     out = []
     for line in lines:
-        score = score_name(line.text, text)
+        score = score_name(line.text, text) or fuzzy_score(line.text, text)
         box = line
         if score == 0.0:
             continue

@@ -142,7 +142,7 @@ async def find(atspi: AtspiClient, *, role: str | None, name: str | None, app: s
             continue
         if role is None and states and not set(states) <= element.states:
             continue
-        score = 1.0 if name is None else score_name(element.name, name)
+        score = 1.0 if name is None else max(score_name(element.name, name), score_name(element.label, name))
         if score > 0:
             scored.append((score, element))
     scored.sort(key=lambda pair: -pair[0])  # stable: document order among equals

@@ -86,7 +86,10 @@ class DesktopControl(DesktopTool[DesktopArgs]):
             return x.window_at(*center)
         if args.action in KEYBOARD or args.action == "scroll":
             return x.focused_window()
-        raise InputProblem("a role/name target is found when the action runs")
+        center = self.desktop.named.get((args.role, args.name, args.target_app, args.via))
+        if center is None:
+            raise InputProblem("a role/name target is found when the action runs")
+        return x.window_at(*center)
 
     def _named_window(self, args: DesktopArgs) -> Window:
         windows = self.desktop.x().windows()
@@ -103,12 +106,12 @@ class DesktopControl(DesktopTool[DesktopArgs]):
         # The policy judged this call on the window it could name beforehand. If it could not name one
         # (a role/name target), ask the chokepoint again now that the real window is known.
         ctx = current_call()
-        if ctx is None or "unresolved" not in judged or window is None or not hasattr(ctx, "explain"):
+        if ctx is None or "unresolved" not in judged or window is None:
             return
         explanation = ctx.explain(self.NAME, args.model_dump(exclude_defaults=True))
-        decision = str(getattr(explanation, "decision", "allow"))
+        decision = explanation.decision
         if decision == "deny":
-            raise Refused(f"acting on {window.app} {window.title!r} is denied: {getattr(explanation, 'reason', '')}")
+            raise Refused(f"acting on {window.app} {window.title!r} is denied: {explanation.reason}")
         if decision == "ask":
             raise Refused(
                 f"acting on {window.app} {window.title!r} needs approval: query the element first "
@@ -231,19 +234,48 @@ class DesktopControl(DesktopTool[DesktopArgs]):
                                          include_hidden=True)  # fmt: skip
                 if hits:
                     best = hits[0]
+                    if best.element is not None and best.element.center is not None:
+                        self._note(args, best.center)
                     return _Target(point=_center(best.element), element=best.element, via="accessibility", found=best)
                 problems.append(f"no accessible {args.role or 'element'} named {args.name!r}")
             except AccessibilityUnavailable as exc:
                 problems.append(str(exc))
         if args.via != "accessibility" and args.name:
-            shot = self.desktop.capture()
-            hits = await by_text(self.desktop, args.name, shot)
-            if hits:
-                best = hits[0]
-                c = best.center
-                return _Target(point=(round(c[0]), round(c[1])), via="pixels", found=best)
+            for window in self._ocr_windows(args):
+                shot = self.desktop.capture(window=window)
+                hits = await by_text(self.desktop, args.name, shot)
+                if hits:
+                    best = hits[0]
+                    c = best.center
+                    self._note(args, c)
+                    return _Target(point=(round(c[0]), round(c[1])), via="pixels", found=best)
             problems.append(f"no text {args.name!r} on screen (OCR)")
         raise InputProblem("; ".join(problems) + ": check the name with desktop_ax_snapshot or desktop_som")
+
+    def _ocr_windows(self, args: DesktopArgs) -> list[Window | None]:
+        """Where the pixel path reads text: the whole screen, or the named window and what covers it.
+
+        With target_app the OCR reads only that window, so a label shown elsewhere cannot be hit; the
+        windows stacked above it (its open menus, popups, dialogs) are read first, each on its own,
+        because a menu's items drawn over the window's own text would otherwise merge into one line.
+        """
+        if not args.target_app:
+            return [None]
+        target = self._named_window(args)
+        above = []
+        for w in self.desktop.x().windows():
+            if w.id == target.id:
+                break
+            if w.x < target.x + target.width and target.x < w.x + w.width and w.y < target.y + target.height \
+                    and target.y < w.y + w.height:  # fmt: skip
+                above.append(w)
+        return [*above, target]
+
+    def _note(self, args: DesktopArgs, center: tuple[float, float]) -> None:
+        named = self.desktop.named
+        named[(args.role, args.name, args.target_app, args.via)] = center
+        while len(named) > 256:
+            named.pop(next(iter(named)))
 
     async def _by_role_only(self, args: DesktopArgs) -> list[Candidate]:
         from aleph_desktop._query import find
@@ -391,7 +423,7 @@ class DesktopControl(DesktopTool[DesktopArgs]):
                 results.append({"index": index, "success": False, "error": "a batch cannot contain a batch"})
                 break
             try:
-                if ctx is not None and hasattr(ctx, "subcall"):
+                if ctx is not None:
                     # Each action passes the chokepoint under its own arguments and gets its own ledger row.
                     output = await ctx.subcall(self.NAME, sub)
                     data = getattr(output, "value", output)

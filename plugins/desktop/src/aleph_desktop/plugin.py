@@ -12,7 +12,10 @@ from aleph_desktop._tools_ax import AxQueryByRole, AxQueryFocused, AxQueryTree, 
 from aleph_desktop._tools_desktop import DesktopControl
 from aleph_desktop._tools_vision import CheckPermissions, GuiLocate, SetOfMarks
 
-__all__ = ["TOOLS", "aleph_register_tools"]
+__all__ = ["ALEPH_HOOKSPECS", "TOOLS", "aleph_register_tools"]
+
+ALEPH_HOOKSPECS = (hookspec,)
+"""The family's own hooks (vision locators), added to the plugin manager when this plugin loads."""
 
 TOOLS = (
     DesktopControl,
@@ -31,9 +34,6 @@ TOOLS = (
 def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginContext) -> None:
     """Validate ``[desktop]``, collect vision locators, and register the tools over one :class:`Desktop`."""
     config = context.config.section("desktop", DesktopConfig)
-    add_specs = getattr(context, "add_hookspecs", None)
-    if add_specs is not None:
-        add_specs(hookspec)
     locators: dict[str, VisionLocator] = {}
 
     def add_locator(name: str, locate: Any) -> None:
