@@ -15,7 +15,7 @@ from gi.repository import GLib, Gtk  # noqa: E402
 
 STATE_PATH = sys.argv[1]
 state = {
-    "name": "", "email": "", "city": "", "subscribe": False, "remember": False, "accept": False,
+    "name": "", "email": "", "city": "", "password": "", "subscribe": False, "remember": False, "accept": False,
     "size": "medium", "color": "Red", "quantity": 1, "bold": False, "saved": 0, "resets": 0,
     "menu": "", "details": False, "deleted": False, "dialog": "", "tab": 0, "debug": False,
 }
@@ -80,9 +80,10 @@ notebook.connect("switch-page", lambda _n, _p, num: setter("tab", num)())
 grid = Gtk.Grid(column_spacing=8, row_spacing=6, margin=10)
 notebook.append_page(grid, Gtk.Label(label="General"))
 row = 0
-for key, label in (("name", "Name"), ("email", "Email"), ("city", "City")):
+for key, label in (("name", "Name"), ("email", "Email"), ("city", "City"), ("password", "Password")):
     lab = Gtk.Label(label=label, xalign=0)
     entry = Gtk.Entry()
+    entry.set_visibility(key != "password")
     lab.set_mnemonic_widget(entry)
     entry.connect("changed", lambda w, k=key: setter(k, w.get_text())())
     entries[key] = entry

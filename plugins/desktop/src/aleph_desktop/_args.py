@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from aleph import ToolArgs
 from aleph_desktop._roles import normalise_role
 
-__all__ = ["ACTIONS", "DesktopArgs", "Region"]
+__all__ = ["ACTIONS", "ActionArgs", "DesktopArgs", "Region"]
 
 Action = Literal[
     "screenshot", "ocr", "cursor_position", "window_list", "wait",
@@ -34,8 +34,8 @@ class Region(ToolArgs):
     height: int = Field(ge=1, le=100_000)
 
 
-class DesktopArgs(ToolArgs):
-    """Arguments of the desktop tool: one action and what it needs."""
+class ActionArgs(ToolArgs):
+    """One desktop action and what it needs (a batch's items; the tool's own arguments add ``actions``)."""
 
     action: Action
     """What to do. See: screenshot, ocr, cursor_position, window_list, wait; click, double_click, right_click,
@@ -86,8 +86,6 @@ class DesktopArgs(ToolArgs):
     observe: Literal["screenshot", "id", "none"] = "screenshot"
     """After an action, wait for the screen to settle and return a screenshot (with image), only its id and
     hash, or nothing."""
-    actions: list[dict[str, Any]] = Field(default_factory=list, max_length=20)
-    """batch only: the actions to run in order (each an object of these same arguments, without batch)."""
 
     @field_validator("role")
     @classmethod
@@ -95,7 +93,7 @@ class DesktopArgs(ToolArgs):
         return None if value is None else normalise_role(value)
 
     @model_validator(mode="after")
-    def _needs(self) -> DesktopArgs:
+    def _needs(self) -> ActionArgs:
         a = self.action
         has_point = self.x is not None or self.y is not None
         if has_point and (self.x is None or self.y is None):
@@ -121,10 +119,18 @@ class DesktopArgs(ToolArgs):
             raise ValueError(f"{a} needs an element token, or role and/or name")
         if a == "set_value" and self.text is None:
             raise ValueError("set_value needs text (the new value)")
-        if a == "batch" and not self.actions:
-            raise ValueError("batch needs a non-empty actions list")
-        if a != "batch" and self.actions:
+        actions = getattr(self, "actions", None)
+        if a == "batch" and not actions:
+            raise ValueError("batch needs a non-empty actions list (and a batch cannot hold a batch)")
+        if a != "batch" and actions:
             raise ValueError("actions is only for action=batch")
         if self.region is not None and self.window_id is not None:
             raise ValueError("give region or window_id, not both")
         return self
+
+
+class DesktopArgs(ActionArgs):
+    """Arguments of the desktop tool: one action and what it needs, or a batch of actions."""
+
+    actions: list[ActionArgs] = Field(default_factory=list, max_length=20)
+    """batch only: the actions to run in order, each judged by the policy and recorded on its own."""

@@ -150,6 +150,12 @@ class AtspiClient:
         except ImportError as exc:  # pragma: no cover - a declared dependency
             raise AccessibilityUnavailable(f"dbus-fast not available: pip install dbus-fast ({exc})") from None
         address = self._session_address or os.environ.get("DBUS_SESSION_BUS_ADDRESS")
+        if address and address.startswith("unix:path="):
+            path = address[len("unix:path=") :].split(",")[0]
+            if not os.path.exists(path):
+                raise AccessibilityUnavailable(
+                    f"accessibility bus not available: no D-Bus session bus at {path}; start one (dbus-run-session)"
+                )
         try:
             session = MessageBus(bus_address=address) if address else MessageBus(bus_type=BusType.SESSION)
             session = await asyncio.wait_for(session.connect(), self.timeout)

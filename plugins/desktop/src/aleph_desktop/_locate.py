@@ -182,7 +182,9 @@ def _ncc(image: Any, tpl: Any) -> Any:
     var = np.maximum(sq - sums * sums / n, 0.0)
     denom = np.sqrt(var) * (t_norm if t_norm > 0 else 1.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(denom > 1e-3, corr / denom, 0.0)
+        # A near-flat window (std below one grey level) has no shape to compare: float noise there would
+        # otherwise divide into scores far above 1.
+        out = np.clip(np.where(var > n, corr / denom, 0.0), -1.0, 1.0)
     if t_norm == 0:  # a flat template: match flat regions of the same brightness
         out = np.where(var < 1e-3, 1.0 - np.abs(sums / n - tpl.mean()) / 255.0, 0.0)
     return out.astype(np.float32)

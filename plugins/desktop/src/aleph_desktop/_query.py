@@ -140,8 +140,8 @@ async def find(atspi: AtspiClient, *, role: str | None, name: str | None, app: s
     for element in described:
         if not isinstance(element, Element):
             continue
-        if role is None and states and not set(states) <= element.states:
-            continue
+        if states and not set(states) <= element.states:
+            continue  # toolkits do not all honour the state part of a Collection rule
         score = 1.0 if name is None else max(score_name(element.name, name), score_name(element.label, name))
         if score > 0:
             scored.append((score, element))
@@ -181,17 +181,17 @@ class Cursors:
 
     def __init__(self, keep: int = 32) -> None:
         self.keep = keep
-        self._items: OrderedDict[str, tuple[list[_Pending], int]] = OrderedDict()
+        self._items: OrderedDict[str, tuple[list[_Pending], int, int]] = OrderedDict()
 
-    def put(self, stack: list[_Pending], max_depth: int) -> str:
-        """Remember ``stack``; the cursor that resumes it."""
+    def put(self, stack: list[_Pending], max_depth: int, max_nodes: int) -> str:
+        """Remember ``stack`` (and the walk's budgets); the cursor that resumes it."""
         token = "c" + secrets.token_hex(6)
-        self._items[token] = (stack, max_depth)
+        self._items[token] = (stack, max_depth, max_nodes)
         while len(self._items) > self.keep:
             self._items.popitem(last=False)
         return token
 
-    def take(self, token: str) -> tuple[list[_Pending], int]:
+    def take(self, token: str) -> tuple[list[_Pending], int, int]:
         """The stack of ``token`` (used once); an unknown cursor raises ValueError."""
         item = self._items.pop(token, None)
         if item is None:
@@ -204,7 +204,7 @@ async def walk(atspi: AtspiClient, roots: list[Ref], *, max_depth: int, max_node
     """The accessibility tree under ``roots`` (depth-first), with layout wrappers flattened away."""
     deadline = time.monotonic() + deadline_s
     if cursor is not None:
-        stack, max_depth = cursors.take(cursor)
+        stack, max_depth, max_nodes = cursors.take(cursor)
     else:
         stack = [_Pending(r, 0, None) for r in reversed(roots)]
     nodes: dict[str, Element] = {}
@@ -266,7 +266,7 @@ async def walk(atspi: AtspiClient, roots: list[Ref], *, max_depth: int, max_node
         for p in stack:
             if p.parent in attach and attach[p.parent] is not None:
                 p.parent = attach[p.parent]
-        out["cursor"] = cursors.put(stack, max_depth)
+        out["cursor"] = cursors.put(stack, max_depth, max_nodes)
         why = "deadline" if timed_out else "node budget"
         out["message"] = (
             f"Tree truncated at the {why}: this is not the whole tree. Pass the cursor to continue, or narrow it "

@@ -53,7 +53,7 @@ class TreeArgs(ToolArgs):
     deadline_ms: int = Field(default=3000, ge=50, le=30_000)
     """Time budget of this page; past it the result is truncated and carries a cursor."""
     cursor: str | None = Field(default=None, min_length=1, max_length=64)
-    """Continue a truncated walk from where it stopped (its other arguments are then ignored)."""
+    """Continue a truncated walk from where it stopped, with its depth and budgets (other arguments are ignored)."""
 
 
 class AxQueryTree(DesktopTool[TreeArgs]):

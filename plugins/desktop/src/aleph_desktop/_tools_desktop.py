@@ -418,10 +418,11 @@ class DesktopControl(DesktopTool[DesktopArgs]):
     async def _batch(self, args: DesktopArgs) -> dict[str, Any]:
         results: list[dict[str, Any]] = []
         ctx = current_call()
-        for index, sub in enumerate(args.actions):
-            if sub.get("action") == "batch" or "actions" in sub:
-                results.append({"index": index, "success": False, "error": "a batch cannot contain a batch"})
-                break
+        for index, action in enumerate(args.actions):
+            sub = action.model_dump(exclude_defaults=True)
+            sub["action"] = action.action
+            if "observe" not in action.model_fields_set and index < len(args.actions) - 1:
+                sub["observe"] = "id"  # one image per batch (the last action's), not one per step
             try:
                 if ctx is not None:
                     # Each action passes the chokepoint under its own arguments and gets its own ledger row.

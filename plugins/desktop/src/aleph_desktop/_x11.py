@@ -133,6 +133,10 @@ class X11Display:
         except ImportError as exc:  # pragma: no cover - a declared dependency
             raise DisplayUnavailable(f"python-xlib not available: pip install python-xlib ({exc})") from None
         self._X, self._Xatom, self._xtest, self._error = X, Xatom, xtest, error
+        local = self.name.split(".")[0]
+        if local.startswith(":") and local[1:].isdigit() and not os.path.exists(f"/tmp/.X11-unix/X{local[1:]}"):
+            # Checked first: python-xlib would fall back to TCP and leave the failed sockets open.
+            raise DisplayUnavailable(f"X display {self.name} not reachable: no X server listens on it")
         try:
             self._d = display.Display(self.name)
         except Exception as exc:
