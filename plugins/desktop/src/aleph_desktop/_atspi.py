@@ -35,6 +35,7 @@ _ACTION_WORDS = ("click", "press", "activate", "toggle", "jump", "open", "expand
 _SHOWING = [STATE_NAMES.index("showing"), STATE_NAMES.index("visible")]
 _INTERACTABLE_IDS = sorted(role_id(r) for r in INTERACTABLE_ROLES)
 _LABELLED_ROLES = frozenset({"combo box", "spin button", "slider", "text", "password text", "entry", "dial"})
+_CACHE_MAX = 20_000
 MAX_NAME = 120
 """Characters of a name or value returned (longer ones end with "…")."""
 
@@ -137,6 +138,7 @@ class AtspiClient:
         self._lock: asyncio.Lock | None = None
         self._app_names: dict[str, str] = {}
         self._pids: dict[str, int | None] = {}
+        self._cache: dict[Ref, tuple[str, str, str, frozenset[str]]] = {}
         self.events = 0
         """Accessibility events seen since the connection opened (settling watches it move)."""
         self.last_event = 0.0
@@ -196,6 +198,9 @@ class AtspiClient:
         interface = message.interface or ""
         if interface.startswith("org.a11y.atspi.Event."):
             self.events += 1
+            self._cache.pop((message.sender or "", message.path or ""), None)
+            if message.member == "ChildrenChanged":
+                self._cache.clear()  # a relabelled or replaced subtree: cheaper to start over than to chase it
             self.last_event = time.monotonic()
 
     async def bus(self) -> Any:
@@ -205,6 +210,7 @@ class AtspiClient:
             self._lock = asyncio.Lock()
             self._loop = loop
             self._bus = None
+            self._cache.clear()
         async with self._lock:
             if self._bus is None or not self._bus.connected:
                 self._bus = await self._connect()
@@ -291,33 +297,49 @@ class AtspiClient:
     # -- objects -----------------------------------------------------------------------------
 
     async def describe(self, ref: Ref, *, bounds: bool = True, role: str | None = None) -> Element:
-        """Role, name, states (and screen bounds) of ``ref`` in one round of pipelined requests."""
+        """Role, name, label and states (and screen bounds) of ``ref``.
+
+        Role, name, label and states are cached per object and dropped when the object reports a
+        change (a state, a property, its text) or when :meth:`invalidate` is called (after every
+        action); bounds are always asked for, since a window can move without a word.
+        """
+        cached = self._cache.get(ref)
+        if cached is None:
+            cached = await self._fetch(ref, role)
+            if len(self._cache) >= _CACHE_MAX:
+                self._cache.clear()
+            self._cache[ref] = cached
+        box = None
+        if bounds:
+            try:
+                (extents,) = await self.call(ref, "org.a11y.atspi.Component", "GetExtents", "u", [_SCREEN_COORDS])
+                x, y, w, h = extents
+                box = (int(x), int(y), int(w), int(h)) if w > 0 and h > 0 else None
+            except AccessibilityUnavailable:
+                box = None  # no Component interface: an element without a place on screen
+        c_role, name, label, states = cached
+        return Element(ref, c_role, name, states, box, self.app_name(ref[0]), label=label)
+
+    async def _fetch(self, ref: Ref, role: str | None) -> tuple[str, str, str, frozenset[str]]:
         requests = [self.prop(ref, ACC, "Name"), self.call(ref, ACC, "GetState")]
         if role is None:
             requests.append(self.call(ref, ACC, "GetRole"))
-        if bounds:
-            requests.append(self.call(ref, "org.a11y.atspi.Component", "GetExtents", "u", [_SCREEN_COORDS]))
         results = await asyncio.gather(*requests, return_exceptions=True)
-        for r in results[:2]:
+        for r in results:
             if isinstance(r, BaseException):
                 raise r if isinstance(r, AccessibilityUnavailable) else AccessibilityUnavailable(str(r))
-        name, (states,) = results[0], results[1]
-        rest = list(results[2:])
+        name, (states,) = str(results[0]), results[1]
         if role is None:
-            got = rest.pop(0)
-            if isinstance(got, BaseException):
-                raise AccessibilityUnavailable(str(got))
-            role = ROLE_NAMES[got[0]] if got[0] < len(ROLE_NAMES) else "unknown"
-        box = None
-        if bounds and rest and not isinstance(rest[0], BaseException):
-            x, y, w, h = rest[0][0]
-            box = (int(x), int(y), int(w), int(h)) if w > 0 and h > 0 else None
-        element = Element(ref, role, str(name), state_bits(states), box, self.app_name(ref[0]))
-        if role in _LABELLED_ROLES or (not element.name and role in INTERACTABLE_ROLES):
-            element.label = await self._label(ref)
-            if not element.name:
-                element.name = element.label
-        return element
+            number = results[2][0]
+            role = ROLE_NAMES[number] if number < len(ROLE_NAMES) else "unknown"
+        label = ""
+        if role in _LABELLED_ROLES or (not name and role in INTERACTABLE_ROLES):
+            label = await self._label(ref)
+        return role, name or label, label, state_bits(states)
+
+    def invalidate(self) -> None:
+        """Forget every cached description (the tools call it after each action they perform)."""
+        self._cache.clear()
 
     async def _label(self, ref: Ref) -> str:
         # A field without a name of its own is named by the label that points at it.

@@ -93,6 +93,12 @@ class Desktop:
         rgb, _, _ = x.capture(0, 0, *x.size)
         return hashlib.sha256(rgb).hexdigest()
 
+    def baseline(self) -> tuple[str, Any]:
+        """The screen before an action: its SHA-256 (for the ledger) and its tiles (for :meth:`settle`), one grab."""
+        x = self.x()
+        rgb, w, h = x.capture(0, 0, *x.size)
+        return hashlib.sha256(rgb).hexdigest(), _tile_sums(rgb, w, h)
+
     def tiles(self) -> Any:
         """Per-tile pixel sums of the screen right now (16×16 tiles): the unit :meth:`settle` compares."""
         x = self.x()

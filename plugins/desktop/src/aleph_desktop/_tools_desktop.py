@@ -145,9 +145,9 @@ class DesktopControl(DesktopTool[DesktopArgs]):
         if target.window is None and a in KEYBOARD:
             target.window = x.focused_window()
         await self._recheck(args, judged, target.window)
-        before = self.desktop.capture()
-        tiles = self.desktop.tiles()
+        before_hash, tiles = self.desktop.baseline()
         detail = await self._perform(args, target)
+        self.desktop.atspi.invalidate()  # what this action changed must be read afresh
         settle = await self.desktop.settle(tiles)
         out: dict[str, Any] = {"action": a, "done": True, "via": target.via, **detail, "settle": settle}
         if target.window is not None:
@@ -160,7 +160,7 @@ class DesktopControl(DesktopTool[DesktopArgs]):
             after_hash = after.sha256
             out["screenshot"] = self._shot_json(after, args.format, image=args.observe == "screenshot")
         window_ref = f"{target.window.app}:{target.window.title}" if target.window else ""
-        annotate(window=window_ref, screenshot_before=before.sha256, screenshot_after=after_hash)
+        annotate(window=window_ref, screenshot_before=before_hash, screenshot_after=after_hash)
         return out
 
     # -- perception --------------------------------------------------------------------------
