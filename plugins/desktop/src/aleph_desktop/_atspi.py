@@ -36,6 +36,7 @@ _SHOWING = [STATE_NAMES.index("showing"), STATE_NAMES.index("visible")]
 _INTERACTABLE_IDS = sorted(role_id(r) for r in INTERACTABLE_ROLES)
 _LABELLED_ROLES = frozenset({"combo box", "spin button", "slider", "text", "password text", "entry", "dial"})
 _CACHE_MAX = 20_000
+_WINDOWS_TTL_S = 0.5
 MAX_NAME = 120
 """Characters of a name or value returned (longer ones end with "…")."""
 
@@ -139,6 +140,7 @@ class AtspiClient:
         self._app_names: dict[str, str] = {}
         self._pids: dict[str, int | None] = {}
         self._cache: dict[Ref, tuple[str, str, str, frozenset[str]]] = {}
+        self._windows: tuple[float, list[tuple[Ref, str]]] | None = None
         self.events = 0
         """Accessibility events seen since the connection opened (settling watches it move)."""
         self.last_event = 0.0
@@ -200,6 +202,7 @@ class AtspiClient:
             self.events += 1
             self._cache.pop((message.sender or "", message.path or ""), None)
             if message.member == "ChildrenChanged":
+                self._windows = None
                 self._cache.clear()  # a relabelled or replaced subtree: cheaper to start over than to chase it
             self.last_event = time.monotonic()
 
@@ -211,6 +214,7 @@ class AtspiClient:
             self._loop = loop
             self._bus = None
             self._cache.clear()
+            self._windows = None
         async with self._lock:
             if self._bus is None or not self._bus.connected:
                 self._bus = await self._connect()
@@ -284,8 +288,18 @@ class AtspiClient:
         return f"{name} {version}".strip()
 
     async def windows(self, app: str | None = None) -> list[tuple[Ref, str]]:
-        """(window ref, application name) of the top-level windows, optionally of apps whose name matches ``app``."""
-        apps = [(r, n) for r, n in await self.apps() if app is None or _name_matches(n, app)]
+        """(window ref, application name) of the top-level windows, optionally of apps whose name matches ``app``.
+
+        The list is reused for at most half a second, and not at all after a window or application
+        came or went (children-changed) or an action ran.
+        """
+        now = time.monotonic()
+        if self._windows is None or now - self._windows[0] > _WINDOWS_TTL_S:
+            self._windows = (now, await self._all_windows())
+        return [(r, n) for r, n in self._windows[1] if app is None or _name_matches(n, app)]
+
+    async def _all_windows(self) -> list[tuple[Ref, str]]:
+        apps = await self.apps()
         lists = await asyncio.gather(*(self.call(r, ACC, "GetChildren") for r, _ in apps), return_exceptions=True)
         out = []
         for (_, name), result in zip(apps, lists, strict=True):
@@ -338,8 +352,9 @@ class AtspiClient:
         return role, name or label, label, state_bits(states)
 
     def invalidate(self) -> None:
-        """Forget every cached description (the tools call it after each action they perform)."""
+        """Forget every cached description and the window list (the tools call it after each action)."""
         self._cache.clear()
+        self._windows = None
 
     async def _label(self, ref: Ref) -> str:
         # A field without a name of its own is named by the label that points at it.

@@ -82,7 +82,7 @@ class Desktop:
         rgb, w, h = x.capture(rx, ry, rw, rh)
         origin = (max(0, rx), max(0, ry))
         windows = tuple(x.windows())
-        if windows and _blank(rgb):
+        if windows and _blank(rgb, w, h):
             # Windows are mapped yet every pixel is black: the capture saw nothing (wrong display, no output).
             raise DisplayUnavailable(f"screen capture returned a blank frame on {x.name}: no pixels to look at")
         return self.shots.add(rgb, (w, h), origin, screen, windows, max_width, max_height)
@@ -160,12 +160,12 @@ class Desktop:
 def _tile_sums(rgb: bytes, width: int, height: int, tile: int = 16) -> Any:
     import numpy as np
 
-    frame = np.frombuffer(rgb, dtype=np.uint8).reshape(height, width, 3)
+    frame = np.frombuffer(rgb, dtype=np.uint8).reshape(height, width, 4)
     th, tw = height // tile, width // tile
-    return frame[: th * tile, : tw * tile].reshape(th, tile, tw, tile, 3).sum(axis=(1, 3, 4), dtype=np.uint32)
+    return frame[: th * tile, : tw * tile].reshape(th, tile, tw, tile, 4).sum(axis=(1, 3, 4), dtype=np.uint32)
 
 
-def _blank(rgb: bytes) -> bool:
-    # Sample the frame instead of scanning 4 MB: a real screen has non-black pixels almost everywhere.
-    step = max(3, (len(rgb) // 3 // 4096) * 3)
-    return not any(rgb[::step])
+def _blank(rgb: bytes, width: int, height: int) -> bool:
+    from PIL import Image
+
+    return Image.frombuffer("RGB", (width, height), rgb, "raw", "BGRX", 0, 1).getbbox() is None

@@ -91,7 +91,12 @@ def fuzzy_score(read: str, needle: str) -> float:
         return 0.0
     if a == b:
         return 0.95
-    if len(b) >= 4 and difflib.SequenceMatcher(None, a, b).ratio() >= 0.8:
+    if len(b) < 4:
+        return 0.0
+    # The whole line, or a run of as many words as the needle has (labels on one row merge into a line).
+    words, n = a.split(), max(1, len(b.split()))
+    spans = [a] + [" ".join(words[i : i + n]) for i in range(max(0, len(words) - n + 1))]
+    if any(difflib.SequenceMatcher(None, span, b).ratio() >= 0.8 for span in spans):
         return 0.7
     return 0.0
 

@@ -13,14 +13,16 @@ import hashlib
 import io
 import itertools
 import secrets
+import struct
 import time
+import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from aleph_desktop._x11 import Window
 
-__all__ = ["Screenshot", "ScreenshotStore", "StaleScreenshot", "encode_image"]
+__all__ = ["Screenshot", "ScreenshotStore", "StaleScreenshot", "encode_image", "fast_png"]
 
 
 class StaleScreenshot(ValueError):
@@ -83,12 +85,34 @@ class Screenshot:
 
 def encode_image(image: Any, fmt: str = "png", quality: int = 85) -> str:
     """The image as base64 PNG or JPEG."""
-    buf = io.BytesIO()
     if fmt == "jpeg":
+        buf = io.BytesIO()
         image.save(buf, format="JPEG", quality=quality)
-    else:
-        image.save(buf, format="PNG", compress_level=1)  # speed over size: screenshots are transient
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+        return base64.b64encode(buf.getvalue()).decode("ascii")
+    return base64.b64encode(fast_png(image)).decode("ascii")
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def fast_png(image: Any) -> bytes:
+    """A PNG of an RGB image without per-row filtering, deflated at level 1.
+
+    Screens are mostly flat colour, which deflate already packs well: skipping the adaptive filter
+    search makes encoding 2-3× faster than Pillow's PNG writer (about 19 against 43 ms for 1280×800
+    here) for files of about the same size.
+    """
+    import numpy as np
+
+    pixels = np.asarray(image.convert("RGB") if image.mode != "RGB" else image, dtype=np.uint8)
+    height, width = pixels.shape[:2]
+    rows = np.empty((height, width * 3 + 1), dtype=np.uint8)
+    rows[:, 0] = 0  # filter type None for every row
+    rows[:, 1:] = pixels.reshape(height, width * 3)
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)) + \
+        _chunk(b"IEND", b"")  # fmt: skip
 
 
 class ScreenshotStore:
@@ -103,10 +127,10 @@ class ScreenshotStore:
 
     def add(self, rgb: bytes, size: tuple[int, int], origin: tuple[int, int], screen: tuple[int, int],
             windows: tuple[Window, ...], max_width: int | None = None, max_height: int | None = None) -> Screenshot:  # fmt: skip
-        """Record a capture (RGB bytes of ``size``), shrunk to fit ``max_width``/``max_height`` if given."""
+        """Record a capture (BGRX bytes of ``size``), shrunk to fit ``max_width``/``max_height`` if given."""
         from PIL import Image
 
-        image = Image.frombytes("RGB", size, rgb)
+        image = Image.frombuffer("RGB", size, rgb, "raw", "BGRX", 0, 1)
         scale = 1.0
         if max_width or max_height:
             scale = min((max_width or size[0]) / size[0], (max_height or size[1]) / size[1], 1.0)

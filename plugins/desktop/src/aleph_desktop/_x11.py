@@ -395,7 +395,11 @@ class X11Display:
     # -- capture -----------------------------------------------------------------------------
 
     def capture(self, x: int, y: int, width: int, height: int) -> tuple[bytes, int, int]:
-        """RGB bytes of the screen rectangle, with its width and height (clipped to the screen)."""
+        """BGRX bytes (4 per pixel, as X returns them) of the screen rectangle, with its width and height.
+
+        The rectangle is clipped to the screen. Converting to RGB is left to whoever needs it (Pillow
+        does it in C), so the hash and the settle comparison work on the raw frame.
+        """
         sw, sh = self.size
         x0, y0 = max(0, x), max(0, y)
         x1, y1 = min(sw, x + width), min(sh, y + height)
@@ -409,7 +413,7 @@ class X11Display:
                     raise DisplayUnavailable(f"mss not available: pip install mss ({exc})") from None
                 self._mss = mss.MSS(display=self.name)
             shot = self._mss.grab({"left": x0, "top": y0, "width": x1 - x0, "height": y1 - y0})
-            return bytes(shot.rgb), int(shot.size.width), int(shot.size.height)
+            return bytes(shot.raw), int(shot.size.width), int(shot.size.height)
 
 
 def _chunks(text: str, size: int) -> Iterator[str]:
