@@ -84,14 +84,18 @@ async def main(session: HeadlessSession, scratch: Path) -> None:
         snap = await call("desktop_ax_snapshot", {"app": "widget-factory"})
         tree = await call("desktop_ax_query_tree", {"app": "widget-factory", "max_depth": 32, "max_nodes": 10000})
         snaps = await timed(lambda: call("desktop_ax_snapshot", {"app": "widget-factory"}), N)
-        print(f"desktop_ax_snapshot gtk3-widget-factory     {ms(snaps)}   [target <= 150 ms]"
-              f"  ({snap['count']} interactable of {snap['nodes_walked']} examined; the app has "
-              f"{tree['node_count'] + tree['elided']} nodes)")
+        print(
+            f"desktop_ax_snapshot gtk3-widget-factory     {ms(snaps)}   [target <= 150 ms]"
+            f"  ({snap['count']} interactable of {snap['nodes_walked']} examined; the app has "
+            f"{tree['node_count'] + tree['elided']} nodes)"
+        )
         await call("desktop_ax_query_by_role", {"role": "check box", "app": "widget-factory"})
         roles = await timed(lambda: call("desktop_ax_query_by_role", {"role": "check box", "app": "widget-factory"}), N)
         print(f"desktop_ax_query_by_role (warm)             {ms(roles)}   [target <= 10 ms]")
-        walks = await timed(lambda: call("desktop_ax_query_tree", {"app": "widget-factory", "max_depth": 32,
-                                                                    "max_nodes": 10000}), max(3, N // 4))
+        walks = await timed(
+            lambda: call("desktop_ax_query_tree", {"app": "widget-factory", "max_depth": 32, "max_nodes": 10000}),
+            max(3, N // 4),
+        )
         print(f"desktop_ax_query_tree full walk             {ms(walks)}   ({tree['node_count']} nodes)")
         session.stop(factory)
 
@@ -102,20 +106,39 @@ async def main(session: HeadlessSession, scratch: Path) -> None:
         await harness.ensure("tk")
 
         async def act() -> None:
-            await call("desktop", {"action": "press", "role": "check box", "name": "Subscribe",
-                                   "target_app": "gtk_form", "observe": "screenshot"})
+            await call(
+                "desktop",
+                {
+                    "action": "press",
+                    "role": "check box",
+                    "name": "Subscribe",
+                    "target_app": "gtk_form",
+                    "observe": "screenshot",
+                },
+            )
 
         acts = await timed(act, N)
-        print(f"action -> settled screenshot (AX press)     {ms(acts)}   [target p50 <= 250 ms]"
-              f"   reference fixed sleep: {REFERENCE_SLEEP_MS:.0f} ms + capture "
-              f"({REFERENCE_SLEEP_MS / percentile(acts, 0.5):.1f}x slower)")
-        save = (await call("desktop_ax_query_by_role", {"role": "push button", "name": "Save",
-                                                        "app": "gtk_form"}))["elements"][0]
+        print(
+            f"action -> settled screenshot (AX press)     {ms(acts)}   [target p50 <= 250 ms]"
+            f"   reference fixed sleep: {REFERENCE_SLEEP_MS:.0f} ms + capture "
+            f"({REFERENCE_SLEEP_MS / percentile(acts, 0.5):.1f}x slower)"
+        )
+        save = (await call("desktop_ax_query_by_role", {"role": "push button", "name": "Save", "app": "gtk_form"}))[
+            "elements"
+        ][0]
 
         async def click() -> None:
             shot = await call("desktop", {"action": "screenshot", "observe": "none"})
-            await call("desktop", {"action": "click", "x": save["center"][0], "y": save["center"][1],
-                                   "screenshot_id": shot["screenshot_id"], "observe": "screenshot"})
+            await call(
+                "desktop",
+                {
+                    "action": "click",
+                    "x": save["center"][0],
+                    "y": save["center"][1],
+                    "screenshot_id": shot["screenshot_id"],
+                    "observe": "screenshot",
+                },
+            )
 
         clicks = await timed(click, N)
         print(f"screenshot + click -> settled screenshot    {ms(clicks)}")
@@ -133,8 +156,10 @@ async def main(session: HeadlessSession, scratch: Path) -> None:
             outcomes = [await harness.run(task) for task in suite]
             passed = sum(o.ok for o in outcomes)
             target = "100%" if suite is ACCESSIBILITY else ">= 95%"
-            print(f"task suite, {label:<14} {passed}/{len(suite)} = {passed / len(suite):6.1%}   [target {target}]"
-                  f"   {time.perf_counter() - start:5.1f} s")
+            print(
+                f"task suite, {label:<14} {passed}/{len(suite)} = {passed / len(suite):6.1%}   [target {target}]"
+                f"   {time.perf_counter() - start:5.1f} s"
+            )
             for o in outcomes:
                 if not o.ok:
                     print(f"    failed: {o.task.name}: {o.detail[:160]}")

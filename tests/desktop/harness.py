@@ -78,8 +78,9 @@ class Harness:
 
     async def _gtk_ready(self) -> bool:
         try:
-            out = await self.execute("desktop_ax_query_by_role", {"role": "push button", "name": "Save",
-                                                                  "app": "gtk_form"})
+            out = await self.execute(
+                "desktop_ax_query_by_role", {"role": "push button", "name": "Save", "app": "gtk_form"}
+            )
         except Exception:
             return False
         return bool(out["elements"])
@@ -126,8 +127,7 @@ class Harness:
             deadline = time.monotonic() + 15
             while time.monotonic() < deadline:
                 try:
-                    found = await self.execute("desktop_ax_query_by_role",
-                                               {"role": "push button", "app": "zenity"})
+                    found = await self.execute("desktop_ax_query_by_role", {"role": "push button", "app": "zenity"})
                     if found["elements"]:
                         break
                 except Exception:

@@ -37,8 +37,10 @@ class TestDesktopContract(ToolContractTests):
     def examples(self) -> list[tuple[str, dict[str, Any]]]:
         return [
             ("desktop", {"action": "screenshot", "max_width": 640}),
-            ("desktop", {"action": "press", "role": "push button", "name": "Save", "target_app": "gtk_form",
-                         "observe": "id"}),
+            (
+                "desktop",
+                {"action": "press", "role": "push button", "name": "Save", "target_app": "gtk_form", "observe": "id"},
+            ),
             ("desktop_ax_query_focused", {}),
             ("desktop_ax_query_tree", {"app": "gtk_form", "max_depth": 3}),
             ("desktop_ax_query_by_role", {"role": "check box", "app": "gtk_form"}),

@@ -15,7 +15,9 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-async def harness(session: HeadlessSession, call: Any, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Harness]:
+async def harness(
+    session: HeadlessSession, call: Any, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Harness]:
     h = Harness(session, call, Path(tmp_path_factory.mktemp("state")))
     try:
         yield h

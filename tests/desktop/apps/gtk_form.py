@@ -15,9 +15,25 @@ from gi.repository import GLib, Gtk  # noqa: E402
 
 STATE_PATH = sys.argv[1]
 state = {
-    "name": "", "email": "", "city": "", "password": "", "subscribe": False, "remember": False, "accept": False,
-    "size": "medium", "color": "Red", "quantity": 1, "bold": False, "saved": 0, "resets": 0,
-    "menu": "", "details": False, "deleted": False, "dialog": "", "tab": 0, "debug": False,
+    "name": "",
+    "email": "",
+    "city": "",
+    "password": "",
+    "subscribe": False,
+    "remember": False,
+    "accept": False,
+    "size": "medium",
+    "color": "Red",
+    "quantity": 1,
+    "bold": False,
+    "saved": 0,
+    "resets": 0,
+    "menu": "",
+    "details": False,
+    "deleted": False,
+    "dialog": "",
+    "tab": 0,
+    "debug": False,
 }
 
 
@@ -32,6 +48,7 @@ def setter(key, value):
     def apply(*_args):
         state[key] = value() if callable(value) else value
         save()
+
     return apply
 
 
@@ -100,7 +117,8 @@ group = None
 for i, label in enumerate(("Small", "Medium", "Large")):
     radio = Gtk.RadioButton.new_with_label_from_widget(group, label)
     group = group or radio
-    radio.connect("toggled", lambda w, v=label.lower(): w.get_active() and setter("size", v)())
+    size = label.lower()
+    radio.connect("toggled", lambda w, v=size: w.get_active() and setter("size", v)())
     if label == "Medium":
         radio.set_active(True)
     grid.attach(radio, i, row, 1, 1)

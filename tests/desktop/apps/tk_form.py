@@ -10,8 +10,20 @@ import tkinter as tk
 
 STATE_PATH = sys.argv[1]
 state = {
-    "subscribe": False, "remember": False, "accept": False, "size": "", "saved": 0, "resets": 0, "applied": 0,
-    "text": "type here", "fruit": "", "menu": "", "double": 0, "right": 0, "hovered": 0, "top": 0,
+    "subscribe": False,
+    "remember": False,
+    "accept": False,
+    "size": "",
+    "saved": 0,
+    "resets": 0,
+    "applied": 0,
+    "text": "type here",
+    "fruit": "",
+    "menu": "",
+    "double": 0,
+    "right": 0,
+    "hovered": 0,
+    "top": 0,
 }
 
 root = tk.Tk(className="TkForm")
@@ -32,6 +44,7 @@ def bump(key):
     def fn(*_):
         state[key] += 1
         save()
+
     return fn
 
 
@@ -39,6 +52,7 @@ def put(key, value):
     def fn(*_):
         state[key] = value
         save()
+
     return fn
 
 
@@ -56,14 +70,16 @@ checks = {}
 for key, label in (("subscribe", "Subscribe"), ("remember", "Remember me"), ("accept", "Accept terms")):
     var = tk.BooleanVar(value=False)
     checks[key] = var
-    tk.Checkbutton(root, text=label, variable=var,
-                   command=lambda k=key, v=var: put(k, v.get())()).pack(anchor="w", padx=10)
+    tk.Checkbutton(root, text=label, variable=var, command=lambda k=key, v=var: put(k, v.get())()).pack(
+        anchor="w", padx=10
+    )
 size = tk.StringVar(value="")
 sizes = tk.Frame(root)
 sizes.pack(anchor="w", padx=10)
 for label in ("Small", "Medium", "Large"):
-    tk.Radiobutton(sizes, text=label, value=label.lower(), variable=size,
-                   command=lambda: put("size", size.get())()).pack(side="left")
+    tk.Radiobutton(
+        sizes, text=label, value=label.lower(), variable=size, command=lambda: put("size", size.get())()
+    ).pack(side="left")
 entry_var = tk.StringVar(value="type here")
 entry = tk.Entry(root, textvariable=entry_var, width=30)
 entry.pack(anchor="w", padx=10, pady=6)
@@ -85,7 +101,7 @@ hover = tk.Label(labels, text="Hover me", relief="ridge", padx=6)
 hover.pack(side="left", padx=4)
 hover.bind("<Enter>", bump("hovered"))
 fruits = tk.Listbox(root, height=4, exportselection=False)
-for name in ("Apple", "Banana", "Cherry") + tuple(f"Item {i}" for i in range(1, 30)):
+for name in ("Apple", "Banana", "Cherry", *(f"Item {i}" for i in range(1, 30))):
     fruits.insert("end", name)
 fruits.pack(anchor="w", padx=10, pady=4)
 

@@ -12,11 +12,25 @@ from aleph_desktop._roles import normalise_role
 __all__ = ["ACTIONS", "ActionArgs", "DesktopArgs", "Region"]
 
 Action = Literal[
-    "screenshot", "ocr", "cursor_position", "window_list", "wait",
-    "click", "double_click", "right_click", "hover", "drag", "scroll",
-    "type_text", "key_combo", "focus_window",
-    "press", "set_value", "select", "batch",
-]  # fmt: skip
+    "screenshot",
+    "ocr",
+    "cursor_position",
+    "window_list",
+    "wait",
+    "click",
+    "double_click",
+    "right_click",
+    "hover",
+    "drag",
+    "scroll",
+    "type_text",
+    "key_combo",
+    "focus_window",
+    "press",
+    "set_value",
+    "select",
+    "batch",
+]
 ACTIONS: tuple[str, ...] = Action.__args__  # type: ignore[attr-defined]
 POINTER = frozenset({"click", "double_click", "right_click", "hover", "drag", "scroll"})
 KEYBOARD = frozenset({"type_text", "key_combo"})

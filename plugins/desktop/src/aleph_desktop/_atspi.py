@@ -119,13 +119,37 @@ class Element:
 
 
 _REPORTED_STATES = frozenset(
-    {"focused", "checked", "pressed", "selected", "expanded", "collapsed", "editable", "active", "indeterminate",
-     "modal", "read only", "required", "multi line", "invalid entry"}
-)  # fmt: skip
+    {
+        "focused",
+        "checked",
+        "pressed",
+        "selected",
+        "expanded",
+        "collapsed",
+        "editable",
+        "active",
+        "indeterminate",
+        "modal",
+        "read only",
+        "required",
+        "multi line",
+        "invalid entry",
+    }
+)
 
 
 def _rule(roles: Iterable[int] = (), states: Sequence[int] = (), role_match: int = _MATCH_ANY) -> list[Any]:
-    return [bitset(list(states), 2), _MATCH_ALL, {}, _MATCH_ALL, bitset(list(roles), 4), role_match, [], _MATCH_ALL, False]
+    return [
+        bitset(list(states), 2),
+        _MATCH_ALL,
+        {},
+        _MATCH_ALL,
+        bitset(list(roles), 4),
+        role_match,
+        [],
+        _MATCH_ALL,
+        False,
+    ]
 
 
 class AtspiClient:
@@ -169,10 +193,13 @@ class AtspiClient:
             ) from None
         try:
             reply = await asyncio.wait_for(
-                session.call(Message(destination="org.a11y.Bus", path="/org/a11y/bus", interface="org.a11y.Bus",
-                                     member="GetAddress")),
+                session.call(
+                    Message(
+                        destination="org.a11y.Bus", path="/org/a11y/bus", interface="org.a11y.Bus", member="GetAddress"
+                    )
+                ),
                 self.timeout,
-            )  # fmt: skip
+            )
         finally:
             session.disconnect()
         if reply.message_type == MessageType.ERROR or not reply.body:
@@ -185,13 +212,26 @@ class AtspiClient:
         except Exception as exc:
             raise AccessibilityUnavailable(f"accessibility bus not available: {exc}") from None
         bus.add_message_handler(self._on_message)
-        await self._raw(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "AddMatch", "s",
-                        ["type='signal',interface='org.a11y.atspi.Event.Object'"])  # fmt: skip
+        await self._raw(
+            bus,
+            "org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus",
+            "AddMatch",
+            "s",
+            ["type='signal',interface='org.a11y.atspi.Event.Object'"],
+        )
         # Toolkits only emit the events someone registered for.
-        for event in ("object:state-changed", "object:children-changed", "object:property-change", "object:text-changed"):
+        for event in (
+            "object:state-changed",
+            "object:children-changed",
+            "object:property-change",
+            "object:text-changed",
+        ):
             try:
-                await self._raw(bus, REGISTRY, "/org/a11y/atspi/registry", REGISTRY, "RegisterEvent", "sass",
-                                [event, [], ""])  # fmt: skip
+                await self._raw(
+                    bus, REGISTRY, "/org/a11y/atspi/registry", REGISTRY, "RegisterEvent", "sass", [event, [], ""]
+                )
             except AccessibilityUnavailable:
                 await self._raw(bus, REGISTRY, "/org/a11y/atspi/registry", REGISTRY, "RegisterEvent", "s", [event])
         return bus
@@ -225,12 +265,13 @@ class AtspiClient:
         if self._bus is not None:
             try:
                 self._bus.disconnect()
-            except Exception:  # noqa: S110 - a bus of a closed loop is already gone
+            except Exception:
                 pass
             self._bus = None
 
-    async def _raw(self, bus: Any, dest: str, path: str, iface: str, member: str, sig: str = "",
-                   body: Sequence[Any] = ()) -> list[Any]:  # fmt: skip
+    async def _raw(
+        self, bus: Any, dest: str, path: str, iface: str, member: str, sig: str = "", body: Sequence[Any] = ()
+    ) -> list[Any]:
         from dbus_fast import Message, MessageType
 
         msg = Message(destination=dest, path=path, interface=iface, member=member, signature=sig, body=list(body))
@@ -272,8 +313,15 @@ class AtspiClient:
         """The process id of the application owning ``bus_name``."""
         if bus_name not in self._pids:
             try:
-                (pid,) = await self._raw(await self.bus(), "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                                         "org.freedesktop.DBus", "GetConnectionUnixProcessID", "s", [bus_name])  # fmt: skip
+                (pid,) = await self._raw(
+                    await self.bus(),
+                    "org.freedesktop.DBus",
+                    "/org/freedesktop/DBus",
+                    "org.freedesktop.DBus",
+                    "GetConnectionUnixProcessID",
+                    "s",
+                    [bus_name],
+                )
                 self._pids[bus_name] = int(pid)
             except AccessibilityUnavailable:
                 self._pids[bus_name] = None
@@ -375,21 +423,24 @@ class AtspiClient:
         (kids,) = await self.call(ref, ACC, "GetChildren")
         return [(k[0], k[1]) for k in kids]
 
-    async def matches(self, scope: Ref, *, roles: Iterable[str] = (), states: Iterable[str] = (),
-                      showing: bool = True, count: int = 0) -> list[Ref]:  # fmt: skip
+    async def matches(
+        self, scope: Ref, *, roles: Iterable[str] = (), states: Iterable[str] = (), showing: bool = True, count: int = 0
+    ) -> list[Ref]:
         """Descendants of ``scope`` (in document order) with one of ``roles`` and all of ``states``."""
         state_ids = [STATE_NAMES.index(s) for s in states] + (_SHOWING if showing else [])
         role_ids = [role_id(r) for r in roles]
         rule = _rule(role_ids, state_ids, _MATCH_ANY if role_ids else _MATCH_ALL)
-        (refs,) = await self.call(scope, "org.a11y.atspi.Collection", "GetMatches", _RULE_SIG,
-                                  [rule, _SORT_CANONICAL, count, True])  # fmt: skip
+        (refs,) = await self.call(
+            scope, "org.a11y.atspi.Collection", "GetMatches", _RULE_SIG, [rule, _SORT_CANONICAL, count, True]
+        )
         return [(r[0], r[1]) for r in refs]
 
     async def interactable(self, scope: Ref, count: int = 0) -> list[Ref]:
         """Showing descendants of ``scope`` whose role a person acts on."""
         rule = _rule(_INTERACTABLE_IDS, _SHOWING, _MATCH_ANY)
-        (refs,) = await self.call(scope, "org.a11y.atspi.Collection", "GetMatches", _RULE_SIG,
-                                  [rule, _SORT_CANONICAL, count, True])  # fmt: skip
+        (refs,) = await self.call(
+            scope, "org.a11y.atspi.Collection", "GetMatches", _RULE_SIG, [rule, _SORT_CANONICAL, count, True]
+        )
         return [(r[0], r[1]) for r in refs]
 
     async def value(self, element: Element) -> str | None:

@@ -13,8 +13,8 @@ import anyio.to_thread
 
 from aleph_desktop._atspi import AtspiClient, Element
 from aleph_desktop._config import DesktopConfig
-from aleph_desktop._query import Cursors
 from aleph_desktop._ocr import TesseractEngine, TextBox
+from aleph_desktop._query import Cursors
 from aleph_desktop._shots import Screenshot, ScreenshotStore
 from aleph_desktop._x11 import DisplayUnavailable, Window, X11Display
 
@@ -25,7 +25,6 @@ VisionLocator = Callable[[Any, str], Any]
 
 _SETTLE_POLL_S = 0.015
 _SEEN_MAX = 4096
-
 
 
 class Desktop:
@@ -71,8 +70,14 @@ class Desktop:
 
     # -- capture -----------------------------------------------------------------------------
 
-    def capture(self, *, region: tuple[int, int, int, int] | None = None, window: Window | None = None,
-                max_width: int | None = None, max_height: int | None = None) -> Screenshot:  # fmt: skip
+    def capture(
+        self,
+        *,
+        region: tuple[int, int, int, int] | None = None,
+        window: Window | None = None,
+        max_width: int | None = None,
+        max_height: int | None = None,
+    ) -> Screenshot:
         """Capture the screen (or a region or window of it) and remember it under a new id."""
         x = self.x()
         screen = x.size
@@ -144,17 +149,27 @@ class Desktop:
 
     # -- OCR ---------------------------------------------------------------------------------
 
-    async def recognise(self, shot: Screenshot, zoom: int = 1) -> list[TextBox]:
-        """OCR of a screenshot, boxes in its image pixels (run in a worker thread), read at ``zoom``× its size."""
+    async def recognise(self, shot: Screenshot, zoom: int = 1, *, binarize: bool = False) -> list[TextBox]:
+        """OCR of a screenshot, boxes in its image pixels (run in a worker thread), read at ``zoom``× its size.
+
+        ``binarize`` reads a black-and-white copy: Tesseract loses words framed by a widget's border
+        (a ridge, a bevel) that it reads once the border's shading is gone.
+        """
         image = shot.image
+        if binarize:
+            from PIL import ImageOps
+
+            image = ImageOps.autocontrast(image.convert("L")).point(lambda v: 255 if v > 128 else 0)
         if zoom == 1:
             return await anyio.to_thread.run_sync(self.ocr.recognise, image)
         from PIL import Image
 
         big = image.resize((image.width * zoom, image.height * zoom), Image.Resampling.LANCZOS)
         lines = await anyio.to_thread.run_sync(self.ocr.recognise, big)
-        return [TextBox(b.text, b.x // zoom, b.y // zoom, max(1, b.width // zoom), max(1, b.height // zoom),
-                        b.confidence) for b in lines]  # fmt: skip
+        return [
+            TextBox(b.text, b.x // zoom, b.y // zoom, max(1, b.width // zoom), max(1, b.height // zoom), b.confidence)
+            for b in lines
+        ]
 
 
 def _tile_sums(rgb: bytes, width: int, height: int, tile: int = 16) -> Any:

@@ -58,8 +58,15 @@ class Candidate:
         return out
 
 
-async def by_name(desktop: Desktop, text: str, *, role: str | None = None, prefer_role: str | None = None,
-                  app: str | None = None, include_hidden: bool = False) -> list[Candidate]:  # fmt: skip
+async def by_name(
+    desktop: Desktop,
+    text: str,
+    *,
+    role: str | None = None,
+    prefer_role: str | None = None,
+    app: str | None = None,
+    include_hidden: bool = False,
+) -> list[Candidate]:
     """Accessible elements named like ``text``: exact 1.0, prefix 0.9, substring 0.8; others roles ×0.5.
 
     With ``include_hidden``, elements without an on-screen box (items of a closed menu) are kept too:
@@ -113,17 +120,19 @@ ZOOM_BELOW = 500_000
 async def by_text(desktop: Desktop, text: str, shot: Screenshot) -> list[Candidate]:
     """OCR lines of ``shot`` that read like ``text`` (the same scoring ×0.75), or a word inside a line.
 
-    Tesseract misreads some 12-13 px GUI text at one size and not at another, so a small capture that
-    did not show the text is read once more at twice its size.
+    Tesseract misses some 12-13 px GUI text in one rendering and not another, so a capture that did
+    not show the text is read again in black and white and, when small, at twice its size.
     """
-    found = await _by_text(desktop, text, shot, 1)
+    found = await _by_text(desktop, text, shot, 1, False)
+    if not found:
+        found = await _by_text(desktop, text, shot, 1, True)
     if not found and shot.width * shot.height < ZOOM_BELOW:
-        found = await _by_text(desktop, text, shot, 2)
+        found = await _by_text(desktop, text, shot, 2, False)
     return found
 
 
-async def _by_text(desktop: Desktop, text: str, shot: Screenshot, zoom: int) -> list[Candidate]:
-    lines = await desktop.recognise(shot, zoom)
+async def _by_text(desktop: Desktop, text: str, shot: Screenshot, zoom: int, binarize: bool) -> list[Candidate]:
+    lines = await desktop.recognise(shot, zoom, binarize=binarize)
     out = []
     for line in lines:
         score = score_name(line.text, text) or fuzzy_score(line.text, text)
@@ -144,8 +153,14 @@ def _narrow(line: TextBox, needle: str) -> TextBox | None:
     if start < 0 or not line.text:
         return None
     per_char = line.width / len(line.text)
-    return TextBox(needle, round(line.x + start * per_char), line.y, max(2, round(len(needle) * per_char)),
-                   line.height, line.confidence)  # fmt: skip
+    return TextBox(
+        needle,
+        round(line.x + start * per_char),
+        line.y,
+        max(2, round(len(needle) * per_char)),
+        line.height,
+        line.confidence,
+    )
 
 
 def by_template(shot: Screenshot, template: Any, threshold: float = 0.9) -> list[Candidate]:

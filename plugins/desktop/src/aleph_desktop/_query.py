@@ -51,8 +51,14 @@ async def _gather_until(deadline: float, coros: list[Any]) -> tuple[list[Any], b
     return out, bool(pending)
 
 
-async def snapshot(atspi: AtspiClient, app: str | None, max_elements: int, max_nodes: int,
-                   deadline_s: float, screen: tuple[int, int] | None = None) -> dict[str, Any]:  # fmt: skip
+async def snapshot(
+    atspi: AtspiClient,
+    app: str | None,
+    max_elements: int,
+    max_nodes: int,
+    deadline_s: float,
+    screen: tuple[int, int] | None = None,
+) -> dict[str, Any]:
     """The interactable, showing elements of every window (of ``app``), indexed in document order."""
     deadline = time.monotonic() + deadline_s
     windows = await atspi.windows(app)
@@ -115,9 +121,18 @@ async def _value_if_any(atspi: AtspiClient, element: Element) -> str | None:
     return None
 
 
-async def find(atspi: AtspiClient, *, role: str | None, name: str | None, app: str | None = None,
-               states: tuple[str, ...] = (), max_nodes: int = 1500, max_results: int = 50,
-               deadline_s: float = 3.0, showing: bool = True) -> dict[str, Any]:  # fmt: skip
+async def find(
+    atspi: AtspiClient,
+    *,
+    role: str | None,
+    name: str | None,
+    app: str | None = None,
+    states: tuple[str, ...] = (),
+    max_nodes: int = 1500,
+    max_results: int = 50,
+    deadline_s: float = 3.0,
+    showing: bool = True,
+) -> dict[str, Any]:
     """Elements with ``role`` (any interactable role when None) whose name matches ``name``, best first."""
     deadline = time.monotonic() + deadline_s
     windows = await atspi.windows(app)
@@ -199,8 +214,16 @@ class Cursors:
         return item
 
 
-async def walk(atspi: AtspiClient, roots: list[Ref], *, max_depth: int, max_nodes: int, deadline_s: float,
-               cursors: Cursors, cursor: str | None = None) -> dict[str, Any]:  # fmt: skip
+async def walk(
+    atspi: AtspiClient,
+    roots: list[Ref],
+    *,
+    max_depth: int,
+    max_nodes: int,
+    deadline_s: float,
+    cursors: Cursors,
+    cursor: str | None = None,
+) -> dict[str, Any]:
     """The accessibility tree under ``roots`` (depth-first), with layout wrappers flattened away."""
     deadline = time.monotonic() + deadline_s
     if cursor is not None:
@@ -281,5 +304,3 @@ async def _none() -> None:
 
 def _is_layout(element: Element) -> bool:
     return element.role in _LAYOUT_ROLES and not element.name and not (element.states & {"focusable", "focused"})
-
-

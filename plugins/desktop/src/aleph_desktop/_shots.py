@@ -111,8 +111,12 @@ def fast_png(image: Any) -> bytes:
     rows[:, 0] = 0  # filter type None for every row
     rows[:, 1:] = pixels.reshape(height, width * 3)
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)) + \
-        _chunk(b"IEND", b"")  # fmt: skip
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _chunk(b"IHDR", header)
+        + _chunk(b"IDAT", zlib.compress(rows.tobytes(), 1))
+        + _chunk(b"IEND", b"")
+    )
 
 
 class ScreenshotStore:
@@ -125,8 +129,16 @@ class ScreenshotStore:
         self._seq = itertools.count(1)
         self._salt = secrets.token_hex(2)
 
-    def add(self, rgb: bytes, size: tuple[int, int], origin: tuple[int, int], screen: tuple[int, int],
-            windows: tuple[Window, ...], max_width: int | None = None, max_height: int | None = None) -> Screenshot:  # fmt: skip
+    def add(
+        self,
+        rgb: bytes,
+        size: tuple[int, int],
+        origin: tuple[int, int],
+        screen: tuple[int, int],
+        windows: tuple[Window, ...],
+        max_width: int | None = None,
+        max_height: int | None = None,
+    ) -> Screenshot:
         """Record a capture (BGRX bytes of ``size``), shrunk to fit ``max_width``/``max_height`` if given."""
         from PIL import Image
 
@@ -170,7 +182,9 @@ class ScreenshotStore:
         return next(reversed(self._shots.values()), None)
 
     @staticmethod
-    def check_current(shot: Screenshot, x: int, y: int, windows: list[Window], screen: tuple[int, int]) -> Window | None:
+    def check_current(
+        shot: Screenshot, x: int, y: int, windows: list[Window], screen: tuple[int, int]
+    ) -> Window | None:
         """Refuse the screen point (x, y) if what was under it in ``shot`` is not there now; the window now."""
         if screen != shot.screen:
             raise StaleScreenshot(f"the screen changed size since screenshot {shot.id}: take a new screenshot")
@@ -178,9 +192,18 @@ class ScreenshotStore:
         now = next((w for w in windows if w.contains(x, y)), None)
         if then is None and now is None:
             return None
-        if then is None or now is None or (then.id, then.x, then.y, then.width, then.height) != (
-            now.id, now.x, now.y, now.width, now.height,
-        ):  # fmt: skip
+        if (
+            then is None
+            or now is None
+            or (then.id, then.x, then.y, then.width, then.height)
+            != (
+                now.id,
+                now.x,
+                now.y,
+                now.width,
+                now.height,
+            )
+        ):
             was = f"{then.app} {then.title!r}" if then else "no window"
             is_ = f"{now.app} {now.title!r}" if now else "no window"
             raise StaleScreenshot(

@@ -78,9 +78,15 @@ class AxQueryTree(DesktopTool[TreeArgs]):
         else:
             roots = [w for w, _ in await atspi.windows(args.app)]
         try:
-            return await walk(atspi, roots, max_depth=args.max_depth, max_nodes=args.max_nodes,
-                              deadline_s=args.deadline_ms / 1000, cursors=self.desktop.cursors,
-                              cursor=args.cursor)  # fmt: skip
+            return await walk(
+                atspi,
+                roots,
+                max_depth=args.max_depth,
+                max_nodes=args.max_nodes,
+                deadline_s=args.deadline_ms / 1000,
+                cursors=self.desktop.cursors,
+                cursor=args.cursor,
+            )
         except ValueError as exc:
             raise InputProblem(str(exc)) from None
 
@@ -130,9 +136,16 @@ class AxQueryByRole(DesktopTool[ByRoleArgs]):
     FACTS = READ_ONLY
 
     async def run(self, args: ByRoleArgs) -> Any:
-        result = await find(self.desktop.atspi, role=args.role, name=args.name, app=args.app,
-                            states=tuple(args.states), max_nodes=args.max_nodes, max_results=args.max_results,
-                            showing=not args.include_hidden)  # fmt: skip
+        result = await find(
+            self.desktop.atspi,
+            role=args.role,
+            name=args.name,
+            app=args.app,
+            states=tuple(args.states),
+            max_nodes=args.max_nodes,
+            max_results=args.max_results,
+            showing=not args.include_hidden,
+        )
         elements: list[Element] = result["elements"]
         self.desktop.remember(elements)
         out: dict[str, Any] = {
@@ -170,8 +183,9 @@ class AxSnapshot(DesktopTool[SnapshotArgs]):
 
     async def run(self, args: SnapshotArgs) -> Any:
         screen = self.desktop.x().size
-        result = await snapshot(self.desktop.atspi, args.app, args.max_elements, args.max_nodes,
-                                args.deadline_ms / 1000, screen)  # fmt: skip
+        result = await snapshot(
+            self.desktop.atspi, args.app, args.max_elements, args.max_nodes, args.deadline_ms / 1000, screen
+        )
         for item in result["elements"]:
             if "center" in item:
                 self.desktop.seen[item["element"]] = tuple(item["center"])

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from aleph import ToolError, ToolFacts
-from aleph_desktop._args import ELEMENT, KEYBOARD, POINTER, DesktopArgs
+from aleph_desktop._args import ELEMENT, KEYBOARD, DesktopArgs
 from aleph_desktop._atspi import AccessibilityUnavailable, Element, parse_token
 from aleph_desktop._base import TAGS, DesktopTool, InputProblem, Refused, annotate, current_call, unsafe_text_reason
 from aleph_desktop._locate import Candidate, by_name, by_text
@@ -176,8 +176,9 @@ class DesktopControl(DesktopTool[DesktopArgs]):
         window = self._named_window(args) if args.window_id is not None else None
         region = (args.region.x, args.region.y, args.region.width, args.region.height) if args.region else None
         try:
-            shot = self.desktop.capture(region=region, window=window, max_width=args.max_width,
-                                        max_height=args.max_height)  # fmt: skip
+            shot = self.desktop.capture(
+                region=region, window=window, max_width=args.max_width, max_height=args.max_height
+            )
         except ValueError as exc:
             raise InputProblem(str(exc)) from None
         if args.action == "screenshot":
@@ -226,12 +227,16 @@ class DesktopControl(DesktopTool[DesktopArgs]):
         problems = []
         if args.via != "pixels":
             try:
-                hits = await by_name(self.desktop, args.name or "", role=args.role, app=args.target_app) if args.name \
-                    else await self._by_role_only(args)  # fmt: skip
+                hits = (
+                    await by_name(self.desktop, args.name or "", role=args.role, app=args.target_app)
+                    if args.name
+                    else await self._by_role_only(args)
+                )
                 if not hits and args.action in ELEMENT and args.name:
                     # Menu items of a closed menu and rows of a collapsed list are not showing, yet can be acted on.
-                    hits = await by_name(self.desktop, args.name, role=args.role, app=args.target_app,
-                                         include_hidden=True)  # fmt: skip
+                    hits = await by_name(
+                        self.desktop, args.name, role=args.role, app=args.target_app, include_hidden=True
+                    )
                 if hits:
                     best = hits[0]
                     if best.element is not None and best.element.center is not None:
@@ -266,8 +271,12 @@ class DesktopControl(DesktopTool[DesktopArgs]):
         for w in self.desktop.x().windows():
             if w.id == target.id:
                 break
-            if w.x < target.x + target.width and target.x < w.x + w.width and w.y < target.y + target.height \
-                    and target.y < w.y + w.height:  # fmt: skip
+            if (
+                w.x < target.x + target.width
+                and target.x < w.x + w.width
+                and w.y < target.y + target.height
+                and target.y < w.y + w.height
+            ):
                 above.append(w)
         return [*above, target]
 

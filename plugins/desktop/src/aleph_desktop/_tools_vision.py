@@ -70,8 +70,19 @@ class SetOfMarks(DesktopTool[SomArgs]):
             tree_truncated = snap["tree_truncated"]
             for item in snap["elements"]:
                 b = item["bounds"]
-                marks.append(Candidate("ax", 1.0, b["x"], b["y"], b["width"], b["height"], item.get("name", ""),
-                                       item["role"], token=item["element"]))  # fmt: skip
+                marks.append(
+                    Candidate(
+                        "ax",
+                        1.0,
+                        b["x"],
+                        b["y"],
+                        b["width"],
+                        b["height"],
+                        item.get("name", ""),
+                        item["role"],
+                        token=item["element"],
+                    )
+                )
                 d.seen[item["element"]] = tuple(item["center"])
             for app_ref, _ in await d.atspi.apps():
                 pid = await d.atspi.pid(app_ref[0])
@@ -134,8 +145,15 @@ class SetOfMarks(DesktopTool[SomArgs]):
         for line in lines:
             sx = rx + line.x / shot.scale
             sy = ry + line.y / shot.scale
-            cand = Candidate("ocr", line.confidence / 100, round(sx), round(sy), round(line.width / shot.scale),
-                             round(line.height / shot.scale), line.text)  # fmt: skip
+            cand = Candidate(
+                "ocr",
+                line.confidence / 100,
+                round(sx),
+                round(sy),
+                round(line.width / shot.scale),
+                round(line.height / shot.scale),
+                line.text,
+            )
             out.append(cand)
         return out
 
@@ -240,8 +258,13 @@ class GuiLocate(DesktopTool[LocateArgs]):
         shot = shot or d.capture()
         candidates.sort(key=lambda c: -c.score)
         if not candidates:
-            out = {"found": False, "needle": text or "(template)", "screenshot_id": shot.id, "elapsed_ms": elapsed_ms(start),
-                   "hint": "Nothing matched: check the spelling, take a screenshot, or try by='text' / desktop_som."}  # fmt: skip
+            out = {
+                "found": False,
+                "needle": text or "(template)",
+                "screenshot_id": shot.id,
+                "elapsed_ms": elapsed_ms(start),
+                "hint": "Nothing matched: check the spelling, take a screenshot, or try by='text' / desktop_som.",
+            }
             if notes:
                 out["message"] = "; ".join(notes)
             return out
@@ -258,8 +281,11 @@ class GuiLocate(DesktopTool[LocateArgs]):
     async def _vision(self, shot: Screenshot, text: str, provider: str | None) -> list[Candidate]:
         locators = self.desktop.locators
         if not locators:
-            raise ExecutionFailed(self.NAME, "vision locator not available: no installed plugin implements "
-                                  "aleph_desktop_vision_locators (see docs/desktop.md)")  # fmt: skip
+            raise ExecutionFailed(
+                self.NAME,
+                "vision locator not available: no installed plugin implements "
+                "aleph_desktop_vision_locators (see docs/desktop.md)",
+            )
         name = provider or next(iter(locators))
         if name not in locators:
             raise InputProblem(f"no vision locator {name!r}; installed: {', '.join(sorted(locators))}")
@@ -267,9 +293,17 @@ class GuiLocate(DesktopTool[LocateArgs]):
         out = []
         for hit in list(hits)[:20]:
             sx, sy = shot.origin[0] + hit["x"] / shot.scale, shot.origin[1] + hit["y"] / shot.scale
-            out.append(Candidate(f"vision:{name}", float(hit.get("score", 0.5)), round(sx), round(sy),
-                                 round(hit["width"] / shot.scale), round(hit["height"] / shot.scale),
-                                 str(hit.get("text", ""))))  # fmt: skip
+            out.append(
+                Candidate(
+                    f"vision:{name}",
+                    float(hit.get("score", 0.5)),
+                    round(sx),
+                    round(sy),
+                    round(hit["width"] / shot.scale),
+                    round(hit["height"] / shot.scale),
+                    str(hit.get("text", "")),
+                )
+            )
         return out
 
 

@@ -104,7 +104,9 @@ def key_names_to_keysyms(keys: Sequence[str]) -> list[int]:
         if sym == 0 and len(name) > 1:
             sym = XK.string_to_keysym(name.capitalize()) or XK.string_to_keysym(name.upper())
         if sym == 0:
-            raise ValueError(f"unknown key {key!r}: use names like 'ctrl', 'shift', 'alt', 'Return', 'F5' or one character")
+            raise ValueError(
+                f"unknown key {key!r}: use names like 'ctrl', 'shift', 'alt', 'Return', 'F5' or one character"
+            )
         out.append(sym)
     return out
 
@@ -269,7 +271,9 @@ class X11Display:
                 from Xlib.protocol import event
 
                 ev = event.ClientMessage(
-                    window=win, client_type=self._atom("_NET_ACTIVE_WINDOW"), data=(32, [2, self._X.CurrentTime, 0, 0, 0])
+                    window=win,
+                    client_type=self._atom("_NET_ACTIVE_WINDOW"),
+                    data=(32, [2, self._X.CurrentTime, 0, 0, 0]),
                 )
                 mask = self._X.SubstructureRedirectMask | self._X.SubstructureNotifyMask
                 self._root.send_event(ev, event_mask=mask)
