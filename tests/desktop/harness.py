@@ -103,6 +103,8 @@ class Harness:
     async def _run(self, task: Task) -> tuple[bool, str]:
         if task.app == "zenity":
             return await self._run_zenity(task)
+        if task.app == "mousepad":
+            return await self._run_mousepad(task)
         await self.ensure(task.app)
         for step in task.setup:
             await self.execute("desktop", {"observe": "none", **step})
@@ -146,6 +148,37 @@ class Harness:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+    async def _run_mousepad(self, task: Task) -> tuple[bool, str]:
+        # A fresh editor on a fresh file per task; the state is what the file holds after the steps.
+        document = self.scratch / f"note-{time.monotonic_ns()}.txt"
+        document.write_text("")
+        # Its own settings folders: a killed editor leaves a session to restore, which it asks about at start.
+        home = self.scratch / f"home-{time.monotonic_ns()}"
+        env = {f"XDG_{kind}_HOME": str(home / kind.lower()) for kind in ("CONFIG", "DATA", "CACHE", "STATE")}
+        proc = self.session.launch(["mousepad", str(document)], env=env)
+        try:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                try:
+                    found = await self.execute("desktop_ax_query_by_role", {"role": "text", "app": "mousepad"})
+                    if found["elements"]:
+                        break
+                except Exception:
+                    pass
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(0.3)
+            for step in task.steps:
+                await self.execute("desktop", {"observe": "none", "target_app": "mousepad", **step})
+            state: dict[str, Any] = {}
+            for _ in range(60):
+                state = {"text": document.read_text()}
+                if task.check({}, state):
+                    return True, ""
+                await asyncio.sleep(0.05)
+            return False, f"mousepad file: {state}"
+        finally:
+            self.session.stop(proc)
 
     def close(self) -> None:
         for app in list(self.procs):

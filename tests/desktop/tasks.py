@@ -164,6 +164,27 @@ ACCESSIBILITY: list[Task] = [
         became("name", "new"),
     ),
     Task(
+        "mousepad: write a document and save it from the menu",
+        "mousepad",
+        "accessibility",
+        [
+            {"action": "set_value", "role": "text", "text": "hello from aleph\n", "via": "accessibility"},
+            {"action": "press", "role": "menu item", "name": "Save", "via": "accessibility"},
+        ],
+        lambda b, a: a.get("text") == "hello from aleph\n",
+    ),
+    Task(
+        "mousepad: type into the document and save with ctrl+s",
+        "mousepad",
+        "accessibility",
+        [
+            {"action": "click", "role": "text", "via": "accessibility"},
+            {"action": "type_text", "text": "typed line"},
+            {"action": "key_combo", "keys": ["ctrl", "s"]},
+        ],
+        lambda b, a: a.get("text", "").startswith("typed line"),
+    ),
+    Task(
         "zenity: answer an entry dialog",
         "zenity",
         "accessibility",
