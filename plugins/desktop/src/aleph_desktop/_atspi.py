@@ -349,7 +349,7 @@ class AtspiClient:
     async def _all_windows(self) -> list[tuple[Ref, str]]:
         apps = await self.apps()
         lists = await asyncio.gather(*(self.call(r, ACC, "GetChildren") for r, _ in apps), return_exceptions=True)
-        out = []
+        out: list[tuple[Ref, str]] = []
         for (_, name), result in zip(apps, lists, strict=True):
             if isinstance(result, BaseException):
                 continue  # an application that quit or hangs is left out, not fatal
@@ -386,10 +386,12 @@ class AtspiClient:
         requests = [self.prop(ref, ACC, "Name"), self.call(ref, ACC, "GetState")]
         if role is None:
             requests.append(self.call(ref, ACC, "GetRole"))
-        results = await asyncio.gather(*requests, return_exceptions=True)
-        for r in results:
+        gathered = await asyncio.gather(*requests, return_exceptions=True)
+        results: list[Any] = []
+        for r in gathered:
             if isinstance(r, BaseException):
                 raise r if isinstance(r, AccessibilityUnavailable) else AccessibilityUnavailable(str(r))
+            results.append(r)
         name, (states,) = str(results[0]), results[1]
         if role is None:
             number = results[2][0]

@@ -76,19 +76,19 @@ async def snapshot(
     described, cut = await _gather_until(deadline, [atspi.describe(r) for r, _ in refs])
     tree_truncated |= cut
     elements = []
-    for (_, window), element in zip(refs, described, strict=True):
+    for (_, window_token), element in zip(refs, described, strict=True):
         if not isinstance(element, Element) or element.center is None:
             continue  # gone, unanswered, or without a usable box
         if screen is not None and not _on_screen(element, screen):
             continue
-        elements.append((element, window))
+        elements.append((element, window_token))
     total = len(elements)
     shown = elements[:max_elements]
     values, _ = await _gather_until(deadline, [_value_if_any(atspi, e) for e, _ in shown])
     out = []
-    for index, ((element, window), value) in enumerate(zip(shown, values, strict=True)):
+    for index, ((element, window_token), value) in enumerate(zip(shown, values, strict=True)):
         element.value = value if isinstance(value, str) else None
-        item = {"index": index, **element.to_json(), "window": window_title.get(window, "")}
+        item = {"index": index, **element.to_json(), "window": window_title.get(window_token, "")}
         out.append(item)
     focus = next(({"role": e.role, "name": e.name} for e, _ in elements if "focused" in e.states), None)
     return {

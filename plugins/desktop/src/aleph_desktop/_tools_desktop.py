@@ -57,7 +57,7 @@ class DesktopControl(DesktopTool[DesktopArgs]):
     def resolve_subjects(self, input: Mapping[str, Any] | BaseModel) -> dict[str, str]:
         """The window this call will act on (``app`` = WM_CLASS, ``title``), resolved now for the policy."""
         try:
-            args = input if isinstance(input, DesktopArgs) else DesktopArgs.model_validate(dict(input))  # type: ignore[arg-type]
+            args = input if isinstance(input, DesktopArgs) else DesktopArgs.model_validate(dict(input))
         except ValidationError:
             return {"unresolved": "the arguments are not valid"}
         if args.action in ("screenshot", "ocr", "cursor_position", "window_list", "wait"):
@@ -295,7 +295,8 @@ class DesktopControl(DesktopTool[DesktopArgs]):
             raise InputProblem(f"{len(elements)} showing elements have role {args.role!r}: add a name")
         e = elements[0]
         assert e.bounds is not None
-        return [Candidate("ax", 1.0, *e.bounds, e.name, e.role, e)]
+        x, y, w, h = e.bounds
+        return [Candidate("ax", 1.0, x, y, w, h, e.name, e.role, e)]
 
     # -- acting ------------------------------------------------------------------------------
 

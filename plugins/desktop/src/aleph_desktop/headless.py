@@ -114,9 +114,10 @@ class HeadlessSession:
         return proc
 
     def _log(self, name: str) -> str:
-        with contextlib.suppress(OSError):
+        try:
             return (self._dir / name).read_text(errors="replace")[-2000:]
-        return ""
+        except OSError:
+            return ""
 
     def _start_display(self) -> None:
         xvfb = _which("Xvfb", "xvfb")
