@@ -339,7 +339,7 @@ class AtspiClient:
         """(window ref, application name) of the top-level windows, optionally of apps whose name matches ``app``.
 
         The list is reused for at most half a second, and not at all after a window or application
-        came or went (children-changed) or an action ran.
+        came or went (children-changed).
         """
         now = time.monotonic()
         if self._windows is None or now - self._windows[0] > _WINDOWS_TTL_S:
@@ -402,9 +402,12 @@ class AtspiClient:
         return role, name or label, label, state_bits(states)
 
     def invalidate(self) -> None:
-        """Forget every cached description and the window list (the tools call it after each action)."""
+        """Forget every cached description (the tools call it after each action).
+
+        The window list stays: a window that an action opens or closes announces itself
+        (children-changed), and settling waits for such events before the next call can look.
+        """
         self._cache.clear()
-        self._windows = None
 
     async def _label(self, ref: Ref) -> str:
         # A field without a name of its own is named by the label that points at it.
