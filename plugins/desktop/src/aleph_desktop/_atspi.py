@@ -37,6 +37,7 @@ _INTERACTABLE_IDS = sorted(role_id(r) for r in INTERACTABLE_ROLES)
 _LABELLED_ROLES = frozenset({"combo box", "spin button", "slider", "text", "password text", "entry", "dial"})
 _CACHE_MAX = 20_000
 _WINDOWS_TTL_S = 0.5
+_MAX_IN_FLIGHT = 48
 MAX_NAME = 120
 """Characters of a name or value returned (longer ones end with "…")."""
 
@@ -165,6 +166,8 @@ class AtspiClient:
         self._pids: dict[str, int | None] = {}
         self._cache: dict[Ref, tuple[str, str, str, frozenset[str]]] = {}
         self._windows: tuple[float, list[tuple[Ref, str]]] | None = None
+        self._inflight: asyncio.Semaphore | None = None
+        self._inflight_loop: asyncio.AbstractEventLoop | None = None
         self.events = 0
         """Accessibility events seen since the connection opened (settling watches it move)."""
         self.last_event = 0.0
@@ -275,10 +278,18 @@ class AtspiClient:
         from dbus_fast import Message, MessageType
 
         msg = Message(destination=dest, path=path, interface=iface, member=member, signature=sig, body=list(body))
+        # Requests are pipelined, but only so many at once: dbus-fast gives up the whole connection when
+        # the socket's send buffer fills (EAGAIN), which a busy bus and a few hundred queued calls can do.
+        if self._inflight is None or self._inflight_loop is not asyncio.get_running_loop():
+            self._inflight = asyncio.Semaphore(_MAX_IN_FLIGHT)
+            self._inflight_loop = asyncio.get_running_loop()
         try:
-            reply = await asyncio.wait_for(bus.call(msg), self.timeout)
+            async with self._inflight:
+                reply = await asyncio.wait_for(bus.call(msg), self.timeout)
         except TimeoutError:
             raise AccessibilityUnavailable(f"{dest} did not answer {member} within {self.timeout:g} s") from None
+        except OSError as exc:  # the connection broke; the next call opens a new one
+            raise AccessibilityUnavailable(f"the accessibility bus connection failed during {member}: {exc}") from None
         if reply.message_type == MessageType.ERROR:
             raise AccessibilityUnavailable(f"{member} failed on {dest}{path}: {reply.error_name} {reply.body[:1]}")
         return list(reply.body)
