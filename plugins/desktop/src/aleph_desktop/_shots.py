@@ -148,7 +148,7 @@ class ScreenshotStore:
             scale = min((max_width or size[0]) / size[0], (max_height or size[1]) / size[1], 1.0)
             if scale < 1.0:
                 target = (max(1, round(size[0] * scale)), max(1, round(size[1] * scale)))
-                image = image.resize(target, Image.Resampling.LANCZOS)
+                image = image.resize(target, Image.Resampling.LANCZOS, reducing_gap=3.0)
                 scale = target[0] / size[0]
         shot = Screenshot(
             id=f"s{next(self._seq)}-{self._salt}",
