@@ -138,11 +138,16 @@ class X11Display:
         local = self.name.split(".")[0]
         if local.startswith(":") and local[1:].isdigit() and not os.path.exists(f"/tmp/.X11-unix/X{local[1:]}"):
             # Checked first: python-xlib would fall back to TCP and leave the failed sockets open.
-            raise DisplayUnavailable(f"X display {self.name} not reachable: no X server listens on it")
+            raise DisplayUnavailable(
+                f"X display {self.name} not reachable: no X server listens on it (start one, e.g. Xvfb, or set "
+                "[desktop] display)"
+            )
         try:
             self._d = display.Display(self.name)
         except Exception as exc:
-            raise DisplayUnavailable(f"X display {self.name} not reachable: {exc}") from None
+            raise DisplayUnavailable(
+                f"X display {self.name} not reachable: {exc} (check DISPLAY / [desktop] display and X authority)"
+            ) from None
         self._lock = threading.RLock()
         self._root = self._d.screen().root
         self._atoms: dict[str, int] = {}
