@@ -14,7 +14,7 @@ from aleph import ExecutionFailed, ToolArgs, ToolFacts
 from aleph_desktop._atspi import AccessibilityUnavailable
 from aleph_desktop._base import TAGS, DesktopTool, InputProblem
 from aleph_desktop._locate import Candidate, by_template, by_text, elapsed_ms, safe_by_name
-from aleph_desktop._ocr import OcrUnavailable
+from aleph_desktop._ocr import OcrUnavailable, TextBox
 from aleph_desktop._query import snapshot
 from aleph_desktop._roles import normalise_role
 from aleph_desktop._shots import Screenshot, encode_image
@@ -136,11 +136,15 @@ class SetOfMarks(DesktopTool[SomArgs]):
 
     async def _ocr_marks(self, shot: Screenshot, region: tuple[int, int, int, int]) -> list[Candidate]:
         import anyio.to_thread
+        from PIL import ImageOps
 
         rx, ry, rw, rh = region
         ix0, iy0 = shot.to_image(rx, ry)
         crop = shot.image.crop((int(ix0), int(iy0), int(ix0 + rw * shot.scale), int(iy0 + rh * shot.scale)))
         lines = await anyio.to_thread.run_sync(self.desktop.ocr.recognise, crop)
+        # A second, black-and-white reading recovers words Tesseract drops next to widget borders.
+        binary = ImageOps.autocontrast(crop.convert("L")).point(lambda v: 255 if v > 128 else 0)
+        lines = _merge_readings(lines, await anyio.to_thread.run_sync(self.desktop.ocr.recognise, binary))
         out = []
         for line in lines:
             sx = rx + line.x / shot.scale
@@ -156,6 +160,28 @@ class SetOfMarks(DesktopTool[SomArgs]):
             )
             out.append(cand)
         return out
+
+
+def _overlap(a: TextBox, b: TextBox) -> float:
+    w = min(a.x + a.width, b.x + b.width) - max(a.x, b.x)
+    h = min(a.y + a.height, b.y + b.height) - max(a.y, b.y)
+    if w <= 0 or h <= 0:
+        return 0.0
+    return w * h / min(a.width * a.height, b.width * b.height)
+
+
+def _merge_readings(first: list[TextBox], second: list[TextBox]) -> list[TextBox]:
+    """Lines of two OCR readings of one image: a box both saw keeps the longer text, new boxes are added."""
+    out = list(first)
+    for line in second:
+        clash = [i for i, kept in enumerate(out) if _overlap(kept, line) > 0.3]
+        if not clash:
+            out.append(line)
+        elif all(len(line.text) > len(out[i].text) for i in clash):
+            for i in reversed(clash):
+                del out[i]
+            out.append(line)
+    return out
 
 
 def _dedupe(marks: list[Candidate]) -> list[Candidate]:
@@ -190,8 +216,10 @@ def _draw(shot: Screenshot, marks: list[Candidate]) -> Any:
         draw.rectangle((x0, y0, x1, y1), outline=colour, width=max(1, glyph // 2))
         label = str(number)
         tw, th = 6 * len(label) + 4, 11
-        draw.rectangle((x0, y0, x0 + tw, y0 + th), fill=colour)
-        draw.text((x0 + 2, y0), label, fill=(255, 255, 255))
+        # The number sits just above the box's corner when there is room, so it hides none of the label.
+        ly = y0 - th if y0 - th >= 0 else y0
+        draw.rectangle((x0, ly, x0 + tw, ly + th), fill=colour)
+        draw.text((x0 + 2, ly), label, fill=(255, 255, 255))
     return image
 
 
