@@ -9,6 +9,7 @@ screen under the point (the window there moved, closed or was covered) is refuse
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import io
 import itertools
@@ -47,6 +48,17 @@ class Screenshot:
     windows: tuple[Window, ...]
     taken: float
     screen: tuple[int, int]
+    raw: bytes = b""
+    """The captured BGRX frame, kept for an unscaled capture (PNG rows are cut from it without a copy)."""
+
+    def encode(self, fmt: str = "png") -> str:
+        """The image as base64 PNG or JPEG."""
+        if fmt == "png" and self.scale == 1.0 and self.raw:
+            import numpy as np
+
+            frame = np.frombuffer(self.raw, dtype=np.uint8).reshape(self.height, self.width, 4)
+            return base64.b64encode(_png_from_rgb(frame[:, :, 2::-1], self.width, self.height)).decode("ascii")
+        return encode_image(self.image, fmt)
 
     @property
     def width(self) -> int:
@@ -107,9 +119,15 @@ def fast_png(image: Any) -> bytes:
 
     pixels = np.asarray(image.convert("RGB") if image.mode != "RGB" else image, dtype=np.uint8)
     height, width = pixels.shape[:2]
+    return _png_from_rgb(pixels, width, height)
+
+
+def _png_from_rgb(pixels: Any, width: int, height: int) -> bytes:
+    import numpy as np
+
     rows = np.empty((height, width * 3 + 1), dtype=np.uint8)
     rows[:, 0] = 0  # filter type None for every row
-    rows[:, 1:] = pixels.reshape(height, width * 3)
+    rows[:, 1:].reshape(height, width, 3)[...] = pixels
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     return (
         b"\x89PNG\r\n\x1a\n"
@@ -160,8 +178,11 @@ class ScreenshotStore:
             windows=windows,
             taken=time.monotonic(),
             screen=screen,
+            raw=rgb if scale == 1.0 else b"",
         )
-        self._shots[shot.id] = shot
+        # The store keeps the image and geometry; the raw frame (4 bytes a pixel) only lives in the copy
+        # handed back, for encoding it now.
+        self._shots[shot.id] = dataclasses.replace(shot, raw=b"")
         while len(self._shots) > self.keep:
             self._shots.popitem(last=False)
         return shot

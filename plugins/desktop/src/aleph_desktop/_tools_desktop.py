@@ -20,7 +20,7 @@ from aleph_desktop._atspi import AccessibilityUnavailable, Element, parse_token
 from aleph_desktop._base import TAGS, DesktopTool, InputProblem, Refused, annotate, current_call, unsafe_text_reason
 from aleph_desktop._locate import Candidate, by_name, by_text
 from aleph_desktop._query import focused
-from aleph_desktop._shots import Screenshot, StaleScreenshot, encode_image
+from aleph_desktop._shots import Screenshot, StaleScreenshot
 from aleph_desktop._x11 import DisplayUnavailable, Window, key_names_to_keysyms
 
 __all__ = ["DesktopControl"]
@@ -169,7 +169,7 @@ class DesktopControl(DesktopTool[DesktopArgs]):
         out = shot.meta()
         out["format"] = fmt
         if image:
-            out["image_base64"] = encode_image(shot.image, fmt)
+            out["image_base64"] = shot.encode(fmt)
         return out
 
     async def _look(self, args: DesktopArgs) -> dict[str, Any]:
