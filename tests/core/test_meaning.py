@@ -358,3 +358,12 @@ async def test_a_domain_allow_covers_only_a_host_it_is_sure_of(workspace: Path, 
         assert (await svc.execute("fx_fetch", {"url": "https://EXAMPLE.com./page"})).value == "fetched"
         with pytest.raises(PermissionDenied):
             await svc.execute("fx_fetch", {"url": url})
+
+
+@pytest.mark.anyio
+async def test_an_allow_list_names_tools_the_way_calls_reach_them(workspace: Path) -> None:
+    async with runtime(workspace, '[agents.a]\nallowed_tools = ["FX_READ"]\n') as rt:
+        svc = rt.tool_service(agent="a")
+        assert [d.name for d in await svc.list()] == ["fx_read"]
+        with pytest.raises(aleph.ToolNotFound):
+            await svc.execute("fx_copy", {"source": "x"})
