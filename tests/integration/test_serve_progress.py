@@ -30,7 +30,9 @@ async def test_every_bash_call_streams_its_lines_as_progress(workspace: Path, mo
         for _ in range(3):
             seen: list[str] = []
 
-            async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            async def on_progress(
+                progress: float, total: float | None, message: str | None, seen: list[str] = seen
+            ) -> None:
                 seen.append(message or "")
 
             with anyio.fail_after(60):

@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from aleph._cli._common import load_runtime, print_json
+from aleph._cli._common import EXIT_FAILED, EXIT_OK, load_runtime, print_json
 from aleph._config import load_config
 from aleph._errors import ConfigError
 
@@ -26,7 +26,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     mcp = sub.add_parser("mcp", help="manage MCP servers", description="Manage the MCP servers Aleph connects to.")
     msub = mcp.add_subparsers(dest="mcp_command", metavar="ACTION", required=True)
 
-    p = msub.add_parser("list", help="connect and show every server", description="Connect and show every server.")
+    p = msub.add_parser(
+        "list",
+        help="connect and show every server",
+        description="Connect and show every server. Exit 1 when an enabled server is not connected.",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_list)
 
@@ -66,9 +70,11 @@ def _list(args: argparse.Namespace) -> int:
     async def run() -> int:
         async with load_runtime(args) as rt:
             statuses = rt.mcp.servers()
+        down = [s for s in statuses if s.state not in ("connected", "disabled")]
+        status = EXIT_FAILED if down else EXIT_OK
         if args.json:
             print_json([s.to_json() for s in statuses])
-            return 0
+            return status
         if not statuses:
             print("no MCP servers configured (add one: aleph mcp add ID --command CMD | --url URL)")
             return 0
@@ -92,7 +98,7 @@ def _list(args: argparse.Namespace) -> int:
                 )
             for w in s.warnings:
                 print(f"    warning: {w}")
-        return 0
+        return status
 
     return anyio.run(run)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from aleph._cli._common import load_runtime, print_json
+from aleph._cli._common import EXIT_FAILED, EXIT_OK, load_runtime, print_json
 
 __all__ = ["add_parser"]
 
@@ -14,7 +14,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser(
         "plugins",
         help="show loaded and failed plugins",
-        description="Show loaded, failed and blocked plugins with their distributions.",
+        description="Show loaded, failed and blocked plugins with their distributions. "
+        "Exit 1 when a plugin failed to load.",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_plugins)
@@ -23,9 +24,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def _plugins(args: argparse.Namespace) -> int:
     rt = load_runtime(args)
     report = rt.plugins.report()
+    status = EXIT_FAILED if report["failed"] else EXIT_OK
     if args.json:
         print_json(report)
-        return 0
+        return status
     for plugin in report["loaded"]:
         dist = f"{plugin['distribution']} {plugin['version']}" if plugin["distribution"] else "in-process"
         print(f"loaded   {plugin['name']:<16} {dist:<28} {len(plugin['tools'])} tools")
@@ -36,4 +38,4 @@ def _plugins(args: argparse.Namespace) -> int:
         print(f"blocked  {name}")
     if not any(report.values()):
         print("no plugins installed")
-    return 0
+    return status
