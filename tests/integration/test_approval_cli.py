@@ -1,4 +1,4 @@
-"""`aleph tools call` asks on a real terminal (a pty as the controlling terminal) and refuses when nobody can be asked."""
+"""`aleph tools call` asks on a real terminal (a pty, the controlling one) and refuses when nobody can be asked."""
 
 from __future__ import annotations
 
