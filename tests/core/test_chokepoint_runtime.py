@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import aleph
-from aleph import ApprovalOutcome, ExecutionFailed, PermissionDenied, ScriptedRequester, ToolFacts
+from aleph import ApprovalOutcome, ApprovalUnavailable, PermissionDenied, ScriptedRequester, ToolFacts
 
 
 class ShellLike:
@@ -71,7 +71,7 @@ async def test_an_opaque_command_is_never_auto_allowed_even_by_a_blanket_allow(w
         svc = rt.tool_service()
         explanation = svc.explain("bash", {"command": "$TOOL --version"})
         assert (explanation.decision, explanation.rule_id) == ("ask", "command_policy")
-        with pytest.raises(ExecutionFailed, match="No approval channel is available"):
+        with pytest.raises(ApprovalUnavailable, match="No approval channel is available"):
             await svc.execute("bash", {"command": 'eval "$PAYLOAD"'})
 
 

@@ -11,9 +11,10 @@ import pytest
 
 import aleph
 from aleph import (
+    ApprovalDenied,
     ApprovalExpired,
+    ApprovalUnavailable,
     Cancelled,
-    ExecutionFailed,
     PermissionDenied,
     ToolFacts,
     ToolNotFound,
@@ -196,7 +197,7 @@ async def test_ask_rule_prompts_once_and_runs(registry: ToolRegistry) -> None:
 
 @pytest.mark.anyio
 async def test_ask_without_a_requester_fails_closed(registry: ToolRegistry) -> None:
-    with pytest.raises(ExecutionFailed, match="No approval channel is available"):
+    with pytest.raises(ApprovalUnavailable, match="No approval channel is available"):
         await service(registry, rules={"alpha": "ask"}).execute("alpha", {})
     assert calls == []
 
@@ -213,7 +214,7 @@ async def test_declared_confirmation_asks_under_full_even_with_an_allow_and_neve
     assert r.rule_id == "tool_declared"
     assert "declares its own confirmation gate" in r.reason and "`full`" in r.reason
     assert ApprovalDecision.ALLOW_ALWAYS not in r.allowed_decisions
-    with pytest.raises(ExecutionFailed) as info:
+    with pytest.raises(ApprovalUnavailable) as info:
         await service(registry, tier=ExecTier.FULL).execute("agent_delete", {})
     assert "approval channel is available" in str(info.value)
     assert "declares its own confirmation gate" in str(info.value)
@@ -232,10 +233,11 @@ async def test_denial_relays_the_users_reason_and_tells_the_model_not_to_work_ar
     registry: ToolRegistry,
 ) -> None:
     req = ScriptedRequester([ApprovalResponse(A.DENIED, "not on friday")])
-    with pytest.raises(ExecutionFailed) as info:
+    with pytest.raises(ApprovalDenied) as info:
         await service(registry, rules={"alpha": "ask"}, requester=req, turn=TURN).execute("alpha", {})
     message = str(info.value)
-    assert "The user did not approve running `alpha` (denied)." in message
+    assert info.value.kind == "approval_denied"
+    assert "the user did not approve running `alpha` (denied)." in message
     assert 'The user said: "not on friday".' in message
     assert "do not attempt to achieve the same result by other means" in message
     assert calls == []
@@ -246,7 +248,7 @@ async def test_unavailable_says_nobody_was_asked_and_is_not_sticky(registry: Too
     req = ScriptedRequester([A.UNAVAILABLE, A.UNAVAILABLE])
     svc = service(registry, rules={"alpha": "ask"}, requester=req, turn=TURN)
     for _ in range(2):
-        with pytest.raises(ExecutionFailed, match="nobody was asked"):
+        with pytest.raises(ApprovalUnavailable, match="nobody was asked"):
             await svc.execute("alpha", {})
     assert len(req.requests) == 2
 
@@ -306,7 +308,7 @@ async def test_unattended_never_asks_ignores_grants_and_ungated_tools_still_run(
     await service(registry, rules={"alpha": "ask"}, requester=req, turn=TURN, cp=cp).execute("alpha", {})
     unattended = TurnContext(session_key="s1", unattended=True)
     svc = service(registry, rules={"alpha": "ask"}, requester=req, turn=unattended, cp=cp)
-    with pytest.raises(ExecutionFailed, match="nobody was asked") as info:
+    with pytest.raises(ApprovalUnavailable, match="nobody was asked") as info:
         await svc.execute("alpha", {})
     assert "unattended" in str(info.value)
     assert len(req.requests) == 1
@@ -318,9 +320,9 @@ async def test_three_denials_pause_the_session(registry: ToolRegistry) -> None:
     req = ScriptedRequester([A.DENIED, A.DENIED, A.DENIED, A.APPROVED])
     svc = service(registry, rules={"alpha": "ask", "beta": "ask"}, requester=req, turn=TURN)
     for i in range(3):
-        with pytest.raises(ExecutionFailed):
+        with pytest.raises(ApprovalDenied):
             await svc.execute("alpha", {"i": i})
-    with pytest.raises(ExecutionFailed, match="autonomous escalation is paused"):
+    with pytest.raises(ApprovalDenied, match="autonomous escalation is paused"):
         await svc.execute("beta", {})
     assert len(req.requests) == 3
 
@@ -329,9 +331,9 @@ async def test_three_denials_pause_the_session(registry: ToolRegistry) -> None:
 async def test_a_denied_exact_call_is_auto_refused_later_in_the_session(registry: ToolRegistry) -> None:
     req = ScriptedRequester([A.DENIED, A.APPROVED])
     svc = service(registry, rules={"alpha": "ask"}, requester=req, turn=TURN)
-    with pytest.raises(ExecutionFailed):
+    with pytest.raises(ApprovalDenied):
         await svc.execute("alpha", {"x": 1})
-    with pytest.raises(ExecutionFailed, match="denied earlier this session"):
+    with pytest.raises(ApprovalDenied, match="denied earlier this session"):
         await svc.execute("alpha", {"x": 1})
     assert len(req.requests) == 1
 

@@ -11,6 +11,9 @@ cause (configuration, input) names what was wrong and where.
     └── ToolError                        a tool call did not produce a result
         ├── ToolNotFound(LookupError)    no such tool (or hidden from this caller)
         ├── PermissionDenied(PermissionError)   a policy or gate refused the call
+        │   ├── ApprovalDenied               a human said no
+        │   └── ApprovalUnavailable          nobody could be asked (no channel, unattended)
+        ├── ApprovalRequired                 a human must decide first (deferred approval: suspend, then resume)
         ├── ValidationFailed(ValueError) the input does not match the tool's schema
         ├── ExecutionFailed              the tool ran and failed
         ├── ToolTimeout(TimeoutError)    the tool overran its wall-clock budget      [retryable]
@@ -24,9 +27,17 @@ cause (configuration, input) names what was wrong and where.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from aleph._approval import ApprovalRequest
+
 __all__ = [
     "AlephError",
+    "ApprovalDenied",
     "ApprovalExpired",
+    "ApprovalRequired",
+    "ApprovalUnavailable",
     "Cancelled",
     "ConfigError",
     "DuplicateTool",
@@ -96,6 +107,30 @@ class PermissionDenied(ToolError, PermissionError):
     def __init__(self, tool: str, reason: str) -> None:
         self.reason = reason
         super().__init__(tool, f"permission denied for tool {tool}: {reason}")
+
+
+class ApprovalDenied(PermissionDenied):
+    """A human was asked and did not approve the call."""
+
+
+class ApprovalUnavailable(PermissionDenied):
+    """The call needs a human's approval and nobody could be asked (no approval channel, an unattended run)."""
+
+
+class ApprovalRequired(ToolError):
+    """The call needs a human's decision, and the caller asked not to block on it (deferred approval).
+
+    ``request`` is the :class:`~aleph.ApprovalRequest` to show; resume by answering its ``fingerprint``
+    through :class:`~aleph.DeferredApprovals` and making the same call again.
+    """
+
+    def __init__(self, tool: str, request: ApprovalRequest) -> None:
+        self.request = request
+        super().__init__(
+            tool,
+            f"tool {tool} needs a human's approval before it runs: {request.reason} "
+            "The call is suspended until the user decides; it has not run.",
+        )
 
 
 class ValidationFailed(ToolError, ValueError):
@@ -175,6 +210,9 @@ class DuplicateTool(ToolError, ValueError):
 _KINDS: dict[type[ToolError], str] = {
     ToolNotFound: "not_found",
     PermissionDenied: "permission_denied",
+    ApprovalDenied: "approval_denied",
+    ApprovalUnavailable: "approval_unavailable",
+    ApprovalRequired: "approval_required",
     ValidationFailed: "validation_failed",
     ExecutionFailed: "execution_failed",
     ToolTimeout: "timeout",

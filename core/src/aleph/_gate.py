@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from aleph._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalRequester, ApprovalResponse
+from aleph._errors import ApprovalRequired
 
 __all__ = [
     "FLOOR_RULES",
@@ -443,6 +444,8 @@ class ApprovalGate:
         started = time.monotonic()
         try:
             response = await requester.request_approval(request)
+        except ApprovalRequired:
+            raise  # deferred: the caller suspends the call and resumes it with an answer
         except Exception as exc:
             log.exception("approval requester failed")
             response = ApprovalResponse(ApprovalOutcome.UNAVAILABLE, f"the approval channel failed: {exc}")

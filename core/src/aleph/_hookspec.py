@@ -104,6 +104,17 @@ def aleph_command_policy_rules(register: Callable[[CommandRule], None]) -> None:
     """
 
 
+@hookspec
+def aleph_cli_commands(register: Callable[[str, Callable[[Any], None]], None]) -> None:
+    """Called when the ``aleph`` command line is built, to let a plugin add sub-commands (``aleph undo``).
+
+    :param register: call ``register(name, add_parser)`` once per command; ``add_parser(subparsers)`` adds an
+        argparse sub-parser named ``name`` exactly like core's ``aleph._cli.*_cmd.add_parser`` and sets
+        ``func(args) -> int`` on it. A name core or another plugin already uses is an error for this plugin.
+    The result is ignored. Must do no I/O: the parser is built on every start of the command line.
+    """
+
+
 @hookspec(firstresult=True)
 def aleph_approval_requester(config: AlephConfig) -> ApprovalRequester | None:
     """Called once per runtime to find the default approval requester (a chat card, a desktop prompt).

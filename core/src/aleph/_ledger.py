@@ -25,7 +25,7 @@ import queue
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,6 +47,7 @@ from aleph._ledger_format import (
     LedgerRecord,
     LedgerRow,
     VerifyReport,
+    canonical_refs,
     checkpoint_digest,
     read_lines,
     row_hash,
@@ -80,6 +81,8 @@ QUEUE_SIZE = 1024
 MAX_TARGET = 256
 MAX_DETAIL = 4096
 MAX_SHORT = 256
+MAX_REFS = 16
+MAX_REF_KEY = 32
 _TRUNCATED = "… [truncated]"
 _MAX_OPEN_CHAINS = 256
 SIGN_EVERY = 64
@@ -109,6 +112,12 @@ def _clip(value: str, limit: int) -> str:
 
 def _clip_opt(value: str | None, limit: int) -> str | None:
     return None if value is None else _clip(value, limit)
+
+
+def _clip_refs(refs: Mapping[str, str] | None) -> dict[str, str] | None:
+    if not refs:
+        return None
+    return {_clip(str(k), MAX_REF_KEY): _clip(str(v), MAX_SHORT) for k, v in list(refs.items())[:MAX_REFS]}
 
 
 def _now_ms() -> int:
@@ -551,6 +560,7 @@ class Ledger:
         principal: str | None = None,
         result_fp: str | None = None,
         rule: str | None = None,
+        refs: dict[str, str] | None = None,
     ) -> _Pending:
         seq, prev = chain_state[0] + 1, chain_state[1]
         agent_id = signer.agent_id
@@ -569,6 +579,7 @@ class Ledger:
             result_fp=result_fp,
             rule=rule,
             prev_hash=prev,
+            refs=canonical_refs(refs),
         )
         # The same keys, in the same order, as LedgerRow (built directly: asdict() costs on the hot path).
         row = {
@@ -588,6 +599,8 @@ class Ledger:
             "result_fp": result_fp,
             "rule": rule,
         }
+        if refs:
+            row["refs"] = refs
         chain_state[0], chain_state[1], chain_state[2] = seq, digest, signer.fingerprint
         if seq % self.checkpoint_every == 0:
             chain_state[4].append((seq, digest, signer.fingerprint))
@@ -687,6 +700,7 @@ class Ledger:
                             principal=_clip_opt(item.principal, MAX_SHORT),
                             result_fp=_clip_opt(item.result_fp, MAX_SHORT),
                             rule=_clip_opt(item.rule, MAX_SHORT),
+                            refs=_clip_refs(item.refs),
                         )
                     )
                     stored += 1

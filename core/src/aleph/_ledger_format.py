@@ -4,9 +4,11 @@ Row hash (version 2 of the reference layout; every displayed field is hashed)::
 
     SHA-256( b"aleph-agent-ledger-v2" ‖ LP(agent_id) ‖ i64be(seq) ‖ i64be(at_ms) ‖ LP(action) ‖ LP(outcome)
              ‖ LP(target) ‖ OPT(args_fp) ‖ LP(detail) ‖ LP(signer_fp) ‖ OPT(principal) ‖ OPT(result_fp)
-             ‖ OPT(rule) ‖ prev_hash or 32 zero bytes )
+             ‖ OPT(rule) [‖ 0x02 ‖ LP(refs)] ‖ prev_hash or 32 zero bytes )
 
 ``LP(x)`` = 4-byte big-endian length + UTF-8 bytes; ``OPT(x)`` = ``0x00`` for None, else ``0x01`` + LP(x).
+``refs`` (the string references a family attached to the call: team, task, memory ids) is hashed as its canonical
+JSON (sorted keys) and only when the row has any, so rows without refs hash exactly as before.
 The signature is Ed25519 over the 32-byte hash. Since each hash covers every row before it, the writer
 signs only the last row of each group commit (and identity rows, the last row before a key change, and
 at least every 64th row); the other rows carry ``"signature": ""`` and are vouched for by the next
@@ -22,6 +24,7 @@ import hashlib
 import json
 import struct
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -41,6 +44,7 @@ __all__ = [
     "LedgerRecord",
     "LedgerRow",
     "VerifyReport",
+    "canonical_refs",
     "checkpoint_digest",
     "read_lines",
     "row_hash",
@@ -58,8 +62,9 @@ LedgerAction = Literal[
     "identity_rotated",
     "identity_revoked",
     "checkpoint",
+    "tool_event",
 ]
-"""What a row records."""
+"""What a row records (``tool_event``: provenance a tool recorded about itself, e.g. memory fed into a turn)."""
 LedgerOutcome = Literal["ok", "error", "denied"]
 """How it ended."""
 
@@ -100,6 +105,7 @@ class LedgerRecord:
     principal: str | None = None
     result_fp: str | None = None
     rule: str | None = None
+    refs: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,10 +127,14 @@ class LedgerRow:
     principal: str | None = None
     result_fp: str | None = None
     rule: str | None = None
+    refs: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The row as a JSON object (the on-disk form)."""
-        return asdict(self)
+        """The row as a JSON object (the on-disk form; ``refs`` only when present)."""
+        out = asdict(self)
+        if out["refs"] is None:
+            del out["refs"]
+        return out
 
     @classmethod
     def from_json(cls, data: Any) -> LedgerRow:
@@ -143,6 +153,11 @@ class LedgerRow:
         for name in ("seq", "at_ms"):
             if type(data.get(name)) is not int:
                 raise ValueError(f"field {name!r} is missing or not an integer")
+        refs = data.get("refs")
+        if refs is not None and not (
+            isinstance(refs, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in refs.items())
+        ):
+            raise ValueError("field 'refs' is not an object of strings")
         if data["action"] not in ACTIONS:
             raise ValueError(f"unknown action {data['action']!r}")
         if data["outcome"] not in OUTCOMES:
@@ -185,6 +200,13 @@ def _opt(value: str | None) -> bytes:
     return b"\x00" if value is None else b"\x01" + _lp(value)
 
 
+def canonical_refs(refs: Mapping[str, str] | None) -> str | None:
+    """The form ``refs`` is hashed in: sorted-key JSON, or None when there are none."""
+    if not refs:
+        return None
+    return json.dumps(dict(refs), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def row_hash(
     *,
     agent_id: str,
@@ -200,8 +222,9 @@ def row_hash(
     result_fp: str | None,
     rule: str | None,
     prev_hash: bytes | None,
+    refs: str | None = None,
 ) -> bytes:
-    """The 32-byte SHA-256 of a row in the v2 layout (see the module docstring)."""
+    """The 32-byte SHA-256 of a row in the v2 layout (see the module docstring); ``refs`` in canonical form."""
     return hashlib.sha256(
         b"".join(
             (
@@ -218,6 +241,7 @@ def row_hash(
                 _opt(principal),
                 _opt(result_fp),
                 _opt(rule),
+                b"" if refs is None else b"\x02" + _lp(refs),
                 _ZERO_HASH if prev_hash is None else prev_hash,
             )
         )
@@ -239,6 +263,7 @@ def _hash_of(row: LedgerRow) -> bytes:
         result_fp=row.result_fp,
         rule=row.rule,
         prev_hash=None if row.prev_hash is None else bytes.fromhex(row.prev_hash),
+        refs=canonical_refs(row.refs),
     )
 
 

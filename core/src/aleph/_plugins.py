@@ -25,13 +25,22 @@ from aleph._tool import Tool
 from aleph._types import ToolSource
 
 if TYPE_CHECKING:
+    from aleph._approval import ApprovalRequester
     from aleph._config import AlephConfig
+    from aleph._events import EventLog
+    from aleph._ledger import Ledger
+    from aleph._runtime import Aleph
+    from aleph._scoped import ScopedToolService
+    from aleph._tiers import ExecTier
+    from aleph._turn import TurnContext
 
 __all__ = ["FailedPlugin", "LoadedPlugin", "PluginContext", "PluginManager", "ToolRegistrar"]
 
 log = logging.getLogger("aleph.plugins")
 
 Cleanup = Callable[[], Awaitable[None]]
+Service = Callable[[], Awaitable[None]]
+"""A long-running background job: a coroutine function run while the runtime's services are started."""
 
 
 @dataclass(slots=True)
@@ -99,6 +108,50 @@ class PluginContext:
     _cleanups: list[Cleanup]
     _manager: PluginManager | None = None
 
+    def _runtime(self) -> Aleph:
+        runtime = self._manager.runtime if self._manager is not None else None
+        if runtime is None:
+            raise RuntimeError(
+                "the runtime is not built yet: use the context's tool_service, ledger and events at call time, "
+                "not inside aleph_register_tools"
+            )
+        return runtime
+
+    def tool_service(
+        self,
+        agent: str | None = None,
+        channel: str | None = None,
+        turn: TurnContext | None = None,
+        requester: ApprovalRequester | None = None,
+        tier: str | ExecTier | None = None,
+    ) -> ScopedToolService:
+        """A permission-checked tool service of this runtime (e.g. to run a team member's calls as that agent).
+
+        The same as :meth:`aleph.Aleph.tool_service`; usable at call time only.
+        """
+        return self._runtime().tool_service(agent=agent, channel=channel, turn=turn, requester=requester, tier=tier)
+
+    @property
+    def ledger(self) -> Ledger | None:
+        """The runtime's signed ledger (None when ``[ledger] enabled = false``); usable at call time only."""
+        return self._runtime().chokepoint.ledger
+
+    @property
+    def events(self) -> EventLog | None:
+        """The runtime's session event log; usable at call time only."""
+        return self._runtime().chokepoint.events
+
+    def add_service(self, name: str, factory: Service) -> None:
+        """Run ``await factory()`` in the background while the runtime's services are started.
+
+        ``aleph serve`` and commands that want background work call :meth:`aleph.Aleph.start_services`;
+        a plain :func:`aleph.load` never starts them. A service that raises is logged and restarted
+        with back-off; all are cancelled when the runtime closes.
+        """
+        if self._manager is None:
+            raise RuntimeError("this plugin context has no plugin manager")
+        self._manager.services.append((f"{self.plugin_name}:{name}", factory))
+
     @property
     def protected_paths(self) -> list[Path]:
         """Aleph's own files no tool may write: config files, the data directory (ledger, keys, sessions)."""
@@ -152,6 +205,9 @@ class PluginManager:
         self.loaded: dict[str, LoadedPlugin] = {}
         self.failed: list[FailedPlugin] = []
         self.blocked: list[str] = []
+        self.runtime: Aleph | None = None
+        """The runtime these plugins serve, once it is built (plugin contexts reach it at call time)."""
+        self.services: list[tuple[str, Service]] = []
         for name in self.disabled:
             self._pm.set_blocked(name)
 
@@ -182,20 +238,36 @@ class PluginManager:
             self._pm.unregister(plugin, name=name)
 
     def add(self, plugin: object, name: str, *, distribution: str | None = None, version: str | None = None) -> bool:
-        """Register an in-process plugin object (a module or an instance with hookimpls)."""
+        """Register an in-process plugin object (a module or an instance with hookimpls).
+
+        A plugin that brings its own extension points lists their hookspec modules (or classes) in
+        ``ALEPH_HOOKSPECS``; they are added before its hooks are checked. Hooks no spec knows are
+        checked by :meth:`check_pending`, once every plugin is in, so a plugin may implement a hook
+        of a family that loads after it.
+        """
         if name in self.disabled:
             self.blocked.append(name)
             return False
         try:
+            for spec in getattr(plugin, "ALEPH_HOOKSPECS", ()) or ():
+                self._pm.add_hookspecs(spec)
             self._pm.register(plugin, name=name)
-            unknown = [impl.name for impl in self._pm.get_hookcallers(plugin) or [] if impl.spec is None]
-            if unknown:
-                raise pluggy.PluginValidationError(plugin, f"unknown hooks: {', '.join(sorted(unknown))}")
         except Exception as exc:
             self._fail(name, "validate", exc, distribution, version)
             return False
         self.loaded[name] = LoadedPlugin(name, distribution, version)
         return True
+
+    def check_pending(self) -> None:
+        """Fail every plugin that implements a hook no loaded plugin or core specifies."""
+        for name in list(self.loaded):
+            plugin = self._pm.get_plugin(name)
+            if plugin is None:
+                continue
+            unknown = sorted({impl.name for impl in self._pm.get_hookcallers(plugin) or [] if impl.spec is None})
+            if unknown:
+                exc = pluggy.PluginValidationError(plugin, f"unknown hooks: {', '.join(unknown)}")
+                self._fail(name, "validate", exc)
 
     def load_entry_points(self, group: str = "aleph") -> None:
         """Import every entry point of ``group`` one by one; failures are recorded, not fatal."""

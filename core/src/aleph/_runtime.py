@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -58,6 +60,8 @@ class Aleph:
         """``[tools]`` discovery: search index, disclosure rewriters, deferred sets, session knobs."""
         self._cleanups = cleanups
         self._closed = False
+        self._services: list[asyncio.Task[None]] = []
+        plugins.runtime = self
 
     async def __aenter__(self) -> Aleph:
         await self.mcp.start()
@@ -68,11 +72,28 @@ class Aleph:
     ) -> None:
         await self.aclose()
 
+    async def start_services(self) -> list[str]:
+        """Start the background services plugins added (schedulers, watchers); returns their names.
+
+        ``aleph serve`` calls this; a plain :func:`load` never runs them. Each service that raises is
+        logged and restarted with back-off (1 s doubling to 60 s); :meth:`aclose` cancels them all.
+        Calling it again starts nothing new.
+        """
+        if self._services or self._closed:
+            return [task.get_name() for task in self._services]
+        for name, factory in self.plugins.services:
+            self._services.append(asyncio.create_task(_supervise(name, factory), name=name))
+        return [task.get_name() for task in self._services]
+
     async def aclose(self) -> None:
         """Release every resource plugins registered (browsers, connections); safe to call twice."""
         if self._closed:
             return
         self._closed = True
+        for task in self._services:
+            task.cancel()
+        if self._services:
+            await asyncio.gather(*self._services, return_exceptions=True)
         try:
             await self.mcp.aclose()
         except Exception:
@@ -139,6 +160,23 @@ class Aleph:
         return setup.bind(service) if setup is not None else service
 
 
+async def _supervise(name: str, factory: Callable[[], Awaitable[None]]) -> None:
+    delay = 1.0
+    while True:
+        started = time.monotonic()
+        try:
+            await factory()
+            log.warning("service %s returned; restarting it in %.0f s", name, delay)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("service %s failed; restarting it in %.0f s", name, delay)
+        if time.monotonic() - started > 60:
+            delay = 1.0  # it ran a good while: a fresh failure, not a crash loop
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 60.0)
+
+
 def load(
     config_path: str | os.PathLike[str] | None = None,
     *,
@@ -165,6 +203,7 @@ def load(
         manager.add(plugin, _plugin_name(plugin))
     if entry_points:
         manager.load_entry_points()
+    manager.check_pending()
     manager.configure(config)
     registry = ToolRegistry()
     cleanups: list[Cleanup] = []

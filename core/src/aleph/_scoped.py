@@ -21,8 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aleph._approval import ApprovalOutcome, ApprovalRequest, ApprovalRequester
+from aleph._call import _CALL, CallContext
 from aleph._errors import (
+    ApprovalDenied,
     ApprovalExpired,
+    ApprovalUnavailable,
     Cancelled,
     ExecutionFailed,
     PermissionDenied,
@@ -381,8 +384,16 @@ class ScopedToolService(BaseToolService):
 
         def subjects() -> CallSubjects:
             named = getattr(entry.tool, "subject_paths", None)
+            resolve = getattr(entry.tool, "resolve_subjects", None)
+            arguments = input
+            if callable(resolve):
+                try:
+                    resolved = dict(resolve(input))
+                except Exception as exc:  # what cannot be resolved is never covered by an allow
+                    resolved = {"unresolved": f"{type(exc).__name__}: {exc}"}
+                arguments = {**resolved, **input}  # a resolved fact never shadows an argument
             return self.policy.subjects_for(
-                input,
+                arguments,
                 workspace=self._cp.workspace,
                 shell_command=command_text,
                 split_commands=splitter,
@@ -470,7 +481,7 @@ class ScopedToolService(BaseToolService):
         if self.requester is None and not unattended:
             cause = f"{verdict.reason} No approval channel is available, so it cannot be authorized here. Do not retry."
             await self._record_refusal(entry, input, cause, verdict)
-            raise ExecutionFailed(name, cause)
+            raise ApprovalUnavailable(name, cause)
         outcome = await self._cp.gate.confirm(self.requester, request, session_key=session, unattended=unattended)
         await self._record_approval(
             entry, input, verdict, outcome.approved, outcome.by, outcome.outcome.value, outcome.deny_reason
@@ -479,18 +490,19 @@ class ScopedToolService(BaseToolService):
             return
         if outcome.outcome is ApprovalOutcome.TIMEOUT:
             raise ApprovalExpired(name, outcome.waited_ms)
-        said = f' The user said: "{escape_for_prompt(outcome.deny_reason)}".' if outcome.deny_reason else ""
-        if outcome.by == "User":
-            lead = f"The user did not approve running `{name}` ({outcome.outcome.value})."
-        else:
-            lead = f"running `{name}` was not authorized — nobody was asked ({outcome.outcome.value})."
-            said = ""
         hint = f" {outcome.hint}" if outcome.hint else ""
-        raise ExecutionFailed(
-            name,
-            f"{lead}{said} Do not retry this call, do not rewrite it, and do not attempt to "
-            f"achieve the same result by other means.{hint} Ask the user what they would "
-            "like to do instead.",
+        advice = (
+            " Do not retry this call, do not rewrite it, and do not attempt to achieve the same result by other "
+            f"means.{hint} Ask the user what they would like to do instead."
+        )
+        if outcome.by == "User":
+            said = f' The user said: "{escape_for_prompt(outcome.deny_reason)}".' if outcome.deny_reason else ""
+            lead = f"the user did not approve running `{name}` ({outcome.outcome.value})."
+            raise ApprovalDenied(name, f"{lead}{said}{advice}")
+        if outcome.outcome is ApprovalOutcome.DENIED:  # an earlier denial of this exact call, or the breaker
+            raise ApprovalDenied(name, f"running `{name}` was refused without asking again.{advice}")
+        raise ApprovalUnavailable(
+            name, f"running `{name}` was not authorized — nobody was asked ({outcome.outcome.value}).{advice}"
         )
 
     # -- running ----------------------------------------------------------------------------------
@@ -503,6 +515,8 @@ class ScopedToolService(BaseToolService):
         if handler is not None:
             call_handler(handler, handler.on_tool_start, name, summarize_call(name, input))
         token = _TURN.set(self.turn) if self.turn is not None else None
+        call = CallContext(self, name, agent=self.agent, channel=self.channel, turn=self.turn, parent=_CALL.get())
+        call_token = _CALL.set(call)
         try:
             try:
                 output = await self._attempt(entry, input, budget_ms, cancel)
@@ -514,16 +528,17 @@ class ScopedToolService(BaseToolService):
         except ToolError as exc:
             if handler is not None:
                 call_handler(handler, handler.on_tool_result, name, str(exc)[:200], False)
-            if not facts.idempotent:
-                await self._record_execution(entry, input, "error", _bounded(str(exc)))
+            if not facts.idempotent or call.annotated:
+                await self._record_execution(entry, input, "error", _bounded(str(exc)), call.refs)
             raise
         finally:
+            _CALL.reset(call_token)
             if token is not None:
                 _TURN.reset(token)
         if handler is not None:
             call_handler(handler, handler.on_tool_result, name, output.text[:200], True)
-        if not facts.idempotent:
-            await self._record_execution(entry, input, "ok", "")
+        if not facts.idempotent or call.annotated:
+            await self._record_execution(entry, input, "ok", "", call.refs)
         return self._bound_output(name, output)
 
     async def _attempt(
@@ -590,7 +605,12 @@ class ScopedToolService(BaseToolService):
         self._event("refused", entry.name, reason)
 
     async def _record_execution(
-        self, entry: RegisteredTool, input: Mapping[str, Any], outcome: LedgerOutcome, detail: str
+        self,
+        entry: RegisteredTool,
+        input: Mapping[str, Any],
+        outcome: LedgerOutcome,
+        detail: str,
+        refs: Mapping[str, str] | None = None,
     ) -> None:
         ledger = self._cp.ledger
         if ledger is None and (self._cp.events is None or self.turn is None or not self.turn.session_key):
@@ -613,6 +633,7 @@ class ScopedToolService(BaseToolService):
                     detail=f"{summary} — {redact(detail)}" if detail else summary,
                     args_fp=grant_fingerprint(name, snapshot),
                     principal=principal,
+                    refs=refs or None,
                 )
 
             try:
@@ -622,7 +643,7 @@ class ScopedToolService(BaseToolService):
         else:
             summary = summarize_call(entry.name, input)
             await self._ledger(
-                entry, input, "tool_call", outcome, f"{summary} — {redact(detail)}" if detail else summary, None
+                entry, input, "tool_call", outcome, f"{summary} — {redact(detail)}" if detail else summary, None, refs
             )
         self._event("executed" if outcome == "ok" else "failed", entry.name, redact(detail))
 
@@ -658,10 +679,14 @@ class ScopedToolService(BaseToolService):
         outcome: LedgerOutcome,
         detail: str,
         rule: str | None,
+        refs: Mapping[str, str] | None = None,
     ) -> None:
         ledger = self._cp.ledger
         if ledger is None:
             return
+        if refs is None:
+            parent = _CALL.get()  # a refused or approved action of a composite call names its parent
+            refs = {"parent_call": parent.call_id} if parent is not None else None
         try:
             await ledger.append(
                 LedgerRecord(
@@ -673,10 +698,31 @@ class ScopedToolService(BaseToolService):
                     args_fp=grant_fingerprint(entry.name, input),
                     principal=self.turn.principal if self.turn is not None else None,
                     rule=rule,
+                    refs=refs or None,
                 )
             )
         except Exception:
             log.exception("ledger append failed; the call's result is unchanged")
+
+    async def record_event(self, call: CallContext, event: str, detail: str, refs: Mapping[str, str]) -> None:
+        """Append a ``tool_event`` row for ``call`` (see :meth:`aleph.CallContext.record`); never raises."""
+        ledger = self._cp.ledger
+        if ledger is not None:
+            try:
+                await ledger.append(
+                    LedgerRecord(
+                        agent_id=self._agent_id(),
+                        action="tool_event",
+                        target=call.tool,
+                        outcome="ok",
+                        detail=redact(detail),
+                        principal=self.turn.principal if self.turn is not None else None,
+                        refs={**call.refs, "call": call.call_id, **refs},
+                    )
+                )
+            except Exception:
+                log.exception("ledger append failed; the call's result is unchanged")
+        self._event("executed", call.tool, redact(f"{event}: {detail}" if detail else event))
 
     def _event(self, kind: EventKind, tool: str, detail: str, by: str | None = None) -> None:
         events = self._cp.events

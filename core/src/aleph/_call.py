@@ -1,0 +1,145 @@
+"""The running call, readable by tools through :func:`current_call`.
+
+The chokepoint sets a :class:`CallContext` for the duration of each tool call. Through it a tool
+submits the actions it is made of (:meth:`CallContext.subcall`: each one judged under its own name
+and arguments, with its own ledger row), attaches references to its own ledger row
+(:meth:`CallContext.annotate`) and records provenance that is not a mutating call
+(:meth:`CallContext.record`).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Protocol
+
+from aleph._errors import ExecutionFailed
+from aleph._turn import TurnContext
+from aleph._types import ToolOutput
+
+if TYPE_CHECKING:
+    from aleph._scoped import Explanation
+
+__all__ = ["MAX_REFS", "MAX_SUBCALL_DEPTH", "CallContext", "current_call"]
+
+MAX_REFS = 16
+"""References one call may carry on its ledger row."""
+MAX_REF_VALUE = 256
+MAX_SUBCALL_DEPTH = 8
+"""Composite tools may nest this deep (a workflow step running a batch running an action)."""
+
+_REF_KEY = re.compile(r"[a-z][a-z0-9_]{0,31}", re.ASCII)
+
+
+class _Service(Protocol):
+    """What a call context needs from the scoped service that runs the call."""
+
+    async def execute(self, name: str, input: Mapping[str, Any]) -> ToolOutput: ...
+
+    def explain(self, name: str, input: Mapping[str, Any] | None = None) -> Explanation: ...
+
+    async def record_event(self, call: CallContext, event: str, detail: str, refs: Mapping[str, str]) -> None: ...
+
+
+def check_refs(refs: Mapping[str, Any]) -> dict[str, str]:
+    """Validate references: keys ``[a-z][a-z0-9_]{0,31}``, values stringified and at most 256 characters."""
+    out = {}
+    for key, value in refs.items():
+        if not isinstance(key, str) or not _REF_KEY.fullmatch(key):
+            raise ValueError(f"ledger reference key {key!r} must match [a-z][a-z0-9_]{{0,31}}")
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ValueError(f"ledger reference {key!r} must be a string or a number, got {type(value).__name__}")
+        text = str(value)
+        if len(text) > MAX_REF_VALUE:
+            raise ValueError(f"ledger reference {key!r} is {len(text)} characters; the limit is {MAX_REF_VALUE}")
+        out[key] = text
+    return out
+
+
+class CallContext:
+    """One running tool call: who is calling, and how the tool reaches the chokepoint again.
+
+    Obtain it with :func:`aleph.current_call` inside a tool's ``call``.
+    """
+
+    __slots__ = ("_refs", "_service", "agent", "call_id", "channel", "depth", "parent", "tool", "turn")
+
+    def __init__(
+        self,
+        service: _Service,
+        tool: str,
+        *,
+        agent: str | None,
+        channel: str | None,
+        turn: TurnContext | None,
+        call_id: str | None = None,
+        parent: CallContext | None = None,
+    ) -> None:
+        self._service = service
+        self.tool = tool
+        """The canonical name of the running tool."""
+        self.agent = agent
+        self.channel = channel
+        self.turn = turn
+        self.parent = parent
+        """The composite call this one is an action of, if any."""
+        self.depth: int = 0 if parent is None else parent.depth + 1
+        if call_id is None:
+            call_id = turn.call_id if parent is None and turn is not None and turn.call_id else uuid.uuid4().hex[:16]
+        self.call_id = call_id
+        """The model's call id for a top-level call, else a generated one."""
+        self._refs: dict[str, str] = {} if parent is None else {"parent_call": parent.call_id}
+
+    @property
+    def refs(self) -> dict[str, str]:
+        """References recorded on this call's ledger row so far (a copy)."""
+        return dict(self._refs)
+
+    @property
+    def annotated(self) -> bool:
+        """Whether the tool attached references of its own (a read-only call then gets a row too)."""
+        return any(key != "parent_call" for key in self._refs)
+
+    def annotate(self, **refs: str | int | float) -> None:
+        """Attach references (``team_id=``, ``task_id=``, ``memory_id=``, ...) to this call's signed ledger row."""
+        checked = check_refs(refs)
+        if len(self._refs.keys() | checked.keys()) > MAX_REFS:
+            raise ValueError(f"a call carries at most {MAX_REFS} ledger references")
+        self._refs.update(checked)
+
+    async def subcall(self, name: str, input: Mapping[str, Any]) -> ToolOutput:
+        """Run one action of this composite call through the chokepoint, under its own name and arguments.
+
+        The same agent, channel, turn, tier and approval channel apply; the action gets its own ledger
+        row (with ``parent_call`` naming this call). Raises :class:`~aleph.ToolError` like ``execute``.
+        """
+        if self.depth + 1 > MAX_SUBCALL_DEPTH:
+            raise ExecutionFailed(
+                self.tool, f"composite calls nest at most {MAX_SUBCALL_DEPTH} deep; `{name}` was not run"
+            )
+        token = _CALL.set(self)  # execute() reads the parent from the context
+        try:
+            return await self._service.execute(name, input)
+        finally:
+            _CALL.reset(token)
+
+    def explain(self, name: str, input: Mapping[str, Any] | None = None) -> Explanation:
+        """The chokepoint's decision for an action of this call, without running it."""
+        return self._service.explain(name, input)
+
+    async def record(self, event: str, detail: str = "", **refs: str | int | float) -> None:
+        """Append a signed ``tool_event`` row for this call (provenance that is not itself a mutating call)."""
+        checked = check_refs({"event": event, **refs})
+        if len(checked) > MAX_REFS:
+            raise ValueError(f"a ledger event carries at most {MAX_REFS} references")
+        await self._service.record_event(self, event, detail, checked)
+
+
+_CALL: ContextVar[CallContext | None] = ContextVar("aleph_call", default=None)
+
+
+def current_call() -> CallContext | None:
+    """The tool call running in this task, or None outside a call."""
+    return _CALL.get()
