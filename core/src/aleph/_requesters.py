@@ -64,6 +64,8 @@ class TerminalRequester:
     def __init__(self, stdin: TextIO | None = None, stderr: TextIO | None = None) -> None:
         self._in = stdin or sys.stdin
         self._out = stderr or sys.stderr
+        self.last_denial_reason: str | None = None
+        """The reason given with the latest "no", for a caller that reports the refusal to the person."""
 
     async def request_approval(self, request: ApprovalRequest) -> ApprovalResponse:
         """Show the request and read the answer, asking again after an invalid one."""
@@ -88,7 +90,8 @@ class TerminalRequester:
                 return ApprovalResponse(outcome)
             self._write("  why not? (optional, Enter to skip): ")
             reason = await self._readline()
-            return ApprovalResponse(outcome, (reason or "").strip()[:500] or None)
+            self.last_denial_reason = (reason or "").strip()[:500] or None
+            return ApprovalResponse(outcome, self.last_denial_reason)
         return ApprovalResponse(ApprovalOutcome.UNAVAILABLE, f"no valid answer after {MAX_TRIES} tries")
 
     def _write(self, text: str) -> None:

@@ -27,13 +27,19 @@ def exit_code(exc: ToolError) -> int:
     return EXIT_REFUSED if exc.kind in _REFUSED or isinstance(exc, PermissionDenied) else EXIT_FAILED
 
 
-def person_message(exc: ToolError, explanation: Explanation | None, *, stdin_is_tty: bool) -> str:
-    """One or two lines for the person at the terminal, by the kind of failure."""
+def person_message(
+    exc: ToolError, explanation: Explanation | None, *, stdin_is_tty: bool, said: str | None = None
+) -> str:
+    """One or two lines for the person at the terminal, by the kind of failure.
+
+    :param said: the reason the person gave when they declined at the prompt.
+    """
     tool = exc.tool
     kind = exc.kind
     if kind == "approval_denied":
-        said = getattr(exc, "deny_reason", None) or getattr(exc, "user_reason", None)
-        return f"not run: you declined `{tool}`" + (f' ("{escape_for_prompt(str(said))}")' if said else "")
+        if said is None and "without asking again" in str(exc):
+            return f"not run: `{tool}` with these arguments was declined earlier in this session"
+        return f"not run: you declined `{tool}`" + (f' ("{escape_for_prompt(said)}")' if said else "")
     if kind == "approval_unavailable":
         why = "stdin is not a terminal" if not stdin_is_tty else "no approval channel answered"
         return (

@@ -111,7 +111,8 @@ def _call(args: argparse.Namespace) -> int:
     async def run() -> int:
         async with load_runtime(args) as rt:
             # On a terminal the user is asked y/s/a/n; without one nobody can be asked, so gated calls are refused.
-            service = rt.tool_service(agent=args.agent, channel=args.channel, requester=TerminalRequester())
+            requester = TerminalRequester()
+            service = rt.tool_service(agent=args.agent, channel=args.channel, requester=requester)
             progress = StderrProgress(get_tool_progress_handler())
             previous = set_tool_progress_handler(progress)
             started = time.perf_counter()
@@ -125,7 +126,9 @@ def _call(args: argparse.Namespace) -> int:
                     print_json(failed.to_json())
                 else:
                     explanation = service.explain(exc.tool, payload) if isinstance(exc, PermissionDenied) else None
-                    print(person_message(exc, explanation, stdin_is_tty=sys.stdin.isatty()), file=sys.stderr)
+                    said = requester.last_denial_reason
+                    text = person_message(exc, explanation, stdin_is_tty=sys.stdin.isatty(), said=said)
+                    print(text, file=sys.stderr)
                 return exit_code(exc)
             finally:
                 set_tool_progress_handler(previous)
