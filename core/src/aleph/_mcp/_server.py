@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aleph._config import McpServerConfig
 from aleph._errors import ExecutionFailed, ToolError, ToolNotFound, ToolTimeout, TransportError, ValidationFailed
+from aleph._mcp._chain import CHAIN_ENV, child_chain
 from aleph._mcp._hygiene import cap_text, expand_vars
 from aleph._mcp._status import ServerStatus, State
 from aleph._progress import notify_tool_streaming_chunk
@@ -322,7 +323,10 @@ class ServerConnection:
             target = self.manager.inprocess[self.id]
         else:
             assert cfg.command is not None
-            target = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=dict(cfg.env), cwd=cfg.cwd)
+            env = dict(cfg.env)
+            if self.manager.chain_id is not None:
+                env[CHAIN_ENV] = child_chain(self.manager.chain_id)  # a configuration cannot unset it
+            target = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=env, cwd=cfg.cwd)
         return Client(
             target,
             mode=cfg.protocol,
