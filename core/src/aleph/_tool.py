@@ -15,7 +15,6 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar, get_type_hints, ov
 
 import anyio.to_thread
 import docstring_parser
-from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import PydanticUndefined, to_jsonable_python
 
@@ -329,6 +328,8 @@ class LoopTool:
         self._facts = facts or ToolFacts()
         self.facts_declared = facts is not None
         self._handler = handler
+        from jsonschema import Draft202012Validator  # imported on first use: `import aleph` stays light
+
         self._validator = Draft202012Validator(self.input_schema)
         self._accepts = _fast_check(self.input_schema)
 
