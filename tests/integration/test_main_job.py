@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,26 @@ def wrapped(clone: Path, workspace: Path, logs: Path, env: dict[str, str]) -> St
     """run-main launched in ``workspace``, with a copy of its stdout and its stderr kept in ``logs``."""
     script = f'"{clone}/scripts/run-main" 2>>"{logs}/stderr.log" | tee -a "{logs}/stdout.log"'
     return StdioServerParameters(command="bash", args=["-c", script], cwd=str(workspace), env=env)
+
+
+async def wait_for(condition: Any, limit: float = 180) -> None:
+    with anyio.fail_after(limit):
+        while not condition():
+            await anyio.sleep(0.2)
+
+
+def stop_start_server(clone: Path) -> None:
+    pid_file = clone / ".venv" / ".aleph-warm" / "pid"
+    try:
+        os.kill(int(pid_file.read_text()), signal.SIGTERM)
+    except (OSError, ValueError):
+        pass
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_start_server_left(clone: Path) -> Iterator[None]:
+    yield
+    stop_start_server(clone)
 
 
 class Human:
@@ -90,12 +112,16 @@ async def test_run_main_twice_from_a_fresh_clone(
     first_stderr = (logs / "stderr.log").read_text()
     assert "run-main: installing Aleph" in first_stderr
 
+    # The first start left a start server behind; it is ready once its socket exists.
+    await wait_for(lambda: (clone / ".venv" / ".aleph-warm" / "sock").exists())
     with anyio.fail_after(120):
-        second, tools_again = await session(params, human, write=None)
+        second, tools_again = await session(params, human, write="y.txt")
     assert tools == tools_again and tools > 20
+    assert 2 == len(human.asked)
+    assert "from the client\n" == (workspace / "y.txt").read_text()
     second_stderr = (logs / "stderr.log").read_text()[len(first_stderr) :]
-    assert "installing" not in second_stderr, second_stderr  # the stamp was found: straight to aleph serve
-    assert f"aleph serve: workspace {workspace}" in second_stderr
+    assert "installing" not in second_stderr, second_stderr  # the stamp was found: no install
+    assert f"aleph serve: workspace {workspace}" in second_stderr and "warm start" in second_stderr
 
     for line in (logs / "stdout.log").read_text().splitlines():
         message = json.loads(line)  # nothing but MCP reached stdout, during the install too
@@ -105,3 +131,39 @@ async def test_run_main_twice_from_a_fresh_clone(
     record_property("run_main_second_start_s", round(second, 2))
     with capsys.disabled():
         print(f"\nrun-main first start {first:.2f} s (installs), second start {second:.2f} s to the first tools/list")
+
+
+async def test_a_source_change_starts_cold_and_the_start_server_is_renewed(clone: Path, tmp_path: Path) -> None:
+    # Runs after the session above: the clone is installed and a start server runs.
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+    env.update(XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"))
+    params = wrapped(clone, workspace, logs, env)
+    sock = clone / ".venv" / ".aleph-warm" / "sock"
+    await wait_for(sock.exists)
+    os.utime(clone / "core" / "src" / "aleph" / "_cli" / "_common.py")  # an edit of an editable install
+
+    await session(params, Human(), write=None)
+    assert "warm start" not in (logs / "stderr.log").read_text()  # the old server refused: cold, new code
+    await wait_for(sock.exists)  # the cold start left a start server for the new sources
+    await session(params, Human(), write=None)
+    assert "warm start" in (logs / "stderr.log").read_text()
+
+
+def test_the_exit_code_of_a_warm_start_is_the_servers(clone: Path, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+    env.update(XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"))
+    done = subprocess.run(
+        [str(clone / "scripts" / "run-main"), "--http", "--host", "0.0.0.0"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert 2 == done.returncode, done.stderr
+    assert "loopback" in done.stderr
+    assert "" == done.stdout

@@ -118,9 +118,10 @@ def _serve(args: argparse.Namespace) -> int:
 def _summary(rt: Aleph, agent: str | None, tools: int, transport: str) -> str:
     """The start line: workspace, tier, isolation, tools offered."""
     tier = rt.access.tier(agent, "mcp", None, None).id
+    warm = ", warm start" if os.environ.get("ALEPH_WARM_START") == "1" else ""
     return (
         f"workspace {rt.config.workspace_root}, tier {tier}, isolation {_isolation(rt)}, "
-        f"{tools} tools offered over {transport}"
+        f"{tools} tools offered over {transport}{warm}"
     )
 
 
