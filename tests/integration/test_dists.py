@@ -5,6 +5,7 @@ author's users would (the aleph-* packages are not on PyPI; third-party dependen
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -32,7 +33,8 @@ def make_plugin_from_template(target: Path) -> Path:
 
 
 def run(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    env = {**os.environ, "PYTHON": sys.executable}  # build-dists uses this test's Python (it has build, twine)
+    done = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     assert 0 == done.returncode, f"{args}: {done.stdout}\n{done.stderr}"
     return done
 
