@@ -63,6 +63,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=_search)
 
 
+SUMMARY_WIDTH = 80
+
+
+def one_line(description: str, width: int = SUMMARY_WIDTH) -> str:
+    """A description's first line, cut at a word boundary with "…" when longer than ``width``."""
+    text = description.strip().splitlines()[0] if description.strip() else ""
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" ,;:") + " …"
+
+
 def _list(args: argparse.Namespace) -> int:
     async def run() -> int:
         async with load_runtime(args) as rt:
@@ -75,8 +87,7 @@ def _list(args: argparse.Namespace) -> int:
                 return 0
             width = max(len(d.name) for d in defs)
             for d in defs:
-                summary = d.description.strip().splitlines()[0] if d.description.strip() else ""
-                print(f"{d.name:<{width}}  {summary[:100]}")
+                print(f"{d.name:<{width}}  {one_line(d.description)}")
             return 0
 
     return asyncio.run(run())
@@ -196,8 +207,7 @@ def _search(args: argparse.Namespace) -> int:
             return 0
         width = max(len(r["name"]) for r in found["results"])
         for r in found["results"]:
-            summary = r["description"].strip().splitlines()[0] if r["description"].strip() else ""
-            print(f"{r['score']:8.3f}  {r['name']:<{width}}  {summary[:100]}")
+            print(f"{r['score']:8.3f}  {r['name']:<{width}}  {one_line(r['description'])}")
         return 0
 
     return asyncio.run(run())
