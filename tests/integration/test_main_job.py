@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -23,6 +25,7 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -167,3 +170,48 @@ def test_the_exit_code_of_a_warm_start_is_the_servers(clone: Path, tmp_path: Pat
     assert 2 == done.returncode, done.stderr
     assert "loopback" in done.stderr
     assert "" == done.stdout
+
+
+CLIENTS = ("Claude Code", "Cursor", "Claude Desktop")
+
+
+def client_snippets(docs: str) -> dict[str, str]:
+    """The set-up snippets under "### Clients" in docs/mcp.md, by client (named in the line above each)."""
+    section = docs.split("### Clients", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"^(.*?)\n\n```(?:console|json)\n(.*?)^```$", section, flags=re.M | re.S)
+    found: dict[str, str] = {}
+    for intro, body in blocks:
+        name = next((c for c in CLIENTS if intro.strip().splitlines()[-1].startswith(c)), None)
+        if name is not None:
+            found[name] = body
+    return found
+
+
+def launch_of(client: str, snippet: str, clone: Path, project: Path) -> tuple[list[str], Path]:
+    """(argv, launch directory) as the client would run it, with the snippet's paths filled in."""
+    text = snippet.replace("/path/to/aleph", str(clone)).replace("/path/to/your/project", str(project))
+    if client == "Claude Code":
+        words = shlex.split(text.removeprefix("$ "))
+        assert ["claude", "mcp", "add"] == words[:3] and "--" in words
+        return words[words.index("--") + 1 :], project  # Claude Code launches in the project directory
+    server = json.loads(text)["mcpServers"]["aleph"]
+    args = [a.replace("${workspaceFolder}", str(project)) for a in server.get("args", [])]
+    return [server["command"], *args], Path("/")  # the worst case: a client that launches from /
+
+
+async def test_the_documented_client_set_ups_launch(clone: Path, tmp_path: Path) -> None:
+    snippets = client_snippets((clone / "docs" / "mcp.md").read_text())
+    assert set(CLIENTS) == set(snippets), list(snippets)
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+    env.update(XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path / "config"))
+    for client, snippet in snippets.items():
+        argv, cwd = launch_of(client, snippet, clone, project)
+        log = tmp_path / f"{client.replace(' ', '-')}.log"
+        with log.open("w") as errlog:
+            params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(cwd), env=env)
+            with anyio.fail_after(120):
+                async with Client(stdio_client(params, errlog=errlog)) as mcp_client:
+                    assert (await mcp_client.list_tools()).tools, client
+        assert f"aleph serve: workspace {project}," in log.read_text(), (client, log.read_text())
