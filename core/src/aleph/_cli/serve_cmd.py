@@ -91,7 +91,9 @@ def _serve(args: argparse.Namespace) -> int:
     async def run() -> None:
         async with load(args.config, workspace=args.workspace) as rt:
             await rt.start_services()
-            server = AlephMcpServer(rt, channel=args.channel, agent=args.agent)
+            server = AlephMcpServer(
+                rt, channel=args.channel, agent=args.agent, load=lambda ws: load(args.config, workspace=ws)
+            )
             listed = await server._service().list()
             where = "stdio" if sock is None else "http"
             print(f"aleph serve: {_summary(rt, args.agent, len(listed), where)}", file=sys.stderr, flush=True)

@@ -17,14 +17,17 @@ import contextvars
 import logging
 import secrets
 import socket
+import warnings
 import weakref
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from aleph._approval import ApprovalOutcome, ApprovalRequest, ApprovalResponse, DeferredApprovals
@@ -40,6 +43,7 @@ from aleph._mcp._serve_ask import (
     new_nonce,
     request_state_boundary,
 )
+from aleph._mcp._serve_roots import ROOTS_WAIT_S, RootWorkspaces
 from aleph._progress import ToolProgressCallback, get_tool_progress_handler, set_tool_progress_handler
 from aleph._service import panic_error
 from aleph._turn import TurnContext
@@ -58,6 +62,12 @@ MAX_APPROVAL_ROUNDS = 8
 """Questions one legacy ``tools/call`` may ask (a composite tool asks once per gated sub-call)."""
 
 _PROGRESS: contextvars.ContextVar[_ProgressSink | None] = contextvars.ContextVar("aleph_mcp_progress", default=None)
+
+
+def _default_load(workspace: Path) -> Aleph:
+    from aleph._runtime import load
+
+    return load(workspace=workspace)
 
 
 def _connection(ctx: ServerRequestContext[Any, Any]) -> Any:
@@ -138,7 +148,15 @@ def _tool(defn: ToolDefinition) -> types.Tool:
 class AlephMcpServer:
     """Aleph's tool service behind an MCP server. Build it over an entered runtime."""
 
-    def __init__(self, rt: Aleph, *, channel: str = "mcp", agent: str | None = None) -> None:
+    def __init__(
+        self,
+        rt: Aleph,
+        *,
+        channel: str = "mcp",
+        agent: str | None = None,
+        load: Callable[[Path], Aleph] | None = None,
+    ) -> None:
+        """:param load: loads the runtime for a workspace a client's MCP roots name (default ``aleph.load``)."""
         self.rt = rt
         self.channel = channel
         self.agent = agent
@@ -150,6 +168,8 @@ class AlephMcpServer:
         # latest one of each connection is kept to push notifications on its standalone channel.
         self._legacy_sessions: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self._session_keys: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        self._connection_rt: weakref.WeakKeyDictionary[Any, Aleph] = weakref.WeakKeyDictionary()
+        self.workspaces = RootWorkspaces(rt, load or _default_load)
         self._changed: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.server = _Server(
@@ -163,11 +183,11 @@ class AlephMcpServer:
         # Seals every outgoing requestState and verifies every incoming one before a handler sees it.
         self.server.middleware.append(request_state_boundary(rt.config.data_dir))
 
-    def _service(self, requester: Any = None, session: str | None = None) -> Any:
+    def _service(self, requester: Any = None, session: str | None = None, rt: Aleph | None = None) -> Any:
         # MCP clients validate and generate arguments from the schemas they list, and bring their own tool
         # search: serve full schemas, without Aleph's per-session disclosure tools.
         turn = TurnContext(session_key=session, channel_id=self.channel) if session else None
-        return self.rt.tool_service(
+        return (rt or self.rt).tool_service(
             agent=self.agent, channel=self.channel, turn=turn, requester=requester, discovery=False
         )
 
@@ -185,11 +205,32 @@ class AlephMcpServer:
             key = self._session_keys[connection] = f"mcp:{self.token}:{secrets.token_hex(4)}"
         return key
 
+    async def _runtime(self, ctx: ServerRequestContext[Any, Any]) -> Aleph:
+        """The runtime of this connection's workspace: its MCP roots (asked once), else the default."""
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return self.rt  # 2026-07-28 deprecates roots (SEP-2577)
+        connection = _connection(ctx)
+        found = self._connection_rt.get(connection)
+        if found is not None:
+            return found
+        rt = self.rt
+        caps = ctx.session.client_capabilities
+        if caps is not None and caps.roots is not None:
+            try:
+                with anyio.fail_after(ROOTS_WAIT_S), warnings.catch_warnings():
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)  # deprecated for 2026-07-28 only
+                    listed = await ctx.session.list_roots()
+                rt = await self.workspaces.for_roots(list(listed.roots))
+            except Exception as exc:
+                log.warning("the client's roots could not be read (%s); serving the default workspace", exc)
+        self._connection_rt[connection] = rt
+        return rt
+
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         self._remember(ctx)
-        defs = await self._service().list()
+        defs = await self._service(rt=await self._runtime(ctx)).list()
         return types.ListToolsResult(tools=[_tool(d) for d in defs])
 
     async def _call_tool(
@@ -204,9 +245,10 @@ class AlephMcpServer:
             problem = self._take_answer(AskState.load(params.request_state), session, params, answers)
             if problem is not None:
                 return _text_result(f"approval for tool {params.name} was not accepted: {problem}", error=True)
+        rt = await self._runtime(ctx)
         for _ in range(MAX_APPROVAL_ROUNDS):
             try:
-                return await self._run(ctx, params.name, arguments, answers, session)
+                return await self._run(ctx, params.name, arguments, answers, session, rt)
             except ApprovalRequired as exc:
                 request = exc.request
             if not _client_can_elicit(ctx):
@@ -259,6 +301,7 @@ class AlephMcpServer:
         arguments: Mapping[str, Any],
         answers: DeferredApprovals,
         session: str,
+        rt: Aleph,
     ) -> types.CallToolResult:
         """Execute once, streaming progress; raises ApprovalRequired, any other failure is an error result."""
         sink = _ProgressSink()
@@ -279,7 +322,7 @@ class AlephMcpServer:
 
                 tg.start_soon(forward)
                 try:
-                    output = await self._service(answers, session).execute(name, arguments)
+                    output = await self._service(answers, session, rt).execute(name, arguments)
                     result = _text_result(output.text, error=False)
                 except ApprovalRequired:
                     raise
@@ -325,6 +368,7 @@ class AlephMcpServer:
         self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
         unsubscribe = self.rt.registry.subscribe(self._on_registry_change)
+        self.workspaces.subscribers.append(lambda rt: rt.registry.subscribe(self._on_registry_change))
         previous = get_tool_progress_handler()
         set_tool_progress_handler(_ServeProgress(previous))
         try:
@@ -335,6 +379,7 @@ class AlephMcpServer:
         finally:
             set_tool_progress_handler(previous)
             unsubscribe()
+            await self.workspaces.aclose()
 
     async def run_stdio(self, wire_in: IO[bytes] | None = None, wire_out: IO[bytes] | None = None) -> None:
         """Serve one client over stdin/stdout (or the given binary streams) until it disconnects."""
