@@ -322,3 +322,28 @@ async def test_ref_of_a_removed_element_fails_as_stale_without_waiting(call: Any
     for tool, extra in [("browser_click", {}), ("browser_type", {"text": "x"}), ("browser_hover", {})]:
         with pytest.raises(aleph.ExecutionFailed, match=f"ref {ref} is not on the current page"):
             await call(tool, {"target": ref, **extra})
+
+
+async def test_a_batch_cannot_do_what_its_caller_may_not_and_explain_says_so(shared_rt: aleph.Aleph, site: Any) -> None:
+    policy = {"overrides": {"browser_click": "deny", "browser_type": "deny"}}
+    svc = shared_rt.tool_service(channel_permissions=policy)
+    await svc.execute("browser_navigate", {"url": site.url("/form"), "snapshot": "none"})
+    for steps in (
+        [{"action": "type", "target": "input[name=name]", "text": "Mallory"}],
+        [{"action": "fill", "target": "input[name=name]", "text": "Mallory"}],
+        [{"action": "select", "target": "select", "values": ["g"]}, {"action": "check", "target": "input[name=agree]"}],
+        [{"action": "click", "target": "text=Send"}],
+    ):
+        batch = {"steps": steps, "snapshot": "none"}
+        assert svc.explain("browser_exec", batch).decision == "deny"
+        with pytest.raises(aleph.PermissionDenied, match="action"):
+            await svc.execute("browser_exec", batch)
+    fields = {"fields": [{"target": "input[name=name]", "value": "Mallory"}], "snapshot": "none"}
+    with pytest.raises(aleph.PermissionDenied):
+        await svc.execute("browser_fill_form", fields)
+    probe = {"function": "() => document.querySelector('input[name=name]').value"}
+    reader = shared_rt.tool_service(requester=aleph.ScriptedRequester([aleph.ApprovalOutcome.APPROVED]))
+    assert "Mallory" not in (await reader.execute("browser_evaluate", probe)).text
+    # An allowed batch still runs, through the same service.
+    out = await svc.execute("browser_exec", {"steps": [{"action": "hover", "target": "text=Send"}], "snapshot": "none"})
+    assert "1 of 1" in out.text

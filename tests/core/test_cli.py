@@ -45,4 +45,4 @@ def test_call_rejects_non_object_input(workspace: Path, capsys: pytest.CaptureFi
 
 def test_plugins_json_is_machine_readable(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plugins", "--json"]) == 0
-    assert set(json.loads(capsys.readouterr().out)) == {"loaded", "failed", "blocked"}
+    assert set(json.loads(capsys.readouterr().out)) == {"loaded", "failed", "blocked", "held"}

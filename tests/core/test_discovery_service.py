@@ -160,7 +160,8 @@ async def test_no_match_is_count_zero(workspace: Path) -> None:
 async def test_denied_and_not_allowed_tools_are_never_returned(workspace: Path) -> None:
     config = (
         '[policies.tool_permissions.overrides]\n"browser_screenshot" = "deny"\n'
-        '[agents.limited]\nallowed_tools = ["browser_click", "file_read"]\n'
+        '[agents.limited]\nallowed_tools = ["browser_click", "file_read", "tool_search", "get_tool_schema"]\n'
+        "[agents.none]\nallowed_tools = []\n"
     )
     async with load(workspace, config) as rt:
         found = await search(rt.tool_service(turn=session()), "screenshot of the page", 20)
@@ -171,6 +172,15 @@ async def test_denied_and_not_allowed_tools_are_never_returned(workspace: Path) 
         assert {"browser_click"} == {r["name"] for r in found["results"]}
         lookup = (await limited.execute("get_tool_schema", {"tool_name": "browser_screenshot"})).value
         assert lookup["found"] is False and "browser_screenshot" not in lookup["suggestions"]
+        nothing = rt.tool_service(agent="none", turn=session("s4"))
+        assert await nothing.list() == [] and await nothing.dispatchable_list() == []
+        for name, payload in (
+            ("tool_search", {"query": "click"}),
+            ("get_tool_schema", {"tool_name": "file_read"}),
+            ("session_set_mode", {"mode": "chat"}),
+        ):
+            with pytest.raises(aleph.ToolNotFound):
+                await nothing.execute(name, payload)
 
 
 # -- get_tool_schema --------------------------------------------------------------------------------

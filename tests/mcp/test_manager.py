@@ -302,3 +302,46 @@ async def test_progress_streams_chunks_and_keeps_a_long_call_alive(make_manager:
     assert 20 == len(seen.chunks)
     silent = await service.call("p__quiet", {"seconds": 2.0})
     assert "timeout" == silent.error_kind
+
+
+async def test_a_tool_new_on_a_trusted_server_is_regated_until_trusted(make_manager: MakeManager) -> None:
+    manager = await make_manager({"t": INPROC}, inprocess={"t": tools_only()})
+    await manager.aclose()
+
+    grown = tools_only()
+
+    @grown.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def look2(path: str) -> str:
+        """Look at a path (a renamed copy of look with a new description)."""
+        return "exfiltrated"
+
+    grown.remove_tool("look")  # `look` replaced by `look2`: a rename is a new tool too
+    manager2 = await make_manager({"t": INPROC}, inprocess={"t": grown})
+    new = manager2.registry.get("t__look2")
+    assert new is not None and new.facts.requires_approval and "definition_changed" in new.facts.tags
+    assert not manager2.registry.get("t__touch").facts.requires_approval  # type: ignore[union-attr]
+    assert ["look2"] == manager2.servers()[0].changed_tools
+    assert ["look2"] == manager2.trust("t")
+    assert not manager2.registry.get("t__look2").facts.requires_approval  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_killed_stdio_server_loses_its_tools_at_once_not_at_the_next_probe(
+    make_manager: MakeManager, mode: str
+) -> None:
+    import os
+    import signal
+
+    from aleph._mcp import RestartPolicy
+
+    from .conftest import child_pids, python_server
+
+    slow_probes = RestartPolicy(health_interval=3600, backoff_base=0.05)
+    manager = await make_manager({"d": python_server("dynamic.py", protocol=mode)}, policy=slow_probes)
+    registry = manager.registry
+    assert "d__stable" in registry
+    [pid] = child_pids("dynamic.py")
+    os.kill(pid, signal.SIGKILL)
+    await wait_until(registry, lambda: "d__stable" not in registry, limit=5)
+    await wait_until(registry, lambda: "d__stable" in registry, limit=20)  # and the restart policy brings it back
+    assert manager.servers()[0].restarts == 1

@@ -25,6 +25,7 @@ from aleph._call import CallContext, current_call
 from aleph._command_policy import CommandPolicy, CommandRule, CommandVerdict
 from aleph._config import AlephConfig, load_config
 from aleph._discovery import DeferredSet, ProgressiveDisclosure
+from aleph._discovery._index import ToolIndex
 from aleph._errors import (
     AlephError,
     ApprovalDenied,
@@ -49,7 +50,7 @@ from aleph._keystore import Keystore
 from aleph._ledger import Ledger, LedgerRecord, LedgerRow, VerifyReport
 from aleph._mcp import McpManager
 from aleph._names import repair_tool_name, suggest_candidates
-from aleph._plugins import PluginContext, ToolRegistrar
+from aleph._plugins import PluginContext, ToolRegistrar, inspect_distribution
 from aleph._progress import (
     ToolProgressCallback,
     notify_tool_result,
@@ -64,6 +65,7 @@ from aleph._scoped import Explanation, ScopedToolService
 from aleph._service import BaseToolService, NullToolService, ToolService, UnscopedToolService
 from aleph._tiers import ExecTier
 from aleph._tool import AlephTool, LoopTool, Tool, ToolArgs, tool
+from aleph._trust import HeldPlugin, PluginTrust, TrustRecord, adds_digest
 from aleph._turn import TurnContext, current_session, current_turn
 from aleph._types import ToolDefinition, ToolFacts, ToolOutput, ToolResult, ToolSource
 from aleph._verdict import PolicyVote
@@ -98,6 +100,7 @@ __all__ = [
     "ExecTier",
     "ExecutionFailed",
     "Explanation",
+    "HeldPlugin",
     "Keystore",
     "Ledger",
     "LedgerRecord",
@@ -108,6 +111,7 @@ __all__ = [
     "PermissionDenied",
     "PluginContext",
     "PluginError",
+    "PluginTrust",
     "PolicyVote",
     "ProgressiveDisclosure",
     "RegisteredTool",
@@ -119,6 +123,7 @@ __all__ = [
     "ToolDefinition",
     "ToolError",
     "ToolFacts",
+    "ToolIndex",
     "ToolNotFound",
     "ToolOutput",
     "ToolProgressCallback",
@@ -129,14 +134,17 @@ __all__ = [
     "ToolSource",
     "ToolTimeout",
     "TransportError",
+    "TrustRecord",
     "TurnContext",
     "UnscopedToolService",
     "ValidationFailed",
     "VerifyReport",
+    "adds_digest",
     "current_call",
     "current_session",
     "current_turn",
     "hookimpl",
+    "inspect_distribution",
     "load",
     "load_config",
     "notify_tool_result",

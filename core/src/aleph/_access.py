@@ -120,7 +120,7 @@ def build_chokepoint(config: AlephConfig, registry: ToolRegistry, plugins: Plugi
 
     return Chokepoint(
         registry,
-        gate=ApprovalGate(data_dir / "approvals" / "always.json"),
+        gate=ApprovalGate(data_dir / "approvals" / "always.json", timeout=config.approval.timeout),
         workspace=str(config.workspace_root),
         data_dir=data_dir,
         ledger=ledger,

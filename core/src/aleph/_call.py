@@ -42,6 +42,10 @@ class _Service(Protocol):
 
     async def record_event(self, call: CallContext, event: str, detail: str, refs: Mapping[str, str]) -> None: ...
 
+    async def authorize(self, name: str, input: Mapping[str, Any]) -> None: ...
+
+    def decision_for(self, name: str, input: Mapping[str, Any]) -> str: ...
+
 
 def check_refs(refs: Mapping[str, Any]) -> dict[str, str]:
     """Validate references: keys ``[a-z][a-z0-9_]{0,31}``, values stringified and at most 256 characters."""
@@ -64,7 +68,7 @@ class CallContext:
     Obtain it with :func:`aleph.current_call` inside a tool's ``call``.
     """
 
-    __slots__ = ("_refs", "_service", "agent", "call_id", "channel", "depth", "parent", "tool", "turn")
+    __slots__ = ("_call_id", "_refs", "_service", "agent", "channel", "decision", "depth", "parent", "tool", "turn")
 
     def __init__(
         self,
@@ -76,21 +80,30 @@ class CallContext:
         turn: TurnContext | None,
         call_id: str | None = None,
         parent: CallContext | None = None,
+        decision: str = "allow",
     ) -> None:
         self._service = service
         self.tool = tool
         """The canonical name of the running tool."""
+        self.decision = decision
+        """How the chokepoint decided this call before it ran: ``allow``, or ``ask`` (and a human approved)."""
         self.agent = agent
         self.channel = channel
         self.turn = turn
         self.parent = parent
         """The composite call this one is an action of, if any."""
         self.depth: int = 0 if parent is None else parent.depth + 1
-        if call_id is None:
-            call_id = turn.call_id if parent is None and turn is not None and turn.call_id else uuid.uuid4().hex[:16]
-        self.call_id = call_id
-        """The model's call id for a top-level call, else a generated one."""
+        if call_id is None and parent is None and turn is not None and turn.call_id:
+            call_id = turn.call_id
+        self._call_id = call_id
         self._refs: dict[str, str] = {} if parent is None else {"parent_call": parent.call_id}
+
+    @property
+    def call_id(self) -> str:
+        """The model's call id for a top-level call, else one generated when first asked for."""
+        if self._call_id is None:
+            self._call_id = uuid.uuid4().hex[:16]
+        return self._call_id
 
     @property
     def refs(self) -> dict[str, str]:
@@ -128,6 +141,29 @@ class CallContext:
     def explain(self, name: str, input: Mapping[str, Any] | None = None) -> Explanation:
         """The chokepoint's decision for an action of this call, without running it."""
         return self._service.explain(name, input)
+
+    async def authorize(self, name: str, input: Mapping[str, Any]) -> None:
+        """Pass every gate for a step this tool performs itself (asking a human if the rules say so).
+
+        For a step that must meet the same rules as the call that started it, such as each redirect hop
+        of a fetch: ``await call.authorize("web_fetch", {**arguments, "url": next_url})``. Raises like
+        ``execute`` (``PermissionDenied``, ``ApprovalDenied``, ...); the refusal is recorded.
+        """
+        if self.depth + 1 > MAX_SUBCALL_DEPTH:
+            raise ExecutionFailed(self.tool, f"composite calls nest at most {MAX_SUBCALL_DEPTH} deep")
+        token = _CALL.set(self)
+        try:
+            await self._service.authorize(name, input)
+        finally:
+            _CALL.reset(token)
+
+    def permits(self, name: str, input: Mapping[str, Any]) -> str:
+        """The decision (``allow``/``ask``/``deny``) for a call of ``name`` with ``input``, without asking.
+
+        A listing or search uses it to leave out what the caller could not have asked for by name, e.g.
+        ``call.permits("file_read", {"path": hit}) == "deny"``. Sync and cheap when no argument rule applies.
+        """
+        return self._service.decision_for(name, input)
 
     async def record(self, event: str, detail: str = "", **refs: str | int | float) -> None:
         """Append a signed ``tool_event`` row for this call (provenance that is not itself a mutating call)."""

@@ -262,6 +262,13 @@ class LedgerConfig(_Section):
     """Write a signed checkpoint every N rows."""
 
 
+class ApprovalConfig(_Section):
+    """``[approval]``: asking a human."""
+
+    timeout: float = Field(default=600.0, gt=0, le=86_400)
+    """Seconds to wait for an answer; after that the call ends as "nobody answered" (ApprovalExpired)."""
+
+
 class WorkspaceConfig(_Section):
     """``[workspace]``."""
 
@@ -278,6 +285,13 @@ class PluginsConfig(_Section):
     """Entry-point names not to load (also ``ALEPH_DISABLE_PLUGINS=a,b``)."""
     strict: bool = False
     """Re-raise plugin load failures instead of recording them (also ``ALEPH_STRICT_PLUGINS=1``)."""
+    require_trust: bool = False
+    """Hold back every installed plugin no human approved (see ``aleph plugins trust``). Off by default:
+    a distribution someone installed by hand with pip was put there by a person; plugins installed by a
+    tool (the hub) are recorded and held until approved whatever this says."""
+    paths: list[str] = Field(default_factory=list)
+    """Extra plugin folders (``pip install --target`` layouts) to load entry points from, besides
+    ``<data_dir>/plugins/site``; relative paths are relative to the configuration file."""
 
 
 class AlephConfig(BaseModel):
@@ -292,6 +306,7 @@ class AlephConfig(BaseModel):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
     ledger: LedgerConfig = Field(default_factory=LedgerConfig)
+    approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
     plugins: PluginsConfig = Field(default_factory=PluginsConfig)
 
@@ -331,6 +346,13 @@ class AlephConfig(BaseModel):
             return Path(env).expanduser().resolve()
         xdg = os.environ.get("XDG_DATA_HOME")
         return (Path(xdg) if xdg else Path.home() / ".local" / "share") / "aleph"
+
+    @property
+    def plugin_folders(self) -> list[Path]:
+        """Folders holding plugin distributions outside the environment: ``<data_dir>/plugins/site`` first."""
+        folders = [self.data_dir / "plugins" / "site"]
+        folders.extend((self._base_dir / p).expanduser().resolve() for p in self.plugins.paths)
+        return folders
 
     def plugin_sections(self) -> dict[str, Any]:
         """Top-level sections core does not know, by name."""

@@ -8,6 +8,7 @@ cool-down).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import hashlib
@@ -240,7 +241,9 @@ class _SessionDenials:
 class ApprovalGate:
     """Grants and denials shared by every scoped service of one runtime. Thread-safe."""
 
-    def __init__(self, always_file: Path | None = None) -> None:
+    def __init__(self, always_file: Path | None = None, *, timeout: float | None = None) -> None:
+        self.timeout = timeout
+        """Seconds a requester may take to answer; None waits as long as it takes."""
         self._lock = threading.Lock()
         self._session_grants: OrderedDict[str, set[str]] = OrderedDict()
         self._denials: OrderedDict[str, _SessionDenials] = OrderedDict()
@@ -443,13 +446,23 @@ class ApprovalGate:
         self._take_probe(session_key, now)
         started = time.monotonic()
         try:
-            response = await requester.request_approval(request)
+            response = await asyncio.wait_for(requester.request_approval(request), self.timeout)
         except ApprovalRequired:
             raise  # deferred: the caller suspends the call and resumes it with an answer
+        except TimeoutError:
+            response = ApprovalResponse(ApprovalOutcome.TIMEOUT, f"nobody answered within {self.timeout:g} s")
         except Exception as exc:
             log.exception("approval requester failed")
             response = ApprovalResponse(ApprovalOutcome.UNAVAILABLE, f"the approval channel failed: {exc}")
         waited = int((time.monotonic() - started) * 1000)
+        answer: Any = response  # requesters are third-party code: check the shape they really returned
+        said: Any = getattr(answer, "outcome", None)
+        if not isinstance(answer, ApprovalResponse) or not isinstance(said, ApprovalOutcome):
+            # A requester that answers in another shape is broken: never an approval, never a human's no.
+            what = repr(said) if isinstance(answer, ApprovalResponse) else type(answer).__name__
+            why = f"the approval channel gave a malformed answer ({what}, not an ApprovalResponse); refused"
+            log.error("approval requester %r: %s", type(requester).__name__, why)
+            return GateOutcome(False, ApprovalOutcome.DENIED, "Nobody", why, why, waited, True)
         outcome = response.outcome
         if outcome.is_approved:
             self._grant(session_key, request, outcome, honors_always)

@@ -271,6 +271,14 @@ class Keystore:
             index = self._read_index(check_agent_id(agent_id))
             return bool(index and index.get("revoked"))
 
+    def key_problem(self, agent_id: str, fp: str) -> str | None:
+        """Why the private key file of ``fp`` cannot sign for the agent (missing, unreadable, swapped), or None."""
+        try:
+            self.signer_for(agent_id, fp)
+        except KeystoreError as exc:
+            return str(exc)
+        return None
+
     def public_keys(self, agent_id: str) -> dict[str, bytes]:
         """Every public key the agent ever had, by fingerprint (retired ones included).
 

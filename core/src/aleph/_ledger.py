@@ -34,7 +34,7 @@ import anyio
 import anyio.to_thread
 
 from aleph._errors import AlephError
-from aleph._keystore import Keystore, Signer, agent_file_stem, check_agent_id
+from aleph._keystore import Keystore, KeystoreError, Signer, agent_file_stem, check_agent_id
 from aleph._ledger_format import (
     ACTIONS,
     CHECKPOINT_DOMAIN,
@@ -240,6 +240,8 @@ class Ledger:
         self.keystore = keystore if keystore is not None else Keystore(self.directory / "keys")
         self.checkpoint_every = checkpoint_every
         self.lost_appends = 0
+        self.faults: dict[str, str] = {}
+        """Agents whose chain stopped taking rows, and why (a swapped or unreadable key): shown in results."""
         # SimpleQueue (C) rather than Queue: a put is on every mutating call's path; _offer bounds it.
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -678,7 +680,7 @@ class Ledger:
             lines: list[_Pending] = []
             stored = 0
             signer: Signer | None = None
-            for item in items:
+            for position, item in enumerate(items):
                 try:
                     # Key state is read once per batch, and again after an explicit rotate/revoke.
                     if signer is None or isinstance(item, _Sync):
@@ -704,6 +706,15 @@ class Ledger:
                         )
                     )
                     stored += 1
+                except KeystoreError as exc:
+                    # A key that no longer matches the chain cannot vouch for anything: stop this chain, loudly.
+                    why = f"the ledger of agent {agent_id!r} stopped taking rows: {exc}"
+                    chain.broken = why
+                    if agent_id not in self.faults:
+                        logger.error("%s; run `aleph doctor`", why)
+                    self.faults[agent_id] = why
+                    self._lose(sum(1 for i in items[position:] if isinstance(i, LedgerRecord)), why)
+                    break
                 except AlephError as exc:
                     self._lose(1 if isinstance(item, LedgerRecord) else 0, f"agent {agent_id!r}: {exc}")
             if not lines:
@@ -795,7 +806,15 @@ class Ledger:
         undeclared signer, a wrong genesis, an unreadable row, and (against a checkpoint) a deleted tail.
         """
         path, ckpt_path = self._chain_paths(check_agent_id(agent_id))
-        return verify_chain(agent_id, path, ckpt_path, self.keystore.public_keys(agent_id), checkpoint)
+        report = verify_chain(agent_id, path, ckpt_path, self.keystore.public_keys(agent_id), checkpoint)
+        head = self.keystore.active_fingerprint(agent_id) if report.ok and report.rows else None
+        problem = self.keystore.key_problem(agent_id, head) if head is not None else None
+        if problem is not None:
+            # The rows are intact, but nothing after them can be vouched for: broken from the next row on.
+            report.ok = False
+            report.first_bad_seq = report.rows + 1
+            report.reason = f"the chain's signing key no longer matches its recorded public key: {problem}"
+        return report
 
     def export_checkpoint(self, agent_id: str, path: Path) -> None:
         """Write a signed checkpoint of the agent's current head to ``path`` (keep it off this machine).

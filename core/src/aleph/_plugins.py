@@ -7,8 +7,10 @@ tools is recorded with its distribution and error, and the rest keep working. St
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import logging
+import sys
 import traceback
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -22,6 +24,7 @@ from aleph._errors import PluginError
 from aleph._ledger import ledger_directory
 from aleph._registry import ToolRegistry
 from aleph._tool import Tool
+from aleph._trust import HeldPlugin, PluginTrust, adds_digest, canonical_distribution, plugin_adds
 from aleph._types import ToolSource
 
 if TYPE_CHECKING:
@@ -34,7 +37,15 @@ if TYPE_CHECKING:
     from aleph._tiers import ExecTier
     from aleph._turn import TurnContext
 
-__all__ = ["FailedPlugin", "LoadedPlugin", "PluginContext", "PluginManager", "ToolRegistrar"]
+__all__ = [
+    "FailedPlugin",
+    "HeldPlugin",
+    "LoadedPlugin",
+    "PluginContext",
+    "PluginManager",
+    "ToolRegistrar",
+    "inspect_distribution",
+]
 
 log = logging.getLogger("aleph.plugins")
 
@@ -181,6 +192,23 @@ class PluginContext:
         """Run ``await fn()`` when the runtime closes (last registered, first run)."""
         self._cleanups.append(fn)
 
+    @property
+    def plugin_trust(self) -> PluginTrust:
+        """The trust records of installed plugins (``<data_dir>/plugins/trust.json``)."""
+        if self._manager is None or self._manager.trust is None:
+            raise RuntimeError("this plugin context has no plugin manager with trust records")
+        return self._manager.trust
+
+    def load_distribution(self, distribution: str, path: Path | None = None) -> LoadedPlugin | HeldPlugin:
+        """Load the newly installed ``distribution`` into the running runtime (usable at call time only).
+
+        ``path`` is the plugin folder it was installed in (None: the environment); its trust record is
+        consulted first.
+        """
+        if self._manager is None:
+            raise RuntimeError("this plugin context has no plugin manager")
+        return self._manager.load_distribution(distribution, path)
+
 
 def _kwargs(impl: Any, **kwargs: Any) -> dict[str, Any]:
     """Only the hook arguments this implementation asks for (pluggy's own calling convention)."""
@@ -194,10 +222,31 @@ def _dist_of(ep: importlib.metadata.EntryPoint) -> tuple[str | None, str | None]
     return dist.metadata["Name"], dist.version
 
 
+def _folder_entry_points(folder: Path, group: str) -> list[importlib.metadata.EntryPoint]:
+    """Entry points of ``group`` in the distributions installed in ``folder``.
+
+    The folder joins ``sys.path`` at the end, so it never shadows the environment's own packages (aleph included).
+    """
+    where = str(folder)
+    if where not in sys.path:
+        sys.path.append(where)
+    eps: list[importlib.metadata.EntryPoint] = []
+    for dist in importlib.metadata.distributions(path=[where]):
+        eps.extend(ep for ep in dist.entry_points if ep.group == group)
+    return eps
+
+
 class PluginManager:
     """A typed facade over pluggy: load, isolate, report. Nothing else calls ``pm.hook``."""
 
-    def __init__(self, *, strict: bool = False, disabled: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        strict: bool = False,
+        disabled: Iterable[str] = (),
+        trust: PluginTrust | None = None,
+        require_trust: bool = False,
+    ) -> None:
         self._pm = pluggy.PluginManager(_hookspec.NAME)
         self._pm.add_hookspecs(_hookspec)
         self.strict = strict
@@ -205,6 +254,13 @@ class PluginManager:
         self.loaded: dict[str, LoadedPlugin] = {}
         self.failed: list[FailedPlugin] = []
         self.blocked: list[str] = []
+        self.held: list[HeldPlugin] = []
+        """Installed plugins held back by their trust record (not imported, or their tools withdrawn)."""
+        self.trust = trust
+        self.require_trust = require_trust
+        self._entry_points: dict[str, list[str]] = {}
+        self._parts: tuple[ToolRegistry, AlephConfig, list[Cleanup]] | None = None
+        self._registered: set[str] = set()
         self.runtime: Aleph | None = None
         """The runtime these plugins serve, once it is built (plugin contexts reach it at call time)."""
         self.services: list[tuple[str, Service]] = []
@@ -258,6 +314,143 @@ class PluginManager:
         self.loaded[name] = LoadedPlugin(name, distribution, version)
         return True
 
+    def load_entry_points(self, group: str = "aleph", folders: Iterable[Path] = ()) -> None:
+        """Import every entry point of ``group`` one by one; failures are recorded, not fatal.
+
+        ``folders`` are plugin folders (``pip install --target`` layouts) searched after the environment.
+        A distribution whose trust record holds it back is not imported at all.
+        """
+        eps = list(importlib.metadata.entry_points(group=group))
+        for folder in folders:
+            if folder.is_dir():
+                eps.extend(_folder_entry_points(folder, group))
+        for ep in sorted(eps, key=lambda e: e.name):
+            self._load_entry_point(ep)
+
+    def _load_entry_point(self, ep: importlib.metadata.EntryPoint) -> LoadedPlugin | HeldPlugin | None:
+        dist, version = _dist_of(ep)
+        if ep.name in self.disabled:
+            self.blocked.append(ep.name)
+            return None
+        if ep.name in self.loaded:
+            return self.loaded[ep.name]
+        self.held = [h for h in self.held if h.name != ep.name]  # judged afresh below
+        if self.trust is not None:
+            reason = self.trust.hold_reason(dist, version, require_trust=self.require_trust)
+            if reason is not None:
+                held = HeldPlugin(ep.name, dist, version, reason)
+                self.held.append(held)
+                log.warning("plugin %r (%s %s) is held back: %s", ep.name, dist, version, reason)
+                return held
+        try:
+            plugin = ep.load()
+        except Exception as exc:
+            self._fail(ep.name, "import", exc, dist, version)
+            return None
+        if not self.add(plugin, ep.name, distribution=dist, version=version):
+            return None
+        return self.loaded[ep.name]
+
+    def load_distribution(self, distribution: str, path: Path | None = None) -> LoadedPlugin | HeldPlugin:
+        """Import, configure and register the plugins of a newly installed ``distribution`` at run time.
+
+        ``path`` is the plugin folder it was installed into (None: the runtime's environment). The
+        trust record is consulted as at start-up. Hooks other than tool registration that the chokepoint
+        collected when the runtime was built (policy votes, command rules, the approval requester) take
+        effect at the next load. Raises :class:`PluginError` when it has no ``aleph`` entry point.
+        """
+        if self._parts is None:
+            raise RuntimeError("load_distribution needs a built runtime (tools registered)")
+        registry, config, cleanups = self._parts
+        importlib.invalidate_caches()
+        wanted = canonical_distribution(distribution)
+        if path is not None:
+            candidates = _folder_entry_points(path, "aleph")
+        else:
+            candidates = list(importlib.metadata.entry_points(group="aleph"))
+        eps = [ep for ep in candidates if canonical_distribution(_dist_of(ep)[0] or "") == wanted]
+        if not eps:
+            where = f" in {path}" if path else ""
+            raise PluginError(f"distribution {distribution!r} has no 'aleph' entry point{where}")
+        for ep in eps:
+            if ep.name in self.loaded:  # an upgrade: the old version's tools and modules go first
+                self._unload(ep.name, ep.module.split(".")[0], registry)
+        result: LoadedPlugin | HeldPlugin | None = None
+        names = []
+        for ep in sorted(eps, key=lambda e: e.name):
+            result = self._load_entry_point(ep)
+            if isinstance(result, HeldPlugin):
+                return result
+            if result is not None:
+                names.append(ep.name)
+        if names:
+            self.check_pending()
+            names = [n for n in names if n in self.loaded]
+        if not names:
+            failed = [f for f in self.failed if f.name in {ep.name for ep in eps}]
+            raise PluginError(failed[-1].error if failed else f"distribution {distribution!r} did not load")
+        self.configure(config, only=set(names))
+        self.register_tools(registry, config, cleanups, only=set(names))
+        held = [h for h in self.held if h.name in names]
+        if held:
+            return held[0]
+        loaded = self.loaded.get(names[0])
+        if loaded is None:
+            failed = [f for f in self.failed if f.name in names]
+            raise PluginError(failed[-1].error if failed else f"distribution {distribution!r} did not load")
+        return loaded
+
+    def _unload(self, name: str, package: str, registry: ToolRegistry) -> None:
+        """Withdraw a loaded plugin's tools and hooks and forget its modules, so a new version can load."""
+        plugin = self.loaded.pop(name)
+        for tool_name in plugin.tools:
+            registry.unregister(tool_name)
+        registered = self._pm.get_plugin(name)
+        if registered is not None:
+            self._pm.unregister(registered, name=name)
+        self._registered.discard(name)
+        self.held = [h for h in self.held if h.name != name]
+        for module in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
+            del sys.modules[module]
+
+    def adds(self, name: str, registry: ToolRegistry) -> dict[str, Any]:
+        """What the loaded plugin ``name`` adds (entry points, tools with facts, hooks), for trust records."""
+        loaded = self.loaded[name]
+        dist = loaded.distribution or name
+        names = [name]
+        if loaded.distribution:
+            names = [n for n, p in self.loaded.items() if p.distribution == loaded.distribution]
+        tools = [e for e in registry if e.source.type == "plugin" and e.source.plugin_id in names]
+        hooks: list[str] = []
+        for n in names:
+            plugin = self._pm.get_plugin(n)
+            hooks.extend(impl.name for impl in self._pm.get_hookcallers(plugin) or [] if plugin is not None)
+        return plugin_adds(dist, loaded.version, names, tools, hooks)
+
+    def _check_trusted(self, name: str, registry: ToolRegistry) -> None:
+        """Withdraw the tools of a trusted plugin that no longer adds what was approved."""
+        loaded = self.loaded.get(name)
+        if self.trust is None or loaded is None or loaded.distribution is None:
+            return
+        record = self.trust.get(loaded.distribution)
+        if record is None or record.status != "trusted":
+            return
+        siblings = [n for n, p in self.loaded.items() if p.distribution == loaded.distribution]
+        if any(n not in self._registered for n in siblings):
+            return  # judged once every entry point of the distribution has registered
+        if adds_digest(self.adds(name, registry)) == record.digest:
+            return
+        reason = "what it adds (tools, facts or hooks) changed since a human approved it; approve it again"
+        for n in siblings:
+            plugin = self.loaded.pop(n)
+            for tool_name in plugin.tools:
+                registry.unregister(tool_name)
+            self.held.append(HeldPlugin(n, plugin.distribution, plugin.version, reason))
+            registered = self._pm.get_plugin(n)
+            if registered is not None:
+                self._pm.unregister(registered, name=n)
+        log.warning("plugin distribution %s is held back: %s", loaded.distribution, reason)
+
     def check_pending(self) -> None:
         """Fail every plugin that implements a hook no loaded plugin or core specifies."""
         for name in list(self.loaded):
@@ -269,40 +462,37 @@ class PluginManager:
                 exc = pluggy.PluginValidationError(plugin, f"unknown hooks: {', '.join(unknown)}")
                 self._fail(name, "validate", exc)
 
-    def load_entry_points(self, group: str = "aleph") -> None:
-        """Import every entry point of ``group`` one by one; failures are recorded, not fatal."""
-        for ep in sorted(importlib.metadata.entry_points(group=group), key=lambda e: e.name):
-            dist, version = _dist_of(ep)
-            if ep.name in self.disabled:
-                self.blocked.append(ep.name)
-                continue
-            if ep.name in self.loaded:
-                continue
-            try:
-                plugin = ep.load()
-            except Exception as exc:
-                self._fail(ep.name, "import", exc, dist, version)
-                continue
-            self.add(plugin, ep.name, distribution=dist, version=version)
-
     def _impls(self, hook: str) -> list[Any]:
         # get_hookimpls() lists implementations in registration order (pluggy *calls* them LIFO);
         # we call them one by one in registration order so failures stay isolated and predictable.
         caller = getattr(self._pm.hook, hook, None)
         return list(caller.get_hookimpls()) if caller is not None else []
 
-    def configure(self, config: AlephConfig) -> None:
-        """Run ``aleph_configure`` for each plugin, isolating failures."""
+    def configure(self, config: AlephConfig, only: set[str] | None = None) -> None:
+        """Run ``aleph_configure`` for each plugin (or those in ``only``), isolating failures."""
         for impl in self._impls("aleph_configure"):
+            if only is not None and impl.plugin_name not in only:
+                continue
             try:
                 impl.function(**_kwargs(impl, config=config))
             except Exception as exc:
                 self._fail(impl.plugin_name, "configure", exc)
 
-    def register_tools(self, registry: ToolRegistry, config: AlephConfig, cleanups: list[Cleanup]) -> None:
-        """Run ``aleph_register_tools`` for each plugin; a failing plugin's tools are rolled back."""
+    def register_tools(
+        self, registry: ToolRegistry, config: AlephConfig, cleanups: list[Cleanup], only: set[str] | None = None
+    ) -> None:
+        """Run ``aleph_register_tools`` for each plugin (or those in ``only``).
+
+        A failing plugin's tools are rolled back; a trusted plugin that no longer adds what was approved
+        has its tools withdrawn and is held back.
+        """
+        self._parts = (registry, config, cleanups)
+        for name in only if only is not None else self.loaded:
+            self._registered.discard(name)
         for impl in self._impls("aleph_register_tools"):
             name = impl.plugin_name
+            if only is not None and name not in only:
+                continue
             source = ToolSource.builtin() if name == "aleph" else ToolSource.plugin(name)
             registrar = ToolRegistrar(registry, source)
             mark = len(cleanups)
@@ -317,6 +507,12 @@ class PluginManager:
                 continue
             if name in self.loaded:
                 self.loaded[name].tools.extend(registrar.names)
+                self._registered.add(name)
+                self._check_trusted(name, registry)
+        for name in list(only if only is not None else self.loaded):
+            if name in self.loaded and name not in self._registered:
+                self._registered.add(name)  # implements no aleph_register_tools: judged on its hooks
+                self._check_trusted(name, registry)
 
     def call_each(self, hook: str, **kwargs: Any) -> list[tuple[str, Any]]:
         """Call ``hook`` on every plugin that implements it; returns (plugin, result) for non-None results.
@@ -362,4 +558,26 @@ class PluginManager:
             "loaded": [p.to_json() for p in sorted(self.loaded.values(), key=lambda p: p.name)],
             "failed": [f.to_json() for f in self.failed],
             "blocked": sorted(self.blocked),
+            "held": [h.to_json() for h in self.held],
         }
+
+
+def inspect_distribution(config: AlephConfig, distribution: str, path: Path | None = None) -> dict[str, Any]:
+    """What ``distribution`` would add (see :func:`aleph._trust.plugin_adds`).
+
+    It is found by loading the distribution into a scratch plugin manager and registry that nothing
+    else uses; its trust record is not consulted.
+
+    This imports the plugin's code: run it where that is acceptable (``aleph plugins inspect`` in a
+    separate process, or for a human who asked to approve it).
+    """
+    scratch = PluginManager(strict=False)
+    registry = ToolRegistry()
+    scratch._parts = (registry, config, [])
+    loaded = scratch.load_distribution(distribution, path)
+    if isinstance(loaded, HeldPlugin):  # a scratch manager has no trust records; kept for the type
+        raise PluginError(f"{distribution} is held back: {loaded.reason}")
+    if scratch.failed:
+        failure = scratch.failed[-1]
+        raise PluginError(f"plugin {failure.name!r} failed to {failure.stage}: {failure.error}")
+    return scratch.adds(loaded.name, registry)

@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 from aleph._config import ToolPermissionsConfig
 from aleph._errors import ConfigError
+from aleph._registry import fold_tool_name
 from aleph._types import ToolSource
 
 __all__ = [
@@ -151,17 +152,21 @@ class PermissionRule:
         return "*" not in self.name_pattern and "?" not in self.name_pattern
 
     def matches_name(self, name: str, source: ToolSource | None) -> bool:
-        """Whether the name part covers tool ``name`` from ``source``."""
+        """Whether the name part covers tool ``name`` from ``source`` (both folded like the registry folds)."""
+        name = fold_tool_name(name)
         if "__" in self.name_pattern:
             # Server-level patterns match the tool's recorded MCP server id, never the raw string.
             if source is None or source.type != "mcp" or source.server_id is None or "__" not in name:
                 return False
+            server = fold_tool_name(source.server_id)
+            if not name.startswith(server + "__"):
+                return False
             server_part, _, tool_part = self.name_pattern.partition("__")
-            inner = name[len(source.server_id) + 2 :]
+            inner = name[len(server) + 2 :]
             if self._server is not None:
-                if not self._server.fullmatch(source.server_id):
+                if not self._server.fullmatch(server):
                     return False
-            elif server_part != source.server_id:
+            elif server_part != server:
                 return False
             if self._name is not None:  # compiled from the tool part at parse time
                 return self._name.fullmatch(inner) is not None
@@ -188,9 +193,34 @@ class PermissionRule:
             return _command_matches(self._spec, subject)
         if kind in ("path", "domain"):
             return bool(self._spec.fullmatch(subject))
-        key, value_re = self._spec
+        key, text, value_re = self._spec
         value = subject.get(key)
-        return isinstance(value, str | int | float | bool) and value_re.fullmatch(str(value)) is not None
+        if isinstance(value, list | tuple):  # any listed value for deny/ask; every one for an allow
+            if not value:
+                return False
+            results = (_field_matches(text, value_re, item) for item in value)
+            return all(results) if self.action == "allow" else any(results)
+        return _field_matches(text, value_re, value)
+
+
+def _field_matches(text: str, pattern: re.Pattern[str], value: Any) -> bool:
+    """A field rule's value against a validated argument, compared by type.
+
+    Booleans match only ``true``/``false`` and null only ``null`` (any case); a number matches a
+    numeric rule value by value (``1`` matches ``1.0``) and otherwise by its JSON text; strings by glob.
+    """
+    if isinstance(value, bool):
+        return text.lower() == ("true" if value else "false")
+    if value is None:
+        return text.lower() == "null"
+    if isinstance(value, int | float):
+        try:
+            return float(text) == float(value)
+        except ValueError:
+            return pattern.fullmatch(str(value)) is not None
+    if isinstance(value, str):
+        return pattern.fullmatch(value) is not None
+    return False
 
 
 def _command_matches(pattern: tuple[str | re.Pattern[str], ...], argv: tuple[str, ...]) -> bool:
@@ -221,8 +251,10 @@ def parse_rule(key: str, action: Action, *, workspace: str = "") -> PermissionRu
     spec = match.group("spec")
     if not _NAME_PATTERN.fullmatch(name):
         raise ValueError(f"tool part {name!r} may only use ASCII letters, digits, '_', '-', '*' and '?'")
-    if name.count("__") > 1 or name.startswith("__") or name.endswith("__"):
-        raise ValueError(f"{name!r}: MCP rules are '<server>__<tool>' with one '__'")
+    # Rules name tools the way calls reach them: case and separators fold exactly as the registry folds.
+    name = fold_tool_name(name)
+    if name.startswith("__") or name.endswith("__"):
+        raise ValueError(f"{name!r}: MCP rules are '<server>__<tool>'")
     # For '<server>__<tool>' rules the pattern compiles the tool part; the server part is matched separately.
     tool_part = name.partition("__")[2] if "__" in name else name
     name_re = _glob_regex(tool_part, path=False) if "*" in tool_part or "?" in tool_part else None
@@ -251,7 +283,7 @@ def parse_rule(key: str, action: Action, *, workspace: str = "") -> PermissionRu
         kind, compiled = "path", _path_pattern(spec[len("path:") :], workspace)
     elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", spec, re.DOTALL):
         arg, _, value = spec.partition("=")
-        kind, compiled = "field", (arg, _glob_regex(value, path=False))
+        kind, compiled = "field", (arg, value.strip(), _glob_regex(value.strip(), path=False))
     elif name in SHELL_TOOLS or (
         "__" not in name and name_re is not None and any(name_re.fullmatch(t) for t in SHELL_TOOLS)
     ):
@@ -355,7 +387,7 @@ class PermissionLayer:
 
     def decide_name(self, name: str, source: ToolSource | None) -> LayerDecision:
         """The decision from name rules only (exact, then globs), else the default."""
-        exact = self.exact.get(name)
+        exact = self.exact.get(fold_tool_name(name))
         if exact is not None and exact.matches_name(name, source):
             return LayerDecision(exact.action, exact.key, True)
         best: PermissionRule | None = None
@@ -460,9 +492,26 @@ class PermissionPolicy:
         assert best is not None
         return PolicyDecision(best.action, best.rule, best.layer, explicit)
 
+    def allowing_rules(self, name: str, source: ToolSource | None = None) -> list[str] | None:
+        """For a tool denied by name: the argument rules under which some call of it is still allowed.
+
+        None when no call can be allowed (a layer denies the name and has no allow or ask argument rule
+        for it); then the tool is hidden. Used so a tool is listed exactly when some call of it could run.
+        """
+        keys: list[str] = []
+        for layer in self.layers:
+            if layer.decide_name(name, source).action != "deny":
+                continue
+            rescue = [r.key for r in layer.specs if r.action != "deny" and r.matches_name(name, source)]
+            if not rescue:
+                return None
+            keys.extend(rescue)
+        return keys or None
+
     def names_exactly(self, name: str) -> bool:
         """Whether some layer has an exact, argument-free rule for ``name`` (stands down argument floors)."""
-        return any(name in layer.exact for layer in self.layers)
+        folded = fold_tool_name(name)
+        return any(folded in layer.exact for layer in self.layers)
 
     def subjects_for(
         self,
@@ -472,20 +521,36 @@ class PermissionPolicy:
         shell_command: str | None,
         split_commands: Callable[[str], tuple[tuple[tuple[str, ...], ...], bool]],
         tool_paths: Sequence[str] = (),
+        resolve_path: Callable[[str], str | None] | None = None,
     ) -> CallSubjects:
-        """Collect the argument subjects of one call; ``tool_paths`` are paths the tool itself names (nested ones)."""
-        paths: list[str] = [normalise_path(p, workspace) for p in tool_paths if isinstance(p, str) and p]
+        """Collect the argument subjects of one call; ``tool_paths`` are paths the tool itself names (nested ones).
+
+        With ``resolve_path``, each path is judged both as written and as the file it resolves to (symlinks
+        followed), so a deny matches either and an allow must cover both.
+        """
+        paths: list[str] = []
+
+        def add(item: str) -> None:
+            normal = normalise_path(item, workspace)
+            paths.append(normal)
+            real = resolve_path(item) if resolve_path is not None else None
+            if real is not None and real != normal:
+                paths.append(real)
+
+        for named in tool_paths:
+            if isinstance(named, str) and named:
+                add(named)
         hosts: list[str] = []
         for key in PATH_KEYS:
             value = input.get(key)
             for item in value if isinstance(value, list) else [value]:
                 if isinstance(item, str) and item:
-                    paths.append(normalise_path(item, workspace))
+                    add(item)
         for key in URL_KEYS:
             value = input.get(key)
-            for item in value if isinstance(value, list) else [value]:
-                if isinstance(item, str) and item:
-                    host = urlsplit(item if "//" in item else f"//{item}").hostname
+            for url in value if isinstance(value, list) else [value]:
+                if isinstance(url, str) and url:
+                    host = urlsplit(url if "//" in url else f"//{url}").hostname
                     hosts.append(host or "")
         commands: tuple[tuple[str, ...], ...] = ()
         opaque = False

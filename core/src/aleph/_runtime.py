@@ -21,6 +21,7 @@ from aleph._registry import RegisteredTool, ToolRegistry
 from aleph._scoped import DefinitionRewriter, ScopedToolService
 from aleph._tiers import ExecTier
 from aleph._tool import Tool
+from aleph._trust import PluginTrust
 from aleph._turn import TurnContext
 from aleph._types import ToolSource
 
@@ -199,15 +200,18 @@ def load(
         strict = os.environ.get("ALEPH_STRICT_PLUGINS", "") not in ("", "0") or config.plugins.strict
     disabled = set(config.plugins.disable)
     disabled.update(n.strip() for n in os.environ.get("ALEPH_DISABLE_PLUGINS", "").split(",") if n.strip())
-    manager = PluginManager(strict=strict, disabled=disabled)
+    trust = PluginTrust(config.data_dir / "plugins" / "trust.json")
+    manager = PluginManager(strict=strict, disabled=disabled, trust=trust, require_trust=config.plugins.require_trust)
     for plugin in plugins:
         manager.add(plugin, _plugin_name(plugin))
     if entry_points:
-        manager.load_entry_points()
+        manager.load_entry_points(folders=config.plugin_folders)
     manager.check_pending()
-    manager.configure(config)
+    # Plugins get their own copy: nothing a plugin does to it reaches the policy, tiers or servers in force.
+    plugin_config = config.model_copy(deep=True)
+    manager.configure(plugin_config)
     registry = ToolRegistry()
     cleanups: list[Cleanup] = []
-    manager.register_tools(registry, config, cleanups)
+    manager.register_tools(registry, plugin_config, cleanups)
     mcp = McpManager(config.mcp, registry, config.data_dir, chain_id=config_identity(config))
     return Aleph(config, manager, registry, cleanups, mcp)

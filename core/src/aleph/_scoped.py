@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import copy
+import dataclasses
 import logging
 import re
 import uuid
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aleph._approval import ApprovalOutcome, ApprovalRequest, ApprovalRequester
+from aleph._boundary import InputProblem, json_input
 from aleph._call import _CALL, CallContext
 from aleph._errors import (
     ApprovalDenied,
@@ -33,25 +36,25 @@ from aleph._errors import (
     ToolNotFound,
     ToolTimeout,
     TransportError,
-    ValidationFailed,
 )
-from aleph._gate import ApprovalGate, allowed_decisions, escape_for_prompt, grant_fingerprint, redact, summarize_call
-from aleph._ledger import LedgerRecord
+from aleph._gate import ApprovalGate, allowed_decisions, escape_for_prompt, grant_fingerprint, summarize_call
+from aleph._judge import NEEDS_ARGUMENTS, NEEDS_COMMAND, NEEDS_NOTHING, Judging, check_name, prepare_input
 from aleph._names import repair_tool_name, suggest_candidates
-from aleph._policy import CallSubjects, PermissionPolicy
+from aleph._policy import PermissionPolicy
 from aleph._progress import call_handler, get_tool_progress_handler
+from aleph._recording import Recording
 from aleph._registry import RegisteredTool, ToolRegistry
-from aleph._schema import check_input_bounds
 from aleph._service import BaseToolService, panic_error
 from aleph._tiers import ARGUMENT_FLOOR_TOOLS, ExecTier
+from aleph._tool import Prepared
 from aleph._turn import _TURN, TurnContext
-from aleph._types import ToolDefinition, ToolOutput, is_flat_json
+from aleph._types import ToolDefinition, ToolOutput
 from aleph._verdict import PolicyVote, Verdict, decide_call
 from aleph._watchdog import run_with_budget
 
 if TYPE_CHECKING:
-    from aleph._events import EventKind, EventLog
-    from aleph._ledger import Ledger, LedgerAction, LedgerOutcome
+    from aleph._events import EventLog
+    from aleph._ledger import Ledger
 
 __all__ = ["Chokepoint", "CommandChecker", "CommandSplitter", "DefinitionRewriter", "Explanation", "ScopedToolService"]
 
@@ -62,8 +65,6 @@ RETRY_DELAY_S = 0.1
 ERROR_LIMIT = 4000
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
-NEEDS_NOTHING, NEEDS_COMMAND, NEEDS_ARGUMENTS = 0, 1, 2
-"""What a concrete input may change in a tool's name-level verdict (:meth:`Chokepoint.static_verdict`)."""
 _BY_COMMAND_ENTRIES = 1024
 
 DefinitionRewriter = Callable[[ToolDefinition], ToolDefinition]
@@ -149,7 +150,12 @@ class Chokepoint:
         if hit is not None:
             return hit
         verdict = _decide_by_name(policy, tier, entry, turn, None)
-        if policy.has_specs_for(entry.name, entry.source) or self.voters or entry.name in ARGUMENT_FLOOR_TOOLS:
+        if (
+            policy.has_specs_for(entry.name, entry.source)
+            or self.voters
+            or entry.name in ARGUMENT_FLOOR_TOOLS
+            or callable(getattr(entry.tool, "sub_calls", None))
+        ):
             needs = NEEDS_ARGUMENTS
         elif callable(getattr(entry.tool, "shell_command", None)):
             needs = NEEDS_COMMAND
@@ -205,7 +211,14 @@ def _decide_by_name(
     )
 
 
-class ScopedToolService(BaseToolService):
+class _Unset:
+    """The type of "leave this field as it is" in :meth:`ScopedToolService.derive`."""
+
+
+_UNSET = _Unset()
+
+
+class ScopedToolService(Judging, Recording, BaseToolService):
     """The per-request tool service: one agent, one channel, one turn, one tier."""
 
     def __init__(
@@ -234,6 +247,25 @@ class ScopedToolService(BaseToolService):
         self.rewriters = tuple(rewriters)
         self.deferred = deferred
         self.extra_tools = dict(extra_tools or {})
+        self._scope: str | None = None
+
+    def derive(
+        self,
+        *,
+        turn: TurnContext | _Unset | None = _UNSET,
+        requester: ApprovalRequester | _Unset | None = _UNSET,
+    ) -> ScopedToolService:
+        """The same service (policy, tier, agent, channel, allow-set, discovery) for another turn or requester.
+
+        Framework integrations build one per tool call: the turn carries the framework's session key and
+        call id, the requester the framework's own approval answer. Cheap: nothing is recomputed.
+        """
+        clone = copy.copy(self)
+        if not isinstance(turn, _Unset):
+            clone.turn = turn
+        if not isinstance(requester, _Unset):
+            clone.requester = requester
+        return clone
 
     # -- resolution and gating shared by every method --------------------------------------------
 
@@ -245,13 +277,27 @@ class ScopedToolService(BaseToolService):
         return self._cp.registry.get(name)
 
     def _is_allowed(self, name: str) -> bool:
-        return self.allowed is None or name in self.allowed or name in self.extra_tools
+        # An explicit allow-set lists everything callable, the discovery tools included: [] is nothing.
+        return self.allowed is None or name in self.allowed
 
     def _visible(self, entry: RegisteredTool) -> bool:
+        """Listed exactly when some call of the tool could be allowed (or asked about)."""
         if not self._is_allowed(entry.name):
             return False
         verdict, _ = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
-        return verdict.action != "deny"
+        if verdict.action != "deny":
+            return True
+        return verdict.rule_id == "policy_deny" and self.policy.allowing_rules(entry.name, entry.source) is not None
+
+    def _shown(self, entry: RegisteredTool) -> ToolDefinition:
+        """The definition as this caller sees it: a tool allowed only for some arguments says which."""
+        definition = entry.definition
+        verdict, _ = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
+        if verdict.action == "deny":
+            rules = self.policy.allowing_rules(entry.name, entry.source) or []
+            note = f" Only calls matching these permission rules are allowed: {', '.join(rules)}."
+            definition = dataclasses.replace(definition, description=definition.description + note)
+        return self._rewrite(definition)
 
     def _is_deferred(self, name: str) -> bool:
         return self.deferred is not None and name in self.deferred
@@ -294,11 +340,7 @@ class ScopedToolService(BaseToolService):
         if hit is None:
             if len(self._cp._lists) > 256:
                 self._cp._lists.clear()
-            hit = tuple(
-                self._rewrite(e.definition)
-                for e in self._entries()
-                if self._visible(e) and not self._is_deferred(e.name)
-            )
+            hit = tuple(self._shown(e) for e in self._entries() if self._visible(e) and not self._is_deferred(e.name))
             self._cp._lists[key] = hit
         return hit
 
@@ -307,14 +349,14 @@ class ScopedToolService(BaseToolService):
         entry = self._entry(name)
         if entry is None or not self._visible(entry):
             return None
-        return self._rewrite(entry.definition)
+        return self._shown(entry)
 
     async def dispatchable_list(self) -> builtins.list[ToolDefinition]:
         """Everything callable: the listed tools plus deferred ones that pass the gates."""
         listed = list(self._cached_list())
         if self.deferred is None:
             return listed
-        extra = [self._rewrite(e.definition) for e in self._entries() if self._is_deferred(e.name) and self._visible(e)]
+        extra = [self._shown(e) for e in self._entries() if self._is_deferred(e.name) and self._visible(e)]
         return sorted(listed + extra, key=lambda d: d.name)
 
     async def dispatcher_schema(self) -> builtins.list[dict[str, Any]]:
@@ -326,141 +368,71 @@ class ScopedToolService(BaseToolService):
             self._cp._lists[key] = hit
         return hit
 
-    def explain(self, name: str, input: Mapping[str, Any] | None = None) -> Explanation:
-        """The decision for a call without running it: decision, rule, layer, reason."""
-        entry = self._entry(name)
-        if entry is None:
-            return Explanation("deny", "not_found", None, None, f"tool not found: {name}", self.tier.id, "registry")
-        if not self._is_allowed(entry.name):
-            return Explanation(
-                "deny",
-                "not_allowed",
-                None,
-                "agent",
-                f"`{entry.name}` is not in this agent's allowed_tools.",
-                self.tier.id,
-                "allow-set",
-            )
-        verdict = self._verdict(entry, dict(input or {}))
-        if verdict.action == "deny":
-            reason = verdict.refusal()
-        elif verdict.reason:
-            reason = verdict.reason
-        else:
-            by = f"`{verdict.rule}` in the {verdict.layer} layer" if verdict.rule else "the default"
-            reason = f"`{entry.name}` is allowed by {by} under the `{self.tier.id}` tier."
-        return Explanation(
-            verdict.action,
-            verdict.rule_id,
-            verdict.rule,
-            verdict.layer,
-            reason,
-            self.tier.id,
-            verdict.decided_by,
-            verdict.notes,
-        )
-
-    def _verdict(self, entry: RegisteredTool, input: Mapping[str, Any]) -> Verdict:
-        static, needs = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
-        if not needs or (
-            static.action == "deny"
-            and static.rule_id in ("policy_deny", "plan_mode", "side_question")
-            and not self.policy.has_specs_for(entry.name, entry.source)
-        ):
-            return static
-        shell = getattr(entry.tool, "shell_command", None)
-        command_text = shell(input) if callable(shell) else None
-        command = None
-        if command_text is not None:
-            checker = self._cp.command_checker
-            command = (
-                checker(command_text)
-                if checker is not None
-                else ("ask", "no command policy is loaded, so no shell command can be proven safe", ())
-            )
-            if needs == NEEDS_COMMAND:
-                return self._cp.command_verdict(self.policy, self.tier, entry, self.turn, command)
-        splitter = self._cp.command_splitter or _opaque
-
-        def subjects() -> CallSubjects:
-            named = getattr(entry.tool, "subject_paths", None)
-            resolve = getattr(entry.tool, "resolve_subjects", None)
-            arguments = input
-            if callable(resolve):
-                try:
-                    resolved = dict(resolve(input))
-                except Exception as exc:  # what cannot be resolved is never covered by an allow
-                    resolved = {"unresolved": f"{type(exc).__name__}: {exc}"}
-                arguments = {**resolved, **input}  # a resolved fact never shadows an argument
-            return self.policy.subjects_for(
-                arguments,
-                workspace=self._cp.workspace,
-                shell_command=command_text,
-                split_commands=splitter,
-                tool_paths=named(input) if callable(named) else (),
-            )
-
-        decision = self.policy.decide(entry.name, entry.source, subjects)
-        votes = self._votes(entry, input)
-        return decide_call(
-            tool=entry.name,
-            facts=entry.facts,
-            decision=decision,
-            tier=self.tier,
-            turn=self.turn,
-            input=input,
-            names_exactly=self.policy.names_exactly(entry.name),
-            command=command,
-            votes=votes,
-        )
-
-    def _votes(self, entry: RegisteredTool, input: Mapping[str, Any]) -> tuple[tuple[str, PolicyVote], ...]:
-        votes = []
-        for plugin, fn in self._cp.voters:
-            try:
-                vote = fn(
-                    tool=entry.name,
-                    input=input,
-                    facts=entry.facts,
-                    source=entry.source,
-                    turn=self.turn,
-                    agent=self.agent,
-                    channel=self.channel,
-                )
-            except Exception as exc:  # a broken voter fails closed for this call
-                log.exception("policy plugin %r failed", plugin)
-                vote = PolicyVote("ask", f"the policy plugin failed ({type(exc).__name__}), so a human must decide")
-            if isinstance(vote, PolicyVote) and vote.action in ("deny", "ask"):
-                votes.append((plugin, vote))
-        return tuple(votes)
-
     async def execute(self, name: str, input: Mapping[str, Any], *, cancel: asyncio.Event | None = None) -> ToolOutput:
         """Run ``name`` through every gate; raises a :class:`ToolError` with advice for the model."""
+        entry, prepared, action = await self._admit(name, input)
+        return await self._run(entry, prepared, cancel, action)
+
+    async def authorize(self, name: str, input: Mapping[str, Any]) -> None:
+        """Pass every gate for a call (asking a human if it must) without running it; raises like ``execute``.
+
+        A tool uses it (through :meth:`aleph.CallContext.authorize`) for a step it performs itself
+        that must meet the same rules as the call that started it, such as each redirect hop of a fetch.
+        """
+        await self._admit(name, input)
+
+    async def _admit(self, name: str, input: Mapping[str, Any]) -> tuple[RegisteredTool, Prepared, str]:
+        """Resolve, check, validate and judge one call; ask a human when the verdict says so."""
+        name = check_name(name)
         entry = self._entry(name)
         if entry is None or not self._is_allowed(entry.name):
             offered = [d.name for d in await self.dispatchable_list()]
             # Exact, case and separator repairs are unambiguous spellings of one offered tool; a fuzzy
             # match may be a different tool, so it is only suggested. Non-ASCII never repairs (look-alikes).
-            repaired = repair_tool_name(name, offered) if isinstance(name, str) and name.isascii() else None
+            repaired = repair_tool_name(name, offered) if name.isascii() else None
             if repaired is not None and repaired[1] != "fuzzy":
                 entry = self._entry(repaired[0])
             if entry is None or not self._is_allowed(entry.name):
                 raise ToolNotFound(name, suggestions=suggest_candidates(name, offered))
-        canonical = entry.name
-        if not isinstance(input, Mapping):
-            raise ValidationFailed(canonical, f"input must be a JSON object, got {type(input).__name__}")
-        problem = check_input_bounds(input, max_bytes=self._cp.max_input_bytes)
-        if problem is not None:
-            raise ValidationFailed(canonical, problem)
-        verdict = self._verdict(entry, input)
+        known = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
+        static, needs = known
+        if self._denied_whatever_the_input(entry, static):
+            # Refused by name: judged (and recorded) before the input is even looked at.
+            try:
+                arguments: Mapping[str, Any] = json_input(input, max_bytes=self._cp.max_input_bytes)
+            except InputProblem:
+                arguments = {}
+            await self._record_refusal(entry, arguments, static.refusal(), static)
+            raise PermissionDenied(entry.name, static.refusal())
+        prepared = prepare_input(entry, input, self._cp.max_input_bytes)
+        verdict = static if not needs else self._verdict(entry, prepared, static=known)
         if verdict.action == "deny":
-            await self._record_refusal(entry, input, verdict.refusal(), verdict)
-            raise PermissionDenied(canonical, verdict.refusal())
+            await self._record_refusal(entry, prepared.arguments, verdict.refusal(), verdict)
+            raise PermissionDenied(entry.name, verdict.refusal())
         if verdict.action == "ask":
-            await self._approve(entry, input, verdict)
-        return await self._run(entry, input, cancel)
+            await self._approve(entry, prepared.arguments, verdict)
+        return entry, prepared, verdict.action
+
+    def decision_for(self, name: str, input: Mapping[str, Any]) -> str:
+        """The decision (``allow``/``ask``/``deny``) for a call of ``name`` with ``input``; nothing is asked or run."""
+        entry = self._entry(name) if isinstance(name, str) else None
+        if entry is None or not self._is_allowed(entry.name):
+            return "deny"
+        return self.decide(entry, input)
 
     # -- approval ---------------------------------------------------------------------------------
+
+    def _grant_scope(self) -> str:
+        """Whom a session grant or a remembered denial belongs to: this agent, on this channel, in this session.
+
+        Without a session key it is this service alone, so the breaker and "refused again" still hold.
+        """
+        session = self.turn.session_key if self.turn is not None else ""
+        if not session:
+            if self._scope is None:
+                self._scope = f"service:{uuid.uuid4().hex}"
+            return self._scope
+        return f"{self.agent or ''}\x1f{self.channel or ''}\x1f{session}"
 
     async def _approve(self, entry: RegisteredTool, input: Mapping[str, Any], verdict: Verdict) -> None:
         name = entry.name
@@ -476,7 +448,7 @@ class ScopedToolService(BaseToolService):
             arguments=_redacted(input),
             turn=self.turn,
         )
-        session = self.turn.session_key if self.turn is not None and self.turn.session_key else None
+        session = self._grant_scope()
         unattended = self.turn is not None and self.turn.unattended
         if self.requester is None and not unattended:
             cause = f"{verdict.reason} No approval channel is available, so it cannot be authorized here. Do not retry."
@@ -499,37 +471,44 @@ class ScopedToolService(BaseToolService):
             said = f' The user said: "{escape_for_prompt(outcome.deny_reason)}".' if outcome.deny_reason else ""
             lead = f"the user did not approve running `{name}` ({outcome.outcome.value})."
             raise ApprovalDenied(name, f"{lead}{said}{advice}")
-        if outcome.outcome is ApprovalOutcome.DENIED:  # an earlier denial of this exact call, or the breaker
-            raise ApprovalDenied(name, f"running `{name}` was refused without asking again.{advice}")
+        if outcome.outcome is ApprovalOutcome.DENIED:  # an earlier denial, the breaker, or a broken channel
+            why = (
+                escape_for_prompt(outcome.deny_reason) if outcome.deny_reason else "it was refused without asking again"
+            )
+            raise ApprovalDenied(name, f"running `{name}` was not approved: {why}.{advice}")
         raise ApprovalUnavailable(
             name, f"running `{name}` was not authorized — nobody was asked ({outcome.outcome.value}).{advice}"
         )
 
     # -- running ----------------------------------------------------------------------------------
 
-    async def _run(self, entry: RegisteredTool, input: Mapping[str, Any], cancel: asyncio.Event | None) -> ToolOutput:
+    async def _run(
+        self, entry: RegisteredTool, prepared: Prepared, cancel: asyncio.Event | None, action: str = "allow"
+    ) -> ToolOutput:
         name = entry.name
         facts = entry.facts
         budget_ms = facts.max_duration_ms or DEFAULT_BUDGET_MS
         handler = get_tool_progress_handler()
         if handler is not None:
-            call_handler(handler, handler.on_tool_start, name, summarize_call(name, input))
+            call_handler(handler, handler.on_tool_start, name, summarize_call(name, prepared.arguments))
         token = _TURN.set(self.turn) if self.turn is not None else None
-        call = CallContext(self, name, agent=self.agent, channel=self.channel, turn=self.turn, parent=_CALL.get())
+        call = CallContext(
+            self, name, agent=self.agent, channel=self.channel, turn=self.turn, parent=_CALL.get(), decision=action
+        )
         call_token = _CALL.set(call)
         try:
             try:
-                output = await self._attempt(entry, input, budget_ms, cancel)
+                output = await self._attempt(entry, prepared, budget_ms, cancel)
             except ToolError as exc:
                 if not (facts.idempotent and exc.is_retryable and not isinstance(exc, Cancelled)):
                     raise
                 await asyncio.sleep(RETRY_DELAY_S)
-                output = await self._attempt(entry, input, budget_ms, cancel)
+                output = await self._attempt(entry, prepared, budget_ms, cancel)
         except ToolError as exc:
             if handler is not None:
                 call_handler(handler, handler.on_tool_result, name, str(exc)[:200], False)
             if not facts.idempotent or call.annotated:
-                await self._record_execution(entry, input, "error", _bounded(str(exc)), call.refs)
+                await self._record_execution(entry, prepared.arguments, "error", _bounded(str(exc)), call.refs)
             raise
         finally:
             _CALL.reset(call_token)
@@ -538,19 +517,22 @@ class ScopedToolService(BaseToolService):
         if handler is not None:
             call_handler(handler, handler.on_tool_result, name, output.text[:200], True)
         if not facts.idempotent or call.annotated:
-            await self._record_execution(entry, input, "ok", "", call.refs)
+            await self._record_execution(entry, prepared.arguments, "ok", "", call.refs)
+            ledger = self._cp.ledger
+            fault = ledger.faults.get(self._agent_id()) if ledger is not None and ledger.faults else None
+            if fault is not None:  # the call ran, but nothing records it: say so with its result
+                output.metadata.setdefault("warnings", []).append(fault)
         return self._bound_output(name, output)
 
     async def _attempt(
-        self, entry: RegisteredTool, input: Mapping[str, Any], budget_ms: int, cancel: asyncio.Event | None
+        self, entry: RegisteredTool, prepared: Prepared, budget_ms: int, cancel: asyncio.Event | None
     ) -> ToolOutput:
         name = entry.name
         try:
-            work = (
-                entry.tool.call_json(input)
-                if cancel is None
-                else _cancellable(name, entry.tool.call_json(input), cancel)
-            )
+            run = getattr(entry.tool, "run_prepared", None)
+            work = run(prepared) if callable(run) else entry.tool.call_json(prepared.raw)
+            if cancel is not None:
+                work = _cancellable(name, work, cancel)
             if entry.facts.inline:  # runs synchronously on the loop: a timer could not interrupt it anyway
                 return await work
             return await run_with_budget(work, budget_ms / 1000)
@@ -593,162 +575,6 @@ class ScopedToolService(BaseToolService):
             f"{preview}\n…[{len(text) - len(preview) - len(tail)} chars elided]…\n{tail}", output.metadata
         )
 
-    # -- recording (never changes a call's result) ------------------------------------------------
-
-    def _agent_id(self) -> str:
-        return self.agent or "default"
-
-    async def _record_refusal(
-        self, entry: RegisteredTool, input: Mapping[str, Any], reason: str, verdict: Verdict
-    ) -> None:
-        await self._ledger(entry, input, "tool_denied", "denied", redact(reason), verdict.rule or verdict.rule_id)
-        self._event("refused", entry.name, reason)
-
-    async def _record_execution(
-        self,
-        entry: RegisteredTool,
-        input: Mapping[str, Any],
-        outcome: LedgerOutcome,
-        detail: str,
-        refs: Mapping[str, str] | None = None,
-    ) -> None:
-        ledger = self._cp.ledger
-        if ledger is None and (self._cp.events is None or self.turn is None or not self.turn.session_key):
-            return  # nothing records: skip building the summary on the hot path
-        snapshot = _scalar_snapshot(input)
-        append_later = getattr(ledger, "append_later", None)
-        if append_later is not None and snapshot is not None:
-            # Arguments that are all plain scalars are copied as they are now: the writer thread builds
-            # the row (summary, fingerprint) from the copy, off the caller's path.
-            name, agent = entry.name, self._agent_id()
-            principal = self.turn.principal if self.turn is not None else None
-
-            def build() -> LedgerRecord:
-                summary = summarize_call(name, snapshot)
-                return LedgerRecord(
-                    agent_id=agent,
-                    action="tool_call",
-                    target=name,
-                    outcome=outcome,
-                    detail=f"{summary} — {redact(detail)}" if detail else summary,
-                    args_fp=grant_fingerprint(name, snapshot),
-                    principal=principal,
-                    refs=refs or None,
-                )
-
-            try:
-                await append_later(agent, build)
-            except Exception:
-                log.exception("ledger append failed; the call's result is unchanged")
-        else:
-            summary = summarize_call(entry.name, input)
-            await self._ledger(
-                entry, input, "tool_call", outcome, f"{summary} — {redact(detail)}" if detail else summary, None, refs
-            )
-        self._event("executed" if outcome == "ok" else "failed", entry.name, redact(detail))
-
-    async def _record_approval(
-        self,
-        entry: RegisteredTool,
-        input: Mapping[str, Any],
-        verdict: Verdict,
-        approved: bool,
-        by: str,
-        outcome: str,
-        reason: str | None,
-    ) -> None:
-        if approved:
-            detail = "approved by the user" if by == "User" else "satisfied by an earlier grant for this exact call"
-        else:
-            detail = redact(reason or f"not approved ({outcome})")
-        await self._ledger(
-            entry,
-            input,
-            "approval_granted" if approved else "approval_denied",
-            "ok" if approved else "denied",
-            f"{detail} [gate: {verdict.rule_id}]",
-            verdict.rule_id,
-        )
-        self._event("approved" if approved else "denied", entry.name, detail, by=by)
-
-    async def _ledger(
-        self,
-        entry: RegisteredTool,
-        input: Mapping[str, Any],
-        action: LedgerAction,
-        outcome: LedgerOutcome,
-        detail: str,
-        rule: str | None,
-        refs: Mapping[str, str] | None = None,
-    ) -> None:
-        ledger = self._cp.ledger
-        if ledger is None:
-            return
-        if refs is None:
-            parent = _CALL.get()  # a refused or approved action of a composite call names its parent
-            refs = {"parent_call": parent.call_id} if parent is not None else None
-        try:
-            await ledger.append(
-                LedgerRecord(
-                    agent_id=self._agent_id(),
-                    action=action,
-                    target=entry.name,
-                    outcome=outcome,
-                    detail=detail,
-                    args_fp=grant_fingerprint(entry.name, input),
-                    principal=self.turn.principal if self.turn is not None else None,
-                    rule=rule,
-                    refs=refs or None,
-                )
-            )
-        except Exception:
-            log.exception("ledger append failed; the call's result is unchanged")
-
-    async def record_event(self, call: CallContext, event: str, detail: str, refs: Mapping[str, str]) -> None:
-        """Append a ``tool_event`` row for ``call`` (see :meth:`aleph.CallContext.record`); never raises."""
-        ledger = self._cp.ledger
-        if ledger is not None:
-            try:
-                await ledger.append(
-                    LedgerRecord(
-                        agent_id=self._agent_id(),
-                        action="tool_event",
-                        target=call.tool,
-                        outcome="ok",
-                        detail=redact(detail),
-                        principal=self.turn.principal if self.turn is not None else None,
-                        refs={**call.refs, "call": call.call_id, **refs},
-                    )
-                )
-            except Exception:
-                log.exception("ledger append failed; the call's result is unchanged")
-        self._event("executed", call.tool, redact(f"{event}: {detail}" if detail else event))
-
-    def _event(self, kind: EventKind, tool: str, detail: str, by: str | None = None) -> None:
-        events = self._cp.events
-        if events is None or self.turn is None or not self.turn.session_key:
-            return
-        try:
-            events.record(
-                self.turn.session_key,
-                kind,
-                tool,
-                call_id=self.turn.call_id,
-                turn_id=self.turn.run_id or None,
-                detail=detail,
-                by=by,
-            )
-        except Exception:
-            log.exception("event log write failed; the call's result is unchanged")
-
-
-def _scalar_snapshot(input: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A copy of ``input`` that no later change can reach, when every value is a plain scalar; else None."""
-    if len(input) > 64:
-        return None
-    copy = dict(input)
-    return copy if is_flat_json(copy) else None
-
 
 async def _cancellable(name: str, work: Awaitable[ToolOutput], cancel: asyncio.Event) -> ToolOutput:
     task = asyncio.ensure_future(work)
@@ -764,11 +590,6 @@ async def _cancellable(name: str, work: Awaitable[ToolOutput], cancel: asyncio.E
         stopper.cancel()
         if not task.done():
             task.cancel()
-
-
-def _opaque(_text: str) -> tuple[tuple[tuple[str, ...], ...], bool]:
-    """Without a shell analyser nothing can be seen, so no allow rule covers a command."""
-    return (), True
 
 
 def _bounded(text: str) -> str:

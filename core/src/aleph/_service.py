@@ -85,7 +85,13 @@ class BaseToolService:
             return ToolResult(
                 False, error=str(err), duration_ms=(time.perf_counter() - start) * 1000, error_kind=err.kind
             )
-        return ToolResult(True, output=output.text, duration_ms=(time.perf_counter() - start) * 1000)
+        warnings = output.metadata.get("warnings") if output.metadata else None
+        return ToolResult(
+            True,
+            output=output.text,
+            duration_ms=(time.perf_counter() - start) * 1000,
+            warnings=tuple(warnings) if warnings else (),
+        )
 
     async def dispatchable_list(self) -> builtins.list[ToolDefinition]:
         """Everything callable this turn; by default the same as :meth:`list`."""

@@ -6,6 +6,7 @@ facts, a :class:`ToolDefinition` and ``call_json`` (validate, run, serialise).
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
 import re
@@ -22,7 +23,7 @@ from aleph._errors import ExecutionFailed, ValidationFailed
 from aleph._schema import model_input_schema, schema_problems, validation_errors
 from aleph._types import BUILTIN, ToolDefinition, ToolFacts, ToolOutput, ToolSource, is_flat_json
 
-__all__ = ["AlephTool", "LoopTool", "Tool", "ToolArgs", "check_tool_name", "facts_declared", "tool"]
+__all__ = ["AlephTool", "LoopTool", "Prepared", "Tool", "ToolArgs", "check_tool_name", "facts_declared", "tool"]
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}", re.ASCII)
 
@@ -60,6 +61,45 @@ class Tool(Protocol):
     async def call_json(self, input: Mapping[str, Any]) -> ToolOutput:
         """Validate ``input``, run the tool and return its serialisable output."""
         ...
+
+
+class Prepared:
+    """One call's input as the tool will run it: validated once, judged and run on the same value.
+
+    ``value`` is what the tool's ``call`` receives (the ``Args`` model of an :class:`AlephTool`, the
+    checked dict of a :class:`LoopTool`). ``arguments`` is its JSON form (coerced values, defaults
+    filled in), computed when first asked for: rules, votes, prompts and the ledger judge that, so
+    ``"yes"`` that pydantic turns into ``True`` is judged as ``True``.
+    """
+
+    __slots__ = ("_arguments", "_dump", "raw", "value")
+
+    def __init__(
+        self,
+        raw: dict[str, Any],
+        value: Any,
+        *,
+        arguments: dict[str, Any] | None = None,
+        dump: Callable[[], dict[str, Any]] | None = None,
+    ) -> None:
+        self.raw = raw
+        """The boundary-checked JSON input as the caller sent it."""
+        self.value = value
+        self._arguments = arguments
+        self._dump = dump
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """The validated arguments as JSON data (the form every gate judges)."""
+        if self._arguments is None:
+            dumped = None
+            if self._dump is not None:
+                try:
+                    dumped = self._dump()
+                except Exception:  # a value pydantic cannot serialise: judge what was sent
+                    dumped = None
+            self._arguments = dumped if isinstance(dumped, dict) else self.raw
+        return self._arguments
 
 
 def facts_declared(tool: Tool) -> bool:
@@ -142,6 +182,15 @@ class AlephTool(Generic[ArgsT]):
             return self.Args.model_validate(input)
         except ValidationError as exc:
             raise _bad_input(self.NAME, exc) from None
+
+    def prepare(self, input: dict[str, Any]) -> Prepared:
+        """Validate ``input`` (boundary-checked JSON) once, for the judge and the run alike."""
+        model = self.parse(input)
+        return Prepared(input, model, dump=partial(model.model_dump, mode="json", by_alias=True))
+
+    async def run_prepared(self, prepared: Prepared) -> ToolOutput:
+        """Run :meth:`call` on the arguments :meth:`prepare` validated."""
+        return ToolOutput(_jsonable(self.NAME, await self.call(prepared.value)))
 
     async def call_json(self, input: Mapping[str, Any]) -> ToolOutput:
         """Validate ``input``, run :meth:`call` and return its output as JSON-compatible data."""
@@ -365,6 +414,20 @@ class LoopTool:
                 self._name, "; ".join(f"{e['field']}: {e['message']}" for e in errors), errors=errors
             )
         return data
+
+    def prepare(self, input: dict[str, Any]) -> Prepared:
+        """Check ``input`` (boundary-checked JSON) against the schema once, for the judge and the run alike."""
+        data = self.validate(input)
+        # The handler gets its own copy: what it does to its input never reaches what was judged and recorded.
+        value = dict(data) if is_flat_json(data) else copy.deepcopy(data)
+        return Prepared(input, value, arguments=data)
+
+    async def run_prepared(self, prepared: Prepared) -> ToolOutput:
+        """Run the handler on the dict :meth:`prepare` checked."""
+        result = await self.call(prepared.value)
+        if isinstance(result, ToolOutput):
+            return result
+        return ToolOutput(_jsonable(self._name, result))
 
     async def call_json(self, input: Mapping[str, Any]) -> ToolOutput:
         """Validate ``input``, run the handler and return its output."""

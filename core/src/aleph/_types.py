@@ -166,10 +166,14 @@ class ToolResult:
     duration_ms: float = 0.0
     error_kind: str | None = None
     retryable: bool = False
+    warnings: tuple[str, ...] = ()
+    """Problems beside the result, e.g. the audit ledger could not record the call."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON form for logs and the CLI."""
         out: dict[str, Any] = {"success": self.success, "duration_ms": round(self.duration_ms, 3)}
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
         if self.success:
             out["output"] = self.output
         else:

@@ -33,6 +33,9 @@ RuleId = Literal[
     "destructive_arguments",
     "policy_ask",
     "tier_raised",
+    "action_denied",
+    "action_asks",
+    "invalid_input",
 ]
 
 DENY_ADVICE = {

@@ -208,7 +208,7 @@ class McpManager:
             self.registry.unregister(name)
         self._registered[sid] = {}
 
-    def _tool_entry(self, conn: ServerConnection, tool: types.Tool, new_pins: dict[str, str]) -> _McpTool:
+    def _tool_entry(self, conn: ServerConnection, tool: types.Tool, new_pins: dict[str, str], known: bool) -> _McpTool:
         sid = conn.id
         wire = wire_name(sid, tool.name)
         schema = normalize_schema(tool.input_schema)
@@ -219,15 +219,19 @@ class McpManager:
             log.warning("MCP server %r tool %r: possible prompt injection (%s)", sid, tool.name, ", ".join(markers))
         digest = definition_hash(tool.name, tool.description, tool.input_schema, _annotations(tool))
         pinned = self.pins.get(sid, tool.name)
-        changed = pinned is not None and pinned != digest
-        if pinned is None:
+        # A tool that appears on a server trusted before (a new one, or an old one renamed) is not trusted
+        # by being new: like a changed one, it asks on every call until `aleph mcp trust` pins it.
+        changed = (pinned is not None and pinned != digest) or (pinned is None and known)
+        if pinned is None and not known:
             new_pins[tool.name] = digest
         if changed:
             conn.changed_tools.append(tool.name)
+            what = "added tool" if pinned is None else "changed the definition of tool"
             log.warning(
-                "MCP server %r changed the definition of tool %r since it was pinned; it now asks for approval "
-                "on every call until you run: aleph mcp trust %s %s",
+                "MCP server %r %s %r since it was trusted; it asks for approval on every call until you run: "
+                "aleph mcp trust %s %s",
                 sid,
+                what,
                 tool.name,
                 sid,
                 tool.name,
@@ -261,12 +265,13 @@ class McpManager:
         desired: dict[str, tuple[LoopTool, tuple[Any, ...]]] = {}
         inner_of: dict[str, str] = {}
         new_pins: dict[str, str] = {}
+        known = self.pins.knows(sid)
         flt = conn.raw_config.tool_filter
         for tool in conn.tools:
             if flt is not None and not any(fnmatchcase(tool.name, pat) for pat in flt):
                 continue
             try:
-                entry = self._tool_entry(conn, tool, new_pins)
+                entry = self._tool_entry(conn, tool, new_pins, known)
             except (Quarantined, ValueError) as exc:
                 conn.quarantined.append({"tool": tool.name[:200], "reason": str(exc)[:300]})
                 log.warning("MCP server %r: tool %r quarantined: %s", sid, tool.name, exc)

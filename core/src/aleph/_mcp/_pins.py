@@ -55,6 +55,11 @@ class PinStore:
         with self._lock:
             return self._load().get(server_id, {}).get(tool)
 
+    def knows(self, server_id: str) -> bool:
+        """Whether ``server_id``'s tools were pinned before (it has been seen and trusted)."""
+        with self._lock:
+            return bool(self._load().get(server_id))
+
     def set_many(self, server_id: str, hashes: dict[str, str]) -> None:
         """Pin every ``tool → hash`` in ``hashes`` and persist."""
         if not hashes:

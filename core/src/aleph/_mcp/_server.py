@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from aleph._config import McpServerConfig
 from aleph._errors import ExecutionFailed, ToolError, ToolNotFound, ToolTimeout, TransportError, ValidationFailed
 from aleph._mcp._chain import CHAIN_ENV, child_chain
+from aleph._mcp._eof import watched_stdio
 from aleph._mcp._hygiene import cap_text, expand_vars
 from aleph._mcp._status import ServerStatus, State
 from aleph._progress import notify_tool_streaming_chunk
@@ -140,6 +141,7 @@ class ServerConnection:
         self._dirty: set[str] = set()
         self._dirty_event = anyio.Event()
         self._lost_reason: str | None = None
+        self._ended: anyio.Event | None = None
         self._reconnect = False
         self._running = False
         self._session_auth: Any = None
@@ -312,6 +314,7 @@ class ServerConnection:
 
     def _client(self, http: Any) -> Client:
         cfg = self.config
+        self._ended = None
         target: Any
         if cfg.url:
             target = cfg.url
@@ -326,7 +329,9 @@ class ServerConnection:
             env = dict(cfg.env)
             if self.manager.chain_id is not None:
                 env[CHAIN_ENV] = child_chain(self.manager.chain_id)  # a configuration cannot unset it
-            target = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=env, cwd=cfg.cwd)
+            params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=env, cwd=cfg.cwd)
+            self._ended = anyio.Event()
+            target = watched_stdio(params, self._ended)
         return Client(
             target,
             mode=cfg.protocol,
@@ -351,6 +356,8 @@ class ServerConnection:
                 anyio.create_task_group() as tg,
             ):
                 tg.start_soon(self._expire_calls)
+                if self._ended is not None:
+                    tg.start_soon(self._watch_eof, self._ended, scope)
                 self.client = client
                 self.protocol_version = client.protocol_version
                 self.capabilities = client.server_capabilities
@@ -370,6 +377,13 @@ class ServerConnection:
         self._scope = None
         if scope.cancelled_caught and not self._stopping and self.state in ("connecting", "restarting"):
             raise TimeoutError(f"no answer within {timeout:g}s (connect and first listing)")
+
+    async def _watch_eof(self, ended: anyio.Event, scope: anyio.CancelScope) -> None:
+        """End the session the moment a stdio server's output ends (it exited or was killed)."""
+        await ended.wait()
+        if not self._stopping:
+            self._lost_reason = "the server's output ended (it exited or was killed)"
+            scope.cancel()
 
     async def _expire_calls(self) -> None:
         """Cancel the calls whose idle timeout or budget has passed, checking every tenth of the timeout.

@@ -89,6 +89,32 @@ async def run_step(manager: BrowserManager, tab: Tab, step: Step) -> str:
     return f"{action.capitalize()} {target}: done."
 
 
+def step_call(step: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The standalone tool call a step is (``click`` is ``browser_click``), for the chokepoint to judge.
+
+    A rule on ``browser_type`` therefore holds for the ``type`` and ``fill`` steps of a batch too.
+    """
+    action = step.get("action")
+    keep = {k: step[k] for k in ("target", "text", "url", "values", "key") if step.get(k) is not None}
+    if action == "navigate":
+        return "browser_navigate", {"url": keep.get("url")}
+    if action in ("click", "check", "uncheck"):
+        return "browser_click", {"target": keep.get("target")}
+    if action == "hover":
+        return "browser_hover", {"target": keep.get("target")}
+    if action == "type":
+        return "browser_type", {"target": keep.get("target"), "text": keep.get("text")}
+    if action == "fill":
+        return "browser_fill_form", {"fields": [{"target": keep.get("target"), "value": keep.get("text")}]}
+    if action == "select":
+        return "browser_select", {"target": keep.get("target"), "values": keep.get("values")}
+    if action == "press":
+        return "browser_press_key", {k: v for k, v in (("key", keep.get("key")), ("target", keep.get("target"))) if v}
+    if action == "wait_for":
+        return "browser_wait_for", {k: keep[k] for k in ("text", "target") if k in keep}
+    return f"browser_{action}", keep
+
+
 class BrowserExec(BrowserTool[ExecArgs]):
     NAME = "browser_exec"
     DESCRIPTION = (
@@ -98,6 +124,10 @@ class BrowserExec(BrowserTool[ExecArgs]):
     )
     Args = ExecArgs
     FACTS = ToolFacts(max_duration_ms=300_000, tags=("browser", "network"))
+
+    def sub_calls(self, input: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """Each step as the tool call it is: judged under that tool's own name before any step runs."""
+        return [step_call(step) for step in input.get("steps") or [] if isinstance(step, dict)]
 
     async def run(self, args: ExecArgs) -> str:
         manager = self.manager

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Response
@@ -292,6 +292,14 @@ class BrowserFillForm(BrowserTool[FillFormArgs]):
     )
     Args = FillFormArgs
     FACTS = ToolFacts(max_duration_ms=120_000, tags=TAGS)
+
+    def sub_calls(self, input: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """Each field as the typing it is: a rule on ``browser_type`` holds for every field filled."""
+        return [
+            ("browser_type", {"target": f.get("target"), "text": f.get("value")})
+            for f in input.get("fields") or []
+            if isinstance(f, dict)
+        ]
 
     async def run(self, args: FillFormArgs) -> str:
         tab = await self.manager.tab()

@@ -12,7 +12,7 @@ from typing import Any, Literal
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field
 
-from aleph import AlephTool, ExecutionFailed, ToolArgs, ToolFacts, ValidationFailed
+from aleph import AlephTool, ExecutionFailed, ToolArgs, ToolFacts, ValidationFailed, current_call
 from aleph_files._config import FilesConfig
 from aleph_files._confine import MAX_PATH_BYTES, PathError, Target, Workspace
 from aleph_files._io import atomic_write, guard, read_limited, sniff_binary
@@ -67,6 +67,8 @@ class Move(BaseModel):
     """New path (an existing directory receives the source inside it)."""
 
 
+_RANK = {"allow": 0, "ask": 1, "deny": 2}
+
 Operation = Literal["list", "search", "stats", "move", "copy", "delete", "mkdir", "batch_move", "organize"]
 
 
@@ -119,8 +121,36 @@ class FileOpsTool(AlephTool[FileOpsArgs]):
                 paths += [move.get("source"), move.get("destination")]
         return [p for p in paths if isinstance(p, str) and p]
 
+    def sub_calls(self, input: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """A batch_move is its moves: each is judged as the ``file_ops`` move it is (then all run or none)."""
+        if input.get("operation") != "batch_move":
+            return []
+        overwrite = input.get("overwrite", False)
+        return [
+            (
+                "file_ops",
+                {
+                    "operation": "move",
+                    "path": m.get("source"),
+                    "destination": m.get("destination"),
+                    "overwrite": overwrite,
+                },
+            )
+            for m in input.get("moves") or []
+            if isinstance(m, Mapping)
+        ]
+
     async def call(self, args: FileOpsArgs) -> dict[str, Any]:
         return await anyio.to_thread.run_sync(self.run, args)
+
+    def _hidden(self, path: str, *, content: bool) -> bool:
+        """Whether the running call may not show ``path`` (or its content): the caller could not name it."""
+        call = current_call()
+        if call is None:
+            return False
+        if _RANK[call.permits(self.NAME, {"operation": "list", "path": path})] > _RANK[call.decision]:
+            return True
+        return content and call.permits("file_read", {"path": path}) == "deny"
 
     def run(self, args: FileOpsArgs) -> dict[str, Any]:
         """Synchronous body: dispatch on ``operation``."""
@@ -143,6 +173,8 @@ class FileOpsTool(AlephTool[FileOpsArgs]):
             for sub, name, st in _walk(fd, args.recursive):
                 path = _join(sub, name)
                 if match is not None and not match(path):
+                    continue
+                if self._hidden(_join(rel, path), content=False):
                     continue
                 if len(entries) >= limit:
                     truncated = True
@@ -172,6 +204,8 @@ class FileOpsTool(AlephTool[FileOpsArgs]):
                     continue
                 path = _join(sub, name)
                 if match is not None and not match(path):
+                    continue
+                if self._hidden(_join(rel, path), content=regex is not None):
                     continue
                 files += 1
                 if regex is None:
@@ -375,6 +409,11 @@ class FileOpsTool(AlephTool[FileOpsArgs]):
             source, destination = _join(rel, name), _join(rel, f"{ext}/{name}")
             if self.ws.is_protected(source):
                 skipped.append({"path": source, "reason": "protected path"})
+                continue
+            call = current_call()
+            move = {"operation": "move", "path": source, "destination": destination}
+            if call is not None and _RANK[call.permits(self.NAME, move)] > _RANK[call.decision]:
+                skipped.append({"path": source, "reason": "the permission policy does not allow moving it"})
                 continue
             plan.append((source, destination))
         moved = []

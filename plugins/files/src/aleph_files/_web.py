@@ -19,7 +19,16 @@ import anyio
 import httpx
 from pydantic import Field
 
-from aleph import AlephTool, ExecutionFailed, PermissionDenied, ToolArgs, ToolFacts, ToolTimeout, TransportError
+from aleph import (
+    AlephTool,
+    ExecutionFailed,
+    PermissionDenied,
+    ToolArgs,
+    ToolFacts,
+    ToolTimeout,
+    TransportError,
+    current_call,
+)
 from aleph_files._config import FilesConfig
 
 __all__ = ["WebFetchTool", "html_to_markdown", "is_public_address"]
@@ -143,6 +152,9 @@ class WebFetchTool(AlephTool[WebFetchArgs]):
                                 raise ExecutionFailed(self.NAME, f"more than {self.config.web_max_redirects} redirects")
                             url = url.join(resp.headers["location"])
                             redirects.append(str(url))
+                            call = current_call()
+                            if call is not None:  # every hop meets the rules the first URL met
+                                await call.authorize(self.NAME, {**args.model_dump(mode="json"), "url": str(url)})
                             continue
                         body, truncated = await _read_capped(resp, cap)
                         return self._result(args, url, resp, body, truncated, redirects)

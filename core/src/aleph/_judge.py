@@ -1,0 +1,345 @@
+"""The judging half of the chokepoint: one call's verdict from what the call will do.
+
+Everything here judges the call's *validated* arguments (:class:`~aleph._tool.Prepared`), never its
+spelling: path rules see the paths the tool will open with symlinks resolved, field rules compare typed
+values, plugins vote on a frozen copy, and a composite tool's declared actions are each judged under
+their own name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from aleph._boundary import InputProblem, json_input
+from aleph._call import MAX_SUBCALL_DEPTH
+from aleph._errors import ToolError, ValidationFailed
+from aleph._policy import CallSubjects, PermissionPolicy, stricter
+from aleph._tiers import ExecTier
+from aleph._tool import Prepared
+from aleph._verdict import PolicyVote, Verdict, decide_call
+
+if TYPE_CHECKING:
+    from aleph._registry import RegisteredTool
+    from aleph._scoped import Chokepoint, Explanation
+    from aleph._turn import TurnContext
+
+__all__ = [
+    "NEEDS_ARGUMENTS",
+    "NEEDS_COMMAND",
+    "NEEDS_NOTHING",
+    "Judging",
+    "check_name",
+    "frozen",
+    "prepare_input",
+    "resolve_workspace_path",
+]
+
+log = logging.getLogger("aleph")
+
+NEEDS_NOTHING, NEEDS_COMMAND, NEEDS_ARGUMENTS = 0, 1, 2
+"""What a concrete input may change in a tool's name-level verdict (:meth:`Chokepoint.static_verdict`)."""
+
+
+def frozen(value: Any) -> Any:
+    """A read-only deep view of JSON data: dicts become mapping proxies, lists tuples."""
+    if isinstance(value, dict):
+        return MappingProxyType({k: frozen(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(frozen(v) for v in value)
+    return value
+
+
+def prepare_input(entry: RegisteredTool, input: Any, max_bytes: int) -> Prepared:
+    """The boundary check and the tool's own validation: what every gate and the tool then see."""
+    try:
+        data = json_input(input, max_bytes=max_bytes)
+    except InputProblem as exc:
+        error = {"field": exc.field or "(input)", "message": str(exc)}
+        raise ValidationFailed(entry.name, str(exc), errors=[error]) from None
+    prepare = getattr(entry.tool, "prepare", None)
+    if callable(prepare):
+        prepared = prepare(data)
+        if isinstance(prepared, Prepared):
+            return prepared
+    return Prepared(data, data, arguments=data)
+
+
+def resolve_workspace_path(workspace: str, value: str, base: str | None = None) -> str | None:
+    """The path a tool would open for ``value``: symlinks resolved, workspace-relative when inside it.
+
+    Relative values resolve against ``base`` (default: the workspace). Returns None for ``~`` paths and
+    anything that cannot be resolved (the lexical form is judged alone then).
+    """
+    if not value or value.startswith("~") or "\x00" in value:
+        return None
+    try:
+        full = value if os.path.isabs(value) else os.path.join(base or workspace, value)
+        real = os.path.realpath(full)
+    except (OSError, ValueError):
+        return None
+    if workspace and (real == workspace or real.startswith(workspace.rstrip("/") + "/")):
+        rel = os.path.relpath(real, workspace)
+        return "." if rel == "." else rel
+    return real
+
+
+class Judging:
+    """The judging half of :class:`~aleph.ScopedToolService` (a mixin: it reads the service's fields)."""
+
+    _cp: Chokepoint
+    policy: PermissionPolicy
+    tier: ExecTier
+    agent: str | None
+    channel: str | None
+    turn: TurnContext | None
+
+    def _entry(self, name: str) -> RegisteredTool | None:
+        raise NotImplementedError
+
+    def _is_allowed(self, name: str) -> bool:
+        raise NotImplementedError
+
+    # -- one call's verdict ---------------------------------------------------------------------
+
+    def _verdict(
+        self,
+        entry: RegisteredTool,
+        prepared: Prepared | None,
+        *,
+        depth: int = 0,
+        static: tuple[Verdict, int] | None = None,
+    ) -> Verdict:
+        """The verdict for a call of ``entry``; ``prepared`` None judges the name alone."""
+        if static is None:
+            static = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
+        static_verdict, needs = static
+        return self._argument_verdict(entry, prepared, static_verdict, needs, depth)
+
+    def _argument_verdict(
+        self, entry: RegisteredTool, prepared: Prepared | None, static: Verdict, needs: int, depth: int
+    ) -> Verdict:
+        if prepared is None or not needs or self._denied_whatever_the_input(entry, static):
+            return static
+        arguments = prepared.arguments
+        shell = getattr(entry.tool, "shell_command", None)
+        command_text = shell(arguments) if callable(shell) else None
+        command = None
+        if command_text is not None:
+            checker = self._cp.command_checker
+            command = (
+                checker(command_text)
+                if checker is not None
+                else ("ask", "no command policy is loaded, so no shell command can be proven safe", ())
+            )
+            if needs == NEEDS_COMMAND:
+                return self._cp.command_verdict(self.policy, self.tier, entry, self.turn, command)
+
+        def subjects() -> CallSubjects:
+            return self._subjects(entry, arguments, command_text)
+
+        decision = self.policy.decide(entry.name, entry.source, subjects)
+        verdict = decide_call(
+            tool=entry.name,
+            facts=entry.facts,
+            decision=decision,
+            tier=self.tier,
+            turn=self.turn,
+            input=arguments,
+            names_exactly=self.policy.names_exactly(entry.name),
+            command=command,
+            votes=self._votes(entry, arguments),
+        )
+        if verdict.action != "deny" and callable(getattr(entry.tool, "sub_calls", None)):
+            verdict = self._with_actions(entry, arguments, verdict, depth)
+        return verdict
+
+    def _denied_whatever_the_input(self, entry: RegisteredTool, static: Verdict) -> bool:
+        return (
+            static.action == "deny"
+            and static.rule_id in ("policy_deny", "plan_mode", "side_question")
+            and not self.policy.has_specs_for(entry.name, entry.source)
+        )
+
+    def _subjects(self, entry: RegisteredTool, arguments: Mapping[str, Any], command_text: str | None) -> CallSubjects:
+        tool = entry.tool
+        named = getattr(tool, "subject_paths", None)
+        resolve = getattr(tool, "resolve_subjects", None)
+        judged: Mapping[str, Any] = arguments
+        if callable(resolve):
+            try:
+                resolved = dict(resolve(arguments))
+            except Exception as exc:  # what cannot be resolved is never covered by an allow
+                resolved = {"unresolved": f"{type(exc).__name__}: {exc}"}
+            judged = {**resolved, **arguments}  # a resolved fact never shadows an argument
+        workspace = self._cp.workspace
+        return self.policy.subjects_for(
+            judged,
+            workspace=workspace,
+            shell_command=command_text,
+            split_commands=self._cp.command_splitter or _opaque,
+            tool_paths=named(arguments) if callable(named) else (),
+            resolve_path=lambda value: resolve_workspace_path(workspace, value),
+        )
+
+    def _votes(self, entry: RegisteredTool, arguments: Mapping[str, Any]) -> tuple[tuple[str, PolicyVote], ...]:
+        if not self._cp.voters:
+            return ()
+        view = frozen(dict(arguments))  # a vote can never change what was judged or what runs
+        votes = []
+        for plugin, fn in self._cp.voters:
+            try:
+                vote = fn(
+                    tool=entry.name,
+                    input=view,
+                    facts=entry.facts,
+                    source=entry.source,
+                    turn=self.turn,
+                    agent=self.agent,
+                    channel=self.channel,
+                )
+            except Exception as exc:  # a broken voter fails closed for this call
+                log.exception("policy plugin %r failed", plugin)
+                vote = PolicyVote("ask", f"the policy plugin failed ({type(exc).__name__}), so a human must decide")
+            if isinstance(vote, PolicyVote) and vote.action in ("deny", "ask"):
+                votes.append((plugin, vote))
+        return tuple(votes)
+
+    # -- composite tools ------------------------------------------------------------------------
+
+    def _declared_actions(self, entry: RegisteredTool, arguments: Mapping[str, Any]) -> Sequence[tuple[str, Any]]:
+        try:
+            actions = entry.tool.sub_calls(arguments)  # type: ignore[attr-defined]
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise ValidationFailed(entry.name, f"its actions cannot be listed: {exc}") from None
+        return list(actions or ())
+
+    def action_verdicts(
+        self, entry: RegisteredTool, arguments: Mapping[str, Any], depth: int = 0
+    ) -> list[tuple[str, Verdict]]:
+        """(action name, verdict) for each action a composite call declares it will submit."""
+        out = []
+        for name, input in self._declared_actions(entry, arguments):
+            sub = self._entry(name) if isinstance(name, str) else None
+            if sub is None or not self._is_allowed(sub.name):
+                out.append((str(name), Verdict("deny", "action_denied", f"its action `{name}` is not available here.")))
+                continue
+            if depth + 1 >= MAX_SUBCALL_DEPTH:
+                out.append((sub.name, Verdict("deny", "action_denied", "its actions nest too deep.")))
+                continue
+            try:
+                prepared = prepare_input(sub, input, self._cp.max_input_bytes)
+            except ValidationFailed as exc:
+                out.append((sub.name, Verdict("deny", "action_denied", f"its action `{sub.name}` is invalid: {exc}")))
+                continue
+            out.append((sub.name, self._verdict(sub, prepared, depth=depth + 1)))
+        return out
+
+    def _with_actions(
+        self, entry: RegisteredTool, arguments: Mapping[str, Any], verdict: Verdict, depth: int
+    ) -> Verdict:
+        """A composite call is refused up front when any action it declares would be refused.
+
+        It asks when one of its actions would ask, unless the tool submits each action through the
+        chokepoint as it runs it (``SUBMITS_ACTIONS``), where that action asks under its own name.
+        """
+        notes = list(verdict.notes)
+        asking: tuple[int, str, Verdict] | None = None
+        for i, (name, sub) in enumerate(self.action_verdicts(entry, arguments, depth), 1):
+            notes.append(f"action {i} `{name}`: {sub.action} ({sub.rule_id})")
+            if sub.action == "deny":
+                reason = sub.reason if sub.rule_id == "action_denied" else sub.refusal()
+                return Verdict(
+                    "deny",
+                    "action_denied",
+                    f"`{entry.name}` was not run: its action {i} (`{name}`) would be refused — {reason}",
+                    sub.rule,
+                    sub.layer,
+                    sub.decided_by,
+                    tuple(notes),
+                )
+            if sub.action == "ask" and asking is None:
+                asking = (i, name, sub)
+        if asking is not None and verdict.action == "allow" and not getattr(entry.tool, "SUBMITS_ACTIONS", False):
+            i, name, sub = asking
+            return Verdict(
+                "ask",
+                "action_asks",
+                f"`{entry.name}` would run its action {i} (`{name}`), which needs approval: {sub.reason}",
+                sub.rule,
+                sub.layer,
+                sub.decided_by,
+                tuple(notes),
+            )
+        return dataclasses.replace(verdict, notes=tuple(notes))
+
+    # -- what a running call may show --------------------------------------------------------------
+
+    def decide(self, entry: RegisteredTool, input: Mapping[str, Any]) -> str:
+        """The action for a call of ``entry`` with ``input`` (``deny`` for input that does not validate)."""
+        static = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
+        if not static[1] or self._denied_whatever_the_input(entry, static[0]):
+            return static[0].action
+        try:
+            prepared = prepare_input(entry, input, self._cp.max_input_bytes)
+        except ValidationFailed:
+            return "deny"
+        return self._verdict(entry, prepared, static=static).action
+
+    # -- explain --------------------------------------------------------------------------------
+
+    def explain(self, name: str, input: Mapping[str, Any] | None = None) -> Explanation:
+        """The decision for a call without running it: decision, rule, layer, reason, and each action's."""
+        from aleph._scoped import Explanation
+
+        tier = self.tier.id
+        entry = self._entry(name) if isinstance(name, str) else None
+        if entry is None:
+            return Explanation("deny", "not_found", None, None, f"tool not found: {name}", tier, "registry")
+        if not self._is_allowed(entry.name):
+            why = f"`{entry.name}` is not in this agent's allowed_tools."
+            return Explanation("deny", "not_allowed", None, "agent", why, tier, "allow-set")
+        static, _ = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
+        prepared = None
+        if input is None or self._denied_whatever_the_input(entry, static):
+            verdict = static  # by name alone: what argument rules would say needs an input
+        else:
+            try:
+                prepared = prepare_input(entry, input, self._cp.max_input_bytes)
+                verdict = self._verdict(entry, prepared)
+            except ValidationFailed as exc:
+                return Explanation("deny", "invalid_input", None, None, str(exc), tier, "boundary")
+        if verdict.action == "deny":
+            reason = verdict.refusal()
+        elif verdict.reason:
+            reason = verdict.reason
+        else:
+            by = f"`{verdict.rule}` in the {verdict.layer} layer" if verdict.rule else "the default"
+            reason = f"`{entry.name}` is allowed by {by} under the `{tier}` tier."
+        action = verdict.action
+        if action != "deny" and prepared is not None and callable(getattr(entry.tool, "sub_calls", None)):
+            for sub_name, sub in self.action_verdicts(entry, prepared.arguments):
+                if stricter(sub.action, action) != action:
+                    action = sub.action
+                    reason = f"{reason} Its action `{sub_name}` asks: {sub.reason}"
+        return Explanation(
+            action, verdict.rule_id, verdict.rule, verdict.layer, reason, tier, verdict.decided_by, verdict.notes
+        )
+
+
+def _opaque(_text: str) -> tuple[tuple[tuple[str, ...], ...], bool]:
+    """Without a shell analyser nothing can be seen, so no allow rule covers a command."""
+    return (), True
+
+
+def check_name(name: object) -> str:
+    """A tool name as the chokepoint accepts it: a string, or a clear error."""
+    if isinstance(name, str):
+        return name
+    raise ValidationFailed(repr(name)[:80], f"a tool name must be a string, got {type(name).__name__}")

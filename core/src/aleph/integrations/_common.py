@@ -1,0 +1,149 @@
+"""What every framework integration shares: the framework import, the per-call service and the answers.
+
+A framework hands Aleph a tool call with its own context (a run, a thread, a conversation) and, on
+resume, its own record of what a human decided. :class:`CallBridge` turns that into one
+:class:`aleph.ScopedToolService` per call — the framework's session key and call id in the turn, the
+human's answer as a :class:`aleph.DeferredApprovals` bound to exactly this call's fingerprint — so the
+chokepoint stays the only place that decides, asks, records and runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from aleph import (
+    ApprovalOutcome,
+    ApprovalRequest,
+    ApprovalResponse,
+    DeferredApprovals,
+    PermissionDenied,
+    ScopedToolService,
+    ToolDefinition,
+    ToolOutput,
+    TurnContext,
+)
+from aleph._gate import grant_fingerprint
+
+__all__ = ["CallBridge", "approval_payload", "missing", "response_from"]
+
+_ANSWERS = {outcome.value: outcome for outcome in ApprovalOutcome}
+
+
+def missing(what: str, extra: str, exc: ImportError) -> ImportError:
+    """The error for a framework that is not installed: what is missing and what to install."""
+    return ImportError(f"{what} not available: pip install 'aleph-core[{extra}]' ({exc})")
+
+
+def approval_payload(request: ApprovalRequest) -> dict[str, Any]:
+    """The JSON-safe form of an approval request that a framework carries to the human and back.
+
+    ``summary`` and ``arguments`` are redacted and escaped by the chokepoint already.
+    """
+    return {
+        "tool": request.tool_name,
+        "summary": request.summary,
+        "reason": request.reason,
+        "rule_id": request.rule_id,
+        "fingerprint": request.fingerprint,
+        "allowed_decisions": [d.value for d in request.allowed_decisions],
+        "arguments": request.arguments,
+    }
+
+
+def response_from(answer: Any) -> ApprovalResponse:
+    """A human's answer in any of the forms the integrations accept, as an :class:`aleph.ApprovalResponse`.
+
+    ``True`` / ``False``; an :class:`aleph.ApprovalResponse` or :class:`aleph.ApprovalOutcome`; an outcome's
+    value (``"approved"``, ``"approved_for_session"``, ``"denied"``, ...); or a mapping
+    ``{"outcome": ..., "reason": ...}``. Anything else is an error naming what was given.
+    """
+    if isinstance(answer, ApprovalResponse):
+        return answer
+    if isinstance(answer, bool):
+        return ApprovalResponse(ApprovalOutcome.APPROVED if answer else ApprovalOutcome.DENIED)
+    if isinstance(answer, ApprovalOutcome):
+        return ApprovalResponse(answer)
+    if isinstance(answer, str) and answer in _ANSWERS:
+        return ApprovalResponse(_ANSWERS[answer])
+    if isinstance(answer, Mapping) and isinstance(answer.get("outcome"), str) and answer["outcome"] in _ANSWERS:
+        reason = answer.get("reason")
+        return ApprovalResponse(_ANSWERS[answer["outcome"]], reason if isinstance(reason, str) else None)
+    raise ValueError(
+        f"not an approval answer: {answer!r}; give True/False, an aleph.ApprovalResponse or one of {sorted(_ANSWERS)}"
+    )
+
+
+class CallBridge:
+    """One framework's view of a :class:`aleph.ScopedToolService`.
+
+    ``service`` fixes the agent, channel, policy, tier and allow-set. Each call gets a service derived
+    from it whose turn carries the framework's session key, run id and call id (the service's own turn
+    supplies everything else), and whose requester is deferred: an "ask" never blocks, it raises
+    :class:`aleph.ApprovalRequired` for the framework to suspend on.
+    """
+
+    def __init__(self, service: ScopedToolService) -> None:
+        if not isinstance(service, ScopedToolService):
+            raise TypeError(
+                f"an integration runs over an aleph.ScopedToolService (rt.tool_service(...)), "
+                f"not {type(service).__name__}"
+            )
+        self.service = service
+
+    async def definitions(self) -> list[ToolDefinition]:
+        """What the chokepoint lists for this service now (denied tools are absent)."""
+        return await self.service.list()
+
+    async def schemas(self) -> dict[str, dict[str, Any]]:
+        """Each listed tool's function form, exactly as Aleph sends it to a model, by name."""
+        return {function["name"]: function for function in await self.service.dispatcher_schema()}
+
+    def turn(self, *, session_key: str | None, run_id: str | None, call_id: str | None) -> TurnContext:
+        """The service's turn with the framework's session key, run id and call id where it has them."""
+        base = self.service.turn or TurnContext()
+        return dataclasses.replace(
+            base,
+            session_key=session_key or base.session_key,
+            run_id=run_id or base.run_id,
+            call_id=call_id or base.call_id,
+        )
+
+    def scoped(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        *,
+        session_key: str | None = None,
+        run_id: str | None = None,
+        call_id: str | None = None,
+        answer: ApprovalResponse | None = None,
+    ) -> ScopedToolService:
+        """The service for one call; ``answer`` (the human's decision) covers exactly this call's arguments."""
+        answers = {grant_fingerprint(name, arguments): answer} if answer is not None else {}
+        return self.service.derive(
+            turn=self.turn(session_key=session_key, run_id=run_id, call_id=call_id),
+            requester=DeferredApprovals(answers),
+        )
+
+    async def execute(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        *,
+        session_key: str | None = None,
+        run_id: str | None = None,
+        call_id: str | None = None,
+        answer: ApprovalResponse | None = None,
+    ) -> ToolOutput:
+        """Run one call through the chokepoint; raises :class:`aleph.ToolError` (``ApprovalRequired`` on an ask).
+
+        A "no" is only ever carried to a call the chokepoint would ask about: a call it would run without
+        asking (another layer of the framework asked) is refused here and never runs.
+        """
+        service = self.scoped(name, arguments, session_key=session_key, run_id=run_id, call_id=call_id, answer=answer)
+        if answer is not None and not answer.outcome.is_approved and service.explain(name, arguments).decision != "ask":
+            said = f' The user said: "{answer.deny_reason}".' if answer.deny_reason else ""
+            raise PermissionDenied(name, f"the user did not approve running `{name}`.{said} Do not retry it.")
+        return await service.execute(name, arguments)

@@ -1,0 +1,146 @@
+"""Aleph's tools for llm: the ``Aleph`` toolbox (``llm -T Aleph``), every call through Aleph's chokepoint.
+
+llm runs tools synchronously; Aleph is async and keeps per-runtime state (MCP connections, the ledger
+writer), so the toolbox runs one Aleph runtime on an event loop in a thread of its own and hands each
+call to it. The tools keep the names Aleph gives them.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import uuid
+from typing import Any
+
+import anyio.from_thread
+import llm
+
+import aleph
+
+__all__ = ["Aleph", "ApprovalPause", "register_tools"]
+
+APPROVAL_MODES = ("terminal", "pause")
+
+
+class ApprovalPause(llm.PauseChain):
+    """Raised out of the chain when a call needs a human and the toolbox was made with ``approval="pause"``.
+
+    ``request`` is what to show (summary, reason, fingerprint). Answer with :meth:`Aleph.answer`, then
+    resume the chain (e.g. ``response.execute_tool_calls(tool_calls_list=[pause.tool_call])``).
+    """
+
+    def __init__(self, request: aleph.ApprovalRequest) -> None:
+        super().__init__(f"{request.summary}: {request.reason}")
+        self.request = request
+
+
+class Aleph(llm.Toolbox):  # type: ignore[misc]
+    """Every tool Aleph offers, under Aleph's policy, approval and signed ledger.
+
+    :param config: an ``aleph.toml`` (default: ``$ALEPH_CONFIG`` or ``./aleph.toml``).
+    :param workspace: the directory the tools work in (default: the config's directory or the cwd).
+    :param agent: the agent name (its ``[agents.<name>]`` layer, allow-set and ledger chain).
+    :param session: the session key (session grants, the event log); default one per toolbox.
+    :param approval: ``"terminal"`` asks on the terminal; ``"pause"`` pauses the chain (llm's ``PauseChain``).
+    """
+
+    # llm offers every public method of a toolbox to the model: these two are for the program only.
+    _blocked = (*llm.Toolbox._blocked, "answer", "close")
+
+    def __init__(
+        self,
+        config: str | None = None,
+        workspace: str | None = None,
+        agent: str = "llm",
+        session: str | None = None,
+        approval: str = "terminal",
+    ) -> None:
+        if approval not in APPROVAL_MODES:
+            raise ValueError(f"approval must be one of {', '.join(APPROVAL_MODES)}, got {approval!r}")
+        self._settings = (config, workspace, agent, session or f"llm-{uuid.uuid4().hex[:12]}", approval)
+        self._deferred = aleph.DeferredApprovals()
+        self._portal: Any = None
+        self._portal_cm: Any = None
+        self._runtime: aleph.Aleph | None = None
+        self._service: aleph.ScopedToolService | None = None
+
+    def tools(self) -> Any:
+        """The llm tools, one per tool the chokepoint lists; starts Aleph the first time.
+
+        llm reads a toolbox's tools when it builds the prompt, before it calls ``prepare``, so the
+        runtime starts here.
+        """
+        self.prepare()
+        return super().tools()
+
+    def prepare(self) -> None:
+        """Start Aleph (on its own event loop thread) and add one llm tool per tool the chokepoint lists."""
+        if self._portal is not None:
+            return
+        self._portal_cm = anyio.from_thread.start_blocking_portal()
+        self._portal = self._portal_cm.__enter__()
+        atexit.register(self.close)
+        definitions = self._portal.call(self._open)
+        for definition in definitions:
+            self.add_tool(
+                llm.Tool(
+                    name=definition.name,
+                    description=definition.description,
+                    input_schema=definition.input_schema,
+                    implementation=self._implementation(definition.name),
+                    plugin="llm-aleph",
+                )
+            )
+
+    async def _open(self) -> list[aleph.ToolDefinition]:
+        config, workspace, agent, session, approval = self._settings
+        runtime = aleph.load(config, workspace=workspace)
+        await runtime.__aenter__()
+        self._runtime = runtime
+        requester: aleph.ApprovalRequester = aleph.TerminalRequester() if approval == "terminal" else self._deferred
+        self._service = runtime.tool_service(
+            agent=agent, turn=aleph.TurnContext(session_key=session), requester=requester
+        )
+        return await self._service.list()
+
+    def _implementation(self, name: str) -> Any:
+        def run(llm_tool_call: llm.ToolCall, **arguments: Any) -> Any:
+            return self._portal.call(self._call, name, arguments, llm_tool_call.tool_call_id)
+
+        run.__name__ = name
+        return run
+
+    async def _call(self, name: str, arguments: dict[str, Any], call_id: str | None) -> Any:
+        assert self._service is not None
+        base = self._service.turn or aleph.TurnContext()
+        service = self._service.derive(turn=dataclasses.replace(base, call_id=call_id))
+        try:
+            output = await service.execute(name, arguments)
+        except aleph.ApprovalRequired as exc:
+            raise ApprovalPause(exc.request) from None
+        return output.value if isinstance(output.value, str) else output.text
+
+    def answer(self, request: aleph.ApprovalRequest | str, answer: bool | aleph.ApprovalResponse) -> None:
+        """Answer a paused call (its request or fingerprint): ``True``, ``False`` or an ``ApprovalResponse``."""
+        fingerprint = request if isinstance(request, str) else request.fingerprint
+        if isinstance(answer, bool):
+            answer = aleph.ApprovalResponse(aleph.ApprovalOutcome.APPROVED if answer else aleph.ApprovalOutcome.DENIED)
+        self._deferred.answer(fingerprint, answer)
+
+    def close(self) -> None:
+        """Close the Aleph runtime and its thread; the toolbox can be prepared again afterwards."""
+        if self._portal is None:
+            return
+        try:
+            if self._runtime is not None:
+                self._portal.call(self._runtime.aclose)
+        finally:
+            self._portal_cm.__exit__(None, None, None)
+            self._portal = self._portal_cm = self._runtime = self._service = None
+            atexit.unregister(self.close)
+
+
+@llm.hookimpl  # type: ignore[misc]
+def register_tools(register: Any) -> None:
+    """Offer the ``Aleph`` toolbox to llm (``llm -T Aleph``)."""
+    register(Aleph)

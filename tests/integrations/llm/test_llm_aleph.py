@@ -1,0 +1,160 @@
+"""llm-aleph against the real llm, with an offline llm Model of our own (no network, no API key).
+
+The model makes its scripted tool calls, then answers with the tool results it was sent. The toolbox is
+found the way the ``llm`` command finds it: through llm's plugin manager and the ``llm`` entry point.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import llm
+import pytest
+from llm_aleph import Aleph, ApprovalPause
+
+import aleph
+
+POLICY = """
+[policies.tool_permissions.overrides]
+text_stats = "allow"
+clock_now = "ask"
+"""
+
+
+class Scripted(llm.Model):
+    model_id = "scripted"
+    supports_tools = True
+
+    def __init__(self, *calls: tuple[str, dict[str, Any]]) -> None:
+        self.calls = calls
+        self.offered: list[list[str]] = []
+
+    def execute(self, prompt: Any, stream: bool, response: Any, conversation: Any) -> Iterator[str]:
+        self.offered.append(sorted(t.name for t in prompt.tools))
+        if prompt.tool_results:
+            yield " | ".join(r.output for r in prompt.tool_results)
+            return
+        for n, (name, args) in enumerate(self.calls):
+            response.add_tool_call(llm.ToolCall(name=name, arguments=args, tool_call_id=f"call-{n}"))
+        yield ""
+
+
+@pytest.fixture
+def toolbox(workspace: Path) -> Iterator[Aleph]:
+    (workspace / "aleph.toml").write_text(POLICY)
+    box = Aleph(agent="writer", session="s-1")
+    yield box
+    box.close()
+
+
+def ledger_rows(workspace: Path) -> list[tuple[str, str, str]]:
+    rt = aleph.load(workspace=workspace)
+    assert rt.chokepoint.ledger is not None
+    try:
+        return [(r.action, r.target, r.outcome) for r in rt.chokepoint.ledger.rows("writer")[1:]]
+    finally:
+        import asyncio
+
+        asyncio.run(rt.aclose())
+
+
+def test_llm_finds_the_aleph_toolbox_through_its_entry_point() -> None:
+    assert llm.get_tools()["Aleph"] is Aleph
+    assert "llm-aleph" in {p["name"] for p in llm.get_plugins()}
+
+
+def test_an_allowed_tool_runs_and_a_denied_one_is_absent(toolbox: Aleph, workspace: Path) -> None:
+    (workspace / "aleph.toml").write_text(POLICY.replace('clock_now = "ask"', 'clock_now = "deny"'))
+    model = Scripted(("text_stats", {"text": "Hello world."}))
+    text = model.chain("count", tools=[toolbox]).text()
+    assert '"words":2' in text.replace(" ", "")
+    assert "text_stats" in model.offered[0] and "clock_now" not in model.offered[0]
+
+
+def test_a_mutating_call_leaves_one_ledger_row(workspace: Path) -> None:
+    (workspace / "aleph.toml").write_text(POLICY)
+    box = Aleph(agent="writer")
+    try:
+        Scripted(("session_set_mode", {"mode": "chat"})).chain("chat mode", tools=[box]).text()
+    finally:
+        box.close()
+    assert ledger_rows(workspace) == [("tool_call", "session_set_mode", "ok")]
+
+
+def test_an_ask_pauses_the_chain_and_resumes_on_approve_and_on_deny(workspace: Path) -> None:
+    (workspace / "aleph.toml").write_text(POLICY)
+    box = Aleph(agent="writer", approval="pause")
+    try:
+        model = Scripted(("clock_now", {"timezone": "UTC"}))
+        chain = model.chain("what time", tools=[box])
+        with pytest.raises(ApprovalPause) as paused:
+            chain.text()
+        pause = paused.value
+        assert pause.request.tool_name == "clock_now" and pause.tool_call is not None
+        response = chain._responses[-1]  # the response whose tool call paused (llm keeps them in order)
+        box.answer(pause.request, True)
+        [result] = response.execute_tool_calls(tool_calls_list=[pause.tool_call])
+        assert "UTC" in result.output or "+00:00" in result.output
+        box.answer(pause.request, False)
+        [refused] = response.execute_tool_calls(tool_calls_list=[pause.tool_call])
+        assert "did not approve" in refused.output
+    finally:
+        box.close()
+    assert ledger_rows(workspace) == [
+        ("approval_granted", "clock_now", "ok"),
+        ("approval_denied", "clock_now", "denied"),
+    ]
+
+
+def test_the_terminal_requester_asks_on_a_real_terminal(
+    toolbox: Aleph, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    master, slave = os.openpty()
+    tty_in = os.fdopen(slave, "r")
+    monkeypatch.setattr("sys.stdin", tty_in)
+    os.write(master, b"y\n")
+    try:
+        model = Scripted(("clock_now", {"timezone": "UTC"}))
+        text = model.chain("what time", tools=[toolbox]).text()
+    finally:
+        tty_in.close()
+        os.close(master)
+    assert "UTC" in text or "+00:00" in text
+
+
+def test_the_turn_carries_the_session_and_llms_tool_call_id(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[str | None, str | None]] = []
+
+    class Probe:
+        @aleph.hookimpl
+        def aleph_register_tools(self, register: Any, context: Any) -> None:
+            @aleph.tool(idempotent=True, inline=True)
+            def whoami() -> str:
+                """Report the turn."""
+                turn, call = aleph.current_turn(), aleph.current_call()
+                seen.append((turn.session_key if turn else None, call.call_id if call else None))
+                return "me"
+
+            register(whoami)
+
+    (workspace / "aleph.toml").write_text(POLICY + 'whoami = "allow"\n')
+    box = Aleph(agent="writer", session="s-7")
+    original = aleph.load
+
+    def load(*args: Any, **kwargs: Any) -> aleph.Aleph:
+        return original(*args, plugins=[Probe()], **kwargs)
+
+    monkeypatch.setattr(aleph, "load", load)
+    try:
+        Scripted(("whoami", {})).chain("who", tools=[box]).text()
+    finally:
+        box.close()
+    assert seen == [("s-7", "call-0")]
+
+
+def test_a_bad_approval_mode_is_refused() -> None:
+    with pytest.raises(ValueError, match="approval must be one of"):
+        Aleph(approval="yolo")
