@@ -34,6 +34,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "is --workspace DIR, else the directory the client launched the server in (refused when that is / "
         "or your home directory: pass --workspace). One line on stderr says what is served.",
     )
+    # Also after `serve`: MCP client set-ups append them to the server's arguments (scripts/run-main --workspace D).
+    p.add_argument(
+        "--workspace", metavar="DIR", default=argparse.SUPPRESS, help="the workspace (as `aleph --workspace`)"
+    )
+    p.add_argument(
+        "--config", metavar="PATH", default=argparse.SUPPRESS, help="project config file (as `aleph --config`)"
+    )
     p.add_argument("--http", action="store_true", help="serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio")
     p.add_argument("--host", default="127.0.0.1", help="loopback address to bind with --http (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port for --http (default 8765; 0 picks a free one)")
