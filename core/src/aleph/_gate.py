@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from aleph._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalRequester, ApprovalResponse
+from aleph._atomic import write_atomic
 from aleph._errors import ApprovalRequired
 
 __all__ = [
@@ -353,14 +353,7 @@ class ApprovalGate:
             "grants": {g.fingerprint: {"tool": g.tool, "summary": g.summary, "at": g.granted_at} for g in grants},
         }
         try:
-            self._always_file.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self._always_file.parent, prefix=".grants-")
-            with os.fdopen(fd, "w") as fh:
-                json.dump(body, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, self._always_file)
+            write_atomic(self._always_file, json.dumps(body))
             st = self._always_file.stat()
             with self._lock:
                 self._always_seen = (st.st_mtime_ns, st.st_size)

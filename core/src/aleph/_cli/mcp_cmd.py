@@ -6,7 +6,6 @@ import argparse
 import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import anyio
 import tomlkit
 import tomlkit.exceptions
 
+from aleph._atomic import write_atomic
 from aleph._cli._common import EXIT_FAILED, EXIT_OK, load_runtime, print_json
 from aleph._config import load_config
 from aleph._errors import ConfigError
@@ -160,20 +160,14 @@ def _servers(doc: tomlkit.TOMLDocument) -> Any:
 
 def _check_and_write(path: Path, text: str) -> None:
     """Validate the would-be file with the real loader, then replace the original atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".toml", prefix=".aleph-", dir=path.parent)
-    try:
-        os.fchmod(fd, path.stat().st_mode & 0o777 if path.exists() else 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+
+    def check(tmp: Path) -> None:
         try:
             load_config(tmp, workspace=path.parent, user_file=False, env={})
         except ConfigError as exc:
-            raise ConfigError(str(exc).replace(tmp, str(path))) from None
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+            raise ConfigError(str(exc).replace(str(tmp), str(path))) from None
+
+    write_atomic(path, text, mode=None, check=check)
 
 
 def _add(args: argparse.Namespace) -> int:

@@ -13,14 +13,13 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
 
+from aleph._atomic import write_atomic
 from aleph._errors import ExecutionFailed
 
 if TYPE_CHECKING:
@@ -75,16 +74,7 @@ class FileTokenStorage:
         return data if isinstance(data, dict) else {}
 
     def _write(self, data: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(prefix=".tok-", dir=self.path.parent)
-        try:
-            os.fchmod(fd, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(self.path, json.dumps(data))
 
     async def get_tokens(self) -> Any:
         """Stored tokens, if any."""
