@@ -81,7 +81,7 @@ def json_input(value: Any, *, max_bytes: int = 1_000_000, max_depth: int = MAX_I
     Iterative (no recursion limit). Strings count by length toward ``max_bytes``, keys included, other
     scalars as 8. ``bool``/``int``/``str`` subclasses become the plain type (a judge compares by type).
     """
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise InputProblem("", f"input must be a JSON object, got {type(value).__name__}")
     if type(value) is dict and len(value) <= 64:  # the common flat call: one pass, no stack
         size = 0

@@ -62,9 +62,9 @@ def prepare_input(entry: RegisteredTool, input: Any, max_bytes: int) -> Prepared
         error = {"field": exc.field or "(input)", "message": str(exc)}
         raise ValidationFailed(entry.name, str(exc), errors=[error]) from None
     prepare = getattr(entry.tool, "prepare", None)
-    if callable(prepare):
+    if prepare is not None:
         prepared = prepare(data)
-        if isinstance(prepared, Prepared):
+        if type(prepared) is Prepared:
             return prepared
     return Prepared(data, data, arguments=data)
 

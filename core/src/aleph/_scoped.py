@@ -383,7 +383,8 @@ class ScopedToolService(Judging, Recording, BaseToolService):
 
     async def _admit(self, name: str, input: Mapping[str, Any]) -> tuple[RegisteredTool, Prepared, str]:
         """Resolve, check, validate and judge one call; ask a human when the verdict says so."""
-        name = check_name(name)
+        if type(name) is not str:
+            name = check_name(name)
         entry = self._entry(name)
         if entry is None or not self._is_allowed(entry.name):
             offered = [d.name for d in await self.dispatchable_list()]
@@ -396,7 +397,7 @@ class ScopedToolService(Judging, Recording, BaseToolService):
                 raise ToolNotFound(name, suggestions=suggest_candidates(name, offered))
         known = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
         static, needs = known
-        if self._denied_whatever_the_input(entry, static):
+        if static.action == "deny" and self._denied_whatever_the_input(entry, static):
             # Refused by name: judged (and recorded) before the input is even looked at.
             try:
                 arguments: Mapping[str, Any] = json_input(input, max_bytes=self._cp.max_input_bytes)
@@ -519,7 +520,8 @@ class ScopedToolService(Judging, Recording, BaseToolService):
         if not facts.idempotent or call.annotated:
             await self._record_execution(entry, prepared.arguments, "ok", "", call.refs)
             ledger = self._cp.ledger
-            fault = ledger.faults.get(self._agent_id()) if ledger is not None and ledger.faults else None
+            faults = getattr(ledger, "faults", None)
+            fault = faults.get(self._agent_id()) if faults else None
             if fault is not None:  # the call ran, but nothing records it: say so with its result
                 output.metadata.setdefault("warnings", []).append(fault)
         return self._bound_output(name, output)

@@ -80,7 +80,7 @@ class Prepared:
         value: Any,
         *,
         arguments: dict[str, Any] | None = None,
-        dump: Callable[[], dict[str, Any]] | None = None,
+        dump: Callable[[Any], dict[str, Any]] | None = None,
     ) -> None:
         self.raw = raw
         """The boundary-checked JSON input as the caller sent it."""
@@ -95,11 +95,15 @@ class Prepared:
             dumped = None
             if self._dump is not None:
                 try:
-                    dumped = self._dump()
+                    dumped = self._dump(self.value)
                 except Exception:  # a value pydantic cannot serialise: judge what was sent
                     dumped = None
             self._arguments = dumped if isinstance(dumped, dict) else self.raw
         return self._arguments
+
+
+def _dump_model(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", by_alias=True)
 
 
 def facts_declared(tool: Tool) -> bool:
@@ -185,8 +189,11 @@ class AlephTool(Generic[ArgsT]):
 
     def prepare(self, input: dict[str, Any]) -> Prepared:
         """Validate ``input`` (boundary-checked JSON) once, for the judge and the run alike."""
-        model = self.parse(input)
-        return Prepared(input, model, dump=partial(model.model_dump, mode="json", by_alias=True))
+        try:
+            model = self.Args.model_validate(input)
+        except ValidationError as exc:
+            raise _bad_input(self.NAME, exc) from None
+        return Prepared(input, model, dump=_dump_model)
 
     async def run_prepared(self, prepared: Prepared) -> ToolOutput:
         """Run :meth:`call` on the arguments :meth:`prepare` validated."""
