@@ -11,9 +11,11 @@ import argparse
 import fcntl
 import os
 import sys
+from collections.abc import Callable
 from typing import IO, TYPE_CHECKING
 
 import anyio
+import anyio.to_thread
 
 from aleph._cli._common import EXIT_FAILED, EXIT_USAGE, load_checked_config
 from aleph._mcp._chain import nested_serve_problem
@@ -103,18 +105,24 @@ def _serve(args: argparse.Namespace) -> int:
             )
             listed = await server._service().list()
             where = "stdio" if sock is None else "http"
-            print(f"aleph serve: {_summary(rt, args.agent, len(listed), where)}", file=sys.stderr, flush=True)
             for failed in rt.plugins.report()["failed"]:
                 print(f"aleph serve: warning: plugin {failed['name']} did not load: {failed['error']}", file=sys.stderr)
-            if sock is None:
-                assert wire is not None
-                await server.run_stdio(*wire)
-                return
+            announced = anyio.Event()
+            async with anyio.create_task_group() as tg:
+                # The isolation probes may take a moment: the line follows them, the first answer does not wait.
+                tg.start_soon(_announce, rt, args.agent, len(listed), where, announced)
+                if sock is None:
+                    assert wire is not None
+                    await server.run_stdio(*wire)
+                else:
 
-            def ready(port: int) -> None:
-                print(f"aleph: serving MCP on http://{args.host}:{port}/mcp", file=sys.stderr, flush=True)
+                    def ready(port: int) -> None:
+                        print(f"aleph: serving MCP on http://{args.host}:{port}/mcp", file=sys.stderr, flush=True)
 
-            await server.run_http(sock, ready=ready)
+                    await server.run_http(sock, ready=ready)
+                with anyio.move_on_after(5):  # a short session still gets its start line
+                    await announced.wait()
+                tg.cancel_scope.cancel()
 
     try:
         anyio.run(run)
@@ -124,16 +132,56 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _summary(rt: Aleph, agent: str | None, tools: int, transport: str) -> str:
-    """The start line: workspace, tier, isolation, tools offered."""
+ISOLATION_WAIT_S = 30.0
+"""How long the start line waits for the plugins' isolation checks."""
+
+
+async def _announce(rt: Aleph, agent: str | None, tools: int, transport: str, done: anyio.Event) -> None:
+    """The start line: workspace, tier, the isolation in force, tools offered (and whether the start was warm)."""
+    checks = _isolation_checks(rt)
+    if not checks:
+        isolation = "not reported by any plugin"
+    else:
+        isolation = f"unknown (its check took more than {ISOLATION_WAIT_S:.0f} s)"
+        with anyio.move_on_after(ISOLATION_WAIT_S):
+            isolation = "; ".join(await anyio.to_thread.run_sync(_run_checks, checks, abandon_on_cancel=True))
     tier = rt.access.tier(agent, "mcp", None, None).id
     warm = ", warm start" if os.environ.get("ALEPH_WARM_START") == "1" else ""
-    return (
-        f"workspace {rt.config.workspace_root}, tier {tier}, isolation {_isolation(rt)}, "
-        f"{tools} tools offered over {transport}{warm}"
+    print(
+        f"aleph serve: workspace {rt.config.workspace_root}, tier {tier}, isolation {isolation}, "
+        f"{tools} tools offered over {transport}{warm}",
+        file=sys.stderr,
+        flush=True,
     )
+    done.set()
 
 
-def _isolation(rt: Aleph) -> str:
-    """What isolation the installed families report (``aleph doctor``'s checks), or that none does."""
-    return "not reported by any plugin"
+def _isolation_checks(rt: Aleph) -> list[tuple[str, Callable[[], tuple[str, str]]]]:
+    """The ``*.isolation`` checks plugins register through ``aleph_doctor_checks`` (none where no hook is)."""
+    found: list[tuple[str, Callable[[], tuple[str, str]]]] = []
+
+    def register(name: str, check: Callable[[], tuple[str, str]]) -> None:
+        if str(name).rsplit(".", 1)[-1] == "isolation":
+            found.append((str(name), check))
+
+    try:
+        hooks = rt.plugins.hook_functions("aleph_doctor_checks")
+    except Exception:  # a core without the doctor hook
+        return []
+    for plugin, hook in hooks:
+        try:
+            hook(register=register, config=rt.config)
+        except Exception as exc:
+            print(f"aleph serve: warning: plugin {plugin}'s checks failed: {exc}", file=sys.stderr)
+    return found
+
+
+def _run_checks(checks: list[tuple[str, Callable[[], tuple[str, str]]]]) -> list[str]:
+    out = []
+    for name, check in checks:
+        try:
+            status, detail = check()
+        except Exception as exc:
+            status, detail = "fail", f"{type(exc).__name__}: {exc}"
+        out.append(f"{detail} ({name}: {status})" if status != "ok" else f"{detail}")
+    return out
