@@ -273,6 +273,9 @@ def _become(
         signal.signal(signal.SIGINT, signal.default_int_handler)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
+        for fd in fds:
+            if fd > 2:
+                os.close(fd)  # the copies on 0-2 are the ones this process uses
         env = request.get("env")
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in (env.items() if isinstance(env, dict) else [])})
