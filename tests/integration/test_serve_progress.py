@@ -39,3 +39,21 @@ async def test_every_bash_call_streams_its_lines_as_progress(workspace: Path, mo
                 result = await client.call_tool("bash", {"command": LOOP}, progress_callback=on_progress)
             assert not result.is_error, result.content
             assert ["line1", "line2", "line3"] == seen
+
+
+async def test_the_first_browser_launch_says_so_before_its_result(workspace: Path) -> None:
+    pytest.importorskip("aleph_browser")
+    (workspace / "aleph.toml").write_text('[policies]\nexec_tier = "full"\n')
+    seen: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(message or "")
+
+    async with Client(serve_params(workspace)) as client:
+        with anyio.fail_after(120):
+            result = await client.call_tool("browser_open", {"url": "about:blank"}, progress_callback=on_progress)
+        assert not result.is_error, result.content
+        assert any(m.startswith("starting Chromium") for m in seen), seen
+        seen.clear()
+        await client.call_tool("browser_open", {"url": "about:blank"}, progress_callback=on_progress)
+        assert not any(m.startswith("starting Chromium") for m in seen)  # only the launch says it
