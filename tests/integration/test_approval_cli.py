@@ -208,3 +208,15 @@ def test_a_policy_denial_names_the_rule_for_the_person(workspace: Path) -> None:
     out = aleph(*CALL, cwd=workspace)
     assert 3 == out.returncode
     assert "refused: `text_stats` is denied by the rule `text_*` in the global layer" in out.stderr
+
+
+def test_a_long_call_shows_its_progress_on_the_terminal(workspace: Path) -> None:
+    (workspace / "aleph.toml").write_text('[policies]\nexec_tier = "full"\n')
+    loop = "for i in 1 2 3; do echo line$i; sleep 0.7; done"
+    term = Terminal(["tools", "call", "bash", "--input", json.dumps({"command": loop})], workspace)
+    term.expect("… bash")  # the indicator: the tool, seconds so far, its latest line
+    term.expect("line2")
+    code, out = term.finish()
+    assert 0 == code, term.text
+    assert "line1\nline2\nline3\n" == json.loads(out)["stdout"]
+    assert term.text.rstrip().endswith("\x1b[2K")  # the indicator cleared itself at the end
