@@ -95,7 +95,7 @@ async def session(params: StdioServerParameters, human: Human, *, write: str | N
 
 
 async def test_run_main_twice_from_a_fresh_clone(
-    clone: Path, tmp_path: Path, record_property: Any, capsys: pytest.CaptureFixture[str]
+    clone: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     workspace = tmp_path / "client-project"
     workspace.mkdir()
@@ -130,8 +130,6 @@ async def test_run_main_twice_from_a_fresh_clone(
         message = json.loads(line)  # nothing but MCP reached stdout, during the install too
         assert "2.0" == message["jsonrpc"]
 
-    record_property("run_main_first_start_s", round(first, 2))
-    record_property("run_main_second_start_s", round(second, 2))
     with capsys.disabled():
         print(f"\nrun-main first start {first:.2f} s (installs), second start {second:.2f} s to the first tools/list")
 
