@@ -4,7 +4,7 @@ official SDK client in its default mode (2026-07-28 first), with an ask-gated ca
 What is asserted: stdout carries nothing but JSON-RPC (every line of both starts, including the first
 one's install), the second start does not install again, the workspace is the directory the client
 launched the server in (never the clone), and the approval reaches the client's elicitation handler. The
-start times are printed and recorded (speed is measured in bench/bench_main.py, never asserted here).
+start times are printed (speed is measured in bench/bench_main.py, never asserted here).
 """
 
 from __future__ import annotations
