@@ -43,6 +43,19 @@ class Read(aleph.AlephTool[Any]):
         return Path(args.path).read_text()
 
 
+class Fetch(aleph.AlephTool[Any]):
+    NAME = "fx_fetch"
+    DESCRIPTION = "Fetch a URL (fixture): records the URL instead of fetching it."
+    FACTS = ToolFacts(idempotent=True, tags=("network",))
+
+    class Args(aleph.ToolArgs):
+        url: str
+
+    async def call(self, args: Args) -> str:
+        RAN.append({"url": args.url})
+        return "fetched"
+
+
 class Shell(aleph.LoopTool):
     def shell_command(self, input: dict[str, Any]) -> str | None:
         value = input.get("command")
@@ -64,7 +77,7 @@ class Fixtures:
             "required": ["command"],
             "additionalProperties": False,
         }
-        register(Copy(), Read(), Shell("bash", "Run a command (fixture).", schema, run, facts=ToolFacts()))
+        register(Copy(), Read(), Fetch(), Shell("bash", "Run a command (fixture).", schema, run, facts=ToolFacts()))
 
 
 def runtime(workspace: Path, toml: str, *plugins: object) -> aleph.Aleph:
@@ -297,3 +310,60 @@ async def test_a_tool_denied_by_name_but_allowed_for_some_arguments_is_listed_an
         strict = rt.tool_service(agent="strict")  # its own layer denies the name with nothing to rescue it
         assert "fx_read" not in {d.name for d in await strict.list()}
         assert await strict.describe("fx_read") is None
+
+
+# -- hosts ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://2130706433/",
+        "http://0x7f.1/",
+        "http://127.1/",
+        "http://127.0.0.1./",
+        "HTTP://127.0.0.1:80/x",
+        "http://user@127.0.0.1/",
+        "http://a@b@127.0.0.1/",
+        "http://example.com\\@127.0.0.1/",
+        "http:127.0.0.1",
+    ],
+)
+async def test_a_domain_deny_holds_for_every_spelling_of_the_host(workspace: Path, url: str) -> None:
+    async with runtime(
+        workspace, '[policies.tool_permissions.overrides]\n"fx_fetch(domain:127.0.0.1)" = "deny"\n'
+    ) as rt:
+        with pytest.raises(PermissionDenied):
+            await rt.tool_service().execute("fx_fetch", {"url": url})
+        assert RAN == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://example.com\\@evil.com/",
+        "http://example.com@evil.com/",
+        "http://evil.com#@example.com",
+        "http://ex ample.com/",
+        "http:example.com",
+        "http://example.com.evil.com/",
+    ],
+)
+async def test_a_domain_allow_covers_only_a_host_it_is_sure_of(workspace: Path, url: str) -> None:
+    toml = '[policies.tool_permissions.overrides]\nfx_fetch = "deny"\n"fx_fetch(domain:example.com)" = "allow"\n'
+    async with runtime(workspace, toml) as rt:
+        svc = rt.tool_service()
+        assert (await svc.execute("fx_fetch", {"url": "https://EXAMPLE.com./page"})).value == "fetched"
+        with pytest.raises(PermissionDenied):
+            await svc.execute("fx_fetch", {"url": url})
+
+
+@pytest.mark.anyio
+async def test_an_allow_list_names_tools_the_way_calls_reach_them(workspace: Path) -> None:
+    async with runtime(workspace, '[agents.a]\nallowed_tools = ["FX_READ"]\n') as rt:
+        svc = rt.tool_service(agent="a")
+        assert [d.name for d in await svc.list()] == ["fx_read"]
+        with pytest.raises(aleph.ToolNotFound):
+            await svc.execute("fx_copy", {"source": "x"})

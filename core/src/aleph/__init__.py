@@ -21,6 +21,7 @@ from aleph._approval import (
     ApprovalResponse,
     DeferredApprovals,
 )
+from aleph._budget import Budget, BudgetExhausted, BudgetUsage
 from aleph._call import CallContext, current_call
 from aleph._command_policy import CommandPolicy, CommandRule, CommandVerdict
 from aleph._config import AlephConfig, load_config
@@ -87,6 +88,9 @@ __all__ = [
     "ApprovalResponse",
     "ApprovalUnavailable",
     "BaseToolService",
+    "Budget",
+    "BudgetExhausted",
+    "BudgetUsage",
     "CallContext",
     "Cancelled",
     "CommandPolicy",

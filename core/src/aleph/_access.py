@@ -21,7 +21,7 @@ from aleph._gate import ApprovalGate
 from aleph._ledger import Ledger, ledger_directory
 from aleph._plugins import PluginManager
 from aleph._policy import PermissionLayer, PermissionPolicy
-from aleph._registry import ToolRegistry
+from aleph._registry import ToolRegistry, fold_tool_name
 from aleph._scoped import Chokepoint, CommandChecker, CommandSplitter
 from aleph._shell_analysis import analyse
 from aleph._tiers import ExecTier, resolve_exec_tier
@@ -93,7 +93,7 @@ class AccessControl:
         if agent is None or agent not in self.config.agents:
             return None
         names = self.config.agents[agent].allowed_tools
-        return None if names is None else frozenset(names)
+        return None if names is None else frozenset(fold_tool_name(n) for n in names)
 
     def tier(
         self, agent: str | None, channel: str | None, requested: str | ExecTier | None, turn: TurnContext | None

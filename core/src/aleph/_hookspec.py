@@ -51,20 +51,6 @@ def aleph_register_tools(register: ToolRegistrar, context: PluginContext) -> Non
 
 
 @hookspec
-def aleph_search_providers(
-    register: Callable[[str, Callable[[str, int], Awaitable[list[Mapping[str, Any]]]]], None],
-) -> None:
-    """Called when the ``search`` tool is registered, to collect web-search backends from every plugin.
-
-    :param register: call ``register(name, search)`` once per backend. ``search(query, max_results)`` is an
-        async callable returning at most ``max_results`` mappings with ``title``, ``url`` and ``snippet``;
-        it may do I/O (it runs at call time, not in the hook). A name registered twice is an error.
-    The result is ignored. Without any backend (and no ``[files] searxng_url``) ``search`` reports
-    "search not available".
-    """
-
-
-@hookspec
 def aleph_image_providers(register: Callable[[str, Callable[[str, str], Awaitable[bytes]]], None]) -> None:
     """Called when the ``image_generate`` tool is registered, to collect image-generation backends.
 

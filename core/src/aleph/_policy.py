@@ -21,10 +21,12 @@ when they match *any*. A command the shell analyser cannot prove safe is never c
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import posixpath
 import re
 import shlex
+import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -70,6 +72,48 @@ URL_KEYS = ("url", "uri", "href", "endpoint", "urls")
 
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9_\-*?]{1,128}", re.ASCII)
 _RULE = re.compile(r"^(?P<name>[^()\s]+)(?:\((?P<spec>.*)\))?$", re.DOTALL)
+
+
+UNKNOWN_HOST = "\x00unknown-host"
+"""The host of a URL whose host cannot be determined beyond doubt (domain deny and ask rules match it)."""
+
+_AMBIGUOUS_URL = re.compile(r"[\s\\\x00-\x1f\x7f]")
+
+
+def canonical_host(url: str) -> str | None:
+    """The host ``url`` will reach, in one canonical spelling; None when parsers could disagree about it.
+
+    Lowercased, trailing dots dropped, IDNA-encoded; IPv4 in any legacy spelling (``2130706433``,
+    ``0x7f.1``) and IPv6 become their standard text. A URL with a backslash, whitespace or control
+    characters, several ``@``, or a scheme without ``//`` has no canonical host.
+    """
+    if _AMBIGUOUS_URL.search(url):
+        return None
+    if "://" not in url:
+        if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:(?!\d+(?:/|$))", url):
+            return None  # "http:evil.com" or "mailto:x": no authority to judge
+        url = url if url.startswith("//") else f"//{url}"
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return None
+    if not host or parts.netloc.count("@") > 1:
+        return None
+    host = host.rstrip(".")
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    if re.fullmatch(r"[0-9a-fA-FxX.]+", host) and host[0].isdigit():
+        try:
+            return socket.inet_ntoa(socket.inet_aton(host))  # the legacy spellings resolvers still accept
+        except OSError:
+            return None
+    try:
+        return host.encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        return None
 
 
 def stricter(a: Action, b: Action) -> Action:
@@ -191,6 +235,8 @@ class PermissionRule:
         kind = self.spec_kind
         if kind == "command":
             return _command_matches(self._spec, subject)
+        if kind == "domain" and subject == UNKNOWN_HOST:
+            return self.action != "allow"  # a host no parser agrees on: a deny or ask may apply, an allow never
         if kind in ("path", "domain"):
             return bool(self._spec.fullmatch(subject))
         key, text, value_re = self._spec
@@ -273,7 +319,12 @@ def parse_rule(key: str, action: Action, *, workspace: str = "") -> PermissionRu
     kind: Literal["command", "path", "domain", "field"]
     compiled: Any
     if spec.startswith("domain:"):
-        host = spec[len("domain:") :].strip().lower()
+        host = spec[len("domain:") :].strip().lower().rstrip(".")
+        if host and "*" not in host:
+            try:
+                host = str(ipaddress.ip_address(host.strip("[]")))
+            except ValueError:
+                host = canonical_host(f"//{host}") or host
         if not host or "/" in host or not re.fullmatch(r"[a-z0-9.*\-\[\]:]+", host):
             raise ValueError(f"domain specifier {spec!r} needs a host such as example.com or *.example.com")
         kind, compiled = "domain", _glob_regex(host, path=True)
@@ -550,8 +601,7 @@ class PermissionPolicy:
             value = input.get(key)
             for url in value if isinstance(value, list) else [value]:
                 if isinstance(url, str) and url:
-                    host = urlsplit(url if "//" in url else f"//{url}").hostname
-                    hosts.append(host or "")
+                    hosts.append(canonical_host(url) or UNKNOWN_HOST)
         commands: tuple[tuple[str, ...], ...] = ()
         opaque = False
         if shell_command is not None:

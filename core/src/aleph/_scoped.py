@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from aleph._approval import ApprovalOutcome, ApprovalRequest, ApprovalRequester
 from aleph._boundary import InputProblem, json_input
 from aleph._call import _CALL, CallContext
+from aleph._callguard import CallGuard, guard_for
 from aleph._errors import (
     ApprovalDenied,
     ApprovalExpired,
@@ -43,7 +44,7 @@ from aleph._names import repair_tool_name, suggest_candidates
 from aleph._policy import PermissionPolicy
 from aleph._progress import call_handler, get_tool_progress_handler
 from aleph._recording import Recording
-from aleph._registry import RegisteredTool, ToolRegistry
+from aleph._registry import RegisteredTool, ToolRegistry, fold_tool_name
 from aleph._service import BaseToolService, panic_error
 from aleph._tiers import ARGUMENT_FLOOR_TOOLS, ExecTier
 from aleph._tool import Prepared
@@ -278,7 +279,7 @@ class ScopedToolService(Judging, Recording, BaseToolService):
 
     def _is_allowed(self, name: str) -> bool:
         # An explicit allow-set lists everything callable, the discovery tools included: [] is nothing.
-        return self.allowed is None or name in self.allowed
+        return self.allowed is None or name in self.allowed or fold_tool_name(name) in self.allowed
 
     def _visible(self, entry: RegisteredTool) -> bool:
         """Listed exactly when some call of the tool could be allowed (or asked about)."""
@@ -370,7 +371,10 @@ class ScopedToolService(Judging, Recording, BaseToolService):
 
     async def execute(self, name: str, input: Mapping[str, Any], *, cancel: asyncio.Event | None = None) -> ToolOutput:
         """Run ``name`` through every gate; raises a :class:`ToolError` with advice for the model."""
-        entry, prepared, action = await self._admit(name, input)
+        guard = guard_for(self)  # the turn's budget and idempotency key, when it carries either
+        entry, prepared, action = await self._admit(name, input, guard)
+        if guard is not None:
+            return await guard.run(entry, prepared, cancel, action)
         return await self._run(entry, prepared, cancel, action)
 
     async def authorize(self, name: str, input: Mapping[str, Any]) -> None:
@@ -381,7 +385,9 @@ class ScopedToolService(Judging, Recording, BaseToolService):
         """
         await self._admit(name, input)
 
-    async def _admit(self, name: str, input: Mapping[str, Any]) -> tuple[RegisteredTool, Prepared, str]:
+    async def _admit(
+        self, name: str, input: Mapping[str, Any], guard: CallGuard | None = None
+    ) -> tuple[RegisteredTool, Prepared, str]:
         """Resolve, check, validate and judge one call; ask a human when the verdict says so."""
         if type(name) is not str:
             name = check_name(name)
@@ -410,7 +416,9 @@ class ScopedToolService(Judging, Recording, BaseToolService):
         if verdict.action == "deny":
             await self._record_refusal(entry, prepared.arguments, verdict.refusal(), verdict)
             raise PermissionDenied(entry.name, verdict.refusal())
-        if verdict.action == "ask":
+        if guard is not None:
+            await guard.admit(entry, prepared)  # a replay or a budget refusal comes before any human is asked
+        if verdict.action == "ask" and (guard is None or guard.replay is None):
             await self._approve(entry, prepared.arguments, verdict)
         return entry, prepared, verdict.action
 

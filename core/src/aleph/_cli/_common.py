@@ -72,3 +72,6 @@ def parse_json_arg(text: str, what: str) -> Any:
     except json.JSONDecodeError as exc:
         print(f"aleph: {what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", file=sys.stderr)
         raise SystemExit(2) from None
+    except RecursionError:
+        print(f"aleph: {what} nests too deeply to read (a call's input may nest at most 64 levels)", file=sys.stderr)
+        raise SystemExit(2) from None

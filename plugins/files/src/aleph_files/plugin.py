@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import aleph
+from aleph_files import hookspecs
 from aleph_files._config import FilesConfig
 from aleph_files._confine import Workspace
 from aleph_files._files import FileEditTool, FileReadTool, FileWriteTool
@@ -14,6 +15,7 @@ from aleph_files._search import SearchFn, SearchTool, searxng_backend
 from aleph_files._web import WebFetchTool
 
 ALEPH_PLUGIN_NAME = "files"
+ALEPH_HOOKSPECS = (hookspecs,)
 
 
 @aleph.hookimpl

@@ -1,0 +1,181 @@
+"""Embedders and summarisers: the protocols, the registry filled by the family's hooks, the vector index."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import aleph
+
+__all__ = ["Embedder", "EmbedderFactory", "Providers", "Summariser", "VectorIndex"]
+
+MAX_EMBED_BATCH = 512
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """A text embedder: ``embed`` maps texts to vectors of ``dim`` floats (normalised or not)."""
+
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
+        """One vector per text, in order. Called from a worker thread."""
+        ...
+
+
+EmbedderFactory = Callable[[], Embedder]
+Summariser = Callable[[Sequence[str], str | None], Awaitable[str]]
+
+
+def _numpy() -> Any:
+    try:
+        import numpy
+    except ImportError:
+        raise aleph.ExecutionFailed(
+            "memory_search", "vector index not available: numpy is not installed (pip install 'aleph-memory[vectors]')"
+        ) from None
+    return numpy
+
+
+class Providers:
+    """Embedders and summarisers registered through the family's hooks, and the configured choices."""
+
+    def __init__(self, embedder: str | None, summariser: str | None) -> None:
+        self.embedder_name = embedder
+        self.summariser_name = summariser
+        self.embedders: dict[str, EmbedderFactory] = {}
+        self.summarisers: dict[str, Summariser] = {}
+        self._embedder: Embedder | None = None
+        self._lock = threading.Lock()
+
+    def add_embedder(self, name: str, factory: EmbedderFactory) -> None:
+        """The ``register`` of ``aleph_memory_embedders``."""
+        if not isinstance(name, str) or not name or not callable(factory):
+            raise ValueError("register(name, factory) needs a non-empty name and a callable factory")
+        if name in self.embedders:
+            raise ValueError(f"embedder {name!r} is registered twice")
+        self.embedders[name] = factory
+
+    def add_summariser(self, name: str, summarise: Summariser) -> None:
+        """The ``register`` of ``aleph_memory_summarisers``."""
+        if not isinstance(name, str) or not name or not callable(summarise):
+            raise ValueError("register(name, summarise) needs a non-empty name and an async callable")
+        if name in self.summarisers:
+            raise ValueError(f"summariser {name!r} is registered twice")
+        self.summarisers[name] = summarise
+
+    def embedder(self) -> Embedder | None:
+        """The configured embedder, loaded on first use; None when none is configured (lexical search)."""
+        if self.embedder_name is None:
+            return None
+        with self._lock:
+            if self._embedder is None:
+                factory = self.embedders.get(self.embedder_name)
+                if factory is None:
+                    known = ", ".join(sorted(self.embedders)) or "none"
+                    raise aleph.ExecutionFailed(
+                        "memory_search",
+                        f"embedder not available: [memory] embedder = {self.embedder_name!r} is not registered"
+                        f" (registered: {known}); install a package that provides it, or remove the setting",
+                    )
+                embedder = factory()
+                if not isinstance(embedder, Embedder) or not isinstance(embedder.dim, int) or embedder.dim < 1:
+                    raise aleph.ExecutionFailed(
+                        "memory_search", f"embedder {self.embedder_name!r} is broken: it has no positive dim"
+                    )
+                self._embedder = embedder
+            return self._embedder
+
+    def summariser(self, tool: str) -> Summariser:
+        """The configured summariser (or the only one); raises "summariser not available" otherwise."""
+        if self.summariser_name is not None:
+            found = self.summarisers.get(self.summariser_name)
+            if found is None:
+                raise aleph.ExecutionFailed(
+                    tool,
+                    f"summariser not available: [memory] summariser = {self.summariser_name!r} is not registered"
+                    f" (registered: {', '.join(sorted(self.summarisers)) or 'none'})",
+                )
+            return found
+        if len(self.summarisers) == 1:
+            return next(iter(self.summarisers.values()))
+        if not self.summarisers:
+            raise aleph.ExecutionFailed(
+                tool,
+                "summariser not available: no plugin implements aleph_memory_summarisers (install one that"
+                " wraps your LLM); pass extractive=true for the stored text itself, clearly marked as not a summary",
+            )
+        raise aleph.ExecutionFailed(
+            tool,
+            f"summariser not available: several are registered ({', '.join(sorted(self.summarisers))});"
+            " choose one with [memory] summariser",
+        )
+
+
+def embed_normalised(embedder: Embedder, texts: Sequence[str]) -> Any:
+    """``texts`` embedded in batches as a float32 matrix with unit-length rows."""
+    np = _numpy()
+    parts = []
+    for start in range(0, len(texts), MAX_EMBED_BATCH):
+        chunk = list(texts[start : start + MAX_EMBED_BATCH])
+        vectors = np.asarray(embedder.embed(chunk), dtype=np.float32)
+        if vectors.shape != (len(chunk), embedder.dim):
+            raise aleph.ExecutionFailed(
+                "memory_search",
+                f"embedder {embedder.name!r} returned shape {vectors.shape}, expected ({len(chunk)}, {embedder.dim})",
+            )
+        parts.append(vectors)
+    matrix = np.concatenate(parts) if parts else np.zeros((0, embedder.dim), dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return matrix / norms
+
+
+class VectorIndex:
+    """Vectors of one embedder, kept in memory as a float32 matrix and refreshed from SQLite by rowid."""
+
+    def __init__(self, model: str, dim: int) -> None:
+        self.model = model
+        self.dim = dim
+        self._np = _numpy()
+        self.rowids = self._np.zeros(0, dtype=self._np.int64)
+        self.matrix = self._np.zeros((0, dim), dtype=self._np.float32)
+        self._last = 0
+        self._lock = threading.Lock()
+
+    def refresh(self, rows: Callable[[int], list[tuple[int, bytes]]]) -> None:
+        """Append rows newer than the last seen rowid (``rows(after)`` reads them)."""
+        np = self._np
+        with self._lock:
+            fresh = rows(self._last)
+            if not fresh:
+                return
+            ids = np.fromiter((r for r, _ in fresh), dtype=np.int64, count=len(fresh))
+            mat = np.frombuffer(b"".join(v for _, v in fresh), dtype=np.float32).reshape(len(fresh), self.dim)
+            self.rowids = np.concatenate([self.rowids, ids])
+            self.matrix = np.concatenate([self.matrix, mat])
+            self._last = int(ids.max())
+
+    def scores(self, query: Any, rowids: Sequence[int] | None = None) -> dict[int, float]:
+        """Cosine similarity of ``query`` (a unit vector) to ``rowids`` (default: every row)."""
+        np = self._np
+        with self._lock:
+            sims = self.matrix @ query
+            ids = self.rowids
+        if rowids is None:
+            return dict(zip(ids.tolist(), sims.tolist(), strict=True))
+        wanted = np.isin(ids, np.asarray(list(rowids), dtype=np.int64))
+        return dict(zip(ids[wanted].tolist(), sims[wanted].tolist(), strict=True))
+
+    def top(self, query: Any, k: int) -> list[tuple[int, float]]:
+        """The ``k`` nearest rows to ``query``."""
+        np = self._np
+        with self._lock:
+            if len(self.rowids) == 0:
+                return []
+            sims = self.matrix @ query
+            k = min(k, len(sims))
+            best = np.argpartition(-sims, k - 1)[:k]
+            return [(int(self.rowids[i]), float(sims[i])) for i in best]

@@ -1,0 +1,275 @@
+"""Ranking memory for a query: full text first, then what the data model knows about each item.
+
+1. **Candidates** come from FTS5 (porter stems, stopwords dropped) over each item's own text and,
+   at a fifth of the weight, its neighbouring turns in the same session, confined to the agent.
+2. **People.** A query that names a known speaker is about that person: the name is taken out of
+   the lexical query (it matches every turn that greets them) and that speaker's items are preferred.
+3. **Coverage.** Items whose text and neighbours cover more of the query's distinct stems rise: BM25
+   alone lets one rare word outweigh a turn that answers the whole question.
+4. **Sessions.** A session in which several items match is likelier to hold the answer than one
+   stray match: each item gains a share of its session's summed top scores.
+5. **Vectors** (when an embedder is configured): the nearest items join the candidates and every
+   candidate's similarity, standardised over the candidates, is added.
+
+The weights are fixed constants chosen as plain round numbers, not fitted to any benchmark.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aleph_memory._db import Database
+from aleph_memory._items import CONTEXT_WINDOW, Item, ItemStore, fts_table
+from aleph_memory._providers import Embedder, VectorIndex, embed_normalised
+from aleph_memory._text import fts_query, lemma, stem, terms
+from aleph_memory._when import find_window
+
+__all__ = ["Hit", "Ranker", "SearchResult"]
+
+CANDIDATES = 300
+CONTEXT_WEIGHT = 0.2
+COVERAGE_WEIGHT = 0.4
+SPEAKER_BOOST = 1.3
+SESSION_WEIGHT = 0.3
+SESSION_TOP = 5
+TIME_WEIGHT = 0.5
+POSTINGS_BUDGET = 3_000
+DF_CAP = POSTINGS_BUDGET + 1
+"""Counting stops here: a word this common never fits the budget beside another, whatever its real count."""
+CONTEXT_FANOUT = 2 * CONTEXT_WINDOW
+DENSE_WEIGHT = 0.1
+DENSE_CANDIDATES = 50
+MAX_QUERY_TERMS = 64
+
+
+_Features = tuple[str, str | None, str | None, str, str, str, int | None, int | None]
+"""kind, speaker, session, stems (own and neighbours'), status, agent, occurred_at, seq."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One ranked item and its score."""
+
+    item: Item
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """Ranked hits, how they were ranked (``lexical`` or ``hybrid``) and why vectors were not used, if so."""
+
+    hits: list[Hit]
+    mode: str
+    degraded: str | None = None
+    people: tuple[str, ...] = ()
+
+
+class Ranker:
+    """Searches an :class:`ItemStore`, optionally with a vector index of one embedder."""
+
+    def __init__(self, db: Database, items: ItemStore) -> None:
+        self.db = db
+        self.items = items
+        self._speakers: dict[str, tuple[int, set[str]]] = {}
+        self._vectors: dict[str, VectorIndex] = {}
+
+    # -- vectors ---------------------------------------------------------------------------------
+
+    def vector_index(self, embedder: Embedder, agent: str) -> VectorIndex:
+        """The in-memory index of ``agent``'s vectors from ``embedder``, brought up to date."""
+        index = self._vectors.get(agent)
+        if index is None or index.model != embedder.name:
+            index = self._vectors[agent] = VectorIndex(embedder.name, embedder.dim)
+
+        def rows(after: int) -> list[tuple[int, bytes]]:
+            with self.db.read() as conn:
+                return conn.execute(
+                    "SELECT v.rowid, v.vector FROM vectors v JOIN items i ON i.rowid = v.rowid"
+                    " WHERE v.model = ? AND i.agent = ? AND v.rowid > ? ORDER BY v.rowid",
+                    (embedder.name, agent, after),
+                ).fetchall()
+
+        index.refresh(rows)
+        return index
+
+    def store_vectors(self, conn: sqlite3.Connection, embedder: Embedder, rowids: Sequence[int], matrix: Any) -> None:
+        """Write the vectors of freshly inserted items (inside their write transaction)."""
+        conn.executemany(
+            "INSERT OR REPLACE INTO vectors (rowid, model, dim, vector) VALUES (?, ?, ?, ?)",
+            [(r, embedder.name, embedder.dim, matrix[i].tobytes()) for i, r in enumerate(rowids)],
+        )
+
+    # -- people ----------------------------------------------------------------------------------
+
+    def _people(self, agent: str) -> set[str]:
+        with self.db.read() as conn:
+            version = conn.execute("PRAGMA data_version").fetchone()[0] * 1_000_003 + conn.total_changes
+        cached = self._speakers.get(agent)
+        if cached is None or cached[0] != version:
+            cached = (version, self.items.speakers(agent))
+            self._speakers[agent] = cached
+        return cached[1]
+
+    # -- search ----------------------------------------------------------------------------------
+
+    def search(
+        self,
+        agent: str,
+        query: str,
+        *,
+        limit: int = 10,
+        kinds: Sequence[str] | None = None,
+        session: str | None = None,
+        embedder: Embedder | None = None,
+        degraded: str | None = None,
+    ) -> SearchResult:
+        """The ``limit`` best active items of ``agent`` for ``query`` (optionally of ``kinds`` / one ``session``)."""
+        window = find_window(query)
+        if window is not None:
+            query = query.replace(window[2], " ")
+        words = terms(query)[:MAX_QUERY_TERMS]
+        people = self._people(agent)
+        named = _named_people(words, people)
+        name_words = {w for person in named for w in terms(person)}
+        lexical = [lemma(w) for w in words if w not in name_words] or [lemma(w) for w in words]
+        query_stems = {stem(w) for w in lexical}
+        padded_stems = [f" {q} " for q in query_stems]
+        scores: dict[int, float] = {}
+        table = fts_table(agent)
+        if lexical and self._has_table(table):
+            with self.db.read() as conn:
+                rows = conn.execute(
+                    f"SELECT rowid, -bm25({table}, 1.0, {CONTEXT_WEIGHT}) AS s FROM {table}"
+                    f" WHERE {table} MATCH ? ORDER BY s DESC LIMIT ?",
+                    (_match_expression(conn, table, lexical), CANDIDATES),
+                ).fetchall()
+            top = rows[0][1] if rows and rows[0][1] > 0 else 1.0
+            scores = {r: s / top for r, s in rows}
+        mode = "lexical"
+        dense: dict[int, float] = {}
+        if embedder is not None and lexical:
+            index = self.vector_index(embedder, agent)
+            qv = embed_normalised(embedder, [" ".join(lexical)])[0]
+            nearest = index.top(qv, DENSE_CANDIDATES)
+            for rowid, _ in nearest:
+                scores.setdefault(rowid, 0.0)
+            if nearest:
+                # Similarities mean little in absolute terms: scale them so the nearest item scores 1 and the
+                # last of the nearest DENSE_CANDIDATES scores 0, then add them like one more lexical signal.
+                high = max(s for _, s in nearest)
+                low = min(s for _, s in nearest)
+                spread = (high - low) or 1.0
+                dense = {r: min(1.0, max(0.0, (v - low) / spread)) for r, v in index.scores(qv, list(scores)).items()}
+            mode = "hybrid"
+        if not scores:
+            return SearchResult([], mode, degraded, tuple(sorted(named)))
+        features = self._features(list(scores))
+        final: dict[int, float] = {}
+        for rowid, lex in scores.items():
+            f = features.get(rowid)
+            if f is None or f[4] != "active" or f[5] != agent:
+                continue
+            kind, speaker, item_session, own = f[0], f[1], f[2], f[3]
+            if kinds is not None and kind not in kinds:
+                continue
+            if session is not None and item_session != session:
+                continue
+            value = lex + DENSE_WEIGHT * dense.get(rowid, 0.0)
+            if query_stems:
+                value += COVERAGE_WEIGHT * sum(1 for q in padded_stems if q in own) / len(padded_stems)
+            if window is not None and f[6] is not None and window[0] <= f[6] < window[1]:
+                value += TIME_WEIGHT
+            if len(named) == 1 and speaker in named:
+                value *= SPEAKER_BOOST
+            final[rowid] = value
+        by_session: dict[str, list[float]] = {}
+        for rowid, value in final.items():
+            s = features[rowid][2]
+            if s is not None:
+                by_session.setdefault(s, []).append(value)
+        if by_session:
+            totals = {s: sum(sorted(v, reverse=True)[:SESSION_TOP]) for s, v in by_session.items()}
+            best = max(totals.values()) or 1.0
+            for rowid in final:
+                s = features[rowid][2]
+                if s is not None:
+                    final[rowid] += SESSION_WEIGHT * totals[s] / best
+        ranked = sorted(final, key=lambda r: (-final[r], -r))[: max(0, limit)]
+        items = self.items.by_rowids(ranked)
+        hits = [Hit(items[r], round(final[r], 4)) for r in ranked if r in items]
+        return SearchResult(hits, mode, degraded, tuple(sorted(named)))
+
+    def _has_table(self, table: str) -> bool:
+        if table in self.items._tables:
+            return True
+        with self.db.read() as conn:
+            found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+        if found:
+            self.items._tables.add(table)
+        return found is not None
+
+    def _features(self, rowids: list[int]) -> dict[int, _Features]:
+        out: dict[int, _Features] = {}
+        with self.db.read() as conn:
+            for start in range(0, len(rowids), 500):
+                chunk = rowids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                for row in conn.execute(
+                    "SELECT rowid, kind, speaker, session, stems, ctx_stems, status, agent, occurred_at, seq FROM items"
+                    f" WHERE rowid IN ({marks})",
+                    chunk,
+                ):
+                    # Stems as one padded string: a membership test per query stem is cheaper than a set.
+                    out[row[0]] = (row[1], row[2], row[3], f" {row[4]} {row[5]} ", row[6], row[7], row[8], row[9])
+        return out
+
+
+def _match_expression(conn: sqlite3.Connection, table: str, words: list[str]) -> str:
+    """The FTS5 MATCH expression for ``words``, kept within what a query can afford to rank.
+
+    BM25 scores every row that holds any query word, about 5 µs a row. In a small store every word
+    is matched in an item's text and in its neighbours' (the usual case, and what the ranking is built
+    on). In a large store a word found in many items weighs little (its IDF is near zero) yet costs
+    the most: words are taken rarest first while their matches fit POSTINGS_BUDGET, the rest are left
+    to the coverage signal, and only the rarest are also matched in the neighbours' text.
+    """
+    distinct = sorted(set(words))
+    df = {}
+    for word in distinct:
+        row = conn.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT {DF_CAP})",
+            (f'content : "{word}"',),
+        ).fetchone()
+        df[word] = int(row[0])
+    if sum(df.values()) * (1 + CONTEXT_FANOUT) <= POSTINGS_BUDGET:
+        return fts_query(distinct)
+    ranked = sorted(distinct, key=lambda w: (df[w], w))
+    content: list[str] = []
+    context: list[str] = []
+    used = 0
+    for word in ranked:
+        if content and used + df[word] > POSTINGS_BUDGET:
+            break
+        content.append(word)
+        used += df[word]
+    for word in content:
+        if context and used + df[word] * CONTEXT_FANOUT > POSTINGS_BUDGET:
+            break
+        context.append(word)
+        used += df[word] * CONTEXT_FANOUT
+    expr = f"content : ({fts_query(content)})"
+    return f"{expr} OR ctx : ({fts_query(context)})" if context else expr
+
+
+def _named_people(words: list[str], people: set[str]) -> set[str]:
+    """The known people a query names (every word of the name appears in the query)."""
+    present = set(words)
+    found = set()
+    for person in people:
+        parts = terms(person)
+        if parts and all(p in present for p in parts):
+            found.add(person)
+    return found

@@ -1,0 +1,59 @@
+"""Dates named in a query ("on 8 May, 2023", "in January 2022", "in 2024") as a time window.
+
+Memory items carry when they happened (``occurred_at``: a turn's session date, a fact's time of
+writing). A question that names a date asks about what happened then, so the ranker prefers items
+inside the window; the date's words are dropped from the full-text query, where they only match
+other dates.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from datetime import UTC, datetime, timedelta
+
+__all__ = ["Window", "find_window"]
+
+_MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
+_MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
+_M = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"((?:19|20)\d\d)"
+_PATTERNS = [
+    ("day", re.compile(rf"\b{_DAY}(?:\s+of)?\s+{_M},?\s*{_YEAR}\b", re.I), (1, 2, 3)),
+    ("day", re.compile(rf"\b{_M}\s+{_DAY},?\s*{_YEAR}\b", re.I), (2, 1, 3)),
+    ("month", re.compile(rf"\b{_M}(?:\s+of)?,?\s+{_YEAR}\b", re.I), (None, 1, 2)),
+    ("year", re.compile(rf"\b(?:in|during|of|since|by)\s+{_YEAR}\b", re.I), (None, None, 1)),
+]
+SLACK = timedelta(days=3)
+"""A day or month named in a question is matched a little loosely (a session late at night, "last Friday")."""
+
+Window = tuple[int, int, str]
+
+
+def find_window(text: str) -> Window | None:
+    """The first date ``text`` names, as (start_ms, end_ms, the matched text), or None."""
+    for kind, pattern, groups in _PATTERNS:
+        match = pattern.search(text)
+        if match is None:
+            continue
+        day_g, month_g, year_g = groups
+        year = int(match.group(year_g))
+        try:
+            if kind == "day":
+                assert day_g is not None and month_g is not None
+                month = _MONTHS[match.group(month_g).lower()]
+                start = datetime(year, month, int(match.group(day_g)), tzinfo=UTC)
+                end = start + timedelta(days=1)
+            elif kind == "month":
+                assert month_g is not None
+                month = _MONTHS[match.group(month_g).lower()]
+                start = datetime(year, month, 1, tzinfo=UTC)
+                end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
+            else:
+                start, end = datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
+        except ValueError:
+            continue
+        slack = SLACK if kind != "year" else timedelta(0)
+        return int((start - slack).timestamp() * 1000), int((end + slack).timestamp() * 1000), match.group(0)
+    return None

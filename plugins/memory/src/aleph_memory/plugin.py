@@ -1,0 +1,106 @@
+"""The ``memory`` plugin: memory, sessions and notes tools over one SQLite file and the notes folder."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aleph
+from aleph_memory import hookspec
+from aleph_memory._base import FamilyTool, Runtime
+from aleph_memory._config import MemoryConfig
+from aleph_memory._confine import NotesDir
+from aleph_memory._memory import Memory
+from aleph_memory._notes import Notes
+from aleph_memory._providers import Embedder, Providers
+from aleph_memory._sessions import SessionStore
+from aleph_memory._tools_memory import (
+    MemoryExploreTool,
+    MemoryReflectTool,
+    MemorySearchTool,
+    MemoryTimelineTool,
+    RecallContextTool,
+)
+from aleph_memory._tools_notes import (
+    MemoryBrowseTool,
+    NoteGraphQueryTool,
+    NoteManageTool,
+    NoteOrientTool,
+    NoteSchemaTool,
+)
+from aleph_memory._tools_recall import CtxSearchTool, GovernanceMetricsTool, RecallEventsTool, ToolUsageTool
+from aleph_memory._tools_remember import FlagCorrectionTool, MemoryTraceTool, RememberTool, UserProfileTool
+from aleph_memory._tools_sessions import (
+    SessionCompactTool,
+    SessionCompleteTool,
+    SessionListTool,
+    SessionNewTool,
+    SessionRenameTool,
+    SessionSearchTool,
+    SessionSendTool,
+)
+
+ALEPH_PLUGIN_NAME = "memory"
+ALEPH_HOOKSPECS = (hookspec,)
+
+TOOLS: tuple[type[FamilyTool], ...] = (
+    MemorySearchTool,
+    MemoryBrowseTool,
+    MemoryExploreTool,
+    MemoryTimelineTool,
+    MemoryReflectTool,
+    MemoryTraceTool,
+    RememberTool,
+    RecallContextTool,
+    RecallEventsTool,
+    CtxSearchTool,
+    UserProfileTool,
+    FlagCorrectionTool,
+    ToolUsageTool,
+    GovernanceMetricsTool,
+    SessionListTool,
+    SessionNewTool,
+    SessionRenameTool,
+    SessionSendTool,
+    SessionSearchTool,
+    SessionCompactTool,
+    SessionCompleteTool,
+    NoteManageTool,
+    NoteOrientTool,
+    NoteSchemaTool,
+    NoteGraphQueryTool,
+)
+
+
+def database_path(context_or_config: Any) -> Any:
+    """Where the family keeps its SQLite file: ``<data_dir>/memory/memory.sqlite``."""
+    return context_or_config.data_dir / "memory" / "memory.sqlite"
+
+
+def _wordllama() -> Embedder:
+    from aleph_memory._wordllama import WordLlamaEmbedder
+
+    return WordLlamaEmbedder()
+
+
+@aleph.hookimpl
+def aleph_memory_embedders(register: Any) -> None:
+    """The embedder this family ships (usable once ``aleph-memory[wordllama]`` is installed)."""
+    register("wordllama", _wordllama)
+
+
+@aleph.hookimpl
+def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginContext) -> None:
+    """Open the family's store and notes folder and register its 25 tools."""
+    config = context.config.section("memory", MemoryConfig)
+    providers = Providers(config.embedder, config.summariser)
+    context.call_hook("aleph_memory_embedders", register=providers.add_embedder)
+    context.call_hook("aleph_memory_summarisers", register=providers.add_summariser)
+    folder = NotesDir(context.workspace, config.notes_dir, context.protected_paths)
+    memory = Memory(database_path(context), config, providers)
+
+    async def close() -> None:
+        memory.close()
+
+    context.add_cleanup(close)
+    rt = Runtime(memory, context, Notes(folder, memory.db, config.max_notes), SessionStore(memory.db))
+    register(*(tool(rt) for tool in TOOLS))
