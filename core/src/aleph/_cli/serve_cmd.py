@@ -110,14 +110,16 @@ def _serve(args: argparse.Namespace) -> int:
             announced = anyio.Event()
             async with anyio.create_task_group() as tg:
                 # The isolation probes may take a moment: the line follows them, the first answer does not wait.
-                tg.start_soon(_announce, rt, args.agent, len(listed), where, announced)
                 if sock is None:
+                    tg.start_soon(_announce, rt, args.agent, len(listed), where, announced)
                     assert wire is not None
                     await server.run_stdio(*wire)
                 else:
 
                     def ready(port: int) -> None:
+                        # The first line is the readiness signal scripts wait for; the summary follows it.
                         print(f"aleph: serving MCP on http://{args.host}:{port}/mcp", file=sys.stderr, flush=True)
+                        tg.start_soon(_announce, rt, args.agent, len(listed), where, announced)
 
                     await server.run_http(sock, ready=ready)
                 with anyio.move_on_after(5):  # a short session still gets its start line
