@@ -104,7 +104,10 @@ def _verify(args: argparse.Namespace) -> int:
         print_json({"ok": ok, "directory": str(ledger.directory), "agents": [r.to_json() for r in reports]})
         return 0 if ok else 1
     if not reports:
-        print(f"no ledger chains in {ledger.directory}")
+        print(
+            f"nothing to verify yet: no ledger chains in {ledger.directory}. A chain starts with an agent's "
+            "first recorded call (a mutating call, an approval or a refusal); read-only calls are not recorded."
+        )
         return 0
     for r in reports:
         if r.ok:
