@@ -45,10 +45,10 @@ from aleph._errors import (
     TransportError,
     ValidationFailed,
 )
-from aleph._events import EventLog
 from aleph._hookspec import hookimpl
-from aleph._keystore import Keystore
 from aleph._ledger import Ledger, LedgerRecord, LedgerRow, VerifyReport
+from aleph._ledger._events import EventLog
+from aleph._ledger._keystore import Keystore
 from aleph._mcp import McpManager
 from aleph._names import repair_tool_name, suggest_candidates
 from aleph._plugins import PluginContext, ToolRegistrar, inspect_distribution

@@ -54,8 +54,8 @@ from aleph._verdict import PolicyVote, Verdict, decide_call
 from aleph._watchdog import run_with_budget
 
 if TYPE_CHECKING:
-    from aleph._events import EventLog
     from aleph._ledger import Ledger
+    from aleph._ledger._events import EventLog
 
 __all__ = ["Chokepoint", "CommandChecker", "CommandSplitter", "DefinitionRewriter", "Explanation", "ScopedToolService"]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from aleph._cli._common import print_json
 from aleph._config import load_config
-from aleph._keystore import check_agent_id
 from aleph._ledger import Ledger, LedgerRow, ledger_directory
+from aleph._ledger._keystore import check_agent_id
 
 __all__ = ["add_parser"]
 
