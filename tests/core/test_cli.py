@@ -46,3 +46,16 @@ def test_call_rejects_non_object_input(workspace: Path, capsys: pytest.CaptureFi
 def test_plugins_json_is_machine_readable(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plugins", "--json"]) == 0
     assert set(json.loads(capsys.readouterr().out)) == {"loaded", "failed", "blocked", "held"}
+
+
+def test_an_input_nested_past_any_limit_is_a_clear_error_not_a_traceback(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from aleph._cli import main
+
+    deep = '{"a":' * 20_000 + "1" + "}" * 20_000
+    with pytest.raises(SystemExit) as info:
+        main(["tools", "call", "text_stats", "--input", deep])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "nests too deeply" in err and "Traceback" not in err

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from aleph import Keystore
-from aleph._keystore import KeystoreError, fingerprint, verify_signature
+from aleph._ledger._keystore import KeystoreError, fingerprint, verify_signature
 
 
 def mode(path: Path) -> int:

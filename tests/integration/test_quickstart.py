@@ -67,7 +67,7 @@ def broken_plugin_site(tmp_path: Path) -> Path:
 def test_a_broken_plugin_shows_as_failed_while_everything_else_works(workspace: Path, broken_plugin_site: Path) -> None:
     env = {"PYTHONPATH": str(broken_plugin_site)}
     plugins = aleph("plugins", cwd=workspace, env=env)
-    assert plugins.returncode == 0
+    assert plugins.returncode == 1  # a plugin failed to load
     lines = plugins.stdout.splitlines()
     assert any(line.startswith("loaded") and "example" in line and "aleph-example" in line for line in lines)
     failed = [line for line in lines if line.startswith("FAILED")]

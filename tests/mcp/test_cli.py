@@ -61,7 +61,7 @@ command = "/nonexistent/program"
 timeout_seconds = 2
 """
     )
-    assert 0 == main(["mcp", "list", "--json"])
+    assert 1 == main(["mcp", "list", "--json"])  # exit 1: a server is not connected
     out = capsys.readouterr()
     assert "hunter2" not in out.out + out.err + caplog.text
     rows = {row["id"]: row for row in json.loads(out.out)}
@@ -70,7 +70,7 @@ timeout_seconds = 2
     assert "tools" in rows["dyn"]["capabilities"]
     assert rows["broken"]["state"] in ("restarting", "dead")
     assert rows["broken"]["reason"]
-    assert 0 == main(["mcp", "list"])
+    assert 1 == main(["mcp", "list"])
     human = capsys.readouterr()
     assert "dyn  [stdio] connected" in human.out
     assert "hunter2" not in human.out + human.err + caplog.text

@@ -345,3 +345,27 @@ async def test_a_killed_stdio_server_loses_its_tools_at_once_not_at_the_next_pro
     await wait_until(registry, lambda: "d__stable" not in registry, limit=5)
     await wait_until(registry, lambda: "d__stable" in registry, limit=20)  # and the restart policy brings it back
     assert manager.servers()[0].restarts == 1
+
+
+@pytest.mark.parametrize("rule", ["collide__a__b", "COLLIDE__*", "Collide__A__B", "collide__a_*"])
+async def test_rules_name_mcp_tools_by_server_id_however_either_is_spelled(
+    make_manager: MakeManager, rule: str
+) -> None:
+    from aleph import PermissionDenied
+    from aleph._policy import PermissionLayer, PermissionPolicy
+    from aleph._scoped import Chokepoint, ScopedToolService
+
+    srv = MCPServer("collide")
+
+    @srv.tool(name="a__b", annotations=ToolAnnotations(read_only_hint=True))
+    def a_b() -> str:
+        """A tool whose own name holds the separator."""
+        return "ran"
+
+    manager = await make_manager({"collide": INPROC}, inprocess={"collide": srv})
+    assert "collide__a__b" in manager.registry
+    policy = PermissionPolicy([PermissionLayer.from_config("global", {"overrides": {rule: "deny"}})])
+    service = ScopedToolService(Chokepoint(manager.registry), policy=policy)
+    assert "collide__a__b" not in [d.name for d in await service.list()]
+    with pytest.raises(PermissionDenied):
+        await service.execute("collide__a__b", {})

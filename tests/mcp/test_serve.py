@@ -139,7 +139,7 @@ async def test_without_elicitation_approval_is_unavailable_and_refused(workspace
     async with Client(serve_params(workspace), mode="legacy") as client:
         result = await client.call_tool("dyn__grow", {})
     assert result.is_error
-    assert "not authorized" in result.content[0].text  # type: ignore[union-attr]
+    assert "did not declare the elicitation capability" in result.content[0].text  # type: ignore[union-attr]
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from aleph._approval import (
     ApprovalResponse,
     DeferredApprovals,
 )
+from aleph._budget import Budget, BudgetExhausted, BudgetUsage
 from aleph._call import CallContext, current_call
 from aleph._command_policy import CommandPolicy, CommandRule, CommandVerdict
 from aleph._config import AlephConfig, load_config
@@ -44,10 +45,10 @@ from aleph._errors import (
     TransportError,
     ValidationFailed,
 )
-from aleph._events import EventLog
 from aleph._hookspec import hookimpl
-from aleph._keystore import Keystore
 from aleph._ledger import Ledger, LedgerRecord, LedgerRow, VerifyReport
+from aleph._ledger._events import EventLog
+from aleph._ledger._keystore import Keystore
 from aleph._mcp import McpManager
 from aleph._names import repair_tool_name, suggest_candidates
 from aleph._plugins import PluginContext, ToolRegistrar, inspect_distribution
@@ -87,6 +88,9 @@ __all__ = [
     "ApprovalResponse",
     "ApprovalUnavailable",
     "BaseToolService",
+    "Budget",
+    "BudgetExhausted",
+    "BudgetUsage",
     "CallContext",
     "Cancelled",
     "CommandPolicy",

@@ -16,9 +16,9 @@ from typing import Any
 from aleph._command_policy import CommandPolicy, CommandRule
 from aleph._config import AlephConfig, ToolPermissionsConfig
 from aleph._errors import ConfigError
-from aleph._events import EventLog
 from aleph._gate import ApprovalGate
 from aleph._ledger import Ledger, ledger_directory
+from aleph._ledger._events import EventLog
 from aleph._plugins import PluginManager
 from aleph._policy import PermissionLayer, PermissionPolicy
 from aleph._registry import ToolRegistry, fold_tool_name

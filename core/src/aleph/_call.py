@@ -97,6 +97,8 @@ class CallContext:
             call_id = turn.call_id
         self._call_id = call_id
         self._refs: dict[str, str] = {} if parent is None else {"parent_call": parent.call_id}
+        if turn is not None and turn.refs:  # the turn's own references (a team member's team and task)
+            self._refs.update(check_refs(dict(turn.refs)))
 
     @property
     def call_id(self) -> str:
@@ -112,7 +114,7 @@ class CallContext:
 
     @property
     def annotated(self) -> bool:
-        """Whether the tool attached references of its own (a read-only call then gets a row too)."""
+        """Whether the tool or the turn attached references (a read-only call then gets a row too)."""
         return any(key != "parent_call" for key in self._refs)
 
     def annotate(self, **refs: str | int | float) -> None:

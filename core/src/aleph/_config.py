@@ -313,6 +313,7 @@ class AlephConfig(BaseModel):
     _origins: dict[str, str] = PrivateAttr(default_factory=dict)
     _files: list[str] = PrivateAttr(default_factory=list)
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+    _claimed: set[str] = PrivateAttr(default_factory=set)
 
     @property
     def files(self) -> list[str]:
@@ -357,8 +358,13 @@ class AlephConfig(BaseModel):
         """Top-level sections core does not know, by name."""
         return dict(self.model_extra or {})
 
+    def claimed_sections(self) -> set[str]:
+        """The plugin sections some plugin has read through :meth:`section` (``aleph config check``)."""
+        return set(self._claimed)
+
     def section(self, name: str, model: type[ModelT]) -> ModelT:
         """Validate the plugin section ``[name]`` with ``model``; a bad value raises :class:`ConfigError`."""
+        self._claimed.add(name)
         raw = (self.model_extra or {}).get(name, {})
         if not isinstance(raw, Mapping):
             raise ConfigError("must be a table", file=self.origin(name), key=name)

@@ -9,27 +9,30 @@ cool-down).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
 import os
 import re
-import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from aleph._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalRequester, ApprovalResponse
+from aleph._atomic import write_atomic
 from aleph._errors import ApprovalRequired
 
 __all__ = [
     "FLOOR_RULES",
     "ApprovalGate",
     "GateOutcome",
+    "StandingGrant",
     "allowed_decisions",
     "canonical_json",
     "escape_for_prompt",
@@ -214,6 +217,19 @@ class GateOutcome:
     asked: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class StandingGrant:
+    """An "always" approval on file: the exact call it covers and when it was given."""
+
+    fingerprint: str
+    tool: str | None = None
+    """The tool it was given for (None in a file written before tools were recorded)."""
+    summary: str | None = None
+    """The redacted call summary the human approved."""
+    granted_at: str | None = None
+    """ISO 8601 UTC time of the grant."""
+
+
 @dataclass(slots=True)
 class _SessionDenials:
     counts: dict[str, int] = field(default_factory=dict)
@@ -232,47 +248,115 @@ class ApprovalGate:
         self._session_grants: OrderedDict[str, set[str]] = OrderedDict()
         self._denials: OrderedDict[str, _SessionDenials] = OrderedDict()
         self._always_file = always_file
-        self._always: set[str] = set()
-        if always_file is not None and always_file.is_file():
-            try:
-                self._always = set(json.loads(always_file.read_text())["fingerprints"])
-            except (OSError, ValueError, KeyError, TypeError):
-                log.warning("ignoring unreadable approval grants file %s", always_file)
+        self._always: dict[str, StandingGrant] = {}
+        self._always_seen: tuple[int, int] | None = None
+        self._refresh_always()
 
     # -- grants ---------------------------------------------------------------------------------
 
     def granted(self, session_key: str | None, fingerprint: str, *, honors_always: bool) -> bool:
         """A standing grant covers this exact call."""
+        if honors_always:
+            self._refresh_always()
         with self._lock:
             if honors_always and fingerprint in self._always:
                 return True
             return bool(session_key) and fingerprint in self._session_grants.get(session_key or "", ())
 
-    def _grant(self, session_key: str | None, fingerprint: str, outcome: ApprovalOutcome, offered_always: bool) -> None:
-        if outcome is ApprovalOutcome.APPROVED_ALWAYS and offered_always:
+    def standing_grants(self) -> list[StandingGrant]:
+        """The "always" grants on file, oldest first (``aleph approvals list``)."""
+        self._refresh_always()
+        with self._lock:
+            return sorted(self._always.values(), key=lambda g: (g.granted_at or "", g.fingerprint))
+
+    def revoke(self, fingerprints: Iterable[str]) -> list[str]:
+        """Remove standing grants by fingerprint; returns the ones that existed (``aleph approvals revoke``)."""
+        wanted = set(fingerprints)
+        with self._file_lock():
+            self._refresh_always()
             with self._lock:
-                self._always.add(fingerprint)
-                snapshot = sorted(self._always)
-            self._save_always(snapshot)
-        elif outcome in (ApprovalOutcome.APPROVED_FOR_SESSION, ApprovalOutcome.APPROVED_ALWAYS) and session_key:
+                gone = sorted(fp for fp in wanted if fp in self._always)
+                for fp in gone:
+                    del self._always[fp]
+                snapshot = list(self._always.values())
+            if gone:
+                self._save_always(snapshot)
+        return gone
+
+    def _grant(self, session: str | None, request: ApprovalRequest, outcome: ApprovalOutcome, offered: bool) -> None:
+        fingerprint = request.fingerprint
+        if outcome is ApprovalOutcome.APPROVED_ALWAYS and offered:
+            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            with self._file_lock():
+                self._refresh_always()  # another process may have granted or revoked since
+                with self._lock:
+                    self._always[fingerprint] = StandingGrant(fingerprint, request.tool_name, request.summary, when)
+                    snapshot = list(self._always.values())
+                self._save_always(snapshot)
+        elif outcome in (ApprovalOutcome.APPROVED_FOR_SESSION, ApprovalOutcome.APPROVED_ALWAYS) and session:
             with self._lock:
-                self._session_grants.setdefault(session_key, set()).add(fingerprint)
-                self._session_grants.move_to_end(session_key)
+                self._session_grants.setdefault(session, set()).add(fingerprint)
+                self._session_grants.move_to_end(session)
                 while len(self._session_grants) > MAX_SESSIONS:
                     self._session_grants.popitem(last=False)
 
-    def _save_always(self, fingerprints: list[str]) -> None:
+    @contextlib.contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        # Processes sharing a data directory (a CLI revoke beside a running server) read-modify-write in turn.
         if self._always_file is None:
+            yield
             return
         try:
             self._always_file.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self._always_file.parent, prefix=".grants-")
-            with os.fdopen(fd, "w") as fh:
-                json.dump({"fingerprints": fingerprints}, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, self._always_file)
+            fd = os.open(self._always_file.with_name(self._always_file.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _refresh_always(self) -> None:
+        """Re-read the grants file when it changed on disk (a revoke by another process takes effect)."""
+        path = self._always_file
+        if path is None:
+            return
+        try:
+            st = path.stat()
+        except OSError:
+            seen = None
+        else:
+            seen = (st.st_mtime_ns, st.st_size)
+        if seen == self._always_seen:
+            return
+        grants: dict[str, StandingGrant] = {}
+        if seen is not None:
+            try:
+                data = json.loads(path.read_text())
+                info = data.get("grants", {})
+                for fp in data["fingerprints"]:
+                    meta = info.get(fp, {}) if isinstance(info, dict) else {}
+                    grants[str(fp)] = StandingGrant(str(fp), meta.get("tool"), meta.get("summary"), meta.get("at"))
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                log.warning("ignoring unreadable approval grants file %s", path)
+                grants = {}
+        with self._lock:
+            self._always, self._always_seen = grants, seen
+
+    def _save_always(self, grants: list[StandingGrant]) -> None:
+        if self._always_file is None:
+            return
+        body = {
+            "fingerprints": sorted(g.fingerprint for g in grants),
+            "grants": {g.fingerprint: {"tool": g.tool, "summary": g.summary, "at": g.granted_at} for g in grants},
+        }
+        try:
+            write_atomic(self._always_file, json.dumps(body))
+            st = self._always_file.stat()
+            with self._lock:
+                self._always_seen = (st.st_mtime_ns, st.st_size)
         except OSError:
             log.exception("could not persist an always-grant; it holds for this process only")
 
@@ -374,7 +458,7 @@ class ApprovalGate:
             return GateOutcome(False, ApprovalOutcome.DENIED, "Nobody", why, why, waited, True)
         outcome = response.outcome
         if outcome.is_approved:
-            self._grant(session_key, request.fingerprint, outcome, honors_always)
+            self._grant(session_key, request, outcome, honors_always)
             self._record_approval(session_key)
             return GateOutcome(True, outcome, "User", waited_ms=waited, asked=True)
         if outcome is ApprovalOutcome.DENIED:

@@ -115,16 +115,11 @@ class Judging:
         static: tuple[Verdict, int] | None = None,
     ) -> Verdict:
         """The verdict for a call of ``entry``; ``prepared`` None judges the name alone."""
-        if static is None:
-            static = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
-        static_verdict, needs = static
-        return self._argument_verdict(entry, prepared, static_verdict, needs, depth)
-
-    def _argument_verdict(
-        self, entry: RegisteredTool, prepared: Prepared | None, static: Verdict, needs: int, depth: int
-    ) -> Verdict:
-        if prepared is None or not needs or self._denied_whatever_the_input(entry, static):
-            return static
+        by_name, needs = (
+            static if static is not None else self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
+        )
+        if prepared is None or not needs or self._denied_whatever_the_input(entry, by_name):
+            return by_name
         arguments = prepared.arguments
         shell = getattr(entry.tool, "shell_command", None)
         command_text = shell(arguments) if callable(shell) else None

@@ -1,4 +1,4 @@
-"""Tool-name repair and "did you mean" suggestions.
+"""Tool-name repair and "did you mean" suggestions (edit distances from rapidfuzz, bounded by a cut-off).
 
 ``repair_tool_name`` maps a name a model emitted onto one offered tool, or gives
 up when the match is ambiguous: exact → case → separator → unique fuzzy.
@@ -10,28 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-__all__ = ["levenshtein", "repair_tool_name", "suggest_candidates"]
+from rapidfuzz.distance import Levenshtein
+
+__all__ = ["repair_tool_name", "suggest_candidates"]
 
 RepairTier = Literal["exact", "case", "separator", "fuzzy"]
-
-
-def levenshtein(a: str, b: str, bound: int | None = None) -> int:
-    """Edit distance between ``a`` and ``b``; stops early (returning ``bound + 1``) past ``bound``."""
-    if a == b:
-        return 0
-    if len(a) < len(b):
-        a, b = b, a
-    if bound is not None and len(a) - len(b) > bound:
-        return bound + 1
-    previous = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        current = [i]
-        for j, cb in enumerate(b, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
-        if bound is not None and min(current) > bound:
-            return bound + 1
-        previous = current
-    return previous[-1]
 
 
 def _unique(matches: list[str]) -> str | None:
@@ -62,7 +45,7 @@ def repair_tool_name(emitted: str, offered: Sequence[str]) -> tuple[str, RepairT
     best: list[str] = []
     best_distance = threshold + 1
     for name in offered:
-        distance = levenshtein(lowered, name.lower(), threshold)
+        distance = Levenshtein.distance(lowered, name.lower(), score_cutoff=threshold)
         if distance < best_distance:
             best, best_distance = [name], distance
         elif distance == best_distance and distance <= threshold:
@@ -87,7 +70,7 @@ def suggest_candidates(emitted: str, offered: Iterable[str], limit: int = 5) -> 
         elif len(needle) >= 3 and len(hay) >= 3 and (needle in hay or hay in needle):
             score = 1
         else:
-            distance = levenshtein(needle, hay, bound)
+            distance = Levenshtein.distance(needle, hay, score_cutoff=bound)
             if distance > bound:
                 continue
             score = 1 + distance

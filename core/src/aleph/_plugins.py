@@ -30,8 +30,8 @@ from aleph._types import ToolSource
 if TYPE_CHECKING:
     from aleph._approval import ApprovalRequester
     from aleph._config import AlephConfig
-    from aleph._events import EventLog
     from aleph._ledger import Ledger
+    from aleph._ledger._events import EventLog
     from aleph._runtime import Aleph
     from aleph._scoped import ScopedToolService
     from aleph._tiers import ExecTier

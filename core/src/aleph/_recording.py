@@ -17,8 +17,8 @@ from aleph._ledger import LedgerRecord
 from aleph._types import is_flat_json
 
 if TYPE_CHECKING:
-    from aleph._events import EventKind
     from aleph._ledger import LedgerAction, LedgerOutcome
+    from aleph._ledger._events import EventKind
     from aleph._registry import RegisteredTool
     from aleph._scoped import Chokepoint
     from aleph._turn import TurnContext

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterable
 from typing import TextIO
 
-import anyio.to_thread
+import anyio
 
 from aleph._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalResponse
 
@@ -45,37 +46,70 @@ _KEYS = {
     ApprovalDecision.ALLOW_ALWAYS: ("a", "yes, always", ApprovalOutcome.APPROVED_ALWAYS),
     ApprovalDecision.DENY: ("n", "no", ApprovalOutcome.DENIED),
 }
+_WORDS = {"yes": "y", "no": "n", "session": "s", "always": "a"}
+MAX_TRIES = 10
+"""Invalid answers asked again before giving up (the answer is then UNAVAILABLE, never "allow")."""
+MAX_LINE = 4096
+"""Longest answer line read."""
 
 
 class TerminalRequester:
     """Asks on the controlling terminal: y (once) / s (session) / a (always, when offered) / n.
 
-    When stdin is not a TTY nobody can be asked: it answers UNAVAILABLE without reading anything.
+    The answer is read on the event loop (not in a worker thread), so Ctrl-C cancels the waiting call at
+    once. An answer that is not one of the offered keys asks again; after "n" an optional reason is
+    asked. When stdin is not a TTY nobody can be asked: it answers UNAVAILABLE without reading anything.
     """
 
     def __init__(self, stdin: TextIO | None = None, stderr: TextIO | None = None) -> None:
         self._in = stdin or sys.stdin
         self._out = stderr or sys.stderr
+        self.last_denial_reason: str | None = None
+        """The reason given with the latest "no", for a caller that reports the refusal to the person."""
 
     async def request_approval(self, request: ApprovalRequest) -> ApprovalResponse:
-        """Show the request and read the answer in a worker thread."""
+        """Show the request and read the answer, asking again after an invalid one."""
         if not self._in.isatty():
             return ApprovalResponse(ApprovalOutcome.UNAVAILABLE, "stdin is not a terminal, so nobody can be asked")
-        return await anyio.to_thread.run_sync(self._ask, request)
-
-    def _ask(self, request: ApprovalRequest) -> ApprovalResponse:
-        choices = [_KEYS[d] for d in request.allowed_decisions]
+        choices = [_KEYS[d] for d in request.allowed_decisions if d in _KEYS]
         menu = " / ".join(f"[{key}] {label}" for key, label, _ in choices)
-        self._out.write(f"\nApproval needed: {request.summary}\n  why: {request.reason}\n  {menu}: ")
-        self._out.flush()
-        answer = self._in.readline()
-        if not answer:
-            return ApprovalResponse(ApprovalOutcome.UNAVAILABLE, "the terminal closed")
-        key = answer.strip().lower()[:1]
-        for k, _label, outcome in choices:
-            if key == k:
+        self._write(f"\nApproval needed: {request.summary}\n  why: {request.reason}\n")
+        for _ in range(MAX_TRIES):
+            self._write(f"  {menu}: ")
+            answer = await self._readline()
+            if answer is None:
+                return ApprovalResponse(ApprovalOutcome.UNAVAILABLE, "the terminal closed")
+            word = answer.strip().lower()
+            key = _WORDS.get(word, word)
+            outcome = next((o for k, _label, o in choices if k == key), None)
+            if outcome is None:
+                keys = ", ".join(k for k, _label, _o in choices)
+                self._write(f"  please answer one of: {keys}\n")
+                continue
+            if outcome is not ApprovalOutcome.DENIED:
                 return ApprovalResponse(outcome)
-        reason = answer.strip()
-        return ApprovalResponse(
-            ApprovalOutcome.DENIED, reason if reason and reason.lower() not in ("n", "no") else None
-        )
+            self._write("  why not? (optional, Enter to skip): ")
+            reason = await self._readline()
+            self.last_denial_reason = (reason or "").strip()[:500] or None
+            return ApprovalResponse(outcome, self.last_denial_reason)
+        return ApprovalResponse(ApprovalOutcome.UNAVAILABLE, f"no valid answer after {MAX_TRIES} tries")
+
+    def _write(self, text: str) -> None:
+        self._out.write(text)
+        self._out.flush()
+
+    async def _readline(self) -> str | None:
+        """One line from the terminal, or None at end of input; waiting is cancellable."""
+        try:
+            fd = self._in.fileno()
+        except (OSError, ValueError):  # a stream without a descriptor (a test double) answers at once
+            line = self._in.readline()
+            return line or None
+        while True:
+            # A terminal in canonical mode is readable once a whole line was typed (or at Ctrl-D).
+            await anyio.wait_readable(fd)
+            try:
+                data = os.read(fd, MAX_LINE)
+            except BlockingIOError:
+                continue
+            return data.decode(errors="replace") if data else None

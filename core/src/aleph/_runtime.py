@@ -15,6 +15,7 @@ from aleph._approval import ApprovalRequester
 from aleph._config import AlephConfig, load_config
 from aleph._discovery import Discovery
 from aleph._mcp import McpManager
+from aleph._mcp._chain import config_identity
 from aleph._plugins import Cleanup, PluginManager
 from aleph._registry import RegisteredTool, ToolRegistry
 from aleph._scoped import DefinitionRewriter, ScopedToolService
@@ -212,4 +213,5 @@ def load(
     registry = ToolRegistry()
     cleanups: list[Cleanup] = []
     manager.register_tools(registry, plugin_config, cleanups)
-    return Aleph(config, manager, registry, cleanups, McpManager(config.mcp, registry, config.data_dir))
+    mcp = McpManager(config.mcp, registry, config.data_dir, chain_id=config_identity(config))
+    return Aleph(config, manager, registry, cleanups, mcp)

@@ -12,8 +12,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ValidationError
 
 __all__ = [
@@ -92,6 +90,9 @@ def schema_problems(schema: Any) -> list[str]:
     """Why ``schema`` is not a usable tool input schema (empty list when it is)."""
     if not isinstance(schema, dict):
         return ["the input schema must be a JSON object"]
+    from jsonschema import Draft202012Validator  # imported on first use: `import aleph` stays light
+    from jsonschema.exceptions import SchemaError
+
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from aleph._approval import ApprovalOutcome, ApprovalRequest, ApprovalRequester
 from aleph._boundary import InputProblem, json_input
 from aleph._call import _CALL, CallContext
+from aleph._callguard import CallGuard, guard_for
 from aleph._errors import (
     ApprovalDenied,
     ApprovalExpired,
@@ -53,8 +54,8 @@ from aleph._verdict import PolicyVote, Verdict, decide_call
 from aleph._watchdog import run_with_budget
 
 if TYPE_CHECKING:
-    from aleph._events import EventLog
     from aleph._ledger import Ledger
+    from aleph._ledger._events import EventLog
 
 __all__ = ["Chokepoint", "CommandChecker", "CommandSplitter", "DefinitionRewriter", "Explanation", "ScopedToolService"]
 
@@ -370,7 +371,10 @@ class ScopedToolService(Judging, Recording, BaseToolService):
 
     async def execute(self, name: str, input: Mapping[str, Any], *, cancel: asyncio.Event | None = None) -> ToolOutput:
         """Run ``name`` through every gate; raises a :class:`ToolError` with advice for the model."""
-        entry, prepared, action = await self._admit(name, input)
+        guard = guard_for(self)  # the turn's budget and idempotency key, when it carries either
+        entry, prepared, action = await self._admit(name, input, guard)
+        if guard is not None:
+            return await guard.run(entry, prepared, cancel, action)
         return await self._run(entry, prepared, cancel, action)
 
     async def authorize(self, name: str, input: Mapping[str, Any]) -> None:
@@ -381,7 +385,9 @@ class ScopedToolService(Judging, Recording, BaseToolService):
         """
         await self._admit(name, input)
 
-    async def _admit(self, name: str, input: Mapping[str, Any]) -> tuple[RegisteredTool, Prepared, str]:
+    async def _admit(
+        self, name: str, input: Mapping[str, Any], guard: CallGuard | None = None
+    ) -> tuple[RegisteredTool, Prepared, str]:
         """Resolve, check, validate and judge one call; ask a human when the verdict says so."""
         if type(name) is not str:
             name = check_name(name)
@@ -410,7 +416,9 @@ class ScopedToolService(Judging, Recording, BaseToolService):
         if verdict.action == "deny":
             await self._record_refusal(entry, prepared.arguments, verdict.refusal(), verdict)
             raise PermissionDenied(entry.name, verdict.refusal())
-        if verdict.action == "ask":
+        if guard is not None:
+            await guard.admit(entry, prepared)  # a replay or a budget refusal comes before any human is asked
+        if verdict.action == "ask" and (guard is None or guard.replay is None):
             await self._approve(entry, prepared.arguments, verdict)
         return entry, prepared, verdict.action
 

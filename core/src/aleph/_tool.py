@@ -15,7 +15,7 @@ from functools import partial
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
 
 import anyio.to_thread
-from jsonschema import Draft202012Validator
+import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import PydanticUndefined, to_jsonable_python
 
@@ -384,6 +384,8 @@ class LoopTool:
         self._facts = facts or ToolFacts()
         self.facts_declared = facts is not None
         self._handler = handler
+        from jsonschema import Draft202012Validator  # imported on first use: `import aleph` stays light
+
         self._validator = Draft202012Validator(self.input_schema)
         self._accepts = _fast_check(self.input_schema)
 
@@ -450,43 +452,19 @@ class LoopTool:
 
 # -- the @tool decorator ---------------------------------------------------------------------
 
-_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?)\s*:\s*$")
-_ARG_LINE = re.compile(r"^\s*\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
-_REST_PARAM = re.compile(r"^\s*:param\s+(?:[^:]*\s)?(\w+)\s*:\s*(.*)$")
-
 
 def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """Split a Google- or reST-style docstring into (summary, {param: description})."""
-    if not doc:
+    """Split a Google-, reST- or NumPy-style docstring into (summary, {param: description})."""
+    if not doc or not doc.strip():
         return "", {}
-    lines = inspect.cleandoc(doc).splitlines()
-    summary: list[str] = []
-    params: dict[str, str] = {}
-    section: str | None = None
-    current: str | None = None
-    for line in lines:
-        rest = _REST_PARAM.match(line)
-        if rest:
-            current = rest.group(1)
-            params[current] = rest.group(2).strip()
-            section = "rest"
-            continue
-        header = _SECTION.match(line)
-        if header:
-            section, current = header.group(1), None
-            continue
-        if section is None:
-            summary.append(line)
-        elif section in ("Args", "Arguments", "Parameters"):
-            arg = _ARG_LINE.match(line)
-            if arg and (line[: len(line) - len(line.lstrip())].count(" ") <= 8):
-                current = arg.group(1)
-                params[current] = arg.group(2).strip()
-            elif current and line.strip():
-                params[current] = f"{params[current]} {line.strip()}".strip()
-        elif section == "rest" and current and line.strip() and not line.lstrip().startswith(":"):
-            params[current] = f"{params[current]} {line.strip()}".strip()
-    return "\n".join(summary).strip(), params
+    try:
+        parsed = docstring_parser.parse(doc)
+    except docstring_parser.ParseError:
+        # Text that claims a section it does not hold (``Args:`` with nothing after it) is still a description.
+        return inspect.cleandoc(doc), {}
+    # A parameter description wrapped over several lines reads as one sentence in a JSON Schema.
+    params = {p.arg_name: " ".join((p.description or "").split()) for p in parsed.params}
+    return (parsed.description or "").strip(), params
 
 
 def _args_model(fn: Callable[..., Any], name: str, param_docs: dict[str, str]) -> type[BaseModel]:

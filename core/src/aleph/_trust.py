@@ -20,15 +20,15 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+
+from aleph._atomic import write_atomic
 
 if TYPE_CHECKING:
     from aleph._registry import RegisteredTool
@@ -226,20 +226,9 @@ class PluginTrust:
         return record
 
     def _save(self, records: dict[str, TrustRecord]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         data = json.dumps(
             {"version": 1, "distributions": {k: v.to_json() for k, v in sorted(records.items())}},
             indent=2,
             sort_keys=True,
         )
-        fd, tmp = tempfile.mkstemp(prefix=".trust-", dir=self.path.parent)
-        try:
-            os.fchmod(fd, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(self.path, data)

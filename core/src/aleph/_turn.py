@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from aleph._budget import Budget
 
 __all__ = ["TurnContext", "current_session", "current_turn"]
 
@@ -32,6 +36,12 @@ class TurnContext:
     """The human user on whose behalf the agent acts, when known (recorded with approvals)."""
     call_id: str | None = None
     """The model's tool-call id, when the agent loop passes one."""
+    budget: Budget | None = None
+    """A spend cap every call of this turn is charged against before it runs (see :class:`~aleph.Budget`)."""
+    idempotency_key: str | None = None
+    """Names this one mutating call (e.g. ``"<task>:<step>"``): a replay gets the recorded result, not a re-run."""
+    refs: tuple[tuple[str, str], ...] = ()
+    """References put on the ledger row of every call of this turn, e.g. ``(("team_id", t), ("task_id", k))``."""
 
     def is_channel_routable(self) -> bool:
         """Both a channel and a conversation id are known."""

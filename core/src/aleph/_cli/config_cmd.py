@@ -1,10 +1,20 @@
-"""``aleph config check``: load and validate the configuration."""
+"""``aleph config check``: the same validation as loading, every problem at once."""
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import sys
+from dataclasses import dataclass, field
 
-from aleph._config import load_config
+import anyio
+
+from aleph._cli._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from aleph._cli.policy_cmd import dead_rules
+from aleph._config import AlephConfig, load_config
+from aleph._errors import ConfigError
+from aleph._runtime import Aleph, load
+from aleph._workspace import check_workspace
 
 __all__ = ["add_parser"]
 
@@ -16,20 +26,97 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = csub.add_parser(
         "check",
         help="validate the configuration",
-        description="Load every configuration layer and report problems (exit 2 on error).",
+        description="Validate every configuration layer as loading does: core sections, permission rules, "
+        "every plugin's own section, unknown tables; connect the MCP servers and report rules that match "
+        "no installed tool. Exit 2 on an error; with --strict, exit 1 on a warning too.",
     )
+    p.add_argument("--strict", action="store_true", help="treat warnings (dead rules, failed plugins) as errors")
     p.set_defaults(func=_check)
 
 
+@dataclass
+class _Findings:
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
 def _check(args: argparse.Namespace) -> int:
-    config = load_config(args.config, workspace=args.workspace)
-    files = config.files or ["(no configuration file; built-in defaults)"]
-    print("configuration OK")
-    for path in files:
-        print(f"  read {path}")
-    print(f"  workspace {config.workspace_root}")
-    print(f"  data dir  {config.data_dir}")
-    extra = sorted(config.plugin_sections())
-    if extra:
-        print(f"  plugin sections: {', '.join(extra)}")
-    return 0
+    found = _Findings()
+    try:
+        config = load_config(args.config, workspace=args.workspace)
+    except ConfigError as exc:
+        # Nothing further can be judged without a configuration that parses.
+        found.errors.append(str(exc))
+        return _report(found, None, args.strict)
+    try:
+        check_workspace(config, named=args.workspace is not None)
+    except ConfigError as exc:
+        found.errors.append(str(exc))
+    try:
+        rt = load(args.config, workspace=args.workspace, strict=False)
+    except ConfigError as exc:
+        found.errors.append(str(exc))
+        return _report(found, config, args.strict)
+    _plugin_findings(rt, found)
+    _unknown_tables(rt, found)
+
+    async def connected() -> None:
+        async with rt:
+            for status in rt.mcp.servers():
+                if status.state not in ("connected", "disabled"):
+                    why = f": {status.reason}" if status.reason else ""
+                    found.warnings.append(f"MCP server `{status.id}` is {status.state}{why}")
+            _, _, dead = dead_rules(rt)
+            for layer, key in dead:
+                found.warnings.append(f"rule `{key}` in the {layer} layer matches no installed tool (a typo?)")
+
+    anyio.run(connected)
+    return _report(found, rt.config, args.strict)
+
+
+def _plugin_findings(rt: Aleph, found: _Findings) -> None:
+    for failed in rt.plugins.report()["failed"]:
+        dist = f" ({failed['distribution']})" if failed["distribution"] else ""
+        error = str(failed["error"])
+        if error.startswith("ConfigError: "):
+            # A plugin that rejects its section is dropped at load with all its tools: that is a config error.
+            found.errors.append(
+                f"{error.removeprefix('ConfigError: ')} (so the plugin `{failed['name']}`{dist} "
+                "would not load and its tools would be missing)"
+            )
+        else:
+            found.warnings.append(f"plugin `{failed['name']}`{dist} failed to load at {failed['stage']}: {error}")
+
+
+def _unknown_tables(rt: Aleph, found: _Findings) -> None:
+    report = rt.plugins.report()
+    plugin_names = {p["name"] for p in report["loaded"]} | {p["name"] for p in report["failed"]}
+    plugin_names |= set(report["blocked"])
+    known = rt.config.claimed_sections() | plugin_names
+    candidates = sorted(set(AlephConfig.model_fields) | known)
+    for name in sorted(rt.config.plugin_sections()):
+        if name in known:
+            continue
+        close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.75)
+        hint = f"; did you mean [{close[0]}]?" if close else "; no installed plugin reads it"
+        found.errors.append(f"{rt.config.origin(name)}: [{name}]: unknown table{hint}")
+
+
+def _report(found: _Findings, config: AlephConfig | None, strict: bool) -> int:
+    # Problems go to stderr, the summary and what was read to stdout.
+    for error in found.errors:
+        print(f"aleph: error: {error}", file=sys.stderr)
+    for warning in found.warnings:
+        print(f"aleph: warning: {warning}", file=sys.stderr)
+    if found.errors:
+        print(f"configuration has {len(found.errors)} error(s)")
+    else:
+        print("configuration OK" + (f" ({len(found.warnings)} warning(s))" if found.warnings else ""))
+    if config is not None:
+        for path in config.files or ["(no configuration file; built-in defaults)"]:
+            print(f"  read {path}")
+        print(f"  workspace {config.workspace_root}")
+        print(f"  data dir  {config.data_dir}")
+    if found.errors:
+        return EXIT_USAGE
+    return EXIT_FAILED if strict and found.warnings else EXIT_OK

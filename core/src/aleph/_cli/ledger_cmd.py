@@ -10,8 +10,8 @@ from pathlib import Path
 
 from aleph._cli._common import print_json
 from aleph._config import load_config
-from aleph._keystore import check_agent_id
 from aleph._ledger import Ledger, LedgerRow, ledger_directory
+from aleph._ledger._keystore import check_agent_id
 
 __all__ = ["add_parser"]
 
@@ -104,7 +104,10 @@ def _verify(args: argparse.Namespace) -> int:
         print_json({"ok": ok, "directory": str(ledger.directory), "agents": [r.to_json() for r in reports]})
         return 0 if ok else 1
     if not reports:
-        print(f"no ledger chains in {ledger.directory}")
+        print(
+            f"nothing to verify yet: no ledger chains in {ledger.directory}. A chain starts with an agent's "
+            "first recorded call (a mutating call, an approval or a refusal); read-only calls are not recorded."
+        )
         return 0
     for r in reports:
         if r.ok:

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
-import tempfile
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import anyio
+import tomlkit
+import tomlkit.exceptions
 
-from aleph._cli._common import load_runtime, print_json
+from aleph._atomic import write_atomic
+from aleph._cli._common import EXIT_FAILED, EXIT_OK, load_runtime, print_json
 from aleph._config import load_config
 from aleph._errors import ConfigError
 
@@ -26,7 +26,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     mcp = sub.add_parser("mcp", help="manage MCP servers", description="Manage the MCP servers Aleph connects to.")
     msub = mcp.add_subparsers(dest="mcp_command", metavar="ACTION", required=True)
 
-    p = msub.add_parser("list", help="connect and show every server", description="Connect and show every server.")
+    p = msub.add_parser(
+        "list",
+        help="connect and show every server",
+        description="Connect and show every server. Exit 1 when an enabled server is not connected.",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_list)
 
@@ -66,9 +70,11 @@ def _list(args: argparse.Namespace) -> int:
     async def run() -> int:
         async with load_runtime(args) as rt:
             statuses = rt.mcp.servers()
+        down = [s for s in statuses if s.state not in ("connected", "disabled")]
+        status = EXIT_FAILED if down else EXIT_OK
         if args.json:
             print_json([s.to_json() for s in statuses])
-            return 0
+            return status
         if not statuses:
             print("no MCP servers configured (add one: aleph mcp add ID --command CMD | --url URL)")
             return 0
@@ -92,7 +98,7 @@ def _list(args: argparse.Namespace) -> int:
                 )
             for w in s.warnings:
                 print(f"    warning: {w}")
-        return 0
+        return status
 
     return anyio.run(run)
 
@@ -114,7 +120,7 @@ def _trust(args: argparse.Namespace) -> int:
     return anyio.run(run)
 
 
-# -- editing aleph.toml ------------------------------------------------------------------------------
+# -- editing aleph.toml (tomlkit keeps every comment, blank line and layout of the rest) -------------
 
 _ID = re.compile(r"[A-Za-z0-9_-]{1,32}", re.ASCII)
 
@@ -127,15 +133,6 @@ def _project_file(args: argparse.Namespace) -> Path:
     return Path(args.workspace or ".") / "aleph.toml"
 
 
-def _toml_str(value: str) -> str:
-    # A JSON string with ensure_ascii=False is a valid TOML basic string (same escapes, \uXXXX for controls).
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _toml_key(key: str) -> str:
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _toml_str(key)
-
-
 def _pairs(items: list[str], what: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items:
@@ -146,44 +143,31 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
     return out
 
 
-def _inline(table: dict[str, str]) -> str:
-    return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_str(v)}" for k, v in table.items()) + " }"
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
-    fd, tmp = tempfile.mkstemp(prefix=".aleph-", dir=path.parent)
+def _document(path: Path) -> tomlkit.TOMLDocument:
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
     try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _servers_in(text: str, path: Path) -> dict[str, Any]:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        return tomlkit.parse(text)
+    except tomlkit.exceptions.ParseError as exc:
         raise ConfigError(f"not valid TOML: {exc}", file=str(path)) from None
-    servers = data.get("mcp", {}).get("servers", {})
-    return servers if isinstance(servers, dict) else {}
 
 
-def _check_with_loader(path: Path, text: str) -> None:
-    """Validate the would-be file with the real loader before replacing the original."""
-    fd, tmp = tempfile.mkstemp(suffix=".toml", dir=path.parent)
-    os.close(fd)
-    try:
-        Path(tmp).write_text(text, encoding="utf-8")
-        load_config(tmp, workspace=path.parent, user_file=False, env={})
-    except ConfigError as exc:
-        raise ConfigError(str(exc).replace(tmp, str(path))) from None
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+def _servers(doc: tomlkit.TOMLDocument) -> Any:
+    """The ``[mcp.servers]`` table of ``doc``, or None."""
+    mcp = doc.get("mcp")
+    servers = mcp.get("servers") if isinstance(mcp, dict) else None
+    return servers if isinstance(servers, dict) else None
+
+
+def _check_and_write(path: Path, text: str) -> None:
+    """Validate the would-be file with the real loader, then replace the original atomically."""
+
+    def check(tmp: Path) -> None:
+        try:
+            load_config(tmp, workspace=path.parent, user_file=False, env={})
+        except ConfigError as exc:
+            raise ConfigError(str(exc).replace(str(tmp), str(path))) from None
+
+    write_atomic(path, text, mode=None, check=check)
 
 
 def _add(args: argparse.Namespace) -> int:
@@ -199,59 +183,58 @@ def _add(args: argparse.Namespace) -> int:
         print("aleph: --header goes with --url", file=sys.stderr)
         return 2
     path = _project_file(args)
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    if args.id in _servers_in(text, path):
+    doc = _document(path)
+    existing = _servers(doc)
+    if existing is not None and args.id in existing:
         print(f"aleph: MCP server {args.id!r} already exists in {path}; remove it first", file=sys.stderr)
         return 1
-    lines = [f"[mcp.servers.{args.id}]"]
+    server = tomlkit.table()
     if args.command is not None:
-        lines.append(f"command = {_toml_str(args.command)}")
+        server["command"] = args.command
         if args.arg:
-            lines.append("args = [" + ", ".join(_toml_str(a) for a in args.arg) + "]")
+            server["args"] = list(args.arg)
         env = _pairs(args.env, "--env")
         if env:
-            lines.append(f"env = {_inline(env)}")
+            server["env"] = _inline(env)
     else:
-        lines.append(f"url = {_toml_str(args.url)}")
+        server["url"] = args.url
         headers = _pairs(args.header, "--header")
         if headers:
-            lines.append(f"headers = {_inline(headers)}")
+            server["headers"] = _inline(headers)
     if args.timeout is not None:
-        lines.append(f"timeout_seconds = {float(args.timeout)!r}")
-    new = text + ("\n" if text and not text.endswith("\n") else "") + ("\n" if text.strip() else "")
-    new += "\n".join(lines) + "\n"
-    if args.id not in _servers_in(new, path):
-        print(f"aleph: could not add {args.id!r} to {path} (the file defines [mcp] inline?)", file=sys.stderr)
-        return 1
-    _check_with_loader(path, new)
-    _write_atomic(path, new)
+        server["timeout_seconds"] = float(args.timeout)
+    if existing is None:
+        if "mcp" in doc and not isinstance(doc["mcp"], dict):
+            print(f"aleph: `mcp` in {path} is not a table; edit that file by hand", file=sys.stderr)
+            return 1
+        servers = tomlkit.table(is_super_table=True)
+        servers[args.id] = server
+        mcp = doc.get("mcp")
+        if mcp is None:
+            mcp = tomlkit.table(is_super_table=True)
+            doc["mcp"] = mcp
+        mcp["servers"] = servers
+    else:
+        existing[args.id] = server
+    _check_and_write(path, tomlkit.dumps(doc))
     print(f"added MCP server {args.id!r} to {path}")
     return 0
 
 
+def _inline(pairs: dict[str, str]) -> Any:
+    table = tomlkit.inline_table()
+    table.update(pairs)
+    return table
+
+
 def _remove(args: argparse.Namespace) -> int:
     path = _project_file(args)
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    if args.id not in _servers_in(text, path):
+    doc = _document(path)
+    servers = _servers(doc)
+    if servers is None or args.id not in servers:
         print(f"aleph: MCP server {args.id!r} is not in {path}", file=sys.stderr)
         return 1
-    quoted = re.escape(args.id)
-    own = re.compile(
-        rf"^\s*\[\s*mcp\s*\.\s*servers\s*\.\s*(?:{quoted}|\"{quoted}\"|'{quoted}')\s*(?:\.[^\]]*)?\]\s*(?:#.*)?$"
-    )
-    header = re.compile(r"^\s*\[")
-    kept: list[str] = []
-    skipping = False
-    for line in text.splitlines(keepends=True):
-        if header.match(line):
-            skipping = bool(own.match(line))
-        if not skipping:
-            kept.append(line)
-    new = "".join(kept)
-    if args.id in _servers_in(new, path):
-        print(f"aleph: {args.id!r} is defined inline in {path}; edit that file by hand", file=sys.stderr)
-        return 1
-    _check_with_loader(path, new)
-    _write_atomic(path, new)
+    del servers[args.id]
+    _check_and_write(path, tomlkit.dumps(doc))
     print(f"removed MCP server {args.id!r} from {path}")
     return 0

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from aleph._cli._common import load_runtime, print_json
+from aleph._cli._common import EXIT_FAILED, EXIT_OK, load_runtime, print_json
 from aleph._config import load_config
 from aleph._errors import PluginError
 from aleph._plugins import inspect_distribution
@@ -21,9 +21,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser(
         "plugins",
         help="show loaded, failed and held plugins; inspect or approve one",
-        description="Show loaded, failed, blocked and held-back plugins with their distributions. "
-        "`inspect DIST` prints what a distribution adds (tools with facts, hooks); `trust DIST` shows it "
-        "and records a human's approval, so a held-back plugin loads from the next start.",
+        description="Show loaded, failed, blocked and held-back plugins with their distributions (exit 1 when "
+        "a plugin failed to load). `inspect DIST` prints what a distribution adds (tools with facts, hooks); "
+        "`trust DIST` shows it and records a human's approval, so a held-back plugin loads from the next start.",
     )
     p.add_argument("action", nargs="?", choices=("inspect", "trust"), help="inspect or trust one distribution")
     p.add_argument("distribution", nargs="?", help="the distribution to inspect or trust")
@@ -38,9 +38,10 @@ def _plugins(args: argparse.Namespace) -> int:
         return _one(args)
     rt = load_runtime(args)
     report = rt.plugins.report()
+    status = EXIT_FAILED if report["failed"] else EXIT_OK
     if args.json:
         print_json(report)
-        return 0
+        return status
     for plugin in report["loaded"]:
         dist = f"{plugin['distribution']} {plugin['version']}" if plugin["distribution"] else "in-process"
         print(f"loaded   {plugin['name']:<16} {dist:<28} {len(plugin['tools'])} tools")
@@ -53,7 +54,7 @@ def _plugins(args: argparse.Namespace) -> int:
         print(f"HELD     {plugin['name']:<16} {plugin['distribution']} {plugin['version']}: {plugin['reason']}")
     if not any(report.values()):
         print("no plugins installed")
-    return 0
+    return status
 
 
 def _one(args: argparse.Namespace) -> int:

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+import anyio
 
 from aleph._cli._common import load_runtime, parse_json_arg, print_json
+from aleph._names import suggest_candidates
 from aleph._tiers import ExecTier
 
-__all__ = ["add_parser"]
+if TYPE_CHECKING:
+    from aleph._runtime import Aleph
+    from aleph._scoped import Explanation
+
+__all__ = ["add_parser", "dead_rules"]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -47,10 +55,40 @@ def _explain(args: argparse.Namespace) -> int:
         print("aleph: --input must be a JSON object", file=sys.stderr)
         return 2
     rt = load_runtime(args)
-    service = rt.tool_service(agent=args.agent, channel=args.channel, tier=args.tier)
-    explanation = service.explain(args.tool, payload)
+    server = args.tool.partition("__")[0] if "__" in args.tool else None
+    if server is not None and server in rt.config.mcp.servers and rt.registry.get(args.tool) is None:
+        # An MCP tool exists only once its server is connected: connect, then judge the real definition.
+        async def connected() -> Explanation:
+            async with rt:
+                return rt.tool_service(agent=args.agent, channel=args.channel, tier=args.tier).explain(
+                    args.tool, payload
+                )
+
+        explanation = anyio.run(connected)
+    else:
+        explanation = rt.tool_service(agent=args.agent, channel=args.channel, tier=args.tier).explain(
+            args.tool, payload
+        )
+    missing = explanation.rule_id == "not_found"
+    providers = _possible_providers(rt, args.tool) if missing else []
     if args.json:
-        print_json(explanation.to_json())
+        out = explanation.to_json()
+        if missing:
+            out["installed"] = False
+            out["providers"] = providers
+        print_json(out)
+        return 0
+    if missing:
+        offered = [entry.name for entry in rt.registry]
+        hint = suggest_candidates(args.tool, offered)
+        print("decision: deny (not installed)")
+        print(f"reason:   no installed plugin or connected MCP server provides a tool named `{args.tool}`")
+        if hint:
+            print(f"note:     did you mean: {', '.join(hint)}?")
+        for provider in providers:
+            print(f"note:     {provider}")
+        if not providers:
+            print("note:     see what is installed with `aleph plugins` and `aleph tools list`")
         return 0
     print(f"decision: {explanation.decision}")
     if explanation.rule is not None:
@@ -65,17 +103,53 @@ def _explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check(args: argparse.Namespace) -> int:
-    rt = load_runtime(args)
+def _possible_providers(rt: Aleph, tool: str) -> list[str]:
+    """What could provide ``tool`` but does not right now: its MCP server, failed or disabled plugins."""
+    out: list[str] = []
+    server = tool.partition("__")[0] if "__" in tool else None
+    if server is not None:
+        status = next((s for s in rt.mcp.servers() if s.id == server), None)
+        if status is None:
+            out.append(
+                f"`{tool}` names the MCP server `{server}`, which is not configured (aleph mcp add {server} ...)"
+            )
+        else:
+            why = f": {status.reason}" if status.reason else ""
+            out.append(f"the MCP server `{server}` is configured but {status.state}{why}; see `aleph mcp list`")
+    report = rt.plugins.report()
+    for failed in report["failed"]:
+        dist = f" ({failed['distribution']})" if failed["distribution"] else ""
+        out.append(f"the plugin `{failed['name']}`{dist} failed to load, so its tools are missing: {failed['error']}")
+    for name in report["blocked"]:
+        out.append(f"the plugin `{name}` is installed but disabled ([plugins] disable or ALEPH_DISABLE_PLUGINS)")
+    return out
+
+
+def dead_rules(rt: Aleph) -> tuple[int, int, list[tuple[str, str]]]:
+    """(rule count, layer count, [(layer, rule)] whose tool pattern matches no registered tool).
+
+    Call it inside ``async with rt`` so MCP tools, which exist only while their server is connected, count.
+    """
     entries = list(rt.registry)
     layers = [rt.access.global_layer, *rt.access.agent_layers.values(), *rt.access.channel_layers.values()]
-    dead = []
-    for layer in layers:
-        for rule in layer.rules:
-            if not any(rule.matches_name(e.name, e.source) for e in entries):
-                dead.append((layer.name, rule.key))
-    count = sum(len(layer.rules) for layer in layers)
-    print(f"{count} rules in {len(layers)} layers validated against {len(entries)} installed tools")
+    dead = [
+        (layer.name, rule.key)
+        for layer in layers
+        for rule in layer.rules
+        if not any(rule.matches_name(e.name, e.source) for e in entries)
+    ]
+    return sum(len(layer.rules) for layer in layers), len(layers), dead
+
+
+def _check(args: argparse.Namespace) -> int:
+    rt = load_runtime(args)
+
+    async def connected() -> tuple[int, int, int, list[tuple[str, str]]]:
+        async with rt:  # MCP tools exist only while their servers are connected
+            return len(rt.registry), *dead_rules(rt)
+
+    tools, count, layers, dead = anyio.run(connected)
+    print(f"{count} rules in {layers} layers validated against {tools} installed tools")
     for layer_name, key in dead:
         print(f"  warning: `{key}` in the {layer_name} layer matches no installed tool")
     return 1 if dead else 0

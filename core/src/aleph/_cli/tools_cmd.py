@@ -6,12 +6,21 @@ import argparse
 import asyncio
 import json
 import sys
+import time
+from typing import Any
+
+import anyio
 
 from aleph._cli._common import load_runtime, parse_json_arg, print_json
+from aleph._cli._present import StderrProgress, exit_code, person_message
 from aleph._discovery import RequestBinding, search_tools
 from aleph._discovery._tools import MAX_LIMIT
+from aleph._errors import PermissionDenied, ToolError
 from aleph._names import suggest_candidates
+from aleph._progress import get_tool_progress_handler, set_tool_progress_handler
 from aleph._requesters import TerminalRequester
+from aleph._scoped import ScopedToolService
+from aleph._types import ToolOutput, ToolResult
 
 __all__ = ["add_parser"]
 
@@ -54,6 +63,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=_search)
 
 
+SUMMARY_WIDTH = 80
+
+
+def one_line(description: str, width: int = SUMMARY_WIDTH) -> str:
+    """A description's first line, cut at a word boundary with "…" when longer than ``width``."""
+    text = description.strip().splitlines()[0] if description.strip() else ""
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" ,;:") + " …"
+
+
 def _list(args: argparse.Namespace) -> int:
     async def run() -> int:
         async with load_runtime(args) as rt:
@@ -66,8 +87,7 @@ def _list(args: argparse.Namespace) -> int:
                 return 0
             width = max(len(d.name) for d in defs)
             for d in defs:
-                summary = d.description.strip().splitlines()[0] if d.description.strip() else ""
-                print(f"{d.name:<{width}}  {summary[:100]}")
+                print(f"{d.name:<{width}}  {one_line(d.description)}")
             return 0
 
     return asyncio.run(run())
@@ -102,21 +122,67 @@ def _call(args: argparse.Namespace) -> int:
     async def run() -> int:
         async with load_runtime(args) as rt:
             # On a terminal the user is asked y/s/a/n; without one nobody can be asked, so gated calls are refused.
-            service = rt.tool_service(agent=args.agent, channel=args.channel, requester=TerminalRequester())
-            result = await service.call(args.name, payload)
-        if args.json:
-            print_json(result.to_json())
-        elif result.success:
-            assert result.output is not None
+            requester = TerminalRequester()
+            service = rt.tool_service(agent=args.agent, channel=args.channel, requester=requester)
+            progress = StderrProgress(get_tool_progress_handler())
+            previous = set_tool_progress_handler(progress)
+            started = time.perf_counter()
             try:
-                print_json(json.loads(result.output))
-            except json.JSONDecodeError:
-                print(result.output)
-        else:
-            print(f"error: {result.error}", file=sys.stderr)
-        return 0 if result.success else 1
+                output = await _execute_with_indicator(service, args.name, payload, progress)
+            except ToolError as exc:
+                progress.clear()
+                elapsed = (time.perf_counter() - started) * 1000
+                if args.json:
+                    failed = ToolResult(False, error=str(exc), duration_ms=elapsed, error_kind=exc.kind)
+                    print_json(failed.to_json())
+                else:
+                    explanation = service.explain(exc.tool, payload) if isinstance(exc, PermissionDenied) else None
+                    said = requester.last_denial_reason
+                    text = person_message(exc, explanation, stdin_is_tty=sys.stdin.isatty(), said=said)
+                    print(text, file=sys.stderr)
+                return exit_code(exc)
+            finally:
+                set_tool_progress_handler(previous)
+        if args.json:
+            print_json(ToolResult(True, output.text, duration_ms=(time.perf_counter() - started) * 1000).to_json())
+            return 0
+        try:
+            print_json(json.loads(output.text))
+        except json.JSONDecodeError:
+            print(output.text)
+        return 0
 
-    return asyncio.run(run())
+    return anyio.run(run)
+
+
+async def _execute_with_indicator(
+    service: ScopedToolService, name: str, payload: dict[str, Any], progress: StderrProgress
+) -> ToolOutput:
+    """``service.execute``, with the indicator redrawn once a second while it runs; raises its ToolError."""
+    outcome: list[ToolOutput | ToolError] = []
+
+    async def run(scope: anyio.CancelScope) -> None:
+        try:
+            outcome.append(await service.execute(name, payload))
+        except ToolError as exc:
+            outcome.append(exc)
+        finally:
+            scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run, tg.cancel_scope)
+        await _tick(progress, name)
+    result = outcome[0]
+    if isinstance(result, ToolError):
+        raise result
+    return result
+
+
+async def _tick(progress: StderrProgress, name: str) -> None:
+    """Redraw the indicator of a call that runs for more than a second, once a second."""
+    while True:
+        await anyio.sleep(1)
+        progress.tick(name)
 
 
 def _search(args: argparse.Namespace) -> int:
@@ -141,8 +207,7 @@ def _search(args: argparse.Namespace) -> int:
             return 0
         width = max(len(r["name"]) for r in found["results"])
         for r in found["results"]:
-            summary = r["description"].strip().splitlines()[0] if r["description"].strip() else ""
-            print(f"{r['score']:8.3f}  {r['name']:<{width}}  {summary[:100]}")
+            print(f"{r['score']:8.3f}  {r['name']:<{width}}  {one_line(r['description'])}")
         return 0
 
     return asyncio.run(run())

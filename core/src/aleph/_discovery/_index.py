@@ -9,9 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+else:
+
+    class _Numpy:
+        """numpy, imported when the first index is built: a process that never searches never pays for it."""
+
+        def __getattr__(self, name: str) -> Any:
+            import numpy
+
+            globals()["np"] = numpy
+            return getattr(numpy, name)
+
+    np = _Numpy()
 
 from aleph._discovery._tokens import search_terms, term_counts
 from aleph._types import ToolDefinition

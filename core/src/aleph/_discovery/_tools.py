@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
-
 from aleph._discovery._disclosure import MODES
 from aleph._discovery._index import ToolIndex
 from aleph._discovery._sessions import SessionStore
@@ -21,6 +19,8 @@ from aleph._registry import RegisteredTool, ToolRegistry
 from aleph._types import BUILTIN, ToolDefinition, ToolFacts, ToolOutput, ToolSource
 
 if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+
     from aleph._scoped import ScopedToolService
 
 __all__ = [
@@ -242,7 +242,17 @@ class _RequestTool:
             raise ExecutionFailed(name, str(exc)) from None
 
 
-_VALIDATORS = {d.name: Draft202012Validator(d.input_schema) for d in (TOOL_SEARCH, GET_TOOL_SCHEMA, SESSION_SET_MODE)}
+_VALIDATORS: dict[str, Draft202012Validator] = {}
+
+
+def _validator(definition: ToolDefinition) -> Draft202012Validator:
+    """The (cached) validator of one discovery tool; jsonschema is imported on first use."""
+    found = _VALIDATORS.get(definition.name)
+    if found is None:
+        from jsonschema import Draft202012Validator
+
+        found = _VALIDATORS[definition.name] = Draft202012Validator(definition.input_schema)
+    return found
 
 
 def request_tools(binding: RequestBinding, sessions: SessionStore) -> dict[str, RegisteredTool]:
@@ -259,6 +269,6 @@ def request_tools(binding: RequestBinding, sessions: SessionStore) -> dict[str, 
 
     out: dict[str, RegisteredTool] = {}
     for definition, run in ((TOOL_SEARCH, search), (GET_TOOL_SCHEMA, schema), (SESSION_SET_MODE, set_mode)):
-        tool = _RequestTool(definition, _VALIDATORS[definition.name], run)
+        tool = _RequestTool(definition, _validator(definition), run)
         out[definition.name] = RegisteredTool(tool, definition)
     return out

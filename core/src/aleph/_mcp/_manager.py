@@ -100,8 +100,11 @@ class McpManager:
         *,
         policy: RestartPolicy | None = None,
         inprocess: Mapping[str, Any] | None = None,
+        chain_id: str | None = None,
     ) -> None:
         self.config = config
+        self.chain_id = chain_id
+        """The owning runtime's configuration identity, passed to stdio servers (a nested serve refuses)."""
         self.registry = registry
         self.data_dir = Path(data_dir)
         self.policy = policy or RestartPolicy()

@@ -13,14 +13,13 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
 
+from aleph._atomic import write_atomic
 from aleph._errors import ExecutionFailed
 
 if TYPE_CHECKING:
@@ -75,16 +74,7 @@ class FileTokenStorage:
         return data if isinstance(data, dict) else {}
 
     def _write(self, data: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(prefix=".tok-", dir=self.path.parent)
-        try:
-            os.fchmod(fd, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(self.path, json.dumps(data))
 
     async def get_tokens(self) -> Any:
         """Stored tokens, if any."""
@@ -204,6 +194,38 @@ async def _serve_callback(listener: Any, got: dict[str, str], done: anyio.Event)
         tg.cancel_scope.cancel()
 
 
+_WELL_KNOWN = ("oauth-protected-resource", "oauth-authorization-server", "openid-configuration")
+
+
+async def oauth_absent(url: str, headers: dict[str, str], timeout: float) -> str | None:
+    """Why the MCP server at ``url`` has no OAuth, or None when it asks for it (or may).
+
+    Discovery first, so a login against a server without OAuth fails at once: the server asks for
+    credentials with 401 (RFC 9728), or publishes protected-resource or authorization-server metadata.
+    """
+    import httpx2
+
+    origin = _origin(url)
+    path = urlsplit(url).path.rstrip("/")
+    probe_headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    try:
+        async with httpx2.AsyncClient(headers=headers, timeout=timeout, follow_redirects=False) as http:
+            probe = await http.post(url, json={"jsonrpc": "2.0", "id": 0, "method": "ping"}, headers=probe_headers)
+            if probe.status_code == 401 or "www-authenticate" in probe.headers:
+                return None
+            for name in _WELL_KNOWN:
+                for suffix in (path, "") if path and name == "oauth-protected-resource" else ("",):
+                    found = await http.get(f"{origin}/.well-known/{name}{suffix}")
+                    if found.status_code == 200 and "json" in found.headers.get("content-type", ""):
+                        return None
+    except httpx2.HTTPError as exc:
+        return f"it could not be reached to look for OAuth ({type(exc).__name__}: {str(exc)[:200]})"
+    return (
+        f"it answered without asking for credentials (HTTP {probe.status_code}) and publishes no OAuth "
+        "metadata (.well-known/oauth-protected-resource or oauth-authorization-server)"
+    )
+
+
 async def start_login(manager: McpManager, server_id: str, scope: str | None) -> dict[str, Any]:
     """Begin the OAuth flow for ``server_id`` and return ``{authorization_url, instructions}``."""
     tool = "mcp_login"
@@ -224,6 +246,11 @@ async def start_login(manager: McpManager, server_id: str, scope: str | None) ->
 
     if server_id in manager.logins:
         raise ExecutionFailed(tool, f"a login for MCP server {server_id!r} is already waiting for the browser")
+    absent = await oauth_absent(url, dict(conn.config.headers), min(conn.config.timeout_seconds, 15.0))
+    if absent is not None:
+        raise ExecutionFailed(
+            tool, f"MCP server {server_id!r} does not use OAuth, so there is nothing to log in to: {absent}"
+        )
 
     import httpx2
     from mcp import Client

@@ -9,11 +9,11 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import tempfile
 import threading
 import time
 from pathlib import Path
+
+from aleph._atomic import write_atomic
 
 __all__ = ["PinStore"]
 
@@ -70,16 +70,4 @@ class PinStore:
             self._save(pins)
 
     def _save(self, pins: dict[str, dict[str, str]]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        data = json.dumps({"version": 1, "servers": pins}, indent=2, sort_keys=True)
-        fd, tmp = tempfile.mkstemp(prefix=".pins-", dir=self.path.parent)
-        try:
-            os.fchmod(fd, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(self.path, json.dumps({"version": 1, "servers": pins}, indent=2, sort_keys=True))

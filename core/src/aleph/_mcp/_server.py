@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aleph._config import McpServerConfig
 from aleph._errors import ExecutionFailed, ToolError, ToolNotFound, ToolTimeout, TransportError, ValidationFailed
+from aleph._mcp._chain import CHAIN_ENV, child_chain
 from aleph._mcp._eof import watched_stdio
 from aleph._mcp._hygiene import cap_text, expand_vars
 from aleph._mcp._status import ServerStatus, State
@@ -325,7 +326,10 @@ class ServerConnection:
             target = self.manager.inprocess[self.id]
         else:
             assert cfg.command is not None
-            params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=dict(cfg.env), cwd=cfg.cwd)
+            env = dict(cfg.env)
+            if self.manager.chain_id is not None:
+                env[CHAIN_ENV] = child_chain(self.manager.chain_id)  # a configuration cannot unset it
+            params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=env, cwd=cfg.cwd)
             self._ended = anyio.Event()
             target = watched_stdio(params, self._ended)
         return Client(

@@ -1,12 +1,13 @@
 """``aleph serve``: the scoped tool service as an MCP server (stdio, or Streamable HTTP on loopback).
 
 ``tools/list`` is ``await service.list()`` (a denied tool is hidden) and ``tools/call`` is
-``await service.call(...)`` (a failure comes back as an ``isError`` result carrying the message), with a
-service built per request by ``rt.tool_service(channel="mcp", requester=...)``. Approval prompts go to
-the connected client through form elicitation when it supports it; otherwise the requester answers
-``UNAVAILABLE`` and the chokepoint refuses with that reason. Registry changes become
-``notifications/tools/list_changed`` on both protocol eras: pushed on legacy sessions, published on the
-``subscriptions/listen`` bus for 2026-07-28 clients.
+``await service.execute(...)`` (a failure comes back as an ``isError`` result carrying the message), with a
+service built per request by ``rt.tool_service(channel="mcp", requester=DeferredApprovals(...))``.
+Approval is asked of the client's user through form elicitation on both protocol eras (see
+:mod:`aleph._mcp._serve_ask`); a client that declared no elicitation gets a refusal naming what it lacks.
+Registry changes become ``notifications/tools/list_changed`` on both eras: pushed on legacy sessions,
+published on the ``subscriptions/listen`` bus for 2026-07-28 clients. Live output of a call (a shell
+command's lines, an MCP server's progress) becomes ``notifications/progress`` of that call.
 """
 
 from __future__ import annotations
@@ -14,102 +15,73 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import secrets
+import socket
+import warnings
 import weakref
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from aleph._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalResponse
+from aleph._approval import ApprovalOutcome, ApprovalRequest, ApprovalResponse, DeferredApprovals
+from aleph._errors import ApprovalRequired, ToolError
 from aleph._mcp._oauth import is_loopback_host
+from aleph._mcp._serve_ask import (
+    APPROVAL_KEY,
+    AskState,
+    ReplayGuard,
+    answer_from_elicitation,
+    approval_form,
+    elicit_request,
+    new_nonce,
+    request_state_boundary,
+)
+from aleph._mcp._serve_roots import ROOTS_WAIT_S, RootWorkspaces
 from aleph._progress import ToolProgressCallback, get_tool_progress_handler, set_tool_progress_handler
+from aleph._service import panic_error
+from aleph._turn import TurnContext
 from aleph._types import ToolDefinition
 
 if TYPE_CHECKING:
     from aleph._runtime import Aleph
 
-__all__ = ["AlephMcpServer", "ElicitationApprovalRequester", "is_loopback_host"]
+__all__ = ["APPROVAL_WAIT_S", "AlephMcpServer", "bind_loopback", "is_loopback_host"]
 
 log = logging.getLogger("aleph.serve")
 
 APPROVAL_WAIT_S = 300.0
-"""How long an elicitation prompt waits for the human before the answer is TIMEOUT."""
+"""How long a legacy elicitation prompt waits for the human before the answer is TIMEOUT."""
+MAX_APPROVAL_ROUNDS = 8
+"""Questions one legacy ``tools/call`` may ask (a composite tool asks once per gated sub-call)."""
 
-_REQUEST: contextvars.ContextVar[ServerRequestContext[Any, Any] | None] = contextvars.ContextVar(
-    "aleph_mcp_request", default=None
-)
 _PROGRESS: contextvars.ContextVar[_ProgressSink | None] = contextvars.ContextVar("aleph_mcp_progress", default=None)
 
 
-def _supports_form_elicitation(ctx: ServerRequestContext[Any, Any]) -> bool:
-    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-        # 2026-07-28 turns elicitation into a multi-round-trip result; a blocking prompt cannot use it.
-        return False
+def _default_load(workspace: Path) -> Aleph:
+    from aleph._runtime import load
+
+    return load(workspace=workspace)
+
+
+def _connection(ctx: ServerRequestContext[Any, Any]) -> Any:
+    """The client connection a request came on (its ServerSession is built anew per request)."""
+    return getattr(ctx.session, "_connection", ctx.session)
+
+
+def _client_can_elicit(ctx: ServerRequestContext[Any, Any]) -> bool:
     caps = ctx.session.client_capabilities
     return caps is not None and caps.elicitation is not None
 
 
-_CHOICES = {
-    "approve_once": ApprovalOutcome.APPROVED,
-    "approve_for_session": ApprovalOutcome.APPROVED_FOR_SESSION,
-    "approve_always": ApprovalOutcome.APPROVED_ALWAYS,
-    "deny": ApprovalOutcome.DENIED,
-}
-_OFFERED = {
-    ApprovalDecision.ALLOW_ONCE: "approve_once",
-    ApprovalDecision.ALLOW_SESSION: "approve_for_session",
-    ApprovalDecision.ALLOW_ALWAYS: "approve_always",
-    ApprovalDecision.DENY: "deny",
-}
-
-
-class ElicitationApprovalRequester:
-    """An ``ApprovalRequester`` that asks the connected MCP client through a form elicitation.
-
-    Outside a request, on a 2026-07-28 connection, or with a client that did not declare elicitation,
-    the answer is ``UNAVAILABLE`` (never "allow").
-    """
-
-    async def request_approval(self, request: ApprovalRequest) -> ApprovalResponse:
-        """Ask the client; map accept/decline/cancel onto approval outcomes."""
-        ctx = _REQUEST.get()
-        if ctx is None or not _supports_form_elicitation(ctx):
-            return ApprovalResponse(ApprovalOutcome.UNAVAILABLE)
-        offered = [_OFFERED[d] for d in request.allowed_decisions if d in _OFFERED] or ["approve_once", "deny"]
-        if "deny" not in offered:
-            offered.append("deny")
-        schema: dict[str, Any] = {
-            "type": "object",
-            "properties": {
-                "decision": {"type": "string", "enum": offered, "title": "Decision", "description": "Your answer."},
-                "reason": {"type": "string", "title": "Reason", "description": "Why (optional)."},
-            },
-            "required": ["decision"],
-        }
-        message = (f"Aleph asks: allow the tool {request.tool_name}?\n{request.summary}\nReason: {request.reason}")[
-            :4000
-        ]
-        try:
-            with anyio.fail_after(APPROVAL_WAIT_S):
-                result = await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
-        except TimeoutError:
-            return ApprovalResponse(ApprovalOutcome.TIMEOUT)
-        except Exception as exc:
-            log.warning("elicitation failed: %s", exc)
-            return ApprovalResponse(ApprovalOutcome.UNAVAILABLE)
-        if result.action != "accept":
-            return ApprovalResponse(ApprovalOutcome.DENIED, deny_reason=f"the user chose {result.action}")
-        content = result.content or {}
-        choice = content.get("decision")
-        outcome = _CHOICES.get(choice) if isinstance(choice, str) and choice in offered else None
-        if outcome is None:
-            return ApprovalResponse(ApprovalOutcome.DENIED, deny_reason="the answer was not one of the offered choices")
-        reason = content.get("reason")
-        return ApprovalResponse(outcome, deny_reason=str(reason)[:500] if reason and not outcome.is_approved else None)
+def _text_result(text: str, *, error: bool) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=error)
 
 
 class _ProgressSink:
@@ -176,13 +148,28 @@ def _tool(defn: ToolDefinition) -> types.Tool:
 class AlephMcpServer:
     """Aleph's tool service behind an MCP server. Build it over an entered runtime."""
 
-    def __init__(self, rt: Aleph, *, channel: str = "mcp", agent: str | None = None) -> None:
+    def __init__(
+        self,
+        rt: Aleph,
+        *,
+        channel: str = "mcp",
+        agent: str | None = None,
+        load: Callable[[Path], Aleph] | None = None,
+    ) -> None:
+        """:param load: loads the runtime for a workspace a client's MCP roots name (default ``aleph.load``)."""
         self.rt = rt
         self.channel = channel
         self.agent = agent
-        self.requester = ElicitationApprovalRequester()
         self.bus = InMemorySubscriptionBus()
-        self._legacy_sessions: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.token = secrets.token_hex(8)
+        """This server's identity in approval state: state minted by another server is refused."""
+        self.replay = ReplayGuard()
+        # Keyed by the client connection: the SDK builds a new ServerSession for every request, so the
+        # latest one of each connection is kept to push notifications on its standalone channel.
+        self._legacy_sessions: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self._session_keys: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        self._connection_rt: weakref.WeakKeyDictionary[Any, Aleph] = weakref.WeakKeyDictionary()
+        self.workspaces = RootWorkspaces(rt, load or _default_load)
         self._changed: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.server = _Server(
@@ -193,31 +180,133 @@ class AlephMcpServer:
             on_call_tool=self._call_tool,
             on_subscriptions_listen=ListenHandler(self.bus),
         )
+        # Seals every outgoing requestState and verifies every incoming one before a handler sees it.
+        self.server.middleware.append(request_state_boundary(rt.config.data_dir))
 
-    def _service(self) -> Any:
+    def _service(self, requester: Any = None, session: str | None = None, rt: Aleph | None = None) -> Any:
         # MCP clients validate and generate arguments from the schemas they list, and bring their own tool
         # search: serve full schemas, without Aleph's per-session disclosure tools.
-        return self.rt.tool_service(agent=self.agent, channel=self.channel, requester=self.requester, discovery=False)
+        turn = TurnContext(session_key=session, channel_id=self.channel) if session else None
+        return (rt or self.rt).tool_service(
+            agent=self.agent, channel=self.channel, turn=turn, requester=requester, discovery=False
+        )
 
     def _remember(self, ctx: ServerRequestContext[Any, Any]) -> None:
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            self._legacy_sessions.add(ctx.session)
+            self._legacy_sessions[_connection(ctx)] = ctx.session
+
+    def _session_key(self, ctx: ServerRequestContext[Any, Any]) -> str:
+        """Session grants ("approve for this session") live this long: a legacy session, or this server."""
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return f"mcp:{self.token}"
+        connection = _connection(ctx)
+        key = self._session_keys.get(connection)
+        if key is None:
+            key = self._session_keys[connection] = f"mcp:{self.token}:{secrets.token_hex(4)}"
+        return key
+
+    async def _runtime(self, ctx: ServerRequestContext[Any, Any]) -> Aleph:
+        """The runtime of this connection's workspace: its MCP roots (asked once), else the default."""
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return self.rt  # 2026-07-28 deprecates roots (SEP-2577)
+        connection = _connection(ctx)
+        found = self._connection_rt.get(connection)
+        if found is not None:
+            return found
+        rt = self.rt
+        caps = ctx.session.client_capabilities
+        if caps is not None and caps.roots is not None:
+            try:
+                with anyio.fail_after(ROOTS_WAIT_S), warnings.catch_warnings():
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)  # deprecated for 2026-07-28 only
+                    listed = await ctx.session.list_roots()
+                rt = await self.workspaces.for_roots(list(listed.roots))
+            except Exception as exc:
+                log.warning("the client's roots could not be read (%s); serving the default workspace", exc)
+        self._connection_rt[connection] = rt
+        return rt
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         self._remember(ctx)
-        defs = await self._service().list()
+        defs = await self._service(rt=await self._runtime(ctx)).list()
         return types.ListToolsResult(tools=[_tool(d) for d in defs])
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         self._remember(ctx)
         arguments: Mapping[str, Any] = params.arguments or {}
+        session = self._session_key(ctx)
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        answers = DeferredApprovals()
+        if modern and params.request_state is not None:
+            problem = self._take_answer(AskState.load(params.request_state), session, params, answers)
+            if problem is not None:
+                return _text_result(f"approval for tool {params.name} was not accepted: {problem}", error=True)
+        rt = await self._runtime(ctx)
+        for _ in range(MAX_APPROVAL_ROUNDS):
+            try:
+                return await self._run(ctx, params.name, arguments, answers, session, rt)
+            except ApprovalRequired as exc:
+                request = exc.request
+            if not _client_can_elicit(ctx):
+                return _text_result(_no_elicitation(request), error=True)
+            if modern:
+                # 2026-07-28: never wait inside a round; the client asks its user and retries with the answer.
+                elicit, offered = elicit_request(request)
+                state = AskState(request.fingerprint, session, new_nonce(), tuple(offered))
+                return types.InputRequiredResult(input_requests={APPROVAL_KEY: elicit}, request_state=state.dump())
+            answers.answer(request.fingerprint, await self._elicit_legacy(ctx, request))
+        return _text_result(f"tool {params.name} asked for approval more than {MAX_APPROVAL_ROUNDS} times", error=True)
+
+    def _take_answer(
+        self,
+        state: AskState | None,
+        session: str,
+        params: types.CallToolRequestParams,
+        answers: DeferredApprovals,
+    ) -> str | None:
+        """Accept the client's answer to a question this server asked; else say why not."""
+        if state is None:
+            return "the requestState is not one this server issued"
+        if state.session != session:
+            return "the question was asked by another server or session; call the tool again to be asked anew"
+        answer = (params.input_responses or {}).get(APPROVAL_KEY)
+        if answer is None:
+            return "the retry carries no answer to the approval question"
+        if not self.replay.first_use(state.nonce):
+            return "this answer was already used; call the tool again to be asked anew"
+        answers.answer(state.fingerprint, answer_from_elicitation(answer, state.offered))
+        return None
+
+    async def _elicit_legacy(self, ctx: ServerRequestContext[Any, Any], request: ApprovalRequest) -> ApprovalResponse:
+        """Ask through ``elicitation/create`` while this call waits (legacy sessions only)."""
+        message, schema, offered = approval_form(request)
+        try:
+            with anyio.fail_after(APPROVAL_WAIT_S):
+                result = await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
+        except TimeoutError:
+            return ApprovalResponse(ApprovalOutcome.TIMEOUT)
+        except Exception as exc:
+            log.warning("elicitation failed: %s", exc)
+            return ApprovalResponse(ApprovalOutcome.UNAVAILABLE, f"the client's elicitation failed: {exc}")
+        return answer_from_elicitation(result, offered)
+
+    async def _run(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        name: str,
+        arguments: Mapping[str, Any],
+        answers: DeferredApprovals,
+        session: str,
+        rt: Aleph,
+    ) -> types.CallToolResult:
+        """Execute once, streaming progress; raises ApprovalRequired, any other failure is an error result."""
         sink = _ProgressSink()
-        req_token = _REQUEST.set(ctx)
         sink_token = _PROGRESS.set(sink)
+        result: types.CallToolResult | None = None
         try:
             async with anyio.create_task_group() as tg:
 
@@ -233,15 +322,27 @@ class AlephMcpServer:
 
                 tg.start_soon(forward)
                 try:
-                    result = await self._service().call(params.name, arguments)
+                    output = await self._service(answers, session, rt).execute(name, arguments)
+                    result = _text_result(output.text, error=False)
+                except ApprovalRequired:
+                    raise
+                except ToolError as exc:
+                    result = _text_result(str(exc), error=True)
+                except Exception as exc:
+                    result = _text_result(str(panic_error(name, exc)), error=True)
                 finally:
                     await anyio.sleep(0)  # let already-queued chunks reach the stream before it closes
                     sink.loop.call_soon(sink.send.close)
+        except BaseExceptionGroup as group:
+            # The task group wraps what the body raised; ApprovalRequired is control flow, not a failure.
+            required = next((e for e in group.exceptions if isinstance(e, ApprovalRequired)), None)
+            if required is not None:
+                raise required from None
+            raise
         finally:
             _PROGRESS.reset(sink_token)
-            _REQUEST.reset(req_token)
-        text = (result.output if result.success else result.error) or ""
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=not result.success)
+        assert result is not None
+        return result
 
     # -- list_changed fan-out --------------------------------------------------------------------
 
@@ -257,16 +358,17 @@ class AlephMcpServer:
             await anyio.sleep(0.05)  # coalesce a burst (a server re-registering many tools) into one notification
             self._changed.clear()
             await self.bus.publish(ToolsListChanged())
-            for session in list(self._legacy_sessions):
+            for connection, session in list(self._legacy_sessions.items()):
                 try:
                     await session.send_tool_list_changed()
                 except Exception:
-                    self._legacy_sessions.discard(session)
+                    self._legacy_sessions.pop(connection, None)
 
-    async def _run(self, body: Any) -> None:
+    async def _serve(self, body: Callable[[], Any]) -> None:
         self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
         unsubscribe = self.rt.registry.subscribe(self._on_registry_change)
+        self.workspaces.subscribers.append(lambda rt: rt.registry.subscribe(self._on_registry_change))
         previous = get_tool_progress_handler()
         set_tool_progress_handler(_ServeProgress(previous))
         try:
@@ -277,34 +379,65 @@ class AlephMcpServer:
         finally:
             set_tool_progress_handler(previous)
             unsubscribe()
+            await self.workspaces.aclose()
 
-    async def run_stdio(self) -> None:
-        """Serve one client over stdin/stdout until it disconnects."""
+    async def run_stdio(self, wire_in: IO[bytes] | None = None, wire_out: IO[bytes] | None = None) -> None:
+        """Serve one client over stdin/stdout (or the given binary streams) until it disconnects."""
+        from io import TextIOWrapper
+
         from mcp.server.stdio import stdio_server
 
+        stdin = anyio.wrap_file(TextIOWrapper(wire_in, encoding="utf-8", errors="replace")) if wire_in else None
+        stdout = anyio.wrap_file(TextIOWrapper(wire_out, encoding="utf-8")) if wire_out else None
+
         async def body() -> None:
-            async with stdio_server() as (read, write):
+            async with stdio_server(stdin, stdout) as (read, write):
                 await self.server.run(read, write, self.server.create_initialization_options())
 
-        await self._run(body)
+        await self._serve(body)
 
-    async def run_http(self, host: str = "127.0.0.1", port: int = 8765, *, ready: Any = None) -> None:
-        """Serve Streamable HTTP at ``http://host:port/mcp`` (loopback only) until cancelled."""
+    async def run_http(self, sock: socket.socket, *, ready: Callable[[int], None] | None = None) -> None:
+        """Serve Streamable HTTP at ``http://host:port/mcp`` on a bound loopback socket until cancelled."""
+        host = sock.getsockname()[0]
         if not is_loopback_host(host):
             raise ValueError(f"refusing to serve on {host!r}: aleph serve binds loopback addresses only")
         import uvicorn
 
         app = self.server.streamable_http_app(host=host)
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
         server = uvicorn.Server(config)
 
         async def body() -> None:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(server.serve)
+                tg.start_soon(lambda: server.serve(sockets=[sock]))
                 while not server.started:
                     await anyio.sleep(0.02)
                 if ready is not None:
-                    ready(server)
+                    ready(sock.getsockname()[1])
                 await anyio.sleep_forever()
 
-        await self._run(body)
+        await self._serve(body)
+
+
+def bind_loopback(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (raises OSError, e.g. the address is in use)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except BaseException:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def _no_elicitation(request: ApprovalRequest) -> str:
+    return (
+        f"tool {request.tool_name} needs a human's approval ({request.reason}), and this MCP client cannot ask "
+        "one: it did not declare the elicitation capability, so nobody can be asked and the call did not run. "
+        "Use an MCP client that supports elicitation to approve it, or allow it in aleph.toml "
+        f"(see: aleph policy explain {request.tool_name})."
+    )

@@ -22,6 +22,7 @@ from typing import Any
 from playwright.async_api import Browser, Locator, Playwright, Route, async_playwright
 from playwright.async_api import Error as PlaywrightError
 
+import aleph
 from aleph_browser._config import BrowserConfig
 from aleph_browser._paths import confine
 from aleph_browser._policy import OriginPolicy
@@ -223,6 +224,7 @@ class BrowserManager:
         try:
             if session.profile is None:
                 if self._browser is None or not self._browser.is_connected():
+                    _progress("starting Chromium (the first browser call of this session takes a few seconds)")
                     self._browser = await pw.chromium.launch(**self._launch_options())
                     self.launches += 1
                 context = await self._browser.new_context(**self._context_options(proxy))
@@ -234,6 +236,7 @@ class BrowserManager:
                     )
                 user_dir = self.profiles_dir / session.profile
                 user_dir.mkdir(parents=True, exist_ok=True)
+                _progress(f"starting Chromium with the profile {session.profile!r}")
                 context = await pw.chromium.launch_persistent_context(
                     str(user_dir), **self._launch_options(), **self._context_options(proxy)
                 )
@@ -482,6 +485,13 @@ def stale_ref(ref: str) -> str:
         f"ref {ref} is not on the current page (it changed since the last snapshot); "
         "call browser_snapshot and use a fresh ref"
     )
+
+
+def _progress(message: str) -> None:
+    """Tell whoever watches the running call (MCP progress, the CLI's indicator) what takes the time."""
+    call = aleph.current_call()
+    if call is not None:
+        aleph.notify_tool_streaming_chunk(call.tool, message)
 
 
 async def _count(locator: Locator) -> int:

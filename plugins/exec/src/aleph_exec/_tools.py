@@ -6,6 +6,7 @@ call would run (:meth:`shell_command`) and applies the policy before the tool ru
 
 from __future__ import annotations
 
+import contextvars
 import importlib.util
 import re
 import shutil
@@ -13,7 +14,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
-from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -55,6 +55,17 @@ def _workdir(tool: str, sandbox: WorkspaceSandbox, working_dir: str) -> Path:
         raise ValidationFailed(tool, f"working_dir: {exc}") from None
 
 
+def _stream_to_caller(name: str) -> Callable[[str], None]:
+    """Live output lines of this call, notified in the calling task's context.
+
+    Runs share one output reader task, whose context is that of the first call; without this, an
+    observer that tells calls apart by context (``aleph serve``'s progress) gives later calls' lines
+    to the first one.
+    """
+    context = contextvars.copy_context()
+    return lambda line: context.run(aleph.notify_tool_streaming_chunk, name, line)
+
+
 class BashArgs(ToolArgs):
     command: str = Field(min_length=1, max_length=100_000)
     """The shell command (bash syntax) to run in the workspace."""
@@ -91,7 +102,7 @@ class BashTool(AlephTool[BashArgs]):
             ["bash", "-c", args.command],
             cwd=cwd,
             timeout=timeout,
-            on_line=partial(aleph.notify_tool_streaming_chunk, self.NAME),
+            on_line=_stream_to_caller(self.NAME),
         )
         return result.to_json()
 
@@ -147,7 +158,7 @@ class CodeExecTool(AlephTool[CodeExecArgs]):
             cwd=cwd,
             timeout=timeout,
             stdin=stdin,
-            on_line=partial(aleph.notify_tool_streaming_chunk, self.NAME),
+            on_line=_stream_to_caller(self.NAME),
         )
         return {"language": args.language, **result.to_json()}
 

@@ -8,9 +8,9 @@ Files under the ledger directory::
 
     chains/<agent>.jsonl        one JSON row per line, append-only (mode 0600)
     chains/<agent>.ckpt.jsonl   signed (seq, head hash) checkpoints, every ``checkpoint_every`` rows and on close
-    keys/                       the :class:`~aleph._keystore.Keystore` (mode 0700; keys 0600)
+    keys/                       the :class:`~aleph._ledger._keystore.Keystore` (mode 0700; keys 0600)
 
-The row format, the hash layout and verification live in :mod:`aleph._ledger_format`.
+The row format, the hash layout and verification live in :mod:`aleph._ledger._format`.
 """
 
 from __future__ import annotations
@@ -34,8 +34,7 @@ import anyio
 import anyio.to_thread
 
 from aleph._errors import AlephError
-from aleph._keystore import Keystore, KeystoreError, Signer, agent_file_stem, check_agent_id
-from aleph._ledger_format import (
+from aleph._ledger._format import (
     ACTIONS,
     CHECKPOINT_DOMAIN,
     HASH_DOMAIN,
@@ -55,6 +54,7 @@ from aleph._ledger_format import (
     unsigned_tail_start,
     verify_chain,
 )
+from aleph._ledger._keystore import Keystore, KeystoreError, Signer, agent_file_stem, check_agent_id
 
 if TYPE_CHECKING:
     from aleph._config import AlephConfig

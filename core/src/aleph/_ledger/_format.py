@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from aleph._errors import AlephError
-from aleph._keystore import Signer, fingerprint, verify_signature
+from aleph._ledger._keystore import Signer, fingerprint, verify_signature
 
 __all__ = [
     "ACTIONS",

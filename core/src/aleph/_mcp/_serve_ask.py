@@ -1,0 +1,185 @@
+"""Asking the MCP client's user for approval, on both protocol eras, over core's deferred approval.
+
+A call that needs a human raises :class:`~aleph.ApprovalRequired` out of a service built with
+:class:`~aleph.DeferredApprovals`; the question becomes a form elicitation and the answer resumes the
+same call (the answer covers exactly that call's fingerprint):
+
+- legacy (2025-11-25 and before): the server sends ``elicitation/create`` while the ``tools/call`` is
+  open and waits (bounded) for the answer;
+- 2026-07-28: ``tools/call`` answers ``input_required`` carrying the elicitation and a ``requestState``;
+  the client asks its user and retries with the answer. The server keeps nothing between rounds: the
+  state names the call's fingerprint, this server's session and a one-time nonce, and the SDK's
+  :class:`~mcp.server.request_state.RequestStateBoundary` seals it (AES-256-GCM under a key kept in the
+  data directory) bound to the tool, its arguments and an expiry, and refuses anything else that comes
+  back. A nonce is honoured once, so an approved-once state cannot be replayed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+
+from aleph._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalResponse
+
+__all__ = [
+    "APPROVAL_KEY",
+    "STATE_TTL_S",
+    "AskState",
+    "ReplayGuard",
+    "answer_from_elicitation",
+    "approval_form",
+    "elicit_request",
+    "new_nonce",
+    "offered_choices",
+    "request_state_boundary",
+]
+
+APPROVAL_KEY = "aleph_approval"
+"""The ``input_requests`` key of the approval question."""
+STATE_TTL_S = 600.0
+"""How long a 2026-07-28 approval question stays answerable."""
+MAX_REPLAY_MEMORY = 4096
+
+_CHOICES = {
+    "approve_once": ApprovalOutcome.APPROVED,
+    "approve_for_session": ApprovalOutcome.APPROVED_FOR_SESSION,
+    "approve_always": ApprovalOutcome.APPROVED_ALWAYS,
+    "deny": ApprovalOutcome.DENIED,
+}
+_OFFERED = {
+    ApprovalDecision.ALLOW_ONCE: "approve_once",
+    ApprovalDecision.ALLOW_SESSION: "approve_for_session",
+    ApprovalDecision.ALLOW_ALWAYS: "approve_always",
+    ApprovalDecision.DENY: "deny",
+}
+
+
+def _key_file(data_dir: Path) -> bytes:
+    """32 random bytes kept in ``<data_dir>/mcp/request-state.key`` (made once, mode 0600)."""
+    path = data_dir / "mcp" / "request-state.key"
+    try:
+        return bytes.fromhex(path.read_text().strip())
+    except (OSError, ValueError):
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_bytes(32)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another server made it first: use theirs
+        return bytes.fromhex(path.read_text().strip())
+    with os.fdopen(fd, "w") as fh:
+        fh.write(key.hex())
+    return key
+
+
+def request_state_boundary(data_dir: Path) -> RequestStateBoundary:
+    """The SDK middleware that seals outgoing and verifies incoming ``requestState`` under the data-dir key."""
+    security = RequestStateSecurity(keys=[_key_file(data_dir)], ttl=STATE_TTL_S)
+    return RequestStateBoundary(security, default_audience="aleph")
+
+
+@dataclass(frozen=True, slots=True)
+class AskState:
+    """What one 2026-07-28 round remembers through the client: the question it asked, for which call."""
+
+    fingerprint: str
+    session: str
+    nonce: str
+    offered: tuple[str, ...]
+
+    def dump(self) -> str:
+        """The plaintext the boundary seals."""
+        return json.dumps(
+            {"v": 1, "fp": self.fingerprint, "session": self.session, "nonce": self.nonce, "offered": self.offered}
+        )
+
+    @classmethod
+    def load(cls, text: str | None) -> AskState | None:
+        """Parse a state the boundary already verified as ours; None for no state or another shape."""
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            if data.get("v") != 1:
+                return None
+            return cls(str(data["fp"]), str(data["session"]), str(data["nonce"]), tuple(map(str, data["offered"])))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+
+class ReplayGuard:
+    """Remembers the nonces of answered questions until they expire: each answer is used once."""
+
+    def __init__(self) -> None:
+        self._used: OrderedDict[str, float] = OrderedDict()
+
+    def first_use(self, nonce: str, now: float | None = None) -> bool:
+        """True the first time ``nonce`` is seen within the state's lifetime."""
+        now = time.monotonic() if now is None else now
+        while self._used and next(iter(self._used.values())) < now:
+            self._used.popitem(last=False)
+        if nonce in self._used:
+            return False
+        self._used[nonce] = now + STATE_TTL_S
+        while len(self._used) > MAX_REPLAY_MEMORY:
+            self._used.popitem(last=False)
+        return True
+
+
+def offered_choices(request: ApprovalRequest) -> list[str]:
+    """The choices a prompt shows: the request's decisions, always with "deny"."""
+    offered = [_OFFERED[d] for d in request.allowed_decisions if d in _OFFERED] or ["approve_once", "deny"]
+    if "deny" not in offered:
+        offered.append("deny")
+    return offered
+
+
+def approval_form(request: ApprovalRequest) -> tuple[str, dict[str, Any], list[str]]:
+    """(message, requested JSON schema, offered choices) of the elicitation that asks about ``request``."""
+    offered = offered_choices(request)
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "decision": {"type": "string", "enum": offered, "title": "Decision", "description": "Your answer."},
+            "reason": {"type": "string", "title": "Reason", "description": "Why (optional)."},
+        },
+        "required": ["decision"],
+    }
+    message = f"Aleph asks: allow the tool {request.tool_name}?\n{request.summary}\nReason: {request.reason}"
+    return message[:4000], schema, offered
+
+
+def elicit_request(request: ApprovalRequest) -> tuple[types.ElicitRequest, list[str]]:
+    """The embedded ``elicitation/create`` of a 2026-07-28 ``input_required`` result."""
+    message, schema, offered = approval_form(request)
+    return types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=schema)), offered
+
+
+def answer_from_elicitation(result: Any, offered: list[str] | tuple[str, ...]) -> ApprovalResponse:
+    """Map an elicitation result (accept / decline / cancel, a choice, a reason) onto an approval answer."""
+    action = getattr(result, "action", None)
+    if action != "accept":
+        why = f"the user chose {action}" if action in ("decline", "cancel") else "the answer was not understood"
+        return ApprovalResponse(ApprovalOutcome.DENIED, deny_reason=why)
+    content = getattr(result, "content", None) or {}
+    choice = content.get("decision") if isinstance(content, dict) else None
+    outcome = _CHOICES.get(choice) if isinstance(choice, str) and choice in offered else None
+    if outcome is None:
+        return ApprovalResponse(ApprovalOutcome.DENIED, deny_reason="the answer was not one of the offered choices")
+    reason = content.get("reason")
+    text = str(reason)[:500] if isinstance(reason, str) and reason.strip() else None
+    return ApprovalResponse(outcome, deny_reason=text if not outcome.is_approved else None)
+
+
+def new_nonce() -> str:
+    """A fresh one-time nonce for a question."""
+    return secrets.token_urlsafe(16)

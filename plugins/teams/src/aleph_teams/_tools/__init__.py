@@ -1,0 +1,1 @@
+"""The teams family's tools, one module per group."""

@@ -1,0 +1,99 @@
+"""What every teams tool shares: the host, the caller's identity, ledger references, error helpers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar, TypeVar
+
+import aleph
+from aleph import AlephTool, ExecutionFailed, ToolArgs, ValidationFailed
+from aleph_teams._member import TeamsHost
+from aleph_teams._store import StoreError, TeamStore
+
+__all__ = ["ArgsT", "TeamsTool", "caller", "drop_empty", "json_object", "refs"]
+
+ArgsT = TypeVar("ArgsT", bound=ToolArgs)
+
+DEFAULT_AGENT = "main"
+"""The caller when a call names no agent (a program calling without ``agent=``)."""
+
+
+def caller() -> str:
+    """The acting agent of the running call (``main`` when the call names none)."""
+    call = aleph.current_call()
+    return call.agent if call is not None and call.agent else DEFAULT_AGENT
+
+
+def refs(**values: Any) -> None:
+    """Put ids (team_id, task_id, ...) on the running call's signed ledger row."""
+    call = aleph.current_call()
+    if call is None:
+        return
+    clean = {k: str(v)[:256] for k, v in values.items() if v}
+    if clean:
+        call.annotate(**clean)
+
+
+def drop_empty(value: dict[str, Any]) -> dict[str, Any]:
+    """The mapping without None, empty-string, empty-list and False entries (the original omits them)."""
+    return {k: v for k, v in value.items() if v is not None and v != "" and v != [] and v is not False}
+
+
+def json_object(tool: TeamsTool[Any], field: str, text: str | None) -> dict[str, Any]:
+    """A JSON object given as text (strict tool schemas cannot hold free-form objects); {} for None."""
+    if text is None or not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise tool.invalid(f"{field}: not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise tool.invalid(f"{field}: must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+class TeamsTool(AlephTool[ArgsT]):
+    """Base of the family's tools: holds the host; maps store refusals to the tool's errors."""
+
+    FAMILY: ClassVar[str] = "teams"
+
+    def __init__(self, host: TeamsHost) -> None:
+        super().__init__()
+        self.host = host
+
+    @property
+    def store(self) -> TeamStore:
+        """The family's store."""
+        return self.host.store
+
+    def fail(self, message: str) -> ExecutionFailed:
+        """An error for the model (raise it)."""
+        return ExecutionFailed(self.NAME, message)
+
+    def invalid(self, message: str) -> ValidationFailed:
+        """An input error naming what was wrong (raise it)."""
+        return ValidationFailed(self.NAME, message)
+
+    def team_for(self, team_id: str, who: str | None = None) -> dict[str, Any]:
+        """The team if the caller leads it or is a member; else the same "not found" as for a missing team."""
+        team = self.store.authorize(team_id, who or caller())
+        if team is None:
+            raise self.fail(f"team `{team_id}` not found")
+        refs(team_id=team_id)
+        return team
+
+    def task_for(self, task_id: str, who: str | None = None) -> dict[str, Any]:
+        """A task the caller can reach (a foreign task looks exactly like a missing one)."""
+        task = self.store.get_task(task_id)
+        if task is None or not self.reachable(task, who or caller()):
+            raise self.fail(f"task '{task_id}' not found")
+        refs(team_id=task["team_id"], task_id=task_id)
+        return task
+
+    def reachable(self, task: dict[str, Any], who: str) -> bool:
+        """A task without a team is everyone's; a team's task is its leader's and members'."""
+        return task["team_id"] is None or self.store.authorize(task["team_id"], who) is not None
+
+    def store_error(self, exc: StoreError) -> ExecutionFailed:
+        """A store refusal as this tool's error."""
+        return ExecutionFailed(self.NAME, str(exc))

@@ -1,0 +1,66 @@
+"""Installing without PyPI: scripts/build-dists writes checked wheels and sdists, and a plugin made from the
+template installs into a fresh virtualenv with `pip install --find-links DIST aleph-<name>`, as a plugin
+author's users would (the aleph-* packages are not on PyPI; third-party dependencies come from the index)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def make_plugin_from_template(target: Path) -> Path:
+    """Follow plugins/_template/README.md step 1 and 2: copy, rename to `hello`, keep its one tool."""
+    shutil.copytree(REPO / "plugins" / "_template", target, ignore=shutil.ignore_patterns("__pycache__", "tests"))
+    (target / "src" / "aleph_template").rename(target / "src" / "aleph_hello")
+    for path in (target / "pyproject.toml", target / "src" / "aleph_hello" / "plugin.py", target / "README.md"):
+        text = path.read_text()
+        for old, new in (("aleph_template", "aleph_hello"), ("aleph-template", "aleph-hello")):
+            text = text.replace(old, new)
+        text = text.replace("template_echo", "hello_echo").replace("TemplateEcho", "HelloEcho")
+        text = text.replace('template = "aleph_hello.plugin"', 'hello = "aleph_hello.plugin"')
+        path.write_text(text)
+    return target
+
+
+def run(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHON": sys.executable}  # build-dists uses this test's Python (it has build, twine)
+    done = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert 0 == done.returncode, f"{args}: {done.stdout}\n{done.stderr}"
+    return done
+
+
+def test_a_template_plugin_wheel_installs_into_a_fresh_venv_from_dist(tmp_path: Path) -> None:
+    plugin = make_plugin_from_template(tmp_path / "aleph-hello")
+    dist = tmp_path / "dist"
+    built = run(REPO / "scripts" / "build-dists", "--out", dist, REPO / "core", plugin)
+    names = sorted(p.name for p in dist.iterdir())
+    assert [
+        "aleph_core-0.1.0-py3-none-any.whl",
+        "aleph_core-0.1.0.tar.gz",
+        "aleph_hello-0.1.0-py3-none-any.whl",
+        "aleph_hello-0.1.0.tar.gz",
+    ] == names
+    assert built.stdout.count("PASSED") == 4  # twine check --strict on every file
+
+    venv = tmp_path / "venv"
+    run(sys.executable, "-m", "venv", venv)
+    run(venv / "bin" / "pip", "install", "-q", "--disable-pip-version-check", "--find-links", dist, "aleph-hello")
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    listed = run(venv / "bin" / "aleph", "tools", "list", "--json", cwd=workspace)
+    assert "hello_echo" in [d["name"] for d in json.loads(listed.stdout)]
+    called = run(venv / "bin" / "aleph", "tools", "call", "hello_echo", "--input", '{"text": "hi"}', cwd=workspace)
+    assert {"text": "hi"} == json.loads(called.stdout)
+    plugins = run(venv / "bin" / "aleph", "plugins", cwd=workspace)
+    assert "aleph-hello 0.1.0" in plugins.stdout
