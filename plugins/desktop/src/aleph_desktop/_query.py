@@ -132,24 +132,37 @@ async def find(
     max_results: int = 50,
     deadline_s: float = 3.0,
     showing: bool = True,
+    cached_bounds: bool = False,
 ) -> dict[str, Any]:
-    """Elements with ``role`` (any interactable role when None) whose name matches ``name``, best first."""
+    """Elements with ``role`` (any interactable role when None) whose name matches ``name``, best first.
+
+    The search itself always goes to the applications (``Collection.GetMatches``, one request per
+    window), so an element that is gone is never returned. With ``cached_bounds``, each window's
+    extents are asked alongside, and bounds the client read while the window stood there are reused
+    (see :meth:`AtspiClient.describe`): a repeated query then costs one round trip per window.
+    """
     deadline = time.monotonic() + deadline_s
     windows = await atspi.windows(app)
     if role is None:
         searches = [atspi.interactable(w, count=max_nodes) for w, _ in windows]
     else:
         searches = [atspi.matches(w, roles=[role], states=states, showing=showing, count=max_nodes) for w, _ in windows]
-    found, truncated = await _gather_until(deadline, searches)
+    frames: list[Any] = [None] * len(windows)
+    if cached_bounds:
+        found, truncated = await _gather_until(deadline, [*searches, *(atspi.extents(w) for w, _ in windows)])
+        found, frames = found[: len(windows)], found[len(windows) :]
+    else:
+        found, truncated = await _gather_until(deadline, searches)
     _raise_if_all_failed(found)
-    refs: list[Ref] = []
-    for result in found:
+    refs: list[tuple[Ref, Any]] = []
+    for result, frame in zip(found, frames, strict=True):
         if isinstance(result, list):
             truncated |= len(result) >= max_nodes
-            refs.extend(result)
+            usable = frame if isinstance(frame, tuple) else None  # no window box: nothing to vouch for a cache
+            refs.extend((r, usable) for r in result)
     refs = refs[:max_nodes]
     known = role  # the search already fixed the role: no need to ask for it again
-    described, cut = await _gather_until(deadline, [atspi.describe(r, role=known) for r in refs])
+    described, cut = await _gather_until(deadline, [atspi.describe(r, role=known, frame=f) for r, f in refs])
     truncated |= cut
     scored = []
     for element in described:

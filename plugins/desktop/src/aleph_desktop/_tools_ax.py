@@ -145,6 +145,7 @@ class AxQueryByRole(DesktopTool[ByRoleArgs]):
             max_nodes=args.max_nodes,
             max_results=args.max_results,
             showing=not args.include_hidden,
+            cached_bounds=True,
         )
         elements: list[Element] = result["elements"]
         self.desktop.remember(elements)
