@@ -170,7 +170,7 @@ class AtspiClient:
         self._pids: dict[str, int | None] = {}
         self._cache: dict[Ref, tuple[str, str, str, frozenset[str]]] = {}
         self._bounds: dict[Ref, tuple[tuple[int, int, int, int] | None, Any, int, float]] = {}
-        """Screen bounds by object: (bounds, the window's extents then, the app's layout generation then, when)."""
+        """Screen bounds by object: (bounds, the windows' token then, the app's layout generation then, when)."""
         self._layout: dict[str, int] = {}
         """Per application (bus name): bumped by every event that can move objects other than its sender."""
         self._leaves: set[Ref] = set()
@@ -432,11 +432,11 @@ class AtspiClient:
 
         Role, name, label and states are cached per object and dropped when the object reports a
         change (a state, a property, its text) or when :meth:`invalidate` is called (after every
-        action). Bounds are asked for every time, unless ``frame`` — the current extents of the
-        window ``ref`` was just found in (:meth:`extents`) — is given: then bounds read while that
-        window had the same extents are reused, as long as no event since could have moved the
-        object (its own bounds-changed, a bounds-changed of anything with children, children
-        added or removed, a scroll, a window event of its application) and for at most 2 s.
+        action). Bounds are asked for every time, unless ``frame`` is given — a token that changes
+        whenever a window moves, appears or goes (:meth:`X11Display.moves`): then bounds read under
+        the same token are reused, as long as no event since could have moved the object (its own
+        bounds-changed, a bounds-changed of anything with children, children added or removed, a
+        scroll, a window event of its application) and for at most 2 s.
         """
         cached = self._cache.get(ref)
         if cached is None:

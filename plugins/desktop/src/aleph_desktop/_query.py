@@ -10,6 +10,7 @@ import asyncio
 import secrets
 import time
 from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,14 +133,15 @@ async def find(
     max_results: int = 50,
     deadline_s: float = 3.0,
     showing: bool = True,
-    cached_bounds: bool = False,
+    windows_token: Hashable | None = None,
 ) -> dict[str, Any]:
     """Elements with ``role`` (any interactable role when None) whose name matches ``name``, best first.
 
     The search itself always goes to the applications (``Collection.GetMatches``, one request per
-    window), so an element that is gone is never returned. With ``cached_bounds``, each window's
-    extents are asked alongside, and bounds the client read while the window stood there are reused
-    (see :meth:`AtspiClient.describe`): a repeated query then costs one round trip per window.
+    window), so an element that is gone is never returned. ``windows_token`` is a value that changes
+    whenever a window moves (:meth:`X11Display.moves`): with it, bounds the client read under the same
+    token are reused (see :meth:`AtspiClient.describe`), so a repeated query costs one round trip per
+    window; without it every element's bounds are asked afresh.
     """
     deadline = time.monotonic() + deadline_s
     windows = await atspi.windows(app)
@@ -147,22 +149,16 @@ async def find(
         searches = [atspi.interactable(w, count=max_nodes) for w, _ in windows]
     else:
         searches = [atspi.matches(w, roles=[role], states=states, showing=showing, count=max_nodes) for w, _ in windows]
-    frames: list[Any] = [None] * len(windows)
-    if cached_bounds:
-        found, truncated = await _gather_until(deadline, [*searches, *(atspi.extents(w) for w, _ in windows)])
-        found, frames = found[: len(windows)], found[len(windows) :]
-    else:
-        found, truncated = await _gather_until(deadline, searches)
+    found, truncated = await _gather_until(deadline, searches)
     _raise_if_all_failed(found)
-    refs: list[tuple[Ref, Any]] = []
-    for result, frame in zip(found, frames, strict=True):
+    refs: list[Ref] = []
+    for result in found:
         if isinstance(result, list):
             truncated |= len(result) >= max_nodes
-            usable = frame if isinstance(frame, tuple) else None  # no window box: nothing to vouch for a cache
-            refs.extend((r, usable) for r in result)
+            refs.extend(result)
     refs = refs[:max_nodes]
     known = role  # the search already fixed the role: no need to ask for it again
-    described, cut = await _gather_until(deadline, [atspi.describe(r, role=known, frame=f) for r, f in refs])
+    described, cut = await _gather_until(deadline, [atspi.describe(r, role=known, frame=windows_token) for r in refs])
     truncated |= cut
     scored = []
     for element in described:
