@@ -177,6 +177,7 @@ class AtspiClient:
         """Objects known to have no children: their bounds-changed moves nothing but themselves."""
         self._learning: set[Ref] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._boxes_watched = False
         self._windows: tuple[float, list[tuple[Ref, str]]] | None = None
         self._inflight: asyncio.Semaphore | None = None
         self._inflight_loop: asyncio.AbstractEventLoop | None = None
@@ -238,6 +239,7 @@ class AtspiClient:
                 [f"type='signal',interface='org.a11y.atspi.Event.{interface}'"],
             )
         # Toolkits only emit the events someone registered for.
+        registered = []
         for event in (
             "object:state-changed",
             "object:children-changed",
@@ -247,12 +249,23 @@ class AtspiClient:
             "window:",
         ):
             try:
-                await self._raw(
-                    bus, REGISTRY, "/org/a11y/atspi/registry", REGISTRY, "RegisterEvent", "sass", [event, [], ""]
-                )
+                await self._register(bus, event)
+                registered.append(event)
             except AccessibilityUnavailable:
-                await self._raw(bus, REGISTRY, "/org/a11y/atspi/registry", REGISTRY, "RegisterEvent", "s", [event])
+                if event in ("object:bounds-changed", "window:"):
+                    continue  # what the box cache listens for: without it, boxes are simply always asked
+                raise
+        # Fail closed: a cached box is only as good as the events that would have voided it.
+        self._boxes_watched = "object:bounds-changed" in registered and "window:" in registered
         return bus
+
+    async def _register(self, bus: Any, event: str) -> None:
+        try:
+            await self._raw(
+                bus, REGISTRY, "/org/a11y/atspi/registry", REGISTRY, "RegisterEvent", "sass", [event, [], ""]
+            )
+        except AccessibilityUnavailable:
+            await self._raw(bus, REGISTRY, "/org/a11y/atspi/registry", REGISTRY, "RegisterEvent", "s", [event])
 
     def _on_message(self, message: Any) -> None:
         interface = message.interface or ""
@@ -451,6 +464,8 @@ class AtspiClient:
         return Element(ref, c_role, name, states, box, self.app_name(ref[0]), label=label)
 
     async def _extents_of(self, ref: Ref, frame: Any) -> tuple[int, int, int, int] | None:
+        if not self._boxes_watched:
+            frame = None
         layout = self._layout.get(ref[0], 0)
         now = time.monotonic()
         if frame is not None:
