@@ -136,6 +136,8 @@ class Aleph(llm.Toolbox):  # type: ignore[misc]
         except BaseException:
             self.close()
             raise
+        # Prepared again after a close: the chokepoint's list now replaces the one added last time.
+        self._extra_tools = [t for t in self._extra_tools if getattr(t, "plugin", None) != "llm-aleph"]
         for definition in definitions:
             self.add_tool(
                 llm.Tool(
