@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import concurrent.futures
-import contextlib
 import dataclasses
 import threading
 import uuid
@@ -48,10 +46,8 @@ class _LoopThread:
         future = asyncio.run_coroutine_threadsafe(fn(*args), self.loop)
         try:
             return future.result()
-        except BaseException:  # interrupted (Ctrl-C): the call is cancelled, not left running
-            if future.cancel():
-                with contextlib.suppress(concurrent.futures.CancelledError, concurrent.futures.TimeoutError):
-                    future.result(timeout=5)
+        except BaseException:  # interrupted (Ctrl-C): the call's task is cancelled, not left running
+            future.cancel()
             raise
 
     def stop(self) -> None:
