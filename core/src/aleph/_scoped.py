@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import copy
 import dataclasses
 import logging
 import re
@@ -261,7 +260,8 @@ class ScopedToolService(Judging, Recording, BaseToolService):
         Framework integrations build one per tool call: the turn carries the framework's session key and
         call id, the requester the framework's own approval answer. Cheap: nothing is recomputed.
         """
-        clone = copy.copy(self)
+        clone = object.__new__(type(self))  # copy.copy's reduce protocol costs ~5x this on every framework call
+        clone.__dict__.update(self.__dict__)
         if not isinstance(turn, _Unset):
             clone.turn = turn
         if not isinstance(requester, _Unset):
