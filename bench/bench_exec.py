@@ -56,8 +56,11 @@ def breakdown(bare: float) -> None:
         )
         bwrap_sandbox = WorkspaceSandbox(ws, ExecConfig(cgroup="off"))
         if bwrap_sandbox.bwrap is not None:
-            bwrap_argv = [*bwrap_sandbox._bwrap_argv(ws), "bash", "-c", "true"]
-            bw = per_call_us(lambda: subprocess.run(bwrap_argv, check=True), N, repeat=3)
+            prefix, stage, fds = bwrap_sandbox._bwrap_argv(ws)
+            bwrap_argv = [*prefix, "bash", "-c", "true"]
+            bw = per_call_us(
+                lambda: subprocess.run(bwrap_argv, check=True, preexec_fn=stage, pass_fds=fds), N, repeat=3
+            )
             print(f"  bare bwrap with the sandbox's arguments          {bw / 1000:8.2f} ms  ratio {bw / bare:5.2f}x")
             first = statistics.median(first_run_ms(ws) for _ in range(5))
             print(f"  first run in a workspace (zygote start), once    {first:8.2f} ms  (not in the ratios above)")
