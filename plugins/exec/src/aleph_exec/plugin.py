@@ -7,12 +7,14 @@ from typing import Any
 import anyio.to_thread
 
 import aleph
+from aleph_exec import hookspecs
 from aleph_exec._config import ExecConfig
 from aleph_exec._generate import ImageFn, ImageGenerateTool, PdfGenerateTool
 from aleph_exec._sandbox import WorkspaceSandbox, bwrap_available
 from aleph_exec._tools import BashTool, CodeCheckTool, CodeExecTool
 
 ALEPH_PLUGIN_NAME = "exec"
+ALEPH_HOOKSPECS = (hookspecs,)
 
 
 @aleph.hookimpl
