@@ -185,3 +185,32 @@ def test_results_say_which_isolation_was_in_force(sandbox: WorkspaceSandbox, tmp
         assert plain.run(["true"], cwd=plain_ws, timeout=30).to_json()["isolation"].startswith("none")
     finally:
         plain.close()
+
+
+def _doctor(toml: str, tmp_path: Path) -> dict[str, tuple[str, str]]:
+    import aleph_exec.plugin
+
+    import aleph
+
+    (tmp_path / "aleph.toml").write_text(toml)
+    config = aleph.load_config(tmp_path / "aleph.toml")
+    checks: dict[str, tuple[str, str]] = {}
+    aleph_exec.plugin.aleph_doctor_checks(register=lambda name, check: checks.update({name: check()}), config=config)
+    return checks
+
+
+def test_doctor_reports_what_is_in_force(tmp_path: Path) -> None:
+    checks = _doctor('[exec]\nisolation = "bwrap"\n', tmp_path)
+    assert set(checks) == {"exec.isolation", "exec.overlay", "exec.cgroup", "exec.seccomp"}
+    status, detail = checks["exec.isolation"]
+    assert status == "ok" and "user namespace" in detail and "host uid 0 " not in detail, detail
+    assert checks["exec.seccomp"][0] == "ok", checks["exec.seccomp"]
+    if os.geteuid() == 0:
+        assert checks["exec.overlay"][0] == "ok", checks["exec.overlay"]
+
+
+def test_doctor_says_plain_processes_hold_nothing_back(tmp_path: Path) -> None:
+    checks = _doctor('[exec]\nisolation = "none"\n', tmp_path)
+    assert checks["exec.isolation"][0] == "warn" and "plain processes" in checks["exec.isolation"][1]
+    assert checks["exec.overlay"] == ("warn", checks["exec.overlay"][1])
+    assert "isolation is none" in checks["exec.overlay"][1]
