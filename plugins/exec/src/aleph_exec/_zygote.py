@@ -773,14 +773,17 @@ def mount_overlay(hardening: dict[str, object], layer: int, clones: list[tuple[i
     workspace = str(hardening["workspace"])
     move_mount(layer, LAYER_DIR)
     upper, work = f"{LAYER_DIR}/upper", f"{LAYER_DIR}/work"
-    os.mkdir(upper, 0o755)
-    os.mkdir(work, 0o700)
+    for path, mode in ((upper, 0o755), (work, 0o700)):
+        if not os.path.isdir(path):  # the host makes them ahead
+            os.mkdir(path, mode)
     options = (
         f"lowerdir={ovl_escape(workspace)},upperdir={ovl_escape(upper)},workdir={ovl_escape(work)},"
         "userxattr,redirect_dir=nofollow,metacopy=off,index=off,xino=off"
     )
     mount("overlay", workspace, "overlay", 0, options)
-    check(libc.umount2(os.fsencode(LAYER_DIR), MNT_DETACH), f"umount {LAYER_DIR}")
+    # Hidden under an empty read-only tmpfs: an unmount would wait for an RCU grace period (milliseconds
+    # under load) on the run's path; what is under it goes with the namespace (see closer).
+    mount("tmpfs", LAYER_DIR, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0,mode=0555")
     for fd, path in clones:
         move_mount(fd, path)
 
