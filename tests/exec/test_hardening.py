@@ -251,6 +251,12 @@ def test_as_a_user_the_sandbox_holds_too(tmp_path: Path) -> None:
     if version.stdout.decode().strip() != str(sys.version_info[:2]):
         pytest.skip("Debian's python3 is another version than this one: the compiled dependencies would not load")
     nobody = pwd.getpwnam("nobody").pw_uid
+    bwrap = shutil.which("bwrap") or "bwrap"
+    userns = subprocess.run(
+        [bwrap, "--unshare-user", "--ro-bind", "/", "/", "true"], user=nobody, group=nobody, capture_output=True
+    )
+    if userns.returncode != 0:
+        pytest.skip(f"this machine gives users no user namespaces: {userns.stderr.decode(errors='replace')}")
     # Not under tmp_path (its parent is root's alone): nobody must reach these.
     root = Path(tempfile.mkdtemp(prefix="aleph-nonroot-"))
     try:

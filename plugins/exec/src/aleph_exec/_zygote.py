@@ -93,6 +93,7 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
 DYING_POLL_S = 0.005  # how often killed processes are looked for, until they are reaped
 SHUTDOWN_S = 5.0  # the longest the server waits for killed descendants to be reaped before it exits
+CLOSER_DELAY_S = 0.02  # how long the closer waits before it tears a namespace down
 
 
 RLIMITS = {name: getattr(resource, f"RLIMIT_{name}") for name in ("AS", "CORE", "CPU", "FSIZE", "NOFILE", "NPROC")}
@@ -547,6 +548,7 @@ class Zygote:
 
     def reap(self) -> None:
         exited: list[tuple[Run, int]] = []
+        released: list[int] = []
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -562,7 +564,7 @@ class Zygote:
             if run is not None:
                 exited.append((run, status))
             if pid in self.held:
-                self.release_ns(pid)
+                released.append(pid)
         for run, status in exited:
             report = b""
             if self.runs.get(run.sock) is run:
@@ -576,6 +578,8 @@ class Zygote:
             for fd in run.fds:
                 os.close(fd)
             run.fds = []
+        for pid in released:  # after the reports: the teardown it starts is not on their way
+            self.release_ns(pid)
 
     def strays(self, done: Run) -> set[int]:
         """Processes of the namespace that no other open run accounts for (its session, group or marker).
@@ -682,6 +686,8 @@ def closer(sock: socket.socket) -> None:  # pragma: no cover - a forked child
             msg, fds, _, _ = socket.recv_fds(sock, 16, 16)
         except OSError:
             os._exit(0)
+        # A moment's wait: the run whose namespace this was is still being reported to the host.
+        time.sleep(CLOSER_DELAY_S)
         for fd in fds:
             os.close(fd)
         if not msg:
