@@ -307,3 +307,33 @@ def test_as_a_user_the_sandbox_holds_too(tmp_path: Path) -> None:
         assert "not running as root" in got["transactions"]
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_per_run_bubblewrap_fallback_is_as_unprivileged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # When the zygote cannot start, each run gets a bubblewrap of its own: the same user namespace, /etc
+    # and seccomp filters (given to bubblewrap), and no capability.
+    import aleph_exec._sandbox as sandbox_module
+
+    broken = tmp_path / "no-zygote.py"
+    broken.write_text("raise SystemExit('no zygote in this test')\n")
+    monkeypatch.setattr(sandbox_module, "_ZYGOTE_PATH", broken)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    box = WorkspaceSandbox(ws, ExecConfig(isolation="bwrap"))
+    try:
+        probe = (
+            "id -u; grep -E 'Seccomp_filters|CapEff|NoNewPrivs' /proc/self/status; test -e /etc/shadow && echo shadow"
+        )
+        result = box.run(["bash", "-c", probe + "; unshare -U true; echo u=$?"], cwd=ws, timeout=60)
+        assert box.zygote_error is not None
+        lines = result.stdout.split("\n")
+        assert lines[0] == "1000"
+        fields = dict(line.split(":\t") for line in lines[1:4])
+        assert fields["CapEff"] == "0000000000000000" and fields["NoNewPrivs"] == "1"
+        assert int(fields["Seccomp_filters"]) >= 2
+        assert "shadow" not in lines and "u=1" in lines
+        (ws / "x").write_text("x")
+        assert box.run(["bash", "-c", "echo y >> x"], cwd=ws, timeout=60).exit_code == 0
+        assert (ws / "x").stat().st_uid == os.stat(ws).st_uid
+    finally:
+        box.close()
