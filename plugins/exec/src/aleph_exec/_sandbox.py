@@ -1146,8 +1146,6 @@ class WorkspaceSandbox:
         if state is None or state.idmap is None:
             raise TransactionUnavailable("no idmapped mounts here (Aleph is not root)")
         try:
-            (layer / "upper").mkdir(mode=0o755)
-            (layer / "work").mkdir(mode=0o700)
             return _userns.idmapped_clone(layer, state.idmap)
         except OSError as exc:
             raise TransactionUnavailable(f"the layer {layer} cannot be handed to the sandbox: {exc}") from None

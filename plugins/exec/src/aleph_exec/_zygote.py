@@ -779,9 +779,8 @@ def mount_overlay(hardening: dict[str, object], layer: int, clones: list[tuple[i
     workspace = str(hardening["workspace"])
     move_mount(layer, LAYER_DIR)
     upper, work = f"{LAYER_DIR}/upper", f"{LAYER_DIR}/work"
-    for path, mode in ((upper, 0o755), (work, 0o700)):
-        if not os.path.isdir(path):  # the host makes them ahead
-            os.mkdir(path, mode)
+    os.mkdir(upper, 0o755)
+    os.mkdir(work, 0o700)
     options = (
         f"lowerdir={ovl_escape(workspace)},upperdir={ovl_escape(upper)},workdir={ovl_escape(work)},"
         "userxattr,redirect_dir=nofollow,metacopy=off,index=off,xino=off"
