@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -56,8 +57,19 @@ def breakdown(bare: float) -> None:
         )
         bwrap_sandbox = WorkspaceSandbox(ws, ExecConfig(cgroup="off"))
         if bwrap_sandbox.bwrap is not None:
-            bwrap_argv = [*bwrap_sandbox._bwrap_argv(ws), "bash", "-c", "true"]
-            bw = per_call_us(lambda: subprocess.run(bwrap_argv, check=True), N, repeat=3)
+
+            def bwrap_once() -> None:
+                # Fresh each time: the seccomp programs are memfds that bubblewrap reads to their end.
+                prefix, stage, fds = bwrap_sandbox._bwrap_argv(ws)
+                state = bwrap_sandbox._state
+                try:
+                    subprocess.run([*prefix, "bash", "-c", "true"], check=True, preexec_fn=stage, pass_fds=fds)
+                finally:
+                    for fd in fds:
+                        if state is None or state.userns is None or fd != state.userns.fd:
+                            os.close(fd)
+
+            bw = per_call_us(bwrap_once, N, repeat=3)
             print(f"  bare bwrap with the sandbox's arguments          {bw / 1000:8.2f} ms  ratio {bw / bare:5.2f}x")
             first = statistics.median(first_run_ms(ws) for _ in range(5))
             print(f"  first run in a workspace (zygote start), once    {first:8.2f} ms  (not in the ratios above)")
@@ -153,6 +165,112 @@ def measure(toml: str) -> tuple[float, float, float, str]:
         return b, t, t / b, isolation
 
 
+def measure_transaction() -> tuple[float, float, float, str]:
+    """The sandbox alone, one run of ``bash -c true`` on a fresh copy-on-write layer (``layer=``) per call.
+
+    Per-call medians (ms) of the bare spawn, a run without a layer and a run with one, alternated in one
+    event loop; the layer directory is made before the timer starts (as a caller makes it beforehand).
+    """
+    from aleph_exec import WorkspaceSandbox
+    from aleph_exec._config import ExecConfig
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = Path(tmp) / "ws"
+        ws.mkdir()
+        sandbox = WorkspaceSandbox(ws, ExecConfig())
+        reason = sandbox.transaction_support()
+        if reason is not None:
+            sandbox.close()
+            return 0.0, 0.0, 0.0, f"no transactions here: {reason}"
+
+        async def alternate() -> tuple[list[float], list[float], list[float]]:
+            bare: list[float] = []
+            plain: list[float] = []
+            layered: list[float] = []
+            argv = ["bash", "-c", "true"]
+            for i in range(N * ROUNDS + 5):
+                layer = Path(tmp) / f"layer{i}"
+                layer.mkdir()
+                await asyncio.sleep(SETTLE_S)
+                start = time.perf_counter()
+                bare_call()
+                bare.append(time.perf_counter() - start)
+                await asyncio.sleep(SETTLE_S)
+                start = time.perf_counter()
+                await sandbox.arun(argv, cwd=ws, timeout=30)
+                plain.append(time.perf_counter() - start)
+                await asyncio.sleep(SETTLE_S)
+                start = time.perf_counter()
+                result = await sandbox.arun(argv, cwd=ws, timeout=30, layer=layer)
+                layered.append(time.perf_counter() - start)
+                assert result.transaction and result.exit_code == 0, result.stderr
+            return bare[5:], plain[5:], layered[5:]
+
+        bare, plain, layered = asyncio.run(alternate())
+        sandbox.close()
+        b, p, t = (statistics.median(x) * 1000 for x in (bare, plain, layered))
+        return b, p, t, ""
+
+
+def transaction_rows() -> None:
+    """The sandbox with and without a per-run overlay (the transaction's run; its commit is measured apart)."""
+    bare, plain, layered, note = measure_transaction()
+    if note:
+        print(f"sandbox + transaction: {note}")
+        return
+    print(f"{'sandbox.arun, no layer':<50} {plain:8.2f} ms  bare {bare:5.2f} ms  ratio {plain / bare:5.2f}x")
+    print(
+        f"{'sandbox.arun, layer= (copy-on-write overlay)':<50} {layered:8.2f} ms  bare {bare:5.2f} ms  "
+        f"ratio {layered / bare:5.2f}x  (target <= 2.0x with the chokepoint)"
+    )
+
+
+def typical_rows() -> None:
+    """``git status`` and ``python -m pytest -q`` on a small repository, in the sandbox with and without a layer."""
+    from aleph_exec import WorkspaceSandbox
+    from aleph_exec._config import ExecConfig
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = Path(tmp) / "ws"
+        (ws / "src").mkdir(parents=True)
+        for i in range(40):
+            (ws / "src" / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n")
+        (ws / "test_small.py").write_text(
+            "from src.m1 import f1\n\n\ndef test_one():\n    assert f1() == 1\n\n\ndef test_two():\n    assert 2\n"
+        )
+        (ws / "src" / "__init__.py").write_text("")
+        git = ["git", "-c", "user.email=b@b", "-c", "user.name=b"]
+        subprocess.run([*git, "init", "-q", str(ws)], check=True)
+        subprocess.run([*git, "-C", str(ws), "add", "-A"], check=True)
+        subprocess.run([*git, "-C", str(ws), "commit", "-qm", "one"], check=True)
+        sandbox = WorkspaceSandbox(ws, ExecConfig())
+        layered = sandbox.transaction_support() is None
+        commands = {
+            "git status": ["git", "status", "--short"],
+            "python -m pytest -q": [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        }
+        for label, argv in commands.items():
+            plain, with_layer = [], []
+            for i in range(7):
+                start = time.perf_counter()
+                sandbox.run(argv, cwd=ws, timeout=120)
+                plain.append(time.perf_counter() - start)
+                if layered:
+                    layer = Path(tmp) / f"layer-{label.split()[0]}-{i}"
+                    layer.mkdir()
+                    start = time.perf_counter()
+                    result = sandbox.run(argv, cwd=ws, timeout=120, layer=layer)
+                    with_layer.append(time.perf_counter() - start)
+                    assert result.transaction, result.stderr
+            p = statistics.median(plain[1:]) * 1000
+            row = f"  {label:<22} in the sandbox {p:8.2f} ms"
+            if with_layer:
+                t = statistics.median(with_layer[1:]) * 1000
+                row += f"   on a layer {t:8.2f} ms  (+{t - p:.2f} ms)"
+            print(row)
+        sandbox.close()
+
+
 def main() -> None:
     print(f"{N * ROUNDS} calls per mode, through rt.tool_service(tier='full') (the scoped chokepoint)")
     print("each tool call alternates with a bare spawn in the same event loop; per-call medians")
@@ -161,6 +279,9 @@ def main() -> None:
         bare, ms, ratio, isolation = measure(toml)
         bares.append(bare)
         print(f"{label:<50} {ms:8.2f} ms  bare {bare:5.2f} ms  ratio {ratio:5.2f}x  [{isolation}]  (target <= 1.5x)")
+    transaction_rows()
+    print("a small repository (40 files), the run alone (the transaction's commit is measured apart):")
+    typical_rows()
     print("breakdown (single runs, ratio to the median bare spawn above):")
     breakdown(statistics.median(bares) * 1000)
 

@@ -1,5 +1,5 @@
 """aleph-exec: shell and code execution in a bounded workspace sandbox, real checks, PDF and image generation."""
 
-from aleph_exec._sandbox import RunResult, SandboxError, WorkspaceSandbox
+from aleph_exec._sandbox import RunResult, SandboxError, TransactionUnavailable, WorkspaceSandbox
 
-__all__ = ["RunResult", "SandboxError", "WorkspaceSandbox"]
+__all__ = ["RunResult", "SandboxError", "TransactionUnavailable", "WorkspaceSandbox"]

@@ -53,6 +53,10 @@ class ExecConfig(BaseModel):
     check_timeout_seconds: float = Field(default=160.0, gt=0, le=170)
     """Wall-time limit of one check."""
 
+    # -- the unprivileged sandbox (isolation, overlays) --
+    sandbox_host_uid: int = Field(default=65534, ge=1, le=2**31 - 2)
+    """When Aleph runs as root: the unprivileged host uid (and gid) the sandbox's user is mapped to. Never 0."""
+
     @field_validator("env_allow")
     @classmethod
     def _env_names(cls, names: list[str]) -> list[str]:

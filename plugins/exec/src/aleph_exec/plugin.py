@@ -51,3 +51,11 @@ def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginCon
         PdfGenerateTool(context.workspace, protected),
         ImageGenerateTool(providers, context.workspace, protected),
     )
+
+
+@aleph.hookimpl
+def aleph_doctor_checks(register: Any, config: aleph.AlephConfig) -> None:
+    """exec.isolation, exec.overlay, exec.cgroup and exec.seccomp: what the sandbox gives on this machine."""
+    from aleph_exec._doctor import register_checks
+
+    register_checks(register, config.section("exec", ExecConfig))
