@@ -16,7 +16,8 @@ pytestmark = needs_overlay
 
 
 def _mine(files: dict[str, bytes]) -> dict[str, bytes]:
-    return {k: v for k, v in files.items() if k != ".aleph-data" and not k.startswith(".aleph-data/")}
+    runtime = (".aleph-data", "aleph.toml")
+    return {k: v for k, v in files.items() if k not in runtime and not k.startswith(".aleph-data/")}
 
 
 async def _commit_calls(workspace: Path, commands: list[str], toml: str = "") -> list[dict[str, object]]:
