@@ -51,7 +51,7 @@ import anyio.to_thread
 
 from aleph_exec._config import ExecConfig
 
-__all__ = ["Capture", "RunResult", "SandboxError", "WorkspaceSandbox", "bwrap_available"]
+__all__ = ["Capture", "RunResult", "SandboxError", "TransactionUnavailable", "WorkspaceSandbox", "bwrap_available"]
 
 MiB = 1024 * 1024
 _MARKER = "ALEPH_SANDBOX_RUN"
@@ -148,6 +148,8 @@ class RunResult:
     duration_ms: float
     killed: str | None = None
     limits: dict[str, Any] = field(default_factory=dict)
+    transaction: bool = False
+    """True when the command ran on a per-run copy-on-write view of the workspace (``layer=``)."""
 
     def to_json(self) -> dict[str, Any]:
         """The tool-facing form."""
@@ -160,6 +162,7 @@ class RunResult:
             "isolation": self.isolation,
             "network": self.network,
             "duration_ms": round(self.duration_ms, 1),
+            "transaction": self.transaction,
         }
         if self.killed:
             out["killed"] = self.killed
@@ -491,8 +494,16 @@ class WorkspaceSandbox:
         stdin: bytes | None = None,
         on_line: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
+        layer: Path | None = None,
     ) -> RunResult:
-        """Run ``argv`` in ``cwd`` (already checked to lie inside the workspace); blocks until it is over."""
+        """Run ``argv`` in ``cwd`` (already checked to lie inside the workspace); blocks until it is over.
+
+        With ``layer`` (an empty directory outside the workspace), the command runs on a copy-on-write
+        view of the workspace whose writes land in ``layer/upper`` (see :meth:`transaction_support`);
+        :class:`TransactionUnavailable` when that cannot be set up, before the command starts.
+        """
+        if layer is not None:
+            self._check_layer(layer)
         cfg = self.config
         env = self._run_env()
         marker = env[_MARKER]
@@ -524,6 +535,16 @@ class WorkspaceSandbox:
         if isinstance(proc, _ZygoteRun) and proc.failure is not None:
             raise proc.failure
         return self._result(proc.returncode, output, timed_out, killed, cgroup, start)
+
+    def transaction_support(self) -> str | None:
+        """None when a run can get a per-run copy-on-write view of the workspace (``layer=``); else why not."""
+        return "transactions are not implemented in this sandbox yet"
+
+    def _check_layer(self, layer: Path) -> None:
+        """Refuse a ``layer`` this sandbox cannot use (the command does not start)."""
+        reason = self.transaction_support()
+        if reason is not None:
+            raise TransactionUnavailable(reason)
 
     def _run_env(self) -> dict[str, str]:
         """The scrubbed environment of one run, carrying its fresh marker."""
@@ -562,6 +583,7 @@ class WorkspaceSandbox:
         timeout: float,
         stdin: bytes | None = None,
         on_line: Callable[[str], None] | None = None,
+        layer: Path | None = None,
     ) -> RunResult:
         """:meth:`run` for an asyncio caller; cancelling the caller stops (and kills) the run.
 
@@ -571,6 +593,8 @@ class WorkspaceSandbox:
         bubblewrap, or the per-run bubblewrap fallback) and the slow end of a run that left processes
         behind (SIGTERM, grace, SIGKILL) use a worker thread.
         """
+        if layer is not None:
+            self._check_layer(layer)
         zygote = self._running_zygote()
         if zygote is None:
             # Shielded: a start abandoned half-way would leave the zygote counted as in use.
@@ -1109,6 +1133,10 @@ _Armed = tuple[int, socket.socket, int, int, select.epoll]
 
 class SandboxError(RuntimeError):
     """The sandbox could not run the command: its zygote stopped during the run, or did not start."""
+
+
+class TransactionUnavailable(SandboxError):
+    """A run asked for a copy-on-write layer that this sandbox cannot give; the command did not start."""
 
 
 _ZYGOTE_PATH = Path(__file__).with_name("_zygote.py")
