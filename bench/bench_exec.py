@@ -1,6 +1,6 @@
 """bash ``true`` through the full chokepoint and the sandbox vs a bare ``subprocess.run(["bash", "-c", "true"])``.
 
-Run: python bench/bench_exec.py [N]
+Run: python bench/bench_exec.py [N]   (python bench/bench_exec.py commit: only the commit rows)
 Target (aleph-exec issue): <= 1.5x the bare spawn, measured in the same run.
 With bubblewrap, the first run of a workspace starts its zygote (one bwrap kept for the workspace);
 the ratios measure the runs after it, and the breakdown prints that one-time start separately.
@@ -25,7 +25,7 @@ from _util import per_call_us, per_call_us_async
 
 import aleph
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+N = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 20
 ROUNDS = 5
 SETTLE_S = 0.005
 
@@ -153,7 +153,59 @@ def measure(toml: str) -> tuple[float, float, float, str]:
         return b, t, t / b, isolation
 
 
+def commit_rows(files: int = 1000, rounds: int = 7) -> None:
+    """Committing a changeset of ``files`` new files (target <= 50 ms): read + judge + commit, and each part.
+
+    The layer's upper directory is written the way overlayfs leaves new files (plain files; the
+    directories new or, for ``src/``, existing), so the figure needs no mount. Same filesystem: a new
+    directory is one rename, a file in an existing one is one rename; across filesystems (/dev/shm when
+    it is one): copied beside, then renamed. The journal is fsynced, files are not.
+    """
+    from aleph_exec._changeset import read_changeset
+    from aleph_exec._commit import commit
+    from aleph_exec._decision import DEFAULT_PROTECTED, ProtectedPaths, decide
+
+    protected = ProtectedPaths(DEFAULT_PROTECTED)
+    places: dict[str, Path | None] = {"same filesystem (rename)": None}
+    shm = Path("/dev/shm")
+    if shm.is_dir() and shm.stat().st_dev != Path(tempfile.gettempdir()).stat().st_dev:
+        places["layer on another filesystem (copy)"] = shm
+    cases = [(f"{label}, new directories", where, "gen/d{}") for label, where in places.items()]
+    cases += [(f"{label}, into src/", where, "src") for label, where in places.items()]
+    for label, layer_dir, into in cases:
+        parts: dict[str, list[float]] = {"read": [], "judge": [], "commit": [], "total": []}
+        for _ in range(rounds):
+            with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory(dir=layer_dir) as layer:
+                ws = Path(tmp) / "ws"
+                (ws / "src").mkdir(parents=True)
+                for i in range(20):
+                    (ws / "src" / f"old{i}.py").write_text("x = 1\n")
+                upper = Path(layer) / "upper"
+                for i in range(files):
+                    d = upper / into.format(i % 10)
+                    d.mkdir(parents=True, exist_ok=True)
+                    (d / f"f{i}.py").write_text(f"value = {i}\n")
+                t0 = time.perf_counter()
+                cs = read_changeset(upper, ws)
+                t1 = time.perf_counter()
+                decision = decide(cs, protected)
+                t2 = time.perf_counter()
+                assert decision.action == "commit", decision
+                commit(cs, journal_dir=Path(tmp) / "journal", undo_dir=Path(tmp) / "undo" / "c", meta={})
+                t3 = time.perf_counter()
+                for key, value in (("read", t1 - t0), ("judge", t2 - t1), ("commit", t3 - t2), ("total", t3 - t0)):
+                    parts[key].append(value * 1000)
+        med = {k: statistics.median(v) for k, v in parts.items()}
+        print(
+            f"commit {files} new files, {label:<50} {med['total']:7.2f} ms  (read+hash {med['read']:.2f}, "
+            f"judge {med['judge']:.2f}, journal+apply {med['commit']:.2f})  (target <= 50 ms)"
+        )
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["commit"]:
+        commit_rows()
+        return
     print(f"{N * ROUNDS} calls per mode, through rt.tool_service(tier='full') (the scoped chokepoint)")
     print("each tool call alternates with a bare spawn in the same event loop; per-call medians")
     bares = []
@@ -163,6 +215,8 @@ def main() -> None:
         print(f"{label:<50} {ms:8.2f} ms  bare {bare:5.2f} ms  ratio {ratio:5.2f}x  [{isolation}]  (target <= 1.5x)")
     print("breakdown (single runs, ratio to the median bare spawn above):")
     breakdown(statistics.median(bares) * 1000)
+    print("transactions:")
+    commit_rows()
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 Before the first change, the whole plan is written to ``<data_dir>/exec/journal/<id>.json`` (written
 to a temporary name, fsynced, renamed, directory fsynced): the only fsyncs of a commit. Then, in order:
 deletions (each old entry moved into ``<data_dir>/exec/undo/<id>/files/``), removed directories,
-new directories, created and modified entries (the old one hard-linked, or copied, into the undo
+new directories (each with all it holds in one rename: nothing in it existed before), created and
+modified entries in existing directories (the old one hard-linked, or copied, into the undo
 tree first; the new one renamed from the layer's upper directory when it is on the workspace's
 filesystem, else copied to a temporary file in the target directory and renamed), directory modes.
 Every step is a ``rename``, so each file is old or new at any moment. The undo manifest is written,
@@ -61,55 +62,72 @@ def write_durable(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
+def _copy_data(src: str, dst: str) -> None:
+    """Content and permission bits (``copy2`` would also copy times and xattrs, overlay's among them)."""
+    shutil.copyfile(src, dst, follow_symlinks=False)
+    os.chmod(dst, stat.S_IMODE(os.lstat(src).st_mode))
+
+
+def _parent(path: str) -> str:
+    return path.rpartition("/")[0]
+
+
 def _plan(cs: Changeset) -> list[dict[str, Any]]:
     """The ordered steps of a commit."""
     ws = cs.workspace
-    dels = [c for c in cs.changes if c.action == "delete" and c.kind != "dir"]
-    rmdirs = sorted(
-        (c for c in cs.changes if c.action == "delete" and c.kind == "dir"), key=lambda c: -c.path.count("/")
-    )
-    mkdirs = sorted(
-        (c for c in cs.changes if c.action == "create" and c.kind == "dir"), key=lambda c: c.path.count("/")
-    )
-    puts = [c for c in cs.changes if c.action != "delete" and c.kind != "dir"]
-    chmods = [c for c in cs.changes if c.action == "modify" and c.kind == "dir"]
+    dirs = [c for c in cs.changes if c.kind == "dir"]
+    new_dirs = {c.path for c in dirs if c.action == "create"}
+    # A directory the command made, with everything in it, lands in one rename (its subtree is all new).
+    moved = sorted((c for c in dirs if c.action == "create" and _parent(c.path) not in new_dirs), key=lambda c: c.path)
     steps: list[dict[str, Any]] = []
+    dels = [c for c in cs.changes if c.action == "delete" and c.kind != "dir"]
     steps += [{"op": "del", "path": c.path, "size": c.size} for c in dels]
+    rmdirs = sorted((c for c in dirs if c.action == "delete"), key=lambda c: -c.path.count("/"))
     steps += [{"op": "rmdir", "path": c.path, "mode": c.mode} for c in rmdirs]
-    steps += [{"op": "mkdir", "path": c.path, "mode": c.mode} for c in mkdirs]
-    for c in puts:
+    inside: dict[str, list[list[Any]]] = {c.path: [] for c in moved}
+    tops = set(inside)
+    for c in cs.changes:
+        if c.action == "delete" or _parent(c.path) not in new_dirs:
+            continue
+        top = c.path
+        while top not in tops:
+            top = _parent(top)
+        inside[top].append([c.path, c.kind, c.content(), c.mode])
+    steps += [{"op": "mvdir", "path": c.path, "mode": c.mode, "entries": inside[c.path]} for c in moved]
+    for c in cs.changes:
+        if c.action == "delete" or c.kind == "dir" or _parent(c.path) in new_dirs:
+            continue
         old = c.action == "modify"
-        size = os.lstat(ws / c.path).st_size if old else 0
-        steps.append(
-            {"op": "put", "path": c.path, "kind": c.kind, "old": old, "old_size": size, "mode": c.mode}
-            | ({"target": c.target} if c.kind == "symlink" else {"sha256": c.sha256})
-        )
-    for c in chmods:
-        steps.append(
-            {"op": "chmod", "path": c.path, "mode": c.mode, "old_mode": stat.S_IMODE(os.lstat(ws / c.path).st_mode)}
-        )
+        step = {"op": "put", "path": c.path, "kind": c.kind, "old": old, "mode": c.mode}
+        step["old_size"] = os.lstat(ws / c.path).st_size if old else 0
+        step["target" if c.kind == "symlink" else "sha256"] = c.content()
+        steps.append(step)
+    for c in dirs:
+        if c.action == "modify":
+            old_mode = stat.S_IMODE(os.lstat(ws / c.path).st_mode)
+            steps.append({"op": "chmod", "path": c.path, "mode": c.mode, "old_mode": old_mode})
     return steps
 
 
 class _Applier:
     def __init__(self, journal: dict[str, Any]) -> None:
-        self.ws = Path(journal["workspace"])
-        self.upper = Path(journal["upper"])
-        self.saved = Path(journal["undo"]) / "files"
+        self.ws = journal["workspace"] + "/"
+        self.upper = journal["upper"] + "/"
+        self.saved = journal["undo"] + "/files/"
         self.rename_in = journal["rename_in"]
         self.rename_undo = journal["rename_undo"]
-        self.made: set[Path] = set()
-        self.euid = os.geteuid()
+        self.made: set[str] = set()
+        self.euid, self.egid = os.geteuid(), os.getegid()
 
-    def _parent(self, path: Path) -> None:
-        parent = path.parent
+    def _parent(self, path: str) -> None:
+        parent = os.path.dirname(path)
         if parent not in self.made:
-            parent.mkdir(parents=True, exist_ok=True)
+            os.makedirs(parent, exist_ok=True)
             self.made.add(parent)
 
-    def _save(self, target: Path, rel: str, *, move: bool) -> None:
+    def _save(self, target: str, rel: str, *, move: bool) -> None:
         """Keep the old entry at ``rel`` in the undo tree (moved, or linked/copied when ``move`` is False)."""
-        keep = self.saved / rel
+        keep = self.saved + rel
         if os.path.lexists(keep):
             if move:
                 os.unlink(target)  # saved before a crash; the move's second half
@@ -132,64 +150,97 @@ class _Applier:
             os.unlink(target)
 
     def _fix(self, path: str) -> None:
-        """No set-id bits from a sandboxed command; owned by this process's user when it can say so."""
+        """No set-id bits and no overlay xattrs from a sandboxed command; owned by this process's user."""
         st = os.lstat(path)
-        if self.euid == 0 and (st.st_uid != 0 or st.st_gid != os.getegid()):
-            os.lchown(path, 0, os.getegid())
+        if self.euid == 0 and (st.st_uid != 0 or st.st_gid != self.egid):
+            os.lchown(path, 0, self.egid)
         if stat.S_ISREG(st.st_mode) and st.st_mode & _SUID:
             os.chmod(path, stat.S_IMODE(st.st_mode) & ~_SUID)
+        if not stat.S_ISLNK(st.st_mode):
+            for name in os.listxattr(path, follow_symlinks=False):
+                if ".overlay." in name:
+                    os.removexattr(path, name, follow_symlinks=False)
+
+    def _fix_tree(self, top: str, entries: list[list[Any]]) -> None:
+        """:meth:`_fix` for a new directory's subtree, visiting only what needs it."""
+        self._fix(top)
+        for rel, kind, _content, mode in entries:
+            if kind == "file" and mode & _SUID:
+                self._fix(self.upper + rel)
+        if self.euid == 0:
+            for dirpath, dirnames, filenames in os.walk(top):
+                for name in dirnames + filenames:
+                    path = os.path.join(dirpath, name)
+                    st = os.lstat(path)
+                    if st.st_uid != 0 or st.st_gid != self.egid:
+                        os.lchown(path, 0, self.egid)
+
+    def _install(self, src: str, target: str, kind: str) -> None:
+        """Put ``src`` (from the layer) at ``target`` in one rename; across filesystems copy it beside first."""
+        if self.rename_in:
+            os.rename(src, target)
+            return
+        head, name = os.path.split(target)
+        tmp = os.path.join(head, f".{name}.aleph-{secrets.token_hex(4)}")
+        if kind == "symlink":
+            os.symlink(os.readlink(src), tmp)
+        elif kind == "dir":
+            shutil.copytree(src, tmp, symlinks=True, copy_function=_copy_data)
+        else:
+            _copy_data(src, tmp)
+        os.rename(tmp, target)
+        if kind == "dir":
+            shutil.rmtree(src)
+        else:
+            os.unlink(src)
 
     def step(self, s: dict[str, Any]) -> None:
-        target = self.ws / s["path"]
+        rel = s["path"]
+        target = self.ws + rel
         op = s["op"]
         if op == "del":
             if os.path.lexists(target):
-                self._save(target, s["path"], move=True)
+                self._save(target, rel, move=True)
         elif op == "rmdir":
             with contextlib.suppress(FileNotFoundError):
                 os.rmdir(target)
-        elif op == "mkdir":
-            if not os.path.isdir(target):
-                os.mkdir(target, s["mode"])
-            os.chmod(target, s["mode"])
         elif op == "chmod":
             os.chmod(target, s["mode"])
+        elif op == "mvdir":
+            src = self.upper + rel
+            if not os.path.lexists(src):
+                return  # moved in before a crash
+            self._fix_tree(src, s["entries"])
+            self._parent(target)
+            if os.path.isdir(target) and not os.path.islink(target):
+                shutil.rmtree(target)  # a partial copy a crash left (never a user's directory: it was new)
+            self._install(src, target, "dir")
         elif op == "put":
-            src = self.upper / s["path"]
+            src = self.upper + rel
             if not os.path.lexists(src):
                 return  # renamed in before a crash
             if s["old"] and os.path.lexists(target):
-                self._save(target, s["path"], move=False)
-            self._fix(str(src))
-            if self.rename_in:
-                os.rename(src, target)
-                return
-            tmp = target.with_name(f".{target.name}.aleph-{secrets.token_hex(4)}")
-            if s["kind"] == "symlink":
-                os.symlink(os.readlink(src), tmp)
-            else:
-                shutil.copyfile(src, tmp, follow_symlinks=False)
-                os.chmod(tmp, stat.S_IMODE(os.lstat(src).st_mode))
-            os.rename(tmp, target)
-            os.unlink(src)
+                self._save(target, rel, move=False)
+            self._fix(src)
+            self._install(src, target, s["kind"])
 
     def undo_step(self, s: dict[str, Any]) -> None:
         """Put back what ``step(s)`` changed (for a rollback), as far as it got."""
-        target = self.ws / s["path"]
-        keep = self.saved / s["path"]
+        target = self.ws + s["path"]
+        keep = self.saved + s["path"]
         op = s["op"]
         if op == "del" or (op == "put" and s["old"]):
             if os.path.lexists(keep):
                 self._parent(target)
                 os.replace(keep, target)
         elif op == "put":
-            if os.path.lexists(target) and not os.path.lexists(self.upper / s["path"]):
+            if os.path.lexists(target) and not os.path.lexists(self.upper + s["path"]):
                 os.unlink(target)
+        elif op == "mvdir":
+            if os.path.isdir(target) and not os.path.lexists(self.upper + s["path"]):
+                shutil.rmtree(target)
         elif op == "rmdir":
-            target.mkdir(mode=s["mode"], parents=True, exist_ok=True)
-        elif op == "mkdir":
-            with contextlib.suppress(OSError):
-                os.rmdir(target)
+            os.makedirs(target, mode=s["mode"], exist_ok=True)
         elif op == "chmod":
             os.chmod(target, s["old_mode"])
 

@@ -56,7 +56,12 @@ class Kept:
 
     @property
     def paths(self) -> set[str]:
-        return {s["path"] for s in self.manifest["steps"]}
+        """Every path the call changed."""
+        out = set()
+        for s in self.manifest["steps"]:
+            out.add(s["path"])
+            out.update(e[0] for e in s.get("entries", ()))
+        return out
 
 
 def _hash(path: Path) -> str:
@@ -67,15 +72,28 @@ def _hash(path: Path) -> str:
     return h.hexdigest()
 
 
-def _holds(path: Path, step: dict[str, Any]) -> bool:
-    """Whether ``path`` still holds what the step left there."""
-    if step["op"] in ("del", "rmdir"):
-        return not os.path.lexists(path)
-    if step["op"] in ("mkdir", "chmod"):
+def _left(path: Path, kind: str, content: str) -> bool:
+    """Whether ``path`` is still the ``kind`` entry with ``content`` (hash, link target) a call left."""
+    if kind == "symlink":
+        return path.is_symlink() and os.readlink(path) == content
+    if kind == "dir":
         return path.is_dir() and not path.is_symlink()
-    if step["kind"] == "symlink":
-        return path.is_symlink() and os.readlink(path) == step["target"]
-    return path.is_file() and not path.is_symlink() and _hash(path) == step["sha256"]
+    return path.is_file() and not path.is_symlink() and _hash(path) == content
+
+
+def _changed(ws: Path, step: dict[str, Any]) -> list[str]:
+    """The paths of a step that no longer hold what it left there."""
+    path = ws / step["path"]
+    if step["op"] in ("del", "rmdir"):
+        return [step["path"]] if os.path.lexists(path) else []
+    if step["op"] == "chmod":
+        return [] if path.is_dir() else [step["path"]]
+    if step["op"] == "mvdir":
+        if not (path.is_dir() and not path.is_symlink()):
+            return [step["path"]]
+        return [rel for rel, kind, content, _mode in step["entries"] if not _left(ws / rel, kind, content)]
+    content = step["target"] if step["kind"] == "symlink" else step["sha256"]
+    return [] if _left(path, step["kind"], content) else [step["path"]]
 
 
 class UndoStore:
@@ -150,7 +168,7 @@ class UndoStore:
                             f"a later call {k.call_id!r} changed {len(both)} of the same paths ({both[0]!r}, ...): "
                             f"undo that one first, or pass --force"
                         )
-                changed = [s["path"] for s in steps if not _holds(ws / s["path"], s)]
+                changed = [p for s in steps for p in _changed(ws, s)]
                 if changed:
                     raise UndoError(
                         f"{len(changed)} path(s) changed since the call ({changed[0]!r}, ...); "
@@ -178,9 +196,10 @@ class UndoStore:
                 if s["old"]:
                     self._put_back(saved / s["path"], target)
                 count += 1
-            elif op == "mkdir":
-                with contextlib.suppress(OSError):
-                    os.rmdir(target)
+            elif op == "mvdir":
+                if os.path.isdir(target) and not os.path.islink(target):
+                    shutil.rmtree(target)
+                count += sum(1 for e in s["entries"] if e[1] != "dir")
             elif op == "rmdir":
                 target.mkdir(mode=s["mode"], parents=True, exist_ok=True)
                 os.chmod(target, s["mode"])
