@@ -182,7 +182,8 @@ async def test_mass_deletion_asks_with_the_changeset_and_a_no_leaves_it_intact(w
     assert "nothing in the workspace was changed" in changes["reason"]
     (request,) = human.requests
     assert "exec_commit" == request.tool_name
-    assert "files" in request.summary and command not in request.summary
+    assert request.summary.startswith("exec_commit: about=") and command not in request.summary
+    assert "files" in request.summary
     assert _user_files(before) == _user_files(snapshot(workspace))
 
 
@@ -225,7 +226,7 @@ async def test_exec_commit_policy_decides_without_asking(workspace: Path) -> Non
 async def test_calling_exec_commit_directly_commits_nothing(workspace: Path) -> None:
     rt, _ = overlay_runtime(workspace, '[policies.tool_permissions.overrides]\nexec_commit = "allow"\n')
     async with rt:
-        args = {"tool": "bash", "call_id": "x", "summary": "s", "created": 0, "modified": 0, "deleted": 9}
+        args = {"tool": "bash", "call_id": "x", "about": "s", "created": 0, "modified": 0, "deleted": 9}
         args["digest"] = "d"
         with pytest.raises(aleph.ExecutionFailed, match="commits nothing"):
             await rt.tool_service().execute("exec_commit", args)

@@ -55,6 +55,8 @@ class Change:
     """Content hash of a created or modified file."""
     device: int | None = None
     """``st_rdev`` of a special file (fifo, socket, device)."""
+    owner: tuple[int, int] = (-1, -1)
+    """(uid, gid) of the new entry in the layer (not part of the digest)."""
 
     def content(self) -> str:
         """What the digest binds for this entry: the file hash, the link target or the mode."""
@@ -271,11 +273,13 @@ class _Reader:
     def entry_change(self, upath: str, path: str, st: os.stat_result, action: Action) -> Change:
         kind = _kind(st.st_mode)
         mode = stat.S_IMODE(st.st_mode)
+        owner = (st.st_uid, st.st_gid)
         if kind == "file":
-            return Change(path, action, kind, st.st_size, mode, sha256=self.hash_file(upath, st.st_size))
+            digest = self.hash_file(upath, st.st_size)
+            return Change(path, action, kind, st.st_size, mode, sha256=digest, owner=owner)
         if kind == "symlink":
-            return Change(path, action, kind, st.st_size, mode, target=os.readlink(upath))
-        return Change(path, action, kind, 0, mode, device=st.st_rdev)
+            return Change(path, action, kind, st.st_size, mode, target=os.readlink(upath), owner=owner)
+        return Change(path, action, kind, 0, mode, device=st.st_rdev, owner=owner)
 
 
 def read_changeset(

@@ -94,11 +94,14 @@ def _plan(cs: Changeset) -> list[dict[str, Any]]:
             top = _parent(top)
         inside[top].append([c.path, c.kind, c.content(), c.mode])
     steps += [{"op": "mvdir", "path": c.path, "mode": c.mode, "entries": inside[c.path]} for c in moved]
+    me = (os.geteuid(), os.getegid())
     for c in cs.changes:
         if c.action == "delete" or c.kind == "dir" or _parent(c.path) in new_dirs:
             continue
         old = c.action == "modify"
         step = {"op": "put", "path": c.path, "kind": c.kind, "old": old, "mode": c.mode}
+        # A copied-up (modified) file may carry overlay xattrs; set-id bits and foreign owners are fixed.
+        step["fix"] = old or bool(c.mode & _SUID) or (me[0] == 0 and c.owner != (0, me[1]))
         step["old_size"] = os.lstat(ws / c.path).st_size if old else 0
         step["target" if c.kind == "symlink" else "sha256"] = c.content()
         steps.append(step)
@@ -217,12 +220,16 @@ class _Applier:
             self._install(src, target, "dir")
         elif op == "put":
             src = self.upper + rel
-            if not os.path.lexists(src):
-                return  # renamed in before a crash
-            if s["old"] and os.path.lexists(target):
+            if s["old"] and os.path.lexists(target) and os.path.lexists(src):
                 self._save(target, rel, move=False)
-            self._fix(src)
-            self._install(src, target, s["kind"])
+            try:
+                if s.get("fix", True):
+                    self._fix(src)
+                self._install(src, target, s["kind"])
+            except FileNotFoundError:
+                if os.path.lexists(src):
+                    raise
+                # renamed in before a crash
 
     def undo_step(self, s: dict[str, Any]) -> None:
         """Put back what ``step(s)`` changed (for a rollback), as far as it got."""
@@ -262,9 +269,12 @@ def commit(
     ``meta`` (call id, tool, digest, ...) goes into the manifest. ``on_step(i)`` is called before step
     ``i`` (tests use it to crash a commit half-way).
     """
+    try:
+        steps = _plan(cs)  # reads the old entries' sizes and modes: the workspace may have moved on
+    except OSError as exc:
+        raise CommitError(f"the workspace changed while the command ran ({exc}); nothing was committed") from exc
     journal_dir.mkdir(parents=True, exist_ok=True)
     undo_dir.mkdir(parents=True, exist_ok=False)
-    steps = _plan(cs)
     journal = {
         "version": 1,
         "workspace": str(cs.workspace),

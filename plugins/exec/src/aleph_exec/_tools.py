@@ -350,8 +350,9 @@ class ExecCommitArgs(ToolArgs):
     """The exec tool whose changeset this is."""
     call_id: str = Field(max_length=128)
     """That call's id."""
-    summary: str = Field(max_length=2000)
-    """What the changeset does, e.g. "deletes 1,204 files under src/, modifies 3 files"."""
+    about: str = Field(max_length=2000)
+    """What the changeset does, e.g. "deletes 1,204 files under src/, modifies 3 files" (named to come first
+    in the approval prompt, whose arguments are sorted)."""
     created: int = Field(ge=0)
     modified: int = Field(ge=0)
     deleted: int = Field(ge=0)

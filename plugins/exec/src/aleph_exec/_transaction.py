@@ -36,6 +36,7 @@ __all__ = ["COMMIT_TOOL", "Transactions"]
 
 COMMIT_TOOL = "exec_commit"
 MiB = 1024 * 1024
+_STALE_LAYER_S = 3600.0
 
 
 def _inside(path: Path, root: Path) -> str | None:
@@ -70,8 +71,12 @@ class Transactions:
         with exec_lock(self.root):
             done = recover(self.journal_dir)
             if self._layer_root == self.root / "layers" and self._layer_root.is_dir():
+                # A layer older than any run can be is a crashed run's (another runtime's are younger).
+                cutoff = time.time() - _STALE_LAYER_S
                 for stale in self._layer_root.iterdir():
-                    shutil.rmtree(stale, ignore_errors=True)
+                    with contextlib.suppress(OSError):
+                        if stale.stat().st_mtime < cutoff:
+                            shutil.rmtree(stale, ignore_errors=True)
         return done
 
     def new_layer(self) -> Path:
@@ -136,6 +141,9 @@ class Transactions:
         except ChangesetTooLarge as exc:
             await self._note(call, status="refused")
             return {"status": "refused", "reason": f"{exc}; {nothing}"}
+        except (OSError, RecursionError) as exc:  # a tree too deep or names too long to judge: fail closed
+            await self._note(call, status="refused")
+            return {"status": "refused", "reason": f"the changeset could not be read ({exc!r}); {nothing}"}
         if not cs:
             return {"status": "unchanged"}
         decision = await anyio.to_thread.run_sync(self.judge, cs)
@@ -152,7 +160,7 @@ class Transactions:
                         {
                             "tool": tool,
                             "call_id": call_id,
-                            "summary": cs.summary(),
+                            "about": cs.summary(),
                             "created": decision.counts["created"],
                             "modified": decision.counts["modified"],
                             "deleted": decision.counts["deleted"],
