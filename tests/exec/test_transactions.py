@@ -6,15 +6,18 @@ kernel's. The decision runs through the real chokepoint (exec_commit asks a scri
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
 
+import aleph_exec.plugin
 import pytest
 from aleph_exec._changeset import ChangesetTooLarge, read_changeset
 from aleph_exec._decision import DEFAULT_PROTECTED, ProtectedPaths, decide
 
 import aleph
+from aleph.testing import isolated_runtime
 
 from .txn_helpers import canary, needs_overlay, overlay_call, overlay_run, overlay_runtime, snapshot
 
@@ -340,3 +343,63 @@ def test_thresholds_follow_the_configuration(workspace: Path, tmp_path: Path) ->
     assert "commit" == decide(cs, protected).action
     assert "ask" == decide(cs, protected, ask_files=2).action
     assert "ask" == decide(cs, protected, ask_fraction=0.02).action  # 3 of 101 files
+
+
+# -- the same classes through the real bash tool and the real sandbox (where it gives a layer) ----------------
+
+
+async def _bash_runtime(workspace: Path) -> aleph.Aleph:
+    rt = isolated_runtime(workspace, aleph_exec.plugin)
+    await rt.__aenter__()
+    tool = rt.registry.get("bash")
+    reason = tool.tool.uncontained({}) if tool is not None else "no bash"  # type: ignore[attr-defined]
+    if reason is not None:
+        await rt.aclose()
+        pytest.skip(f"no transaction here: {reason}")
+    return rt
+
+
+NEVER_CHANGED = (".git/config", ".git/hooks", "aleph.toml", ".aleph-data", "sub/.git", "escape", "sub/up", "out")
+NEVER_CHANGED += ("cfg", "pipe", "sock")
+"""What no command of PROTECTED_WRITES may change (when the sandbox's read-only binds stop a command half-way,
+what it did elsewhere, e.g. a copy of .git, is an ordinary changeset)."""
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("command", "cwd"), PROTECTED_WRITES)
+async def test_protected_writes_through_the_sandbox_never_land(workspace: Path, command: str, cwd: str) -> None:
+    _git_canary(workspace)
+    (workspace / ".aleph-data").mkdir(exist_ok=True)
+    rt = await _bash_runtime(workspace)
+    before = _user_files(snapshot(workspace))
+    try:
+        service = rt.tool_service(tier="full")
+        out = json.loads((await service.execute("bash", {"command": command, "working_dir": cwd})).text)
+    except aleph.PermissionDenied:
+        out = None  # the hardline floor refused it before it ran
+    finally:
+        await rt.aclose()
+    after = _user_files(snapshot(workspace))
+    changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    bad = [k for k in changed if any(k == p or k.startswith(p + "/") for p in NEVER_CHANGED)]
+    assert [] == bad, (changed, out)
+    assert out is None or out["transaction"] is True
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("command", SPELLINGS_ALL + SPELLINGS_PROJECT[:-1])
+async def test_deleting_the_canary_through_the_sandbox_is_held_back(workspace: Path, command: str) -> None:
+    canary(workspace)
+    rt = await _bash_runtime(workspace)
+    before = _user_files(snapshot(workspace))
+    human = aleph.ScriptedRequester([aleph.ApprovalOutcome.DENIED])
+    try:
+        out = json.loads(
+            (await rt.tool_service(tier="auto", requester=human).execute("bash", {"command": command})).text
+        )
+    except aleph.PermissionDenied:
+        out = None  # refused (or asked and refused) before it ran
+    finally:
+        await rt.aclose()
+    assert out is None or "refused" == out["changes"]["status"], out
+    assert before == _user_files(snapshot(workspace))

@@ -7,7 +7,7 @@ directly; it goes through :class:`~aleph._plugins.PluginManager`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -47,17 +47,6 @@ def aleph_register_tools(register: ToolRegistrar, context: PluginContext) -> Non
     :param context: the runtime's configuration, workspace and data directory, and
         ``context.add_cleanup(async_fn)`` for resources to release when the runtime closes.
     The result is ignored.
-    """
-
-
-@hookspec
-def aleph_image_providers(register: Callable[[str, Callable[[str, str], Awaitable[bytes]]], None]) -> None:
-    """Called when the ``image_generate`` tool is registered, to collect image-generation backends.
-
-    :param register: call ``register(name, generate)`` once per backend. ``generate(prompt, size)`` is an
-        async callable (``size`` like ``"512x512"``) returning the encoded image bytes (PNG or JPEG); it
-        runs at call time and may do I/O. A name registered twice is an error.
-    The result is ignored. Without any provider ``image_generate`` reports "image generation not available".
     """
 
 
@@ -107,4 +96,19 @@ def aleph_approval_requester(config: AlephConfig) -> ApprovalRequester | None:
 
     Stops at the first non-None result. A requester passed to ``rt.tool_service(requester=...)`` wins over
     it. With no requester at all, calls that need approval are refused ("no approval channel is available").
+    """
+
+
+@hookspec
+def aleph_doctor_checks(register: Callable[[str, Callable[[], tuple[str, str]]], None], config: AlephConfig) -> None:
+    """Called by ``aleph doctor`` (and by ``aleph serve`` for its start line) to collect a plugin's health checks.
+
+    :param register: call ``register(name, check)`` once per check, ``name`` like ``"exec.isolation"``
+        (``<family>.<what>``; ``aleph serve`` prints the detail of every ``*.isolation`` check on its start
+        line). ``check()`` runs later, may do I/O (probe a namespace, read ``/proc``) and returns
+        ``(status, detail)``: status ``"ok"``, ``"warn"`` (works, with less protection than it could
+        have) or ``"fail"`` (broken); detail is one line a human reads. A check that raises counts as
+        ``"fail"``.
+    :param config: the runtime's configuration.
+    Registration itself must do no I/O. The result is ignored.
     """

@@ -11,13 +11,13 @@ import argparse
 import fcntl
 import os
 import sys
-from collections.abc import Callable
 from typing import IO, TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
 
 from aleph._cli._common import EXIT_FAILED, EXIT_USAGE, load_checked_config
+from aleph._cli.doctor_cmd import Check, plugin_checks, run_checks
 from aleph._mcp._chain import nested_serve_problem
 
 if TYPE_CHECKING:
@@ -158,32 +158,10 @@ async def _announce(rt: Aleph, agent: str | None, tools: int, transport: str, do
     done.set()
 
 
-def _isolation_checks(rt: Aleph) -> list[tuple[str, Callable[[], tuple[str, str]]]]:
-    """The ``*.isolation`` checks plugins register through ``aleph_doctor_checks`` (none where no hook is)."""
-    found: list[tuple[str, Callable[[], tuple[str, str]]]] = []
-
-    def register(name: str, check: Callable[[], tuple[str, str]]) -> None:
-        if str(name).rsplit(".", 1)[-1] == "isolation":
-            found.append((str(name), check))
-
-    try:
-        hooks = rt.plugins.hook_functions("aleph_doctor_checks")
-    except Exception:  # a core without the doctor hook
-        return []
-    for plugin, hook in hooks:
-        try:
-            hook(register=register, config=rt.config)
-        except Exception as exc:
-            print(f"aleph serve: warning: plugin {plugin}'s checks failed: {exc}", file=sys.stderr)
-    return found
+def _isolation_checks(rt: Aleph) -> list[Check]:
+    """The ``*.isolation`` checks plugins register through ``aleph_doctor_checks``."""
+    return plugin_checks(rt, only=lambda name: name.rsplit(".", 1)[-1] == "isolation")
 
 
-def _run_checks(checks: list[tuple[str, Callable[[], tuple[str, str]]]]) -> list[str]:
-    out = []
-    for name, check in checks:
-        try:
-            status, detail = check()
-        except Exception as exc:
-            status, detail = "fail", f"{type(exc).__name__}: {exc}"
-        out.append(f"{detail} ({name}: {status})" if status != "ok" else f"{detail}")
-    return out
+def _run_checks(checks: list[Check]) -> list[str]:
+    return [detail if status == "ok" else f"{detail} ({name}: {status})" for name, status, detail in run_checks(checks)]

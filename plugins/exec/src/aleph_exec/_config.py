@@ -77,6 +77,10 @@ class ExecConfig(BaseModel):
     result_paths: int = Field(default=20, ge=0, le=1000)
     """Changed paths a result lists (the counts are always complete)."""
 
+    # -- the unprivileged sandbox (isolation, overlays) --
+    sandbox_host_uid: int = Field(default=65534, ge=1, le=2**31 - 2)
+    """When Aleph runs as root: the unprivileged host uid (and gid) the sandbox's user is mapped to. Never 0."""
+
     @field_validator("env_allow")
     @classmethod
     def _env_names(cls, names: list[str]) -> list[str]:

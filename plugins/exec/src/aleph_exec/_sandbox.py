@@ -49,6 +49,7 @@ from typing import Any
 
 import anyio.to_thread
 
+from aleph_exec import _seccomp, _userns
 from aleph_exec._config import ExecConfig
 
 __all__ = ["Capture", "RunResult", "SandboxError", "TransactionUnavailable", "WorkspaceSandbox", "bwrap_available"]
@@ -58,6 +59,15 @@ _MARKER = "ALEPH_SANDBOX_RUN"
 _EXIT_GRACE_S = 1.0
 _TERM_GRACE_S = 0.5
 _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# What of the host's /etc a sandbox sees (read-only): what bash, python, git, pip and node need; never
+# shadow, gshadow, ssh keys or other secrets. passwd and group are the sandbox's own.
+_ETC_ALLOW = (
+    "hosts", "resolv.conf", "nsswitch.conf", "host.conf", "gai.conf", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
+    "ssl", "ca-certificates", "ca-certificates.conf", "pki", "alternatives", "localtime", "timezone", "mime.types",
+    "bash.bashrc", "profile", "profile.d", "inputrc", "environment", "os-release", "debian_version", "protocols",
+    "services", "shells", "gitconfig", "python3", "login.defs", "terminfo", "magic", "mailcap", "machine-id",
+    "npmrc", "manpath.config", "locale.alias", "locale.gen", "default", "xdg", "fonts",
+)  # fmt: skip
 
 
 class Capture:
@@ -395,42 +405,119 @@ class WorkspaceSandbox:
         self._marker_prefix = secrets.token_hex(6)
         self._env_blob: tuple[dict[str, str], bytes] | None = None
         self._run_numbers = itertools.count()
+        # The unprivileged sandbox (bubblewrap only): a user namespace; as root, its user mapped to
+        # config.sandbox_host_uid and the workspace bound through an idmapped mount (see _userns).
+        self._root = os.geteuid() == 0
+        self._state: _SandboxState | None = None
+        self._state_error: str | None = None
+        self._transactions: list[str | None] = []  # the cached probe of transaction_support()
 
     # -- argv and child set-up -----------------------------------------------------------------
 
-    def _bwrap_options(self) -> list[str]:
-        """The bwrap command line up to the command: namespaces and binds for the filesystem as it is now."""
+    def _sandbox_state(self) -> _SandboxState:
+        """The user namespaces, staging directory and /etc of this sandbox (made once; SandboxError if impossible)."""
+        if self._state is not None:
+            return self._state
+        if self._state_error is not None:
+            raise SandboxError(self._state_error)
+        try:
+            self._state = _SandboxState.create(self.workspace, self.config.sandbox_host_uid if self._root else None)
+        except OSError as exc:
+            self._state_error = f"the unprivileged sandbox cannot be set up here: {exc}"
+            raise SandboxError(self._state_error) from None
+        weakref.finalize(self, self._state.close)
+        return self._state
+
+    def _bwrap_options(self, *, zygote: bool = False) -> tuple[list[str], Callable[[], None] | None, list[int]]:
+        """The bwrap command line up to the command, the ``preexec_fn`` of its process, the fds it inherits.
+
+        Namespaces and binds for the filesystem as it is now; as root, the ``preexec_fn`` stages the sources.
+        """
         assert self.bwrap is not None
+        state = self._sandbox_state()
         argv = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         if self.config.network == "none":
             argv.append("--unshare-net")
-        if os.geteuid() == 0:
-            argv += ["--cap-drop", "ALL"]
+        uid = str(_userns.SANDBOX_ID)
+        if state.userns is not None:
+            # Root: our own user namespace (its one user is config.sandbox_host_uid on the host).
+            argv += ["--userns", str(state.userns.fd), "--uid", uid, "--gid", uid]
+        else:
+            argv += ["--unshare-user", "--uid", uid, "--gid", uid]
+        # Capabilities exist only inside that namespace. The zygote keeps CAP_SYS_ADMIN there for the
+        # overlays and hands no capability on; a per-run bubblewrap keeps none.
+        argv += ["--cap-drop", "ALL"]
+        if zygote:
+            # What overlayfs needs of its mounter's credentials (copy-up, the work directory, whiteouts).
+            for cap in _ZYGOTE_CAPS:
+                argv += ["--cap-add", cap]
         argv += ["--ro-bind", "/usr", "/usr"]
         for d in _SYSTEM_DIRS:
             if os.path.islink(d):
                 argv += ["--symlink", os.readlink(d), d]
             elif os.path.isdir(d):
                 argv += ["--ro-bind", d, d]
-        argv += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        # A minimal /etc: the sandbox's passwd and group, and what tools need of the host's.
+        for name in _ETC_ALLOW:
+            if os.path.exists(f"/etc/{name}"):
+                argv += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+        argv += [
+            "--ro-bind",
+            str(state.etc / "passwd"),
+            "/etc/passwd",
+            "--ro-bind",
+            str(state.etc / "group"),
+            "/etc/group",
+        ]
+        argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", _LAYER_POINT]
         # The interpreter's prefix may live under /tmp (a CI checkout): bind it after the tmpfs, which bwrap allows.
         seen = {"/usr", "/etc"}
         extra = [sys.prefix, sys.base_prefix, *self.config.extra_ro_paths]
+        if zygote:
+            extra.append(str(_ZYGOTE_PATH))
+        staged: list[tuple[str, str]] = []
+        stage = state.stage_dir if state.userns is not None else None
+
+        def source(real: str, name: str) -> str:
+            # As root, bubblewrap resolves sources as the sandbox's unprivileged user: through the staging tmpfs.
+            if stage is None:
+                return real
+            staged.append((real, name))
+            return f"{stage}/{name}"
+
         for p in extra:
             real = os.path.realpath(p)
-            if os.path.isdir(real) and not any(real == s or real.startswith(s + "/") for s in seen):
-                argv += ["--ro-bind", real, real]
+            is_file = p == str(_ZYGOTE_PATH)
+            if (os.path.isdir(real) or is_file) and not any(real == s or real.startswith(s + "/") for s in seen):
+                argv += ["--ro-bind", source(real, f"ro{len(seen)}"), real]
                 seen.add(real)
-        argv += ["--bind", str(self.workspace), str(self.workspace)]
+        ws = str(self.workspace)
+        ws_source = f"{stage}/ws" if stage is not None else ws
+        argv += ["--bind", ws_source, ws]
         # Aleph's own files and git hooks inside the workspace stay read-only for commands too.
         for path in self._ro_candidates:
             if path.exists():
-                argv += ["--ro-bind", str(path), str(path)]
-        return argv
+                argv += ["--ro-bind", ws_source + str(path)[len(ws) :], str(path)]
+        if stage is None:
+            return argv, None, []
+        assert state.userns is not None and state.idmap is not None
+        preexec = _userns.stage(stage, staged, [(ws, "ws")], state.idmap)
+        return argv, preexec, [state.userns.fd]
 
-    def _bwrap_argv(self, cwd: Path) -> list[str]:
+    def _hardening(self) -> dict[str, Any]:
+        """What the zygote sets up in bubblewrap before it serves (see _zygote.main)."""
+        return {
+            "proc": True,
+            "base": _seccomp.BASE.hex(),
+            "mounts": _seccomp.MOUNTS.hex(),
+            "workspace": str(self.workspace),
+            "protected": [str(path) for path in self._ro_candidates if path.exists()],
+        }
+
+    def _bwrap_argv(self, cwd: Path) -> tuple[list[str], Callable[[], None] | None, list[int]]:
         """The prefix of a per-run bubblewrap (the fallback when the zygote cannot start)."""
-        return [*self._bwrap_options(), "--chdir", str(cwd), "--"]
+        argv, preexec, fds = self._bwrap_options()
+        return [*argv, "--chdir", str(cwd), "--"], preexec, fds
 
     def _preexec(self, cgroup: _Cgroup | None, cpu_seconds: int) -> Callable[[], None]:
         cfg = self.config
@@ -495,6 +582,7 @@ class WorkspaceSandbox:
         on_line: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
         layer: Path | None = None,
+        _probe: bool = False,
     ) -> RunResult:
         """Run ``argv`` in ``cwd`` (already checked to lie inside the workspace); blocks until it is over.
 
@@ -503,7 +591,7 @@ class WorkspaceSandbox:
         :class:`TransactionUnavailable` when that cannot be set up, before the command starts.
         """
         if layer is not None:
-            self._check_layer(layer)
+            self._check_layer(layer, _probe)
         cfg = self.config
         env = self._run_env()
         marker = env[_MARKER]
@@ -512,7 +600,7 @@ class WorkspaceSandbox:
         start = time.monotonic()
         proc: subprocess.Popen[bytes] | _ZygoteRun
         try:
-            zygote, proc = self._start(argv, cwd, env, cgroup, cpu_seconds, stdin)
+            zygote, proc = self._start(argv, cwd, env, cgroup, cpu_seconds, stdin, layer)
         except BaseException:
             if cgroup is not None:
                 cgroup.remove()
@@ -534,15 +622,62 @@ class WorkspaceSandbox:
                 self._cgroups.give(cgroup, self._zygote_pids() if zygote else set())
         if isinstance(proc, _ZygoteRun) and proc.failure is not None:
             raise proc.failure
-        return self._result(proc.returncode, output, timed_out, killed, cgroup, start)
+        return self._result(proc.returncode, output, timed_out, killed, cgroup, start, layer is not None)
 
     def transaction_support(self) -> str | None:
-        """None when a run can get a per-run copy-on-write view of the workspace (``layer=``); else why not."""
-        return "transactions are not implemented in this sandbox yet"
+        """None when a run can get a per-run copy-on-write view of the workspace (``layer=``); else why not.
 
-    def _check_layer(self, layer: Path) -> None:
+        Probed once (a run of ``true`` on a scratch layer), then cached.
+        """
+        with self._lock:
+            if self._transactions:
+                return self._transactions[0]
+        reason = self._transaction_reason()
+        if reason is None:
+            import tempfile
+
+            scratch = Path(tempfile.mkdtemp(prefix="aleph-layer-probe-"))
+            try:
+                result = self.run(["true"], cwd=self.workspace, timeout=30, layer=scratch, _probe=True)
+                if result.exit_code != 0 or not (scratch / "upper").is_dir():
+                    reason = (
+                        f"a probe run on an overlay failed (exit {result.exit_code}): {result.stderr.strip()[:200]}"
+                    )
+            except (SandboxError, OSError) as exc:
+                reason = str(exc)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+        with self._lock:
+            if not self._transactions:
+                self._transactions.append(reason)
+            return self._transactions[0]
+
+    def _transaction_reason(self) -> str | None:
+        """Why this sandbox can give no overlay, as far as is known without a probe."""
+        if self.bwrap is None:
+            return "isolation is none (no bubblewrap sandbox to mount an overlay in)"
+        if not self._root:
+            return (
+                "Aleph is not running as root: the layer cannot be handed to the sandbox as an idmapped mount "
+                "(this sandbox gives transactions only when Aleph runs as root)"
+            )
+        try:
+            self._sandbox_state()
+        except SandboxError as exc:
+            return str(exc)
+        return None
+
+    def _check_layer(self, layer: Path, probe: bool = False) -> None:
         """Refuse a ``layer`` this sandbox cannot use (the command does not start)."""
-        reason = self.transaction_support()
+        layer = Path(layer)
+        if not layer.is_absolute() or not layer.is_dir():
+            raise ValueError(f"layer {layer}: not an absolute path to an existing directory")
+        real = layer.resolve()
+        if real == self.workspace or real.is_relative_to(self.workspace) or self.workspace.is_relative_to(real):
+            raise ValueError(f"layer {layer}: it must lie outside the workspace {self.workspace}")
+        if any(real.iterdir()):
+            raise ValueError(f"layer {layer}: not empty")
+        reason = self._transaction_reason() if probe else self.transaction_support()
         if reason is not None:
             raise TransactionUnavailable(reason)
 
@@ -560,6 +695,7 @@ class WorkspaceSandbox:
         killed: str | None,
         cgroup: _Cgroup | None,
         start: float,
+        transaction: bool = False,
     ) -> RunResult:
         return RunResult(
             exit_code=None if timed_out or killed else returncode,
@@ -567,10 +703,11 @@ class WorkspaceSandbox:
             stderr=output.err.text(),
             truncated=output.out.truncated or output.err.truncated,
             timed_out=timed_out,
-            isolation=self.isolation + ("+cgroup" if cgroup else ""),
+            isolation=self.isolation + ("+userns" if self.bwrap else "") + ("+cgroup" if cgroup else ""),
             network="none" if self.bwrap and self.config.network == "none" else "host",
             duration_ms=(time.monotonic() - start) * 1000,
             killed=killed,
+            transaction=transaction,
         )
 
     # -- running on the event loop -------------------------------------------------------------
@@ -601,13 +738,13 @@ class WorkspaceSandbox:
             with anyio.CancelScope(shield=True):
                 zygote = await anyio.to_thread.run_sync(self._acquire_zygote)
             if zygote is None:
-                return await self._run_in_thread(argv, cwd, timeout, stdin, on_line)
+                return await self._run_in_thread(argv, cwd, timeout, stdin, on_line, layer)
         env = self._run_env()
         cgroup = self._cgroups.take() if self._cgroups is not None else None
         start = time.monotonic()
         loop = asyncio.get_running_loop()
         try:
-            run = self._stage(zygote, argv, cwd, env, cgroup, int(timeout) + 5, stdin, loop.call_soon)
+            run = self._stage(zygote, argv, cwd, env, cgroup, int(timeout) + 5, stdin, loop.call_soon, layer)
         except BaseException:
             self._unclaim(zygote, cgroup)
             raise
@@ -618,7 +755,7 @@ class WorkspaceSandbox:
             # It died since the last run. The blocking path replaces it (a start takes a while).
             self._unclaim(zygote, cgroup)
             self._retire(zygote)
-            return await self._run_in_thread(argv, cwd, timeout, stdin, on_line)
+            return await self._run_in_thread(argv, cwd, timeout, stdin, on_line, layer)
 
         def end() -> None:
             try:
@@ -649,7 +786,7 @@ class WorkspaceSandbox:
             await anyio.to_thread.run_sync(end)
         if run.failure is not None:
             raise run.failure
-        return self._result(run.returncode, output, timed_out, killed, cgroup, start)
+        return self._result(run.returncode, output, timed_out, killed, cgroup, start, layer is not None)
 
     def _unclaim(self, zygote: _Zygote, cgroup: _Cgroup | None) -> None:
         """Give back what a run took: its use of the zygote, and its cgroup once nothing of the run is in it."""
@@ -665,11 +802,12 @@ class WorkspaceSandbox:
         timeout: float,
         stdin: bytes | None,
         on_line: Callable[[str], None] | None,
+        layer: Path | None = None,
     ) -> RunResult:
         cancel = threading.Event()
 
         def job() -> RunResult:
-            return self.run(argv, cwd=cwd, timeout=timeout, stdin=stdin, on_line=on_line, cancel=cancel)
+            return self.run(argv, cwd=cwd, timeout=timeout, stdin=stdin, on_line=on_line, cancel=cancel, layer=layer)
 
         try:
             return await anyio.to_thread.run_sync(job, abandon_on_cancel=True)
@@ -779,6 +917,7 @@ class WorkspaceSandbox:
         cgroup: _Cgroup | None,
         cpu_seconds: int,
         stdin: bytes | None,
+        layer: Path | None = None,
     ) -> tuple[_Zygote | None, subprocess.Popen[bytes] | _ZygoteRun]:
         """Start the command through the zygote when there is one (a dead one is replaced once), else directly."""
         for attempt in range(2):
@@ -786,7 +925,7 @@ class WorkspaceSandbox:
             if zygote is None:
                 break
             try:
-                run = self._stage(zygote, argv, cwd, env, cgroup, cpu_seconds, stdin)
+                run = self._stage(zygote, argv, cwd, env, cgroup, cpu_seconds, stdin, None, layer)
                 run.send()
                 return zygote, run
             except SandboxError:
@@ -798,6 +937,8 @@ class WorkspaceSandbox:
             except BaseException:
                 self._release(zygote)
                 raise
+        if layer is not None:
+            raise TransactionUnavailable(f"the sandbox server is not running ({self.zygote_error or 'no server'})")
         return None, self._popen(argv, cwd, env, cgroup, cpu_seconds, stdin)
 
     def _popen(
@@ -810,10 +951,18 @@ class WorkspaceSandbox:
         stdin: bytes | None,
     ) -> subprocess.Popen[bytes]:
         """Start the command directly (no bubblewrap), or in a bubblewrap of its own (the fallback)."""
-        full = self._bwrap_argv(cwd) + argv if self.bwrap else argv
+        stage: Callable[[], None] | None = None
+        pass_fds: list[int] = []
+        full = argv
+        if self.bwrap:
+            prefix, stage, pass_fds = self._bwrap_argv(cwd)
+            full = prefix + argv
         launcher = self._launcher(cgroup, cpu_seconds)
         if launcher is not None:
             full = launcher + full
+        preexec: Callable[[], None] | None = None if launcher is not None else self._preexec(cgroup, cpu_seconds)
+        if stage is not None:
+            preexec = _chain(stage, preexec)
         return subprocess.Popen(
             full,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
@@ -823,7 +972,8 @@ class WorkspaceSandbox:
             env=env,
             start_new_session=True,
             close_fds=True,
-            preexec_fn=None if launcher is not None else self._preexec(cgroup, cpu_seconds),
+            pass_fds=pass_fds,
+            preexec_fn=preexec,
         )
 
     # -- the zygote: one bubblewrap per workspace ------------------------------------------------
@@ -875,7 +1025,8 @@ class WorkspaceSandbox:
                 if self.zygote_error is not None and time.monotonic() < self._zygote_retry_at:
                     return None
                 try:
-                    zygote = _Zygote.start(self._zygote_argv(), key, namespaced=self.bwrap is not None)
+                    argv, preexec, fds = self._zygote_argv()
+                    zygote = _Zygote.start(argv, key, namespaced=self.bwrap is not None, preexec=preexec, fds=fds)
                 except SandboxError as exc:
                     # Per-run bubblewrap meanwhile; a start that failed under load gets another chance later.
                     self.zygote_error = str(exc)
@@ -893,7 +1044,7 @@ class WorkspaceSandbox:
             if zygote.retired and zygote.active == 0:
                 zygote.close(wait=False)
 
-    def _zygote_argv(self) -> list[str]:
+    def _zygote_argv(self) -> tuple[list[str], Callable[[], None] | None, list[int]]:
         cfg = self.config
         limits = {
             "AS": [cfg.memory_mb * MiB] * 2,
@@ -903,22 +1054,16 @@ class WorkspaceSandbox:
         path = str(_ZYGOTE_PATH)
         if self.bwrap is None:
             # No namespace: the server runs on the host, tracks a run's processes as its descendants.
-            return [sys.executable, "-I", "-S", path, "{control}", json.dumps(limits), "host"]
-        return [
-            *self._bwrap_options(),
-            "--ro-bind",
-            path,
-            path,
-            "--chdir",
-            "/",
-            "--",
-            sys.executable,
-            "-I",
-            "-S",
-            path,
-            "{control}",
-            json.dumps(limits),
-        ]
+            filters = {"base": _seccomp.BASE.hex(), "mounts": _seccomp.MOUNTS.hex()}
+            argv = [sys.executable, "-I", "-S", path, "{control}", json.dumps(limits), "host", json.dumps(filters)]
+            return argv, None, []
+        options, preexec, fds = self._bwrap_options(zygote=True)
+        # The zygote is the namespace's init: when it dies, the kernel ends every process of the namespace.
+        # (bubblewrap's own init would wait for them: in our user namespace, --die-with-parent does not
+        # reach it; the zygote asks for its parent's death signal itself.)
+        argv = [*options, "--as-pid-1", "--chdir", "/", "--", sys.executable, "-I", "-S", path, "{control}"]
+        argv.append(json.dumps(limits))
+        return [*argv, "ns", json.dumps(self._hardening())], preexec, fds
 
     def _stage(
         self,
@@ -930,6 +1075,7 @@ class WorkspaceSandbox:
         cpu_seconds: int,
         stdin: bytes | None,
         later: Callable[..., object] | None = None,
+        layer: Path | None = None,
     ) -> _ZygoteRun:
         cfg = self.config
         env = dict(env)
@@ -957,9 +1103,20 @@ class WorkspaceSandbox:
             raise OSError("an argument contains a NUL byte, which no command line can carry")
         if cached[1]:
             payload += b"\0" + cached[1]
-        run = zygote.stage(payload, stdin is not None, cgroup, later)
+        layer_fd = self._layer_fd(layer) if layer is not None else -1
+        run = zygote.stage(payload, stdin is not None, cgroup, later, layer_fd)
         run.marker = marker
         return run
+
+    def _layer_fd(self, layer: Path) -> int:
+        """The layer as a detached mount for the zygote (idmapped as the workspace is); TransactionUnavailable."""
+        state = self._state
+        if state is None or state.idmap is None:
+            raise TransactionUnavailable("no idmapped mounts here (Aleph is not root)")
+        try:
+            return _userns.idmapped_clone(layer, state.idmap)
+        except OSError as exc:
+            raise TransactionUnavailable(f"the layer {layer} cannot be handed to the sandbox: {exc}") from None
 
     def _zygote_pids(self) -> set[int]:
         """Host pids of this sandbox's live zygotes (a retired one may still sit in a pooled cgroup)."""
@@ -1087,8 +1244,11 @@ class WorkspaceSandbox:
         """SIGTERM, then SIGKILL, the process group, the cgroup and every marked process; reap the child."""
         # The direct child's own children (bubblewrap's namespace init) may be re-parented to us.
         signalled: set[int] = set(_children(proc.pid))
+        # bubblewrap's namespace init (pid 1 inside): its death ends every process of the namespace. In a
+        # user namespace of our own, --die-with-parent does not reach it, so it is killed here.
+        inits = {pid for pid in signalled if _nspids(pid)[1:] == [1]} if self.bwrap else set()
         for sig, grace in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, 2.0)):
-            targets = self._targets(cgroup, marker)
+            targets = self._targets(cgroup, marker) | {pid for pid in inits if _alive(pid)}
             signalled |= targets
             if not targets and proc.poll() is not None:
                 break
@@ -1168,7 +1328,15 @@ class _Zygote:
         self._kit_ids = itertools.count(1)
 
     @classmethod
-    def start(cls, template: list[str], key: tuple[bool, ...], *, namespaced: bool = True) -> _Zygote:
+    def start(
+        cls,
+        template: list[str],
+        key: tuple[bool, ...],
+        *,
+        namespaced: bool = True,
+        preexec: Callable[[], None] | None = None,
+        fds: list[int] | None = None,
+    ) -> _Zygote:
         """Start the zygote (in bubblewrap when ``namespaced``) and wait for its ``ready``.
 
         :class:`SandboxError` says why it did not come.
@@ -1190,9 +1358,10 @@ class _Zygote:
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=err_w,
-                    pass_fds=[theirs.fileno()],
+                    pass_fds=[theirs.fileno(), *(fds or [])],
                     env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
                     cwd="/",
+                    preexec_fn=preexec,
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 failure.append(exc)
@@ -1248,7 +1417,12 @@ class _Zygote:
         return self.proc is not None and not self.exited
 
     def stage(
-        self, request: bytes, with_stdin: bool, cgroup: _Cgroup | None, later: Callable[..., object] | None = None
+        self,
+        request: bytes,
+        with_stdin: bool,
+        cgroup: _Cgroup | None,
+        later: Callable[..., object] | None = None,
+        layer: int = -1,
     ) -> _ZygoteRun:
         """A run for the zygote, ready to go; :meth:`_ZygoteRun.send` hands it over.
 
@@ -1266,12 +1440,12 @@ class _Zygote:
         if armed is not None:
             kit_id, ours, out_r, err_r, poller = armed
             run = _ZygoteRun(ours, in_w, out_r, err_r, poller)
-            run.staged = _Staged(b"%d" % kit_id, [], (), in_r, cgroup, request, later)
+            run.staged = _Staged(b"%d" % kit_id, [], (), in_r, cgroup, request, later, layer)
         else:
             ours, theirs, out_r, out_w, err_r, err_w, poller = _new_kit()
             run = _ZygoteRun(ours, in_w, out_r, err_r, poller)
             far = (theirs, _Fd(out_w), _Fd(err_w))
-            run.staged = _Staged(b"+", [theirs.fileno(), out_w, err_w], far, in_r, cgroup, request, later)
+            run.staged = _Staged(b"+", [theirs.fileno(), out_w, err_w], far, in_r, cgroup, request, later, layer)
         run.zygote = self
         run.namespaced = self.namespaced
         return run
@@ -1313,6 +1487,9 @@ class _Zygote:
             if cgroup is not None and cgroup.name != self.cgroup:
                 fds.append(cgroup.procs_fd())
                 flags += b"c"
+            if staged.layer >= 0:
+                fds.append(staged.layer)
+                flags += b"l"
             head = b"go %s %s" % (staged.kit, flags or b"-")
             if len(request) > _ZYGOTE_INLINE:
                 socket.send_fds(self.control, [head + b" %d" % len(request)], fds)
@@ -1359,6 +1536,7 @@ class _Staged:
     cgroup: _Cgroup | None
     request: bytes
     later: Callable[..., object] | None
+    layer: int = -1  # the run's layer, a detached mount (flag ``l``), or -1
 
     def close_far(self) -> None:
         for end in self.far:
@@ -1366,6 +1544,9 @@ class _Staged:
         if self.stdin >= 0:
             os.close(self.stdin)
             self.stdin = -1
+        if self.layer >= 0:
+            os.close(self.layer)
+            self.layer = -1
 
 
 class _Fd:
@@ -1424,7 +1605,7 @@ class _ZygoteRun:
             staged.close_far()
             self.close()
             raise SandboxError(f"the sandbox server is gone ({exc})") from None
-        if not staged.far and staged.stdin < 0:
+        if not staged.far and staged.stdin < 0 and staged.layer < 0:
             return  # the zygote held the kit already: nothing of ours to close
         if staged.later is not None:
             staged.later(staged.close_far)
@@ -1468,7 +1649,9 @@ class _ZygoteRun:
                 self._alive = message["alive"]
             elif "error" in message:
                 self.returncode = 127
-                self.failure = OSError(message["error"])
+                self.failure = (
+                    TransactionUnavailable(message["error"]) if message.get("layer") else OSError(message["error"])
+                )
                 if self.zygote is not None:
                     self.zygote.forget_cgroup()
 
@@ -1612,8 +1795,10 @@ def _settle(done: asyncio.Future[tuple[bool, str | None]], result: tuple[bool, s
 
 def _zygote_host_pid(bwrap_pid: int, ns_pid: int) -> int | None:
     """The host pid of the zygote (``ns_pid`` in bwrap's namespace): never to be among a run's kill targets."""
-    for init in _children(bwrap_pid):
-        for pid in _children(init):
+    for child in _children(bwrap_pid):
+        if _nspids(child)[-1:] == [ns_pid]:
+            return child  # the zygote is the namespace's pid 1 (--as-pid-1)
+        for pid in _children(child):
             if _nspids(pid)[-1:] == [ns_pid]:
                 return pid
     return None
@@ -1714,3 +1899,68 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state not in (b"Z", b"X")
+
+
+_ZYGOTE_CAPS = (
+    "CAP_SYS_ADMIN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_CHOWN", "CAP_FOWNER", "CAP_FSETID", "CAP_MKNOD",
+)  # fmt: skip
+_LAYER_POINT = (
+    "/run/aleph-layer"  # where a run's child attaches its layer, for the overlay mount (the zygote's LAYER_DIR)
+)
+
+
+def _chain(first: Callable[[], None], then: Callable[[], None] | None) -> Callable[[], None]:
+    def both() -> None:
+        first()
+        if then is not None:
+            then()
+
+    return both
+
+
+class _SandboxState:
+    """What an unprivileged sandbox keeps on the host: its /etc files, the staging point, user namespaces.
+
+    As root: ``userns`` (the sandbox's: SANDBOX_ID is the host uid) and ``idmap`` (for idmapped mounts:
+    host uid 0 on disk shows as the host uid).
+    """
+
+    def __init__(self, root: Path, userns: _userns.Idmap | None, idmap: _userns.Idmap | None) -> None:
+        self.root = root
+        self.etc = root / "etc"
+        self.stage_dir = str(root / "stage")
+        self.userns = userns
+        self.idmap = idmap
+
+    @classmethod
+    def create(cls, workspace: Path, host_uid: int | None) -> _SandboxState:
+        import tempfile
+
+        root = Path(tempfile.mkdtemp(prefix="aleph-sandbox-"))
+        try:
+            root.chmod(0o755)
+            (root / "etc").mkdir(mode=0o755)
+            (root / "stage").mkdir(mode=0o755)
+            sid = _userns.SANDBOX_ID
+            (root / "etc" / "passwd").write_text(
+                "root:x:0:0:root:/root:/bin/bash\n"
+                f"aleph:x:{sid}:{sid}:Aleph sandbox:{workspace}:/bin/bash\n"
+                "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+            )
+            (root / "etc" / "group").write_text(f"root:x:0:\naleph:x:{sid}:\nnogroup:x:65534:\n")
+            for name in ("passwd", "group"):
+                (root / "etc" / name).chmod(0o644)
+            userns = idmap = None
+            if host_uid is not None:
+                userns = _userns.Idmap(sid, host_uid)
+                idmap = _userns.Idmap(0, host_uid)
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+        return cls(root, userns, idmap)
+
+    def close(self) -> None:
+        for ns in (self.userns, self.idmap):
+            if ns is not None:
+                ns.close()
+        shutil.rmtree(self.root, ignore_errors=True)

@@ -78,12 +78,13 @@ import select
 import shutil
 import signal
 import socket
+import struct
 import sys
 import time
 
 MARKER = "ALEPH_SANDBOX_RUN"
 MARKER_B = MARKER.encode()
-MAX_FDS = 5
+MAX_FDS = 6
 MAX_KITS = 4
 MAX_INLINE = 64 * 1024  # a request up to this size comes with the fds, in the same control message
 MAX_LINE = 8 * 1024 * 1024
@@ -105,10 +106,10 @@ def encode(message: dict[str, object]) -> bytes:
 class Run:
     """One command started for the host."""
 
-    def __init__(self, sock: int, fds: list[int], stdin: int, cgroup: int) -> None:
+    def __init__(self, sock: int, fds: list[int], stdin: int, cgroup: int, layer: int = -1) -> None:
         self.sock = sock  # the run socket's fd (non-blocking: the host makes it so)
         self.fds = fds  # stdout and stderr
-        self.given = (stdin, cgroup)  # until the start: descriptors that came with the request (-1: none)
+        self.given = (stdin, cgroup, layer)  # until the start: descriptors that came with the request (-1: none)
         self.buf = b""
         self.id = ""
         self.pid = 0
@@ -189,6 +190,9 @@ class Zygote:
         # A bare epoll and what each fd stands for: "control", a Run (its socket) or a pid (its pidfd).
         self.poller = select.epoll()
         self.watched: dict[int, Run | int | str] = {}
+        self.hardening: dict[str, object] = {}  # set by main(): see harden()
+        self.fork_all = False  # every run by fork_spawn (else those with a layer only)
+        self.closer = Closer()
         # Our own CPU time may pass the soft limit we keep set for the runs.
         signal.signal(signal.SIGXCPU, signal.SIG_IGN)
         self.watch(self.control.fileno(), "control")
@@ -262,7 +266,7 @@ class Zygote:
         if len(parts) != (3 if inline else 4) or parts[0] != b"go":
             return None
         _, kit_id, flags, *size = parts
-        wanted = (3 if kit_id == b"+" else 0) + (b"i" in flags) + (b"c" in flags)
+        wanted = (3 if kit_id == b"+" else 0) + (b"i" in flags) + (b"c" in flags) + (b"l" in flags)
         if len(fds) != wanted or (size and not size[0].isdigit()):
             return None
         kit = fds[:3] if kit_id == b"+" else self.kits.pop(kit_id, None)
@@ -270,7 +274,9 @@ class Zygote:
             return None
         rest = fds[3:] if kit_id == b"+" else fds
         stdin = rest.pop(0) if b"i" in flags else -1
-        run = Run(kit[0], kit[1:], stdin, rest[0] if rest else -1)
+        cgroup = rest.pop(0) if b"c" in flags else -1
+        layer = rest.pop(0) if b"l" in flags else -1
+        run = Run(kit[0], kit[1:], stdin, cgroup, layer)
         if size:
             run.expect = int(size[0])  # the request follows on the run socket
         return run
@@ -311,8 +317,8 @@ class Zygote:
     def start(self, run: Run, request: bytes) -> None:
         """Start the run a request describes (its fields: step 4 of the protocol)."""
         stdout, stderr = run.fds
-        stdin, cgroup = run.given
-        run.fds, run.given = [], (-1, -1)
+        stdin, cgroup, layer = run.given
+        run.fds, run.given = [], (-1, -1, -1)
         try:
             fields = request.split(b"\0")
             marker, cwd, cgroup_name = fields[0], fields[1], fields[2]
@@ -335,15 +341,24 @@ class Zygote:
                     raise OSError(f"the descriptor of cgroup {cgroup_name.decode(errors='replace')} did not come")
                 os.write(cgroup, b"0")
                 self.cgroup = cgroup_name
-            pid = self.spawn(argv, env, cwd, (self.devnull if stdin < 0 else stdin, stdout, stderr), limits)
+            stdio = (self.devnull if stdin < 0 else stdin, stdout, stderr)
+            if layer >= 0 or self.fork_all:
+                pid = self.fork_spawn(argv, env, cwd, stdio, limits, layer)
+            else:
+                pid = self.spawn(argv, env, cwd, stdio, limits)
             self.watch_exit(pid)
+        except LayerError as exc:
+            run.send({"error": str(exc), "layer": True})
+            for fd in (stdout, stderr):
+                os.close(fd)
+            return
         except (OSError, ValueError, IndexError, TypeError) as exc:
             run.send({"error": str(exc)})
             for fd in (stdout, stderr):
                 os.close(fd)
             return
         finally:
-            for fd in (stdin, cgroup):
+            for fd in (stdin, cgroup, layer):
                 if fd >= 0:
                     os.close(fd)
         # Held until the command is reaped: the host's end of the pipes sees EOF together with the exit.
@@ -416,6 +431,66 @@ class Zygote:
             raise OSError(f"could not set resource limits: {exc}") from None
         return pid
 
+    def fork_spawn(
+        self,
+        argv: list[bytes],
+        env: dict[bytes, bytes],
+        cwd: bytes,
+        stdio: tuple[int, int, int],
+        limits: dict[int, tuple[int, int]],
+        layer: int,
+    ) -> int:
+        """Start a command by ``fork``: the child mounts the run's overlay first when ``layer`` >= 0.
+
+        Then it sets its limits, drops every capability, adds the mount filter and ``exec``s. Why it could
+        not is raised here (:class:`LayerError` for the overlay: the command never ran).
+        """
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            step = "layer"
+            try:
+                os.close(err_r)
+                os.setsid()
+                if layer >= 0:
+                    mount_overlay(self.hardening, layer)
+                step = "start"
+                os.chdir(cwd)
+                for target, fd in enumerate(stdio):
+                    os.dup2(fd, target)
+                for res, value in limits.items():
+                    resource.setrlimit(res, value)
+                for signo in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGXCPU):
+                    signal.signal(signo, signal.SIG_DFL)
+                drop_capabilities()
+                install_filter(self.hardening.get("mounts", ""))
+                os.execvpe(argv[0], argv, env)
+            except BaseException as exc:
+                try:
+                    os.write(err_w, f"{step}\0{exc}".encode(errors="replace"))
+                finally:
+                    os._exit(127)
+        os.close(err_w)
+        chunks = []
+        while chunk := os.read(err_r, 65536):
+            chunks.append(chunk)
+        os.close(err_r)
+        if not chunks and layer >= 0:
+            # Hold the run's mount namespace: torn down at the command's exit, it would delay the exit
+            # (and its report) by an RCU grace period; closed later, off the run's path (see Closer).
+            try:
+                self.closer.hold(pid, os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC))
+            except OSError:
+                pass  # it has exited already
+        if chunks:
+            os.waitpid(pid, 0)
+            step_b, _, why = b"".join(chunks).partition(b"\0")
+            text = why.decode(errors="replace")
+            if step_b == b"layer":
+                raise LayerError(f"the copy-on-write view could not be set up: {text}")
+            raise OSError(text)
+        return pid
+
     def set_soft(self, res: int, soft: int | None) -> None:
         """Set our own soft limit of ``res`` (None: the one we started with), within our hard limit."""
         own = self.own_limits.get(res)
@@ -458,6 +533,7 @@ class Zygote:
             run = self.by_pid.pop(pid, None)
             if run is not None:
                 exited.append((run, status))
+            self.closer.release(pid)
         for run, status in exited:
             report = b""
             if self.runs.get(run.sock) is run:
@@ -502,7 +578,7 @@ class Zygote:
         for fd in (*run.fds, *run.given):
             if fd >= 0:
                 os.close(fd)
-        run.fds, run.given = [], (-1, -1)
+        run.fds, run.given = [], (-1, -1, -1)
         if run.tmp:
             try:
                 os.rmdir(run.tmp)
@@ -558,6 +634,184 @@ class Zygote:
             time.sleep(0.002)
 
 
+class Closer:
+    """Closes the mount namespaces of finished overlay runs on a thread of its own.
+
+    A close that tears one down waits for an RCU grace period; ``os.close`` lets go of the GIL meanwhile.
+    """
+
+    def __init__(self) -> None:
+        self.held: dict[int, int] = {}
+        self.queue: list[int] = []
+        self.cond: object = None
+
+    def hold(self, pid: int, fd: int) -> None:
+        self.held[pid] = fd
+
+    def release(self, pid: int) -> None:
+        fd = self.held.pop(pid, -1)
+        if fd < 0:
+            return
+        import threading
+
+        if self.cond is None:
+            self.cond = threading.Condition()
+            threading.Thread(target=self.loop, daemon=True).start()
+        cond: threading.Condition = self.cond  # type: ignore[assignment]
+        with cond:
+            self.queue.append(fd)
+            cond.notify()
+
+    def loop(self) -> None:
+        import threading
+
+        cond: threading.Condition = self.cond  # type: ignore[assignment]
+        while True:
+            with cond:
+                while not self.queue:
+                    cond.wait()
+                fds, self.queue = self.queue, []
+            for fd in fds:
+                os.close(fd)
+
+
+class LayerError(OSError):
+    """A run's overlay could not be mounted: the command was not started."""
+
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+SYS_OPEN_TREE, SYS_MOVE_MOUNT, SYS_MOUNT_SETATTR = 428, 429, 442
+SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
+OPEN_TREE_CLONE, AT_FDCWD, AT_EMPTY_PATH, MOVE_MOUNT_F_EMPTY_PATH = 1, -100, 0x1000, 0x4
+MOUNT_ATTR_RDONLY = 0x1
+CLONE_NEWNS = 0x20000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
+MNT_DETACH = 2
+LAYER_DIR = "/run/aleph-layer"
+# Container runtimes' lists: read-only, and hidden (a file under /dev/null, a directory under an empty tmpfs).
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+PROC_MASKED = (
+    "/proc/kcore", "/proc/kmsg", "/proc/keys", "/proc/key-users", "/proc/timer_list", "/proc/sched_debug",
+    "/proc/latency_stats", "/proc/timer_stats", "/proc/kpagecount", "/proc/kpageflags", "/proc/kpagecgroup",
+    "/proc/acpi", "/proc/scsi", "/proc/asound", "/proc/driver", "/proc/sysvipc",
+)  # fmt: skip
+
+
+def check(result: int, what: str) -> int:
+    if result < 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+    return result
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = [None if x is None else os.fsencode(x) for x in (source, target, fstype, data)]
+    check(libc.mount(enc[0], enc[1], enc[2], flags, enc[3]), f"mount {target}")
+
+
+def move_mount(fd: int, target: str) -> None:
+    check(
+        libc.syscall(SYS_MOVE_MOUNT, fd, b"", AT_FDCWD, os.fsencode(target), MOVE_MOUNT_F_EMPTY_PATH),
+        f"move_mount {target}",
+    )
+
+
+def ovl_escape(path: str) -> str:
+    return path.replace("\\", "\\\\").replace(":", "\\:").replace(",", "\\,")
+
+
+def mount_overlay(hardening: dict[str, object], layer: int) -> None:
+    """In a run's child: a mount namespace of its own with the workspace under an overlay.
+
+    The upper and work directories are in ``layer`` (a detached mount from the host); the protected
+    paths are bound read-only on top again and the layer's staging point is emptied.
+    """
+    workspace = str(hardening["workspace"])
+    protected = [str(p) for p in hardening.get("protected", [])]  # type: ignore[attr-defined]
+    check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    # The read-only binds of protected paths, cloned before the overlay covers them.
+    clones = []
+    attr = ctypes.create_string_buffer(struct.pack("QQQQ", MOUNT_ATTR_RDONLY, 0, 0, 0))
+    for path in protected:
+        fd = check(
+            libc.syscall(SYS_OPEN_TREE, AT_FDCWD, os.fsencode(path), OPEN_TREE_CLONE | os.O_CLOEXEC),
+            f"open_tree {path}",
+        )
+        check(libc.syscall(SYS_MOUNT_SETATTR, fd, b"", AT_EMPTY_PATH, attr, 32), f"mount_setattr {path}")
+        clones.append((fd, path))
+    move_mount(layer, LAYER_DIR)
+    upper, work = f"{LAYER_DIR}/upper", f"{LAYER_DIR}/work"
+    os.mkdir(upper, 0o755)
+    os.mkdir(work, 0o700)
+    options = (
+        f"lowerdir={ovl_escape(workspace)},upperdir={ovl_escape(upper)},workdir={ovl_escape(work)},"
+        "userxattr,redirect_dir=nofollow,metacopy=off,index=off,xino=off"
+    )
+    mount("overlay", workspace, "overlay", 0, options)
+    check(libc.umount2(os.fsencode(LAYER_DIR), MNT_DETACH), f"umount {LAYER_DIR}")
+    for fd, path in clones:
+        move_mount(fd, path)
+        os.close(fd)
+
+
+def harden_proc() -> None:
+    """Make the kernel's writable interfaces under /proc read-only, and hide the ones that leak."""
+    flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+    for path in PROC_READ_ONLY:
+        if os.path.exists(path):
+            mount(path, path, None, MS_BIND | MS_REC)
+            mount(None, path, None, flags)
+    for path in PROC_MASKED:
+        if os.path.isdir(path):
+            mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0,mode=0555")
+        elif os.path.exists(path):
+            mount("/dev/null", path, None, MS_BIND)
+
+
+def drop_capabilities() -> None:
+    """Empty every capability set of this process (the zygote keeps CAP_SYS_ADMIN for the overlays)."""
+    check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient capabilities")
+    nr = SYS_CAPSET.get(os.uname().machine)
+    if nr is None:
+        raise OSError("no capset number for this architecture")
+    header = ctypes.create_string_buffer(struct.pack("Ii", 0x20080522, 0))  # _LINUX_CAPABILITY_VERSION_3
+    data = ctypes.create_string_buffer(bytes(24))
+    check(libc.syscall(nr, header, data), "capset")
+
+
+def keep_capabilities_for_self() -> None:
+    """Clear the ambient and inheritable sets: what this server holds is passed to no command it spawns."""
+    check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient capabilities")
+    nr = SYS_CAPSET.get(os.uname().machine)
+    if nr is None:
+        raise OSError("no capset number for this architecture")
+    header = ctypes.create_string_buffer(struct.pack("Ii", 0x20080522, 0))
+    data = ctypes.create_string_buffer(24)
+    check(libc.syscall(nr - 1, header, data), "capget")  # capget is capset - 1 on both
+    words = list(struct.unpack("6I", data.raw))
+    words[2] = words[5] = 0  # inheritable, both halves
+    check(libc.syscall(nr, header, ctypes.create_string_buffer(struct.pack("6I", *words))), "capset")
+
+
+def install_filter(program_hex: object) -> None:
+    """no_new_privs, then the seccomp program (hex of ``struct sock_filter[]``; empty: none)."""
+    check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+    if not program_hex:
+        return
+    code = bytes.fromhex(str(program_hex))
+    buf = ctypes.create_string_buffer(code)
+    prog = struct.pack("HxxxxxxP", len(code) // 8, ctypes.addressof(buf))
+    check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.c_char_p(prog), 0, 0), "seccomp")
+
+
 def processes() -> set[int]:
     """Every process of the runs: this server's descendants (it is a subreaper: orphans come back to it).
 
@@ -589,7 +843,6 @@ def main() -> None:
     control_fd = int(sys.argv[1])
     for name, (soft, hard) in json.loads(sys.argv[2]).items():
         resource.setrlimit(RLIMITS[name], (soft, hard))
-    libc = ctypes.CDLL(None, use_errno=True)
     # Not dumpable: the commands (same uid) may not ptrace this server or take its fds.
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
@@ -604,10 +857,29 @@ def main() -> None:
     except (AttributeError, OSError) as exc:
         raise OSError(f"no pidfd_open (Linux 5.3 or later): a command's exit cannot be watched ({exc})") from None
     os.set_inheritable(control_fd, False)
+    hardening: dict[str, object] = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
+    if hardening.get("proc"):
+        harden_proc()
+    if sys.argv[3:4] != ["host"] and hardening:
+        # Ours stays (the overlays need CAP_SYS_ADMIN in the sandbox's user namespace); none is passed on.
+        keep_capabilities_for_self()
+    if "base" in hardening:
+        install_filter(hardening["base"])
+        if sys.argv[3:4] == ["host"]:
+            install_filter(hardening.get("mounts", ""))  # no overlays here: the mount family goes at once
     zygote = Zygote(socket.socket(fileno=control_fd))
+    zygote.hardening = hardening
+    zygote.fork_all = bool(hardening.get("fork_all"))
     # Killed politely (by a command of ours, or on the host by the host's death): the runs go with us.
     signal.signal(signal.SIGTERM, zygote.terminated)
-    if sys.argv[3:] == ["host"]:
+    if sys.argv[3:4] == ["ns"] and os.getpid() == 1:
+        # The namespace's init (bwrap --as-pid-1): its death ends the namespace. bubblewrap's parent-death
+        # signal does not survive the switch into the sandbox's user namespace: ask for ours here.
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        if os.getppid() == 0 and not os.path.exists("/proc/self"):
+            raise OSError("the sandbox's parent is gone")
+    if sys.argv[3:4] == ["host"]:
         # No namespace dies with the host here: we are sent SIGTERM when it dies, and end every process
         # of our runs (all our descendants: we are a subreaper) before we exit.
         if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:

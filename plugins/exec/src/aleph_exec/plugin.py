@@ -7,6 +7,7 @@ from typing import Any
 import anyio.to_thread
 
 import aleph
+from aleph_exec import hookspecs
 from aleph_exec._config import ExecConfig
 from aleph_exec._generate import ImageFn, ImageGenerateTool, PdfGenerateTool
 from aleph_exec._sandbox import WorkspaceSandbox, bwrap_available
@@ -14,6 +15,7 @@ from aleph_exec._tools import BashTool, CodeCheckTool, CodeExecTool, ExecCommitT
 from aleph_exec._transaction import Transactions
 
 ALEPH_PLUGIN_NAME = "exec"
+ALEPH_HOOKSPECS = (hookspecs,)
 
 
 @aleph.hookimpl
@@ -61,3 +63,11 @@ def aleph_cli_commands(register: Any) -> None:
     from aleph_exec._undo_cmd import add_undo_parser
 
     register("undo", add_undo_parser)
+
+
+@aleph.hookimpl
+def aleph_doctor_checks(register: Any, config: aleph.AlephConfig) -> None:
+    """exec.isolation, exec.overlay, exec.cgroup and exec.seccomp: what the sandbox gives on this machine."""
+    from aleph_exec._doctor import register_checks
+
+    register_checks(register, config.section("exec", ExecConfig))

@@ -1,0 +1,158 @@
+"""User namespaces and idmapped mounts for the sandbox (Linux, through ``ctypes``).
+
+When Aleph runs as root, a sandboxed command must still not be host uid 0. The sandbox runs in a user
+namespace that maps its one user (uid/gid ``SANDBOX_ID`` inside) to an unprivileged host uid
+(``[exec] sandbox_host_uid``, default 65534). The workspace belongs to host root, so it is bound into
+the sandbox through an **idmapped mount** (``open_tree(OPEN_TREE_CLONE)`` + ``mount_setattr(
+MOUNT_ATTR_IDMAP)`` + ``move_mount``, Linux 5.12 or later): a file owned by host uid 0 on disk shows as
+owned by that host uid, so the sandbox user owns the workspace, and what it creates lands on disk as
+root's. A run's copy-on-write layer is handed to the sandbox the same way (a detached idmapped clone).
+
+Paths that the unprivileged host uid cannot reach (the Python of a CI job under ``/root``, a workspace
+under a 0700 directory) are bound into a private *staging* tmpfs first, in a mount namespace of the
+process that becomes bubblewrap (:func:`stage`), and bubblewrap binds them from there.
+
+The new mount syscalls have the same numbers on x86_64 and aarch64 (generic table, 428 and later).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+import subprocess
+from collections.abc import Callable
+
+__all__ = ["SANDBOX_ID", "Idmap", "IdmapError", "idmapped_clone", "stage"]
+
+SANDBOX_ID = 1000
+"""The uid and gid of the sandbox's user, inside its user namespace (``aleph`` in its /etc/passwd)."""
+
+_SYS_OPEN_TREE = 428
+_SYS_MOVE_MOUNT = 429
+_SYS_MOUNT_SETATTR = 442
+_OPEN_TREE_CLONE = 1
+_OPEN_TREE_CLOEXEC = os.O_CLOEXEC
+_AT_FDCWD = -100
+_AT_EMPTY_PATH = 0x1000
+_AT_RECURSIVE = 0x8000
+_MOUNT_ATTR_RDONLY = 0x1
+_MOUNT_ATTR_IDMAP = 0x100000
+_MOVE_MOUNT_F_EMPTY_PATH = 0x4
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWNS = 0x20000
+_MS_BIND = 0x1000
+_MS_REC = 0x4000
+_MS_PRIVATE = 0x40000
+_MNT_DETACH = 2
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+
+class IdmapError(OSError):
+    """A user namespace or an idmapped mount could not be made here."""
+
+
+def _check(result: int, what: str) -> int:
+    if result < 0:
+        errno = ctypes.get_errno()
+        raise IdmapError(errno, f"{what}: {os.strerror(errno)}")
+    return result
+
+
+def _unshare_user() -> None:  # pragma: no cover - runs in a forked child
+    if _libc.unshare(_CLONE_NEWUSER) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWUSER)")
+
+
+class Idmap:
+    """A user namespace that maps ``inside`` (uid and gid) to ``host``: an fd kept open while in use."""
+
+    def __init__(self, inside: int, host: int) -> None:
+        self.inside, self.host = inside, host
+        holder = subprocess.Popen(["sleep", "60"], preexec_fn=_unshare_user, close_fds=True)
+        try:
+            for name in ("uid_map", "gid_map"):
+                with open(f"/proc/{holder.pid}/{name}", "w") as fh:
+                    fh.write(f"{inside} {host} 1\n")
+            self.fd = os.open(f"/proc/{holder.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise IdmapError(
+                exc.errno or 0, f"cannot make a user namespace mapping {inside} to {host}: {exc}"
+            ) from None
+        finally:
+            holder.kill()
+            holder.wait()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def idmapped_clone(path: str | os.PathLike[str], idmap: Idmap, *, recursive: bool = False) -> int:
+    """A detached clone of the mount at ``path``, idmapped by ``idmap``.
+
+    On disk ``idmap.inside`` shows as ``idmap.host``. The fd is close-on-exec; attach it with ``move_mount``.
+    """
+    flags = _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC | (_AT_RECURSIVE if recursive else 0)
+    fd = _check(_libc.syscall(_SYS_OPEN_TREE, _AT_FDCWD, os.fsencode(path), flags), f"open_tree({path})")
+    attr = ctypes.create_string_buffer(struct.pack("QQQQ", _MOUNT_ATTR_IDMAP, 0, 0, idmap.fd))
+    try:
+        _check(
+            _libc.syscall(_SYS_MOUNT_SETATTR, fd, b"", _AT_EMPTY_PATH | (_AT_RECURSIVE if recursive else 0), attr, 32),
+            f"mount_setattr(MOUNT_ATTR_IDMAP) on {path}",
+        )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _mount(source: bytes | None, target: bytes, fstype: bytes | None, flags: int, data: bytes | None) -> None:
+    if _libc.mount(source, target, fstype, flags, data) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"mount {target.decode(errors='replace')}: {os.strerror(errno)}")
+
+
+def stage(
+    staging: str, binds: list[tuple[str, str]], idmapped: list[tuple[str, str]], idmap: Idmap | None
+) -> Callable[[], None]:
+    """A ``preexec_fn`` for the child that becomes bubblewrap: its sources staged where bubblewrap can reach them.
+
+    It makes a private mount namespace, mounts a tmpfs on ``staging``, binds each ``(source, name)`` of
+    ``binds`` at ``staging/name`` (``idmapped`` ones through an idmapped clone), then drops supplementary
+    groups.
+
+    Runs as root in the child; nothing of it is visible on the host.
+    """
+    stage_b = os.fsencode(staging)
+
+    def setup() -> None:  # pragma: no cover - runs in a forked child
+        if _libc.unshare(_CLONE_NEWNS) != 0:
+            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+        _mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None)
+        _mount(b"tmpfs", stage_b, b"tmpfs", 0, b"mode=0755,size=64k")
+        for source, name in binds:
+            target = stage_b + b"/" + os.fsencode(name)
+            if os.path.isdir(source):
+                os.mkdir(target, 0o755)
+            else:
+                os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o644))
+            _mount(os.fsencode(source), target, None, _MS_BIND | _MS_REC, None)
+        for source, name in idmapped:
+            assert idmap is not None
+            target = stage_b + b"/" + os.fsencode(name)
+            os.mkdir(target, 0o755)
+            fd = idmapped_clone(source, idmap)
+            try:
+                _check(
+                    _libc.syscall(_SYS_MOVE_MOUNT, fd, b"", _AT_FDCWD, target, _MOVE_MOUNT_F_EMPTY_PATH),
+                    f"move_mount onto {target.decode(errors='replace')}",
+                )
+            finally:
+                os.close(fd)
+        os.setgroups([])
+
+    return setup

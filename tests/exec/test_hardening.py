@@ -1,0 +1,216 @@
+"""The unprivileged sandbox: never host uid 0, no writable kernel interface, a seccomp filter, a minimal /etc.
+
+Run as root (as CI does), through the real bubblewrap sandbox. Dangerous writes are aimed only at kernel
+interfaces the sandbox must refuse, and each test checks on the host that nothing changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from aleph_exec._config import ExecConfig
+from aleph_exec._sandbox import WorkspaceSandbox, bwrap_available
+
+pytestmark = pytest.mark.skipif(not bwrap_available(), reason="needs bubblewrap")
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Iterator[WorkspaceSandbox]:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    box = WorkspaceSandbox(ws, ExecConfig(isolation="bwrap"))
+    try:
+        yield box
+    finally:
+        box.close()
+
+
+def sh(box: WorkspaceSandbox, command: str, timeout: float = 60) -> tuple[int | None, str, str]:
+    result = box.run(["bash", "-c", command], cwd=box.workspace, timeout=timeout)
+    assert box.zygote_error is None, box.zygote_error
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_the_command_is_never_host_root(sandbox: WorkspaceSandbox) -> None:
+    _, out, _ = sh(sandbox, "id -u; id -un; cat /proc/self/uid_map /proc/self/gid_map; grep CapEff /proc/self/status")
+    uid, name, *maps, cap = out.strip().split("\n")
+    assert (uid, name) == ("1000", "aleph")
+    host = ExecConfig().sandbox_host_uid if os.geteuid() == 0 else os.geteuid()
+    # Its one uid and gid are an unprivileged host id; host uid 0 is not even mapped.
+    assert [m.split() for m in maps] == [["1000", str(host), "1"]] * 2
+    assert host != 0
+    assert cap.split() == ["CapEff:", "0000000000000000"]
+
+
+def test_a_host_root_owned_workspace_stays_writable_and_keeps_its_owner(sandbox: WorkspaceSandbox) -> None:
+    ws = sandbox.workspace
+    (ws / "old.txt").write_text("old\n")
+    code, out, err = sh(sandbox, "stat -c %u old.txt; echo more >> old.txt; echo new > new.txt; mkdir d && touch d/f")
+    assert code == 0, err
+    assert out.strip() == "1000"  # a host-root file shows as the sandbox user's
+    owner = os.stat(ws).st_uid
+    assert {p.stat().st_uid for p in (ws / "old.txt", ws / "new.txt", ws / "d", ws / "d" / "f")} == {owner}
+    assert (ws / "old.txt").read_text() == "old\nmore\n"
+
+
+def test_the_kernel_interfaces_under_proc_are_read_only_or_hidden(sandbox: WorkspaceSandbox) -> None:
+    core_pattern = Path("/proc/sys/kernel/core_pattern").read_text()
+    probes = [
+        "echo '|/bin/false' > /proc/sys/kernel/core_pattern",
+        "echo 1 > /proc/sys/vm/drop_caches",
+        "echo h > /proc/sysrq-trigger",
+        "echo 1 > /proc/sys/kernel/sysrq",
+        "echo 0 > /proc/sys/net/ipv4/ip_forward",
+    ]
+    for probe in probes:
+        if not Path(probe.rsplit("> ", 1)[1]).exists():
+            continue  # not in this kernel
+        code, _, err = sh(sandbox, probe)
+        assert code != 0, probe
+        assert "Read-only file system" in err or "Permission denied" in err, (probe, err)
+    _, out, _ = sh(
+        sandbox, "head -c 64 /proc/kcore | wc -c; cat /proc/keys | wc -l; ls -A /proc/acpi 2>/dev/null | wc -l"
+    )
+    assert out.split() == ["0", "0", "0"]
+    # The mounts themselves are read-only (not merely refused by permissions).
+    _, mounts, _ = sh(sandbox, "cat /proc/self/mountinfo")
+    for path in ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"):
+        if not Path(path).exists():
+            continue
+        lines = [line for line in mounts.splitlines() if line.split()[4] == path]
+        assert lines and "ro" in lines[-1].split()[5].split(","), path
+    assert Path("/proc/sys/kernel/core_pattern").read_text() == core_pattern
+
+
+def test_etc_is_minimal_and_holds_no_secrets(sandbox: WorkspaceSandbox) -> None:
+    _, out, _ = sh(sandbox, "ls -A /etc; echo ---; cat /etc/passwd; echo ---; getent passwd aleph")
+    listing, passwd, entry = out.split("---\n")
+    names = set(listing.split())
+    assert not names & {"shadow", "gshadow", "shadow-", "gshadow-", "ssh", "sudoers", "security", "ssl/private"}
+    assert {"passwd", "group", "resolv.conf", "hosts", "nsswitch.conf", "ld.so.cache"} <= names
+    assert "aleph:x:1000:1000" in passwd and Path("/etc/passwd").read_text() != passwd
+    assert entry.startswith("aleph:x:1000:1000:")
+    code, _, _ = sh(sandbox, "cat /etc/shadow")
+    assert code != 0
+
+
+# Each line: a system call, how it is called from Python's ctypes, and the errno the filter answers.
+SYSCALLS = """
+import ctypes, errno, json, os, platform
+libc = ctypes.CDLL(None, use_errno=True)
+x86 = platform.machine() == "x86_64"
+NR = dict(
+    bpf=321 if x86 else 280, keyctl=250 if x86 else 219, add_key=248 if x86 else 217,
+    perf_event_open=298 if x86 else 241, userfaultfd=323 if x86 else 282, init_module=175 if x86 else 105,
+    finit_module=313 if x86 else 273, kexec_load=246 if x86 else 104, open_by_handle_at=304 if x86 else 265,
+    swapon=167 if x86 else 224, reboot=169 if x86 else 142, setns=308 if x86 else 268,
+    io_uring_setup=425, clone3=435,
+)
+out = {}
+for name, nr in NR.items():
+    r = libc.syscall(nr, 0, 0, 0, 0, 0, 0)
+    out[name] = errno.errorcode.get(ctypes.get_errno(), "?") if r < 0 else "ok"
+# A well-formed mount: refused (by the filter after an overlay, else for want of any capability).
+r = libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)
+out["mount"] = errno.errorcode.get(ctypes.get_errno(), "?") if r < 0 else "ok"
+r = libc.unshare(0x10000000)
+out["unshare_user"] = errno.errorcode.get(ctypes.get_errno(), "?") if r < 0 else "ok"
+status = dict(line.split(":\\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\\t" in line)
+out["seccomp"] = status.get("Seccomp", "").strip()
+out["no_new_privs"] = status.get("NoNewPrivs", "").strip()
+out["filters"] = status.get("Seccomp_filters", "").strip()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("transaction", [False, True])
+def test_the_seccomp_filter_refuses_the_dangerous_system_calls(
+    sandbox: WorkspaceSandbox, tmp_path: Path, transaction: bool
+) -> None:
+    layer = None
+    if transaction:
+        if sandbox.transaction_support() is not None:
+            pytest.skip(f"no transactions here: {sandbox.transaction_support()}")
+        layer = tmp_path / "layer"
+        layer.mkdir()
+    result = sandbox.run([sys.executable, "-I", "-c", SYSCALLS], cwd=sandbox.workspace, timeout=60, layer=layer)
+    assert result.exit_code == 0, result.stderr
+    got = json.loads(result.stdout)
+    # A run on an overlay gets the mount filter on top of the base one.
+    assert (got.pop("seccomp"), got.pop("no_new_privs"), got.pop("filters")) == ("2", "1", "2" if layer else "1")
+    expected = dict.fromkeys(got, "EPERM")
+    expected.update(io_uring_setup="ENOSYS", clone3="ENOSYS")
+    assert got == expected
+
+
+def test_new_user_namespaces_are_refused_even_through_unshare_and_bubblewrap(sandbox: WorkspaceSandbox) -> None:
+    code, _, err = sh(sandbox, "unshare -U true")
+    assert code != 0 and "Operation not permitted" in err
+    code, _, _ = sh(sandbox, "unshare -r id")
+    assert code != 0
+
+
+def test_everyday_work_still_runs(sandbox: WorkspaceSandbox) -> None:
+    ws = sandbox.workspace
+    (ws / "test_x.py").write_text("def test_x():\n    assert 1 + 1 == 2\n")
+    steps = [
+        "git init -q . && git -c user.email=a@b -c user.name=a commit -q --allow-empty -m one",
+        f"{sys.executable} -m pytest -q -p no:cacheprovider test_x.py | tail -1",
+        f"{sys.executable} -m venv --without-pip venv && venv/bin/python -c 'import sys; print(sys.prefix)'",
+        "python3 -c 'import ssl, sqlite3, subprocess; print(subprocess.run([\"true\"]).returncode)'",
+        "mkdir -p a/b && cp -r a c && tar -cf x.tar c && rm -rf a c x.tar && echo files",
+    ]
+    if shutil.which("node"):
+        steps.append('node -e \'require("fs").writeFileSync("n.txt", "n"); console.log("node")\'')
+    for step in steps:
+        code, out, err = sh(sandbox, step, timeout=120)
+        assert code == 0, (step, out, err)
+    _, out, _ = sh(sandbox, "git log --oneline | wc -l")
+    assert out.strip() == "1"
+
+
+def test_results_say_which_isolation_was_in_force(sandbox: WorkspaceSandbox, tmp_path: Path) -> None:
+    result = sandbox.run(["true"], cwd=sandbox.workspace, timeout=30)
+    assert result.to_json()["isolation"].startswith("bwrap+userns")
+    plain_ws = tmp_path / "plain"
+    plain_ws.mkdir()
+    plain = WorkspaceSandbox(plain_ws, ExecConfig(isolation="none"))
+    try:
+        assert plain.run(["true"], cwd=plain_ws, timeout=30).to_json()["isolation"].startswith("none")
+    finally:
+        plain.close()
+
+
+def _doctor(toml: str, tmp_path: Path) -> dict[str, tuple[str, str]]:
+    import aleph_exec.plugin
+
+    import aleph
+
+    (tmp_path / "aleph.toml").write_text(toml)
+    config = aleph.load_config(tmp_path / "aleph.toml")
+    checks: dict[str, tuple[str, str]] = {}
+    aleph_exec.plugin.aleph_doctor_checks(register=lambda name, check: checks.update({name: check()}), config=config)
+    return checks
+
+
+def test_doctor_reports_what_is_in_force(tmp_path: Path) -> None:
+    checks = _doctor('[exec]\nisolation = "bwrap"\n', tmp_path)
+    assert set(checks) == {"exec.isolation", "exec.overlay", "exec.cgroup", "exec.seccomp"}
+    status, detail = checks["exec.isolation"]
+    assert status == "ok" and "user namespace" in detail and "host uid 0 " not in detail, detail
+    assert checks["exec.seccomp"][0] == "ok", checks["exec.seccomp"]
+    if os.geteuid() == 0:
+        assert checks["exec.overlay"][0] == "ok", checks["exec.overlay"]
+
+
+def test_doctor_says_plain_processes_hold_nothing_back(tmp_path: Path) -> None:
+    checks = _doctor('[exec]\nisolation = "none"\n', tmp_path)
+    assert checks["exec.isolation"][0] == "warn" and "plain processes" in checks["exec.isolation"][1]
+    assert checks["exec.overlay"] == ("warn", checks["exec.overlay"][1])
+    assert "isolation is none" in checks["exec.overlay"][1]
