@@ -10,9 +10,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+import aleph_exec.plugin
 import pytest
 from aleph_exec._changeset import read_changeset
 from aleph_exec._commit import commit, recover
+
+from aleph.testing import isolated_runtime
 
 from .txn_helpers import canary, needs_overlay, overlay_run, snapshot
 
@@ -95,11 +98,15 @@ print(len(cs.changes))
 """
 
 
-def _crash(workspace: Path, layer: Path, tmp_path: Path, at: int) -> subprocess.CompletedProcess[str]:
+def _crash(
+    workspace: Path, layer: Path, tmp_path: Path, at: int, store: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Commit the layer in a subprocess that SIGKILLs itself before step ``at``."""
+    store = store or tmp_path
     script = tmp_path / "crasher.py"
     script.write_text(CRASHER)
-    argv = [sys.executable, str(script), str(layer / "upper"), str(workspace), str(tmp_path / "journal")]
-    return subprocess.run([*argv, str(tmp_path / "undo" / "c1"), str(at)], capture_output=True, text=True, check=False)
+    argv = [sys.executable, str(script), str(layer / "upper"), str(workspace), str(store / "journal")]
+    return subprocess.run([*argv, str(store / "undo" / "c1"), str(at)], capture_output=True, text=True, check=False)
 
 
 @pytest.mark.parametrize("at", [0, 1, 4, 7, 10])
@@ -145,3 +152,20 @@ def test_the_journal_is_on_disk_before_the_first_change(workspace: Path, tmp_pat
 
     commit(cs, journal_dir=tmp_path / "journal", undo_dir=tmp_path / "undo" / "c1", meta={}, on_step=first)
     assert [(1, True)] == seen
+
+
+@pytest.mark.anyio
+async def test_the_plugin_finishes_a_crashed_commit_when_the_runtime_starts(workspace: Path, tmp_path: Path) -> None:
+    canary(workspace, files=9)
+    expected = _expected(workspace, tmp_path, COMMAND)
+    layer = _layer(tmp_path)
+    overlay_run(workspace, layer, COMMAND)
+    store = workspace / ".aleph-data" / "exec"
+    store.mkdir(parents=True)
+    assert -9 == _crash(workspace, layer, tmp_path, 4, store).returncode
+    async with isolated_runtime(workspace, aleph_exec.plugin):
+        pass
+    runtime = (".aleph-data", "aleph.toml")
+    assert expected == {k: v for k, v in snapshot(workspace).items() if not k.startswith(runtime)}
+    assert [] == list((store / "journal").iterdir())
+    assert (store / "undo" / "c1" / "manifest.json").is_file()
