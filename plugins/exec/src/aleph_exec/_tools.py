@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import anyio.to_thread
 from pydantic import Field
 
 import aleph
@@ -88,16 +87,16 @@ async def run_transaction(
     if reason is not None or transactions is None:
         run = await run_sandboxed(tool, sandbox, argv, cwd=cwd, timeout=timeout, stdin=stdin, on_line=on_line)
         return {**run.to_json(), "transaction": False, "uncontained": reason}
-    layer = await anyio.to_thread.run_sync(transactions.new_layer)
+    layer = transactions.new_layer()  # one mkdir: not worth a worker thread
     try:
         run = await run_sandboxed(
             tool, sandbox, argv, cwd=cwd, timeout=timeout, stdin=stdin, on_line=on_line, layer=layer
         )
     except BaseException:
-        await anyio.to_thread.run_sync(transactions.discard, layer)
+        transactions.discard_later(layer)
         raise
     if not keep:
-        await anyio.to_thread.run_sync(transactions.discard, layer)
+        transactions.discard_later(layer)
         return {**run.to_json(), "transaction": True, "changes": {"status": "discarded"}}
     changes = await transactions.settle(tool, layer)
     return {**run.to_json(), "transaction": True, "changes": changes}

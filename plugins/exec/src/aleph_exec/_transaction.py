@@ -14,7 +14,9 @@ A changeset past the thresholds is asked about through ``aleph.current_call().au
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
 import shutil
 import tempfile
 import time
@@ -26,7 +28,7 @@ from typing import Any
 import anyio.to_thread
 
 import aleph
-from aleph_exec._changeset import Changeset, ChangesetTooLarge, read_changeset
+from aleph_exec._changeset import Changeset, ChangesetTooLarge, is_opaque, read_changeset
 from aleph_exec._commit import CommitError, commit, recover
 from aleph_exec._config import ExecConfig
 from aleph_exec._decision import DEFAULT_PROTECTED, Decision, ProtectedPaths, decide
@@ -45,6 +47,17 @@ def _inside(path: Path, root: Path) -> str | None:
     except ValueError:
         return None
     return rel.as_posix() if rel.parts else None
+
+
+def _empty(upper: Path) -> bool:
+    """Whether the upper directory holds nothing (or is missing); an opaque root is not empty."""
+    try:
+        with os.scandir(upper) as it:
+            if next(it, None) is not None:
+                return False
+    except FileNotFoundError:
+        return True
+    return not is_opaque(str(upper))
 
 
 class Transactions:
@@ -128,9 +141,19 @@ class Transactions:
     async def settle(self, tool: str, layer: Path) -> dict[str, Any]:
         """Judge and commit (or discard) what the run on ``layer`` did; the ``changes`` part of the result."""
         try:
+            if _empty(layer / "upper"):  # most calls change nothing: nothing to read or judge
+                return {"status": "unchanged"}
             return await self._settle(tool, layer)
         finally:
-            await anyio.to_thread.run_sync(self.discard, layer)
+            self.discard_later(layer)
+
+    @classmethod
+    def discard_later(cls, layer: Path) -> None:
+        """Remove a layer off the call's path (an rmdir on a busy ext4 can take milliseconds)."""
+        try:
+            asyncio.get_running_loop().run_in_executor(None, cls.discard, layer)
+        except RuntimeError:  # no loop: remove it now
+            cls.discard(layer)
 
     async def _settle(self, tool: str, layer: Path) -> dict[str, Any]:
         call = aleph.current_call()
@@ -159,7 +182,7 @@ class Transactions:
                         COMMIT_TOOL,
                         {
                             "tool": tool,
-                            "call_id": call_id,
+                            "call_id": call_id[:128],
                             "about": cs.summary(),
                             "created": decision.counts["created"],
                             "modified": decision.counts["modified"],
