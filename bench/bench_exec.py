@@ -1,6 +1,6 @@
 """bash ``true`` through the full chokepoint and the sandbox vs a bare ``subprocess.run(["bash", "-c", "true"])``.
 
-Run: python bench/bench_exec.py [N]   (python bench/bench_exec.py commit: only the commit rows)
+Run: python bench/bench_exec.py [N]   (``commit``: only the commit rows; ``typical``: git status and pytest)
 Target (aleph-exec issue): <= 1.5x the bare spawn, measured in the same run.
 With bubblewrap, the first run of a workspace starts its zygote (one bwrap kept for the workspace);
 the ratios measure the runs after it, and the breakdown prints that one-time start separately.
@@ -19,6 +19,7 @@ import tempfile
 import time
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import aleph_exec.plugin
 from _util import per_call_us, per_call_us_async
@@ -266,9 +267,62 @@ def transaction_rows() -> None:
     )
 
 
+def typical_rows(rounds: int = 10) -> None:
+    """``git status`` and ``python -m pytest -q`` on a small repository, with and without transactions.
+
+    Through ``rt.tool_service(tier="full")``; per-call medians. ``git status`` refreshes ``.git/index``
+    and pytest writes ``__pycache__`` and ``.pytest_cache``: in a transaction those are a changeset that
+    is read, judged and committed on every call, which is part of what the figure shows.
+    """
+    import shutil
+
+    if shutil.which("git") is None:
+        print("typical commands: git is not installed")
+        return
+    for label, command in (("git status", "git status --short"), ("python -m pytest -q", "python3 -m pytest -q")):
+        row = []
+        for toml in ("[exec]\ntransactions = true\n", "[exec]\ntransactions = false\n"):
+            with tempfile.TemporaryDirectory() as tmp:
+                ws = Path(tmp) / "repo"
+                (ws / "src").mkdir(parents=True)
+                for i in range(30):
+                    (ws / "src" / f"m{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n")
+                (ws / "test_m.py").write_text("from src.m1 import f1\n\n\ndef test_f():\n    assert f1(1) == 2\n")
+                (ws / "src" / "__init__.py").write_text("")
+                git = ["git", "-c", "user.email=b@example.com", "-c", "user.name=bench"]
+                subprocess.run([*git, "init", "-q"], cwd=ws, check=True)
+                subprocess.run([*git, "add", "-A"], cwd=ws, check=True)
+                subprocess.run([*git, "commit", "-qm", "init"], cwd=ws, check=True)
+                data = (Path(tmp) / "data").as_posix()
+                (ws / "aleph.toml").write_text(f'[workspace]\ndata_dir = "{data}"\n{toml}')
+                rt = aleph.load(
+                    ws / "aleph.toml", workspace=ws, plugins=[aleph_exec.plugin], entry_points=False, strict=True
+                )
+                service = rt.tool_service(tier="full")
+
+                async def calls(service: Any, command: str) -> tuple[list[float], dict[str, Any]]:
+                    times, last = [], {}
+                    for i in range(rounds + 2):
+                        start = time.perf_counter()
+                        out = await service.execute("bash", {"command": command})
+                        if i >= 2:
+                            times.append(time.perf_counter() - start)
+                        last = json.loads(out.text)
+                    return times, last
+
+                times, last = asyncio.run(calls(service, command))
+                asyncio.run(rt.aclose())
+                status = (last.get("changes") or {}).get("status", "-")
+                row.append(f"{statistics.median(times) * 1000:7.1f} ms (transaction {last['transaction']}, {status})")
+        print(f"{label:<22} {row[0]}   without: {row[1]}")
+
+
 def main() -> None:
     if sys.argv[1:2] == ["commit"]:
         commit_rows()
+        return
+    if sys.argv[1:2] == ["typical"]:
+        typical_rows()
         return
     print(f"{N * ROUNDS} calls per mode, through rt.tool_service(tier='full') (the scoped chokepoint)")
     print("each tool call alternates with a bare spawn in the same event loop; per-call medians")
@@ -282,6 +336,7 @@ def main() -> None:
     breakdown(statistics.median(bares) * 1000)
     print("transactions:")
     commit_rows()
+    typical_rows()
 
 
 if __name__ == "__main__":
