@@ -13,7 +13,7 @@ from pathlib import Path
 import aleph_exec.plugin
 import pytest
 from aleph_exec._changeset import read_changeset
-from aleph_exec._commit import commit, recover
+from aleph_exec._commit import CommitError, commit, recover
 
 from aleph.testing import isolated_runtime
 
@@ -169,3 +169,19 @@ async def test_the_plugin_finishes_a_crashed_commit_when_the_runtime_starts(work
     assert expected == {k: v for k, v in snapshot(workspace).items() if not k.startswith(runtime)}
     assert [] == list((store / "journal").iterdir())
     assert (store / "undo" / "c1" / "manifest.json").is_file()
+
+
+def test_a_directory_swapped_for_a_symlink_before_the_commit_is_not_followed(workspace: Path, tmp_path: Path) -> None:
+    (workspace / "d").mkdir()
+    (workspace / "d" / "old").write_text("old")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    layer = _layer(tmp_path)
+    overlay_run(workspace, layer, "echo new > d/new && rm d/old")
+    cs = read_changeset(layer / "upper", workspace)
+    shutil.rmtree(workspace / "d")
+    (workspace / "d").symlink_to(outside)  # swapped in after the judgement, before the commit
+    with pytest.raises(CommitError, match="leads outside the workspace"):
+        commit(cs, journal_dir=tmp_path / "journal", undo_dir=tmp_path / "undo" / "c1", meta={})
+    assert [] == list(outside.iterdir())
+    assert [] == list((tmp_path / "journal").iterdir())

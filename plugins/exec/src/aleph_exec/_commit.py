@@ -121,6 +121,18 @@ class _Applier:
         self.rename_undo = journal["rename_undo"]
         self.made: set[str] = set()
         self.euid, self.egid = os.geteuid(), os.getegid()
+        self.real_ws = os.path.realpath(journal["workspace"])
+        self.inside: set[str] = set()
+
+    def _confined(self, target: str) -> None:
+        """Refuse a target whose directory resolves outside the workspace (a symlink swapped in since)."""
+        parent = os.path.dirname(target)
+        if parent in self.inside:
+            return
+        real = os.path.realpath(parent)
+        if real != self.real_ws and not real.startswith(self.real_ws + "/"):
+            raise OSError(f"{target}: its directory now leads outside the workspace ({real})")
+        self.inside.add(parent)
 
     def _parent(self, path: str) -> None:
         parent = os.path.dirname(path)
@@ -201,6 +213,7 @@ class _Applier:
         rel = s["path"]
         target = self.ws + rel
         op = s["op"]
+        self._confined(target)
         if op == "del":
             if os.path.lexists(target):
                 self._save(target, rel, move=True)

@@ -181,6 +181,11 @@ class UndoStore:
     def _restore(self, entry: Kept, ws: Path, steps: list[dict[str, Any]]) -> int:
         saved = entry.path / "files"
         count = 0
+        real = os.path.realpath(ws)
+        for s in steps:  # nothing is put back through a directory that now leads outside the workspace
+            parent = os.path.realpath(os.path.dirname(ws / s["path"]))
+            if parent != real and not parent.startswith(real + "/"):
+                raise UndoError(f"{s['path']!r}: its directory now leads outside the workspace ({parent})")
         # Reverse order of the commit: directory modes, the new entries out, directories, deletions back.
         for s in reversed(steps):
             target = ws / s["path"]
