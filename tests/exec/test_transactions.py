@@ -345,6 +345,18 @@ def test_thresholds_follow_the_configuration(workspace: Path, tmp_path: Path) ->
     assert "ask" == decide(cs, protected, ask_fraction=0.02).action  # 3 of 101 files
 
 
+@pytest.mark.parametrize("command", ["rm -rf ./*", "find . -type f -delete", "rm a b c"])
+def test_deleting_every_file_of_a_small_workspace_asks(workspace: Path, tmp_path: Path, command: str) -> None:
+    for name in "abc":
+        (workspace / name).write_text(name)
+    layer = tmp_path / "layer"
+    overlay_run(workspace, layer, command)
+    decision = decide(read_changeset(layer / "upper", workspace), ProtectedPaths(DEFAULT_PROTECTED))
+    assert ("ask", "the command deletes every file of the workspace (3)") == (decision.action, decision.reason)
+    (workspace / "d").write_text("d")
+    assert "commit" == decide(read_changeset(layer / "upper", workspace), ProtectedPaths(DEFAULT_PROTECTED)).action
+
+
 # -- the same classes through the real bash tool and the real sandbox (where it gives a layer) ----------------
 
 

@@ -4,7 +4,8 @@
   ``.git/hooks/``, the host's protected paths and ``[exec] protected_paths``), or to a special file
   (device, fifo, socket), or a symlink that resolves outside the workspace or into a protected path;
 * **ask**: more deletions and overwrites than ``[exec] commit_ask_files``, or more than
-  ``commit_ask_fraction`` of the workspace's files when it has at least ``commit_ask_min_files``;
+  ``commit_ask_fraction`` of the workspace's files when it has at least ``commit_ask_min_files``, or
+  the deletion of every file of the workspace (from two files on, however small it is);
 * **commit** otherwise.
 
 Protected paths are ``/``-separated globs relative to the workspace (``*`` and ``?`` inside one
@@ -234,9 +235,11 @@ def decide(
         return Decision(
             "ask", f"{destructive:,} deletions and overwrites exceed [exec] commit_ask_files = {ask_files}", counts
         )
-    if destructive and ask_fraction < 1:
+    if destructive:
         enough = max(ask_min_files, math.floor(destructive / ask_fraction) + 1)
         existing = _count_files(cs.workspace, enough)
+        if existing >= 2 and counts["deleted"] >= existing:
+            return Decision("ask", f"the command deletes every file of the workspace ({existing:,})", counts)
         if existing >= ask_min_files and destructive > existing * ask_fraction:
             return Decision(
                 "ask",
