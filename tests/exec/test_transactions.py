@@ -415,3 +415,20 @@ async def test_deleting_the_canary_through_the_sandbox_is_held_back(workspace: P
         await rt.aclose()
     assert out is None or "refused" == out["changes"]["status"], out
     assert before == _user_files(snapshot(workspace))
+
+
+def test_the_data_directory_is_not_counted_as_the_workspaces_files(workspace: Path, tmp_path: Path) -> None:
+    from aleph_exec._config import ExecConfig
+    from aleph_exec._transaction import Transactions
+
+    for i in range(8):
+        (workspace / f"p{i}.py").write_text(str(i))
+    kept = workspace / ".aleph-data" / "exec" / "undo" / "old" / "files"
+    kept.mkdir(parents=True)
+    for i in range(100):
+        (kept / f"k{i}").write_text("k")
+    txn = Transactions(workspace, workspace / ".aleph-data", ExecConfig(), [workspace / ".aleph-data"])
+    layer = tmp_path / "layer"
+    overlay_run(workspace, layer, "rm p0.py p1.py p2.py")
+    decision = txn.judge(txn.read(layer))
+    assert "ask" == decision.action and "of the workspace's 8 files" in decision.reason

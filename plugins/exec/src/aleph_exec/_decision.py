@@ -177,16 +177,22 @@ def _resolve_link(link: Change, view: _MergedView) -> str | None:
     return "/".join(stack)
 
 
-def _count_files(workspace: Path, enough: int) -> int:
-    """Non-directories in the workspace (``.git`` directories left out), counting stops at ``enough``."""
+def _count_files(workspace: Path, enough: int, skip: frozenset[str] = frozenset()) -> int:
+    """Non-directories in the workspace, counting stops at ``enough``.
+
+    ``.git`` directories and the directories in ``skip`` (Aleph's data directory, whose undo store and
+    ledger are not the project's files) are left out.
+    """
     count = 0
-    todo = [str(workspace)]
+    todo = [(str(workspace), "")]
     while todo and count < enough:
-        with os.scandir(todo.pop()) as it:
+        where, rel = todo.pop()
+        with os.scandir(where) as it:
             for entry in it:
+                sub = f"{rel}/{entry.name}" if rel else entry.name
                 if entry.is_dir(follow_symlinks=False):
-                    if entry.name != ".git":
-                        todo.append(entry.path)
+                    if entry.name != ".git" and sub not in skip:
+                        todo.append((entry.path, sub))
                 else:
                     count += 1
                     if count >= enough:
@@ -221,6 +227,7 @@ def decide(
     ask_files: int = 50,
     ask_fraction: float = 0.25,
     ask_min_files: int = 8,
+    uncounted: frozenset[str] = frozenset(),
 ) -> Decision:
     """Refuse, ask or commit ``cs``; the reason is a sentence for the model and the person asked."""
     counts = cs.counts()
@@ -237,7 +244,7 @@ def decide(
         )
     if destructive:
         enough = max(ask_min_files, math.floor(destructive / ask_fraction) + 1)
-        existing = _count_files(cs.workspace, enough)
+        existing = _count_files(cs.workspace, enough, uncounted)
         if existing >= 2 and counts["deleted"] >= existing:
             return Decision("ask", f"the command deletes every file of the workspace ({existing:,})", counts)
         if existing >= ask_min_files and destructive > existing * ask_fraction:

@@ -70,6 +70,7 @@ class Transactions:
         self.journal_dir = self.root / "journal"
         literals = [rel for p in protected if (rel := _inside(p, self.workspace)) is not None]
         self.protected = ProtectedPaths([*DEFAULT_PROTECTED, *config.protected_paths], literals)
+        self._uncounted = frozenset(literals)
         self.undo = UndoStore(self.root, max_calls=config.undo_max_calls, max_bytes=config.undo_max_mb * MiB)
         # Layers beside the data directory share the workspace's filesystem more often than /tmp does
         # (then a commit renames); never inside the workspace, which the overlay's lower layer is.
@@ -120,6 +121,7 @@ class Transactions:
             ask_files=cfg.commit_ask_files,
             ask_fraction=cfg.commit_ask_fraction,
             ask_min_files=cfg.commit_ask_min_files,
+            uncounted=self._uncounted,
         )
 
     def _paths(self, cs: Changeset) -> list[str]:
