@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -57,11 +58,19 @@ def breakdown(bare: float) -> None:
         )
         bwrap_sandbox = WorkspaceSandbox(ws, ExecConfig(cgroup="off"))
         if bwrap_sandbox.bwrap is not None:
-            prefix, stage, fds = bwrap_sandbox._bwrap_argv(ws)
-            bwrap_argv = [*prefix, "bash", "-c", "true"]
-            bw = per_call_us(
-                lambda: subprocess.run(bwrap_argv, check=True, preexec_fn=stage, pass_fds=fds), N, repeat=3
-            )
+
+            def bwrap_once() -> None:
+                # Fresh each time: the seccomp programs are memfds that bubblewrap reads to their end.
+                prefix, stage, fds = bwrap_sandbox._bwrap_argv(ws)
+                state = bwrap_sandbox._state
+                try:
+                    subprocess.run([*prefix, "bash", "-c", "true"], check=True, preexec_fn=stage, pass_fds=fds)
+                finally:
+                    for fd in fds:
+                        if state is None or state.userns is None or fd != state.userns.fd:
+                            os.close(fd)
+
+            bw = per_call_us(bwrap_once, N, repeat=3)
             print(f"  bare bwrap with the sandbox's arguments          {bw / 1000:8.2f} ms  ratio {bw / bare:5.2f}x")
             first = statistics.median(first_run_ms(ws) for _ in range(5))
             print(f"  first run in a workspace (zygote start), once    {first:8.2f} ms  (not in the ratios above)")
@@ -267,7 +276,7 @@ def transaction_rows() -> None:
     )
 
 
-def typical_rows(rounds: int = 10) -> None:
+def typical_tool_rows(rounds: int = 10) -> None:
     """``git status`` and ``python -m pytest -q`` on a small repository, with and without transactions.
 
     Through ``rt.tool_service(tier="full")``; per-call medians. ``git status`` refreshes ``.git/index``
@@ -317,12 +326,59 @@ def typical_rows(rounds: int = 10) -> None:
         print(f"{label:<22} {row[0]}   without: {row[1]}")
 
 
+def typical_rows() -> None:
+    """``git status`` and ``python -m pytest -q`` on a small repository, in the sandbox with and without a layer."""
+    from aleph_exec import WorkspaceSandbox
+    from aleph_exec._config import ExecConfig
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = Path(tmp) / "ws"
+        (ws / "src").mkdir(parents=True)
+        for i in range(40):
+            (ws / "src" / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n")
+        (ws / "test_small.py").write_text(
+            "from src.m1 import f1\n\n\ndef test_one():\n    assert f1() == 1\n\n\ndef test_two():\n    assert 2\n"
+        )
+        (ws / "src" / "__init__.py").write_text("")
+        git = ["git", "-c", "user.email=b@b", "-c", "user.name=b"]
+        subprocess.run([*git, "init", "-q", str(ws)], check=True)
+        subprocess.run([*git, "-C", str(ws), "add", "-A"], check=True)
+        subprocess.run([*git, "-C", str(ws), "commit", "-qm", "one"], check=True)
+        sandbox = WorkspaceSandbox(ws, ExecConfig())
+        layered = sandbox.transaction_support() is None
+        commands = {
+            "git status": ["git", "status", "--short"],
+            "python -m pytest -q": [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        }
+        for label, argv in commands.items():
+            plain, with_layer = [], []
+            for i in range(7):
+                start = time.perf_counter()
+                sandbox.run(argv, cwd=ws, timeout=120)
+                plain.append(time.perf_counter() - start)
+                if layered:
+                    layer = Path(tmp) / f"layer-{label.split()[0]}-{i}"
+                    layer.mkdir()
+                    start = time.perf_counter()
+                    result = sandbox.run(argv, cwd=ws, timeout=120, layer=layer)
+                    with_layer.append(time.perf_counter() - start)
+                    assert result.transaction, result.stderr
+            p = statistics.median(plain[1:]) * 1000
+            row = f"  {label:<22} in the sandbox {p:8.2f} ms"
+            if with_layer:
+                t = statistics.median(with_layer[1:]) * 1000
+                row += f"   on a layer {t:8.2f} ms  (+{t - p:.2f} ms)"
+            print(row)
+        sandbox.close()
+
+
 def main() -> None:
     if sys.argv[1:2] == ["commit"]:
         commit_rows()
         return
     if sys.argv[1:2] == ["typical"]:
         typical_rows()
+        typical_tool_rows()
         return
     print(f"{N * ROUNDS} calls per mode, through rt.tool_service(tier='full') (the scoped chokepoint)")
     print("each tool call alternates with a bare spawn in the same event loop; per-call medians")
@@ -332,11 +388,13 @@ def main() -> None:
         bares.append(bare)
         print(f"{label:<50} {ms:8.2f} ms  bare {bare:5.2f} ms  ratio {ratio:5.2f}x  [{isolation}]  (target <= 1.5x)")
     transaction_rows()
+    print("a small repository (40 files), the run alone (the transaction's commit is measured apart):")
+    typical_rows()
     print("breakdown (single runs, ratio to the median bare spawn above):")
     breakdown(statistics.median(bares) * 1000)
     print("transactions:")
     commit_rows()
-    typical_rows()
+    typical_tool_rows()
 
 
 if __name__ == "__main__":

@@ -216,3 +216,33 @@ def test_without_bubblewrap_there_are_no_transactions_and_a_layer_is_refused(tmp
         assert not (ws / "ran").exists()
     finally:
         box.close()
+
+
+def test_when_the_sandbox_server_cannot_mount_the_overlay_the_command_never_runs(
+    sandbox: WorkspaceSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The zygote's side: hand it something that is not a mount (a plain file) as the layer. Its
+    # move_mount fails in the run's namespace, and the run is refused before the spawn.
+    ws = sandbox.workspace
+    marker = tmp_path / "not-a-mount"
+    marker.write_text("")
+    monkeypatch.setattr(WorkspaceSandbox, "_layer_fd", lambda self, layer: os.open(marker, os.O_RDONLY))
+    with pytest.raises(TransactionUnavailable, match="copy-on-write view could not be set up"):
+        sandbox.run(["bash", "-c", "touch ran-inside"], cwd=ws, timeout=30, layer=_layer(tmp_path))
+    assert not (ws / "ran-inside").exists()
+    monkeypatch.undo()
+    # The server is fine afterwards, with and without a layer.
+    assert sandbox.run(["true"], cwd=ws, timeout=30, layer=_layer(tmp_path, "after")).exit_code == 0
+    assert sandbox.run(["true"], cwd=ws, timeout=30).exit_code == 0
+
+
+def test_a_run_on_a_layer_that_times_out_is_killed_and_the_next_one_runs(
+    sandbox: WorkspaceSandbox, tmp_path: Path
+) -> None:
+    ws = sandbox.workspace
+    slow = sandbox.run(["bash", "-c", "echo x > partial.txt; sleep 30"], cwd=ws, timeout=1, layer=_layer(tmp_path))
+    assert (slow.timed_out, slow.transaction) == (True, True)
+    assert not (ws / "partial.txt").exists()
+    layer = _layer(tmp_path, "next")
+    nxt = sandbox.run(["bash", "-c", "echo y > next.txt"], cwd=ws, timeout=30, layer=layer)
+    assert nxt.exit_code == 0 and (layer / "upper" / "next.txt").read_text() == "y\n"

@@ -126,13 +126,15 @@ async def test_each_run_of_one_zygote_gets_its_own_limits_and_the_zygote_keeps_s
 
 
 def children_of(pid: int) -> list[str]:
-    """The children of ``pid`` (zombies included), each as "pid state"."""
+    """The children of ``pid`` (zombies included), each as "pid state"; not the zygote's closer process."""
     found = []
     for task in os.listdir(f"/proc/{pid}/task"):
         with open(f"/proc/{pid}/task/{task}/children") as fh:
             for child in fh.read().split():
                 with open(f"/proc/{child}/stat") as stat:
-                    found.append(f"{child} {stat.read().rsplit(')', 1)[1].split()[0]}")
+                    text = stat.read()
+                if "(aleph-closer)" not in text:
+                    found.append(f"{child} {text.rsplit(')', 1)[1].split()[0]}")
     return found
 
 

@@ -447,7 +447,7 @@ class WorkspaceSandbox:
         # Capabilities exist only inside that namespace. The zygote keeps CAP_SYS_ADMIN there for the
         # overlays and hands no capability on; a per-run bubblewrap keeps none.
         argv += ["--cap-drop", "ALL"]
-        if zygote:
+        if zygote and state.userns is not None:
             # What overlayfs needs of its mounter's credentials (copy-up, the work directory, whiteouts).
             for cap in _ZYGOTE_CAPS:
                 argv += ["--cap-add", cap]
@@ -507,7 +507,10 @@ class WorkspaceSandbox:
     def _hardening(self) -> dict[str, Any]:
         """What the zygote sets up in bubblewrap before it serves (see _zygote.main)."""
         return {
-            "proc": True,
+            # As root, the zygote makes /proc's kernel interfaces read-only. Not as a user: bubblewrap then
+            # nests a user namespace that owns no mount (for /dev's devpts), and a user cannot write
+            # them anyway; nor are there overlays then.
+            "proc": self._root,
             "base": _seccomp.BASE.hex(),
             "mounts": _seccomp.MOUNTS.hex(),
             "workspace": str(self.workspace),
@@ -515,9 +518,21 @@ class WorkspaceSandbox:
         }
 
     def _bwrap_argv(self, cwd: Path) -> tuple[list[str], Callable[[], None] | None, list[int]]:
-        """The prefix of a per-run bubblewrap (the fallback when the zygote cannot start)."""
+        """The prefix of a per-run bubblewrap (the fallback when the zygote cannot start).
+
+        The command gets the seccomp filters from bubblewrap (``--add-seccomp-fd``): each program in a
+        fresh memfd, which the caller's child inherits (``pass_fds``) and closes once it has started.
+        """
         argv, preexec, fds = self._bwrap_options()
-        return [*argv, "--chdir", str(cwd), "--"], preexec, fds
+        seccomp: list[str] = []
+        for program in (_seccomp.BASE, _seccomp.MOUNTS):
+            if program:
+                fd = os.memfd_create("aleph-seccomp", os.MFD_CLOEXEC)
+                os.write(fd, program)
+                os.lseek(fd, 0, os.SEEK_SET)
+                seccomp += ["--add-seccomp-fd", str(fd)]
+                fds = [*fds, fd]
+        return [*argv, *seccomp, "--chdir", str(cwd), "--"], preexec, fds
 
     def _preexec(self, cgroup: _Cgroup | None, cpu_seconds: int) -> Callable[[], None]:
         cfg = self.config
@@ -963,18 +978,24 @@ class WorkspaceSandbox:
         preexec: Callable[[], None] | None = None if launcher is not None else self._preexec(cgroup, cpu_seconds)
         if stage is not None:
             preexec = _chain(stage, preexec)
-        return subprocess.Popen(
-            full,
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
-            close_fds=True,
-            pass_fds=pass_fds,
-            preexec_fn=preexec,
-        )
+        try:
+            return subprocess.Popen(
+                full,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=pass_fds,
+                preexec_fn=preexec,
+            )
+        finally:
+            userns = self._state.userns if self._state is not None else None
+            for fd in pass_fds:  # the filters' memfds are the child's now; the user namespace stays ours
+                if userns is None or fd != userns.fd:
+                    os.close(fd)
 
     # -- the zygote: one bubblewrap per workspace ------------------------------------------------
 
@@ -1061,7 +1082,18 @@ class WorkspaceSandbox:
         # The zygote is the namespace's init: when it dies, the kernel ends every process of the namespace.
         # (bubblewrap's own init would wait for them: in our user namespace, --die-with-parent does not
         # reach it; the zygote asks for its parent's death signal itself.)
-        argv = [*options, "--as-pid-1", "--chdir", "/", "--", sys.executable, "-I", "-S", path, "{control}"]
+        argv = [
+            *options,
+            "--as-pid-1",
+            "--chdir",
+            "/",
+            "--",
+            os.path.abspath(sys.executable),
+            "-I",
+            "-S",
+            path,
+            "{control}",
+        ]
         argv.append(json.dumps(limits))
         return [*argv, "ns", json.dumps(self._hardening())], preexec, fds
 
@@ -1114,6 +1146,8 @@ class WorkspaceSandbox:
         if state is None or state.idmap is None:
             raise TransactionUnavailable("no idmapped mounts here (Aleph is not root)")
         try:
+            (layer / "upper").mkdir(mode=0o755)
+            (layer / "work").mkdir(mode=0o700)
             return _userns.idmapped_clone(layer, state.idmap)
         except OSError as exc:
             raise TransactionUnavailable(f"the layer {layer} cannot be handed to the sandbox: {exc}") from None
@@ -1902,7 +1936,8 @@ def _alive(pid: int) -> bool:
 
 
 _ZYGOTE_CAPS = (
-    "CAP_SYS_ADMIN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_CHOWN", "CAP_FOWNER", "CAP_FSETID", "CAP_MKNOD",
+    "CAP_SYS_ADMIN", "CAP_SYS_CHROOT", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_CHOWN", "CAP_FOWNER",
+    "CAP_FSETID", "CAP_MKNOD",
 )  # fmt: skip
 _LAYER_POINT = (
     "/run/aleph-layer"  # where a run's child attaches its layer, for the overlay mount (the zygote's LAYER_DIR)

@@ -4,7 +4,8 @@ In the spirit of Codex's Linux sandbox and Anthropic's sandbox-runtime, a deny-l
 no build, test or package install needs and that reach the kernel's most dangerous surfaces: kernel
 modules, kexec, bpf, the keyring, perf events, userfaultfd, handle-based opens, swap, reboot, port I/O,
 new user namespaces (``unshare``/``clone`` with ``CLONE_NEWUSER``; ``clone3`` answers ``ENOSYS``, as
-its flags sit behind a pointer, and libc falls back to ``clone``), ``setns``, io_uring (whose operations
+its flags sit behind a pointer, and libc falls back to ``clone``), ``setns`` into anything but a mount
+namespace (which needs ``CAP_SYS_ADMIN``: only the zygote has it), io_uring (whose operations
 seccomp cannot see), and on x86_64 the x32 ABI. A denied call fails with ``EPERM`` (``ENOSYS`` where a
 fallback exists); a foreign architecture is killed.
 
@@ -81,6 +82,7 @@ _X86_ONLY = {"iopl": 172, "ioperm": 173, "uselib": 134, "_sysctl": 156, "nfsserv
 
 _EPERM, _ENOSYS = 1, 38
 _CLONE_NEWUSER = 0x10000000
+_CLONE_NEWNS = 0x20000
 
 # BPF opcodes.
 _LD_W_ABS = 0x20
@@ -95,7 +97,7 @@ _RET_KILL_PROCESS = 0x80000000
 _BASE_DENY = [
     "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "bpf", "keyctl",
     "add_key", "request_key", "perf_event_open", "userfaultfd", "open_by_handle_at", "name_to_handle_at",
-    "swapon", "swapoff", "reboot", "setns", "acct", "syslog", "quotactl", "settimeofday", "clock_settime",
+    "swapon", "swapoff", "reboot", "acct", "syslog", "quotactl", "settimeofday", "clock_settime",
     "clock_adjtime", "adjtimex", "lookup_dcookie", "vhangup", "iopl", "ioperm", "uselib", "_sysctl",
     "nfsservctl",
 ]  # fmt: skip
@@ -131,6 +133,16 @@ def program(deny: list[str], enosys: tuple[str, ...] | list[str] = (), *, newuse
             if nr is not None:
                 code += [_ins(_JEQ_K, nr, 0, 1), _ins(_RET_K, _RET_ERRNO | errno)]
     if newuser_check:
+        # setns(fd, nstype): only into a mount namespace (what the zygote does between overlay runs; it
+        # needs CAP_SYS_ADMIN, which no command has). The low word of the second argument: offset 24.
+        code += [
+            _ins(_JEQ_K, _nr("setns") or 0, 0, 4),
+            _ins(_LD_W_ABS, 24),
+            _ins(_JEQ_K, _CLONE_NEWNS, 1, 0),
+            _ins(_RET_K, _RET_ERRNO | _EPERM),
+            _ins(_RET_K, _RET_ALLOW),
+            _ins(_LD_W_ABS, 0),
+        ]
         # unshare(flags) and clone(flags, ...): the low word of the first argument (offset 16, little-endian).
         code += [
             _ins(_JEQ_K, _nr("unshare") or 0, 1, 0),

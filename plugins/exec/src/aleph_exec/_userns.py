@@ -35,6 +35,7 @@ _OPEN_TREE_CLONE = 1
 _OPEN_TREE_CLOEXEC = os.O_CLOEXEC
 _AT_FDCWD = -100
 _AT_EMPTY_PATH = 0x1000
+_AT_SYMLINK_NOFOLLOW = 0x100
 _AT_RECURSIVE = 0x8000
 _MOUNT_ATTR_RDONLY = 0x1
 _MOUNT_ATTR_IDMAP = 0x100000
@@ -96,7 +97,8 @@ def idmapped_clone(path: str | os.PathLike[str], idmap: Idmap, *, recursive: boo
 
     On disk ``idmap.inside`` shows as ``idmap.host``. The fd is close-on-exec; attach it with ``move_mount``.
     """
-    flags = _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC | (_AT_RECURSIVE if recursive else 0)
+    # A symlink put in the path's place is not followed: the clone is of the directory that was checked.
+    flags = _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC | _AT_SYMLINK_NOFOLLOW | (_AT_RECURSIVE if recursive else 0)
     fd = _check(_libc.syscall(_SYS_OPEN_TREE, _AT_FDCWD, os.fsencode(path), flags), f"open_tree({path})")
     attr = ctypes.create_string_buffer(struct.pack("QQQQ", _MOUNT_ATTR_IDMAP, 0, 0, idmap.fd))
     try:

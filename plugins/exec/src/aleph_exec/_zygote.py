@@ -93,6 +93,7 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
 DYING_POLL_S = 0.005  # how often killed processes are looked for, until they are reaped
 SHUTDOWN_S = 5.0  # the longest the server waits for killed descendants to be reaped before it exits
+CLOSER_DELAY_S = 0.02  # how long the closer waits before it tears a namespace down
 
 
 RLIMITS = {name: getattr(resource, f"RLIMIT_{name}") for name in ("AS", "CORE", "CPU", "FSIZE", "NOFILE", "NPROC")}
@@ -191,8 +192,11 @@ class Zygote:
         self.poller = select.epoll()
         self.watched: dict[int, Run | int | str] = {}
         self.hardening: dict[str, object] = {}  # set by main(): see harden()
-        self.fork_all = False  # every run by fork_spawn (else those with a layer only)
-        self.closer = Closer()
+        self.base_ns = -1  # our own mount namespace (set by main() when overlays are possible)
+        self.prepared: tuple[int, list[tuple[int, str]]] | None = None  # the next overlay run's namespace
+        self.layered = False  # a run has used an overlay: keep one namespace ready
+        self.held: dict[int, int] = {}  # command pid -> its mount namespace, until it is reaped
+        self.closer_sock: socket.socket | None = None
         # Our own CPU time may pass the soft limit we keep set for the runs.
         signal.signal(signal.SIGXCPU, signal.SIG_IGN)
         self.watch(self.control.fileno(), "control")
@@ -342,8 +346,9 @@ class Zygote:
                 os.write(cgroup, b"0")
                 self.cgroup = cgroup_name
             stdio = (self.devnull if stdin < 0 else stdin, stdout, stderr)
-            if layer >= 0 or self.fork_all:
-                pid = self.fork_spawn(argv, env, cwd, stdio, limits, layer)
+            if layer >= 0:
+                self.layered = True
+                pid = self.layer_spawn(argv, env, cwd, stdio, limits, layer)
             else:
                 pid = self.spawn(argv, env, cwd, stdio, limits)
             self.watch_exit(pid)
@@ -431,7 +436,7 @@ class Zygote:
             raise OSError(f"could not set resource limits: {exc}") from None
         return pid
 
-    def fork_spawn(
+    def layer_spawn(
         self,
         argv: list[bytes],
         env: dict[bytes, bytes],
@@ -440,56 +445,80 @@ class Zygote:
         limits: dict[int, tuple[int, int]],
         layer: int,
     ) -> int:
-        """Start a command by ``fork``: the child mounts the run's overlay first when ``layer`` >= 0.
+        """Start a command on an overlay of the workspace, in a mount namespace of its own.
 
-        Then it sets its limits, drops every capability, adds the mount filter and ``exec``s. Why it could
-        not is raised here (:class:`LayerError` for the overlay: the command never ran).
+        This server enters the namespace made for the run ahead of time (:meth:`prepare`), mounts the
+        overlay (:func:`mount_overlay`), ``posix_spawn``s the command there (it is born in that namespace)
+        and goes back to its own. :class:`LayerError` when the overlay cannot be mounted: nothing started.
+        The namespace is held until the command is reaped (its teardown, an RCU grace period, would
+        otherwise delay the command's exit), then handed to the closer process (see :func:`closer`).
         """
-        err_r, err_w = os.pipe2(os.O_CLOEXEC)
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child
-            step = "layer"
+        prepared, self.prepared = self.prepared, None
+        if prepared is None:
+            prepared = self.prepare_ns()
+        ns, clones = prepared
+        try:
+            setns(ns)
             try:
-                os.close(err_r)
-                os.setsid()
-                if layer >= 0:
-                    mount_overlay(self.hardening, layer)
-                step = "start"
-                os.chdir(cwd)
-                for target, fd in enumerate(stdio):
-                    os.dup2(fd, target)
-                for res, value in limits.items():
-                    resource.setrlimit(res, value)
-                for signo in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGXCPU):
-                    signal.signal(signo, signal.SIG_DFL)
-                drop_capabilities()
-                install_filter(self.hardening.get("mounts", ""))
-                os.execvpe(argv[0], argv, env)
-            except BaseException as exc:
-                try:
-                    os.write(err_w, f"{step}\0{exc}".encode(errors="replace"))
-                finally:
-                    os._exit(127)
-        os.close(err_w)
-        chunks = []
-        while chunk := os.read(err_r, 65536):
-            chunks.append(chunk)
-        os.close(err_r)
-        if not chunks and layer >= 0:
-            # Hold the run's mount namespace: torn down at the command's exit, it would delay the exit
-            # (and its report) by an RCU grace period; closed later, off the run's path (see Closer).
-            try:
-                self.closer.hold(pid, os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC))
-            except OSError:
-                pass  # it has exited already
-        if chunks:
-            os.waitpid(pid, 0)
-            step_b, _, why = b"".join(chunks).partition(b"\0")
-            text = why.decode(errors="replace")
-            if step_b == b"layer":
-                raise LayerError(f"the copy-on-write view could not be set up: {text}")
-            raise OSError(text)
+                mount_overlay(self.hardening, layer, clones)
+            except OSError as exc:
+                raise LayerError(f"the copy-on-write view could not be set up: {exc}") from None
+            pid = self.spawn(argv, env, cwd, stdio, limits)
+        except BaseException:
+            os.close(ns)
+            raise
+        finally:
+            setns(self.base_ns)
+            for fd, _ in clones:
+                os.close(fd)
+        self.held[pid] = ns
         return pid
+
+    def start_closer(self) -> None:
+        """Fork the closer process (``aleph-closer``): it is never counted among a run's processes."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            pid = os.fork()
+        except OSError:
+            ours.close()
+            theirs.close()
+            return
+        if pid == 0:  # pragma: no cover - the child
+            ours.close()
+            closer(theirs)
+        theirs.close()
+        self.closer_sock = ours
+        EXCLUDED.add(pid)
+
+    def prepare_ns(self) -> tuple[int, list[tuple[int, str]]]:
+        """A fresh mount namespace (private propagation) and read-only clones of the protected binds."""
+        check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+        try:
+            mount(None, "/", None, MS_REC | MS_PRIVATE)
+            ns = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        finally:
+            setns(self.base_ns)
+        return ns, protected_clones(self.hardening)
+
+    def prepare(self) -> None:
+        """Between runs: make the next overlay run's namespace (once a run has used one)."""
+        if self.prepared is None and self.base_ns >= 0 and self.layered:
+            try:
+                self.prepared = self.prepare_ns()
+            except OSError:
+                self.prepared = None  # made at the run, which reports the error
+
+    def release_ns(self, pid: int) -> None:
+        """The command ``pid`` is reaped: its namespace goes to the closer, which tears it down."""
+        ns = self.held.pop(pid, -1)
+        if ns < 0:
+            return
+        if self.closer_sock is not None:
+            try:
+                socket.send_fds(self.closer_sock, [b"x"], [ns])
+            except OSError:
+                pass  # no closer: closed here (slower)
+        os.close(ns)
 
     def set_soft(self, res: int, soft: int | None) -> None:
         """Set our own soft limit of ``res`` (None: the one we started with), within our hard limit."""
@@ -519,6 +548,7 @@ class Zygote:
 
     def reap(self) -> None:
         exited: list[tuple[Run, int]] = []
+        released: list[int] = []
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -533,7 +563,8 @@ class Zygote:
             run = self.by_pid.pop(pid, None)
             if run is not None:
                 exited.append((run, status))
-            self.closer.release(pid)
+            if pid in self.held:
+                released.append(pid)
         for run, status in exited:
             report = b""
             if self.runs.get(run.sock) is run:
@@ -547,6 +578,8 @@ class Zygote:
             for fd in run.fds:
                 os.close(fd)
             run.fds = []
+        for pid in released:  # after the reports: the teardown it starts is not on their way
+            self.release_ns(pid)
 
     def strays(self, done: Run) -> set[int]:
         """Processes of the namespace that no other open run accounts for (its session, group or marker).
@@ -589,6 +622,7 @@ class Zygote:
                 self.spare_tmp = self.make_tmp()
             except OSError:
                 pass  # made at the next run, which reports the error if it persists
+        self.prepare()
 
     @staticmethod
     def make_tmp() -> str:
@@ -619,7 +653,7 @@ class Zygote:
         """
         deadline = time.monotonic() + SHUTDOWN_S
         while True:
-            for pid in processes():
+            for pid in processes() | EXCLUDED:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
@@ -634,45 +668,30 @@ class Zygote:
             time.sleep(0.002)
 
 
-class Closer:
-    """Closes the mount namespaces of finished overlay runs on a thread of its own.
+def closer(sock: socket.socket) -> None:  # pragma: no cover - a forked child
+    """The closer process: takes mount namespaces (by ``SCM_RIGHTS``) and closes them.
 
-    A close that tears one down waits for an RCU grace period; ``os.close`` lets go of the GIL meanwhile.
+    Their teardown waits here, not in the server's loop; it exits when the server closes its end.
     """
-
-    def __init__(self) -> None:
-        self.held: dict[int, int] = {}
-        self.queue: list[int] = []
-        self.cond: object = None
-
-    def hold(self, pid: int, fd: int) -> None:
-        self.held[pid] = fd
-
-    def release(self, pid: int) -> None:
-        fd = self.held.pop(pid, -1)
-        if fd < 0:
-            return
-        import threading
-
-        if self.cond is None:
-            self.cond = threading.Condition()
-            threading.Thread(target=self.loop, daemon=True).start()
-        cond: threading.Condition = self.cond  # type: ignore[assignment]
-        with cond:
-            self.queue.append(fd)
-            cond.notify()
-
-    def loop(self) -> None:
-        import threading
-
-        cond: threading.Condition = self.cond  # type: ignore[assignment]
-        while True:
-            with cond:
-                while not self.queue:
-                    cond.wait()
-                fds, self.queue = self.queue, []
-            for fd in fds:
-                os.close(fd)
+    libc.prctl(PR_SET_NAME, b"aleph-closer", 0, 0, 0)
+    keep = sock.fileno()
+    for name in os.listdir("/proc/self/fd"):
+        if name.isdigit() and int(name) not in (0, 1, 2, keep):
+            try:
+                os.close(int(name))
+            except OSError:
+                pass
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(sock, 16, 16)
+        except OSError:
+            os._exit(0)
+        # A moment's wait: the run whose namespace this was is still being reported to the host.
+        time.sleep(CLOSER_DELAY_S)
+        for fd in fds:
+            os.close(fd)
+        if not msg:
+            os._exit(0)
 
 
 class LayerError(OSError):
@@ -682,6 +701,7 @@ class LayerError(OSError):
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_NAME = 15
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
 PR_CAP_AMBIENT = 47
@@ -727,39 +747,51 @@ def ovl_escape(path: str) -> str:
     return path.replace("\\", "\\\\").replace(":", "\\:").replace(",", "\\,")
 
 
-def mount_overlay(hardening: dict[str, object], layer: int) -> None:
+def protected_clones(hardening: dict[str, object]) -> list[tuple[int, str]]:
+    """Detached read-only clones of the protected binds, to put back on top of an overlay."""
+    clones = []
+    attr = ctypes.create_string_buffer(struct.pack("QQQQ", MOUNT_ATTR_RDONLY, 0, 0, 0))
+    try:
+        for path in [str(p) for p in hardening.get("protected", [])]:  # type: ignore[attr-defined]
+            fd = check(
+                libc.syscall(SYS_OPEN_TREE, AT_FDCWD, os.fsencode(path), OPEN_TREE_CLONE | os.O_CLOEXEC),
+                f"open_tree {path}",
+            )
+            clones.append((fd, path))
+            check(libc.syscall(SYS_MOUNT_SETATTR, fd, b"", AT_EMPTY_PATH, attr, 32), f"mount_setattr {path}")
+    except OSError:
+        for fd, _ in clones:
+            os.close(fd)
+        raise
+    return clones
+
+
+def setns(fd: int) -> None:
+    check(libc.setns(fd, CLONE_NEWNS), "setns(CLONE_NEWNS)")
+
+
+def mount_overlay(hardening: dict[str, object], layer: int, clones: list[tuple[int, str]]) -> None:
     """In a run's child: a mount namespace of its own with the workspace under an overlay.
 
     The upper and work directories are in ``layer`` (a detached mount from the host); the protected
     paths are bound read-only on top again and the layer's staging point is emptied.
     """
     workspace = str(hardening["workspace"])
-    protected = [str(p) for p in hardening.get("protected", [])]  # type: ignore[attr-defined]
-    check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-    mount(None, "/", None, MS_REC | MS_PRIVATE)
-    # The read-only binds of protected paths, cloned before the overlay covers them.
-    clones = []
-    attr = ctypes.create_string_buffer(struct.pack("QQQQ", MOUNT_ATTR_RDONLY, 0, 0, 0))
-    for path in protected:
-        fd = check(
-            libc.syscall(SYS_OPEN_TREE, AT_FDCWD, os.fsencode(path), OPEN_TREE_CLONE | os.O_CLOEXEC),
-            f"open_tree {path}",
-        )
-        check(libc.syscall(SYS_MOUNT_SETATTR, fd, b"", AT_EMPTY_PATH, attr, 32), f"mount_setattr {path}")
-        clones.append((fd, path))
     move_mount(layer, LAYER_DIR)
     upper, work = f"{LAYER_DIR}/upper", f"{LAYER_DIR}/work"
-    os.mkdir(upper, 0o755)
-    os.mkdir(work, 0o700)
+    for path, mode in ((upper, 0o755), (work, 0o700)):
+        if not os.path.isdir(path):  # the host makes them ahead
+            os.mkdir(path, mode)
     options = (
         f"lowerdir={ovl_escape(workspace)},upperdir={ovl_escape(upper)},workdir={ovl_escape(work)},"
         "userxattr,redirect_dir=nofollow,metacopy=off,index=off,xino=off"
     )
     mount("overlay", workspace, "overlay", 0, options)
-    check(libc.umount2(os.fsencode(LAYER_DIR), MNT_DETACH), f"umount {LAYER_DIR}")
+    # Hidden under an empty read-only tmpfs: an unmount would wait for an RCU grace period (milliseconds
+    # under load) on the run's path; what is under it goes with the namespace (see closer).
+    mount("tmpfs", LAYER_DIR, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0,mode=0555")
     for fd, path in clones:
         move_mount(fd, path)
-        os.close(fd)
 
 
 def harden_proc() -> None:
@@ -774,17 +806,6 @@ def harden_proc() -> None:
             mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0,mode=0555")
         elif os.path.exists(path):
             mount("/dev/null", path, None, MS_BIND)
-
-
-def drop_capabilities() -> None:
-    """Empty every capability set of this process (the zygote keeps CAP_SYS_ADMIN for the overlays)."""
-    check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient capabilities")
-    nr = SYS_CAPSET.get(os.uname().machine)
-    if nr is None:
-        raise OSError("no capset number for this architecture")
-    header = ctypes.create_string_buffer(struct.pack("Ii", 0x20080522, 0))  # _LINUX_CAPABILITY_VERSION_3
-    data = ctypes.create_string_buffer(bytes(24))
-    check(libc.syscall(nr, header, data), "capset")
 
 
 def keep_capabilities_for_self() -> None:
@@ -812,6 +833,9 @@ def install_filter(program_hex: object) -> None:
     check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.c_char_p(prog), 0, 0), "seccomp")
 
 
+EXCLUDED: set[int] = set()  # this server's own helpers (the closer process): never a run's
+
+
 def processes() -> set[int]:
     """Every process of the runs: this server's descendants (it is a subreaper: orphans come back to it).
 
@@ -820,6 +844,7 @@ def processes() -> set[int]:
     """
     found: set[int] = set()
     todo = [os.getpid()]
+    skip = EXCLUDED
     while todo:
         pid = todo.pop()
         try:
@@ -833,7 +858,7 @@ def processes() -> set[int]:
             except (OSError, ValueError):
                 continue
             for child in children:
-                if child not in found:
+                if child not in found and child not in skip:
                     found.add(child)
                     todo.append(child)
     return found
@@ -869,7 +894,11 @@ def main() -> None:
             install_filter(hardening.get("mounts", ""))  # no overlays here: the mount family goes at once
     zygote = Zygote(socket.socket(fileno=control_fd))
     zygote.hardening = hardening
-    zygote.fork_all = bool(hardening.get("fork_all"))
+    if sys.argv[3:4] == ["ns"] and hardening.get("proc"):
+        # Overlays (as root): our own mount namespace to come back to, and the closer process, forked now,
+        # while we are in no run's cgroup.
+        zygote.base_ns = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        zygote.start_closer()
     # Killed politely (by a command of ours, or on the host by the host's death): the runs go with us.
     signal.signal(signal.SIGTERM, zygote.terminated)
     if sys.argv[3:4] == ["ns"] and os.getpid() == 1:
