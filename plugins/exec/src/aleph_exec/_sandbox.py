@@ -770,6 +770,9 @@ class WorkspaceSandbox:
             # It died since the last run. The blocking path replaces it (a start takes a while).
             self._unclaim(zygote, cgroup)
             self._retire(zygote)
+            if layer is not None:  # its upper and work were made for a run that never started
+                for sub in ("upper", "work"):
+                    shutil.rmtree(layer / sub, ignore_errors=True)
             return await self._run_in_thread(argv, cwd, timeout, stdin, on_line, layer)
 
         def end() -> None:
@@ -1146,8 +1149,8 @@ class WorkspaceSandbox:
         if state is None or state.idmap is None:
             raise TransactionUnavailable("no idmapped mounts here (Aleph is not root)")
         try:
-            (layer / "upper").mkdir(mode=0o755)
-            (layer / "work").mkdir(mode=0o700)
+            (layer / "upper").mkdir(mode=0o755, exist_ok=True)  # exists when a dead zygote's run is retried
+            (layer / "work").mkdir(mode=0o700, exist_ok=True)
             return _userns.idmapped_clone(layer, state.idmap)
         except OSError as exc:
             raise TransactionUnavailable(f"the layer {layer} cannot be handed to the sandbox: {exc}") from None

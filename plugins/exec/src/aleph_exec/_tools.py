@@ -50,7 +50,7 @@ async def run_sandboxed(
         return await sandbox.arun(argv, cwd=cwd, timeout=timeout, stdin=stdin, on_line=on_line, **extra)
     except (OSError, subprocess.SubprocessError) as exc:
         raise ExecutionFailed(tool, f"could not start {argv[0]!r} in the sandbox: {exc}") from None
-    except SandboxError as exc:
+    except (SandboxError, ValueError) as exc:  # ValueError: a layer the sandbox refused
         raise ExecutionFailed(tool, str(exc)) from None
 
 
