@@ -432,3 +432,18 @@ def test_the_data_directory_is_not_counted_as_the_workspaces_files(workspace: Pa
     overlay_run(workspace, layer, "rm p0.py p1.py p2.py")
     decision = txn.judge(txn.read(layer))
     assert "ask" == decision.action and "of the workspace's 8 files" in decision.reason
+
+
+@pytest.mark.parametrize(
+    "command", ["touch src/*.txt src/pkg/*.txt docs/*.txt", "sed -i s/nomatch/x/ $(find . -name '*.txt')"]
+)
+def test_files_rewritten_as_they_were_are_not_overwrites(workspace: Path, tmp_path: Path, command: str) -> None:
+    canary(workspace, files=90)
+    layer = tmp_path / "layer"
+    overlay_run(workspace, layer, command)
+    cs = read_changeset(layer / "upper", workspace)
+    assert (90, 0) == (cs.counts()["touched"], cs.counts()["modified"])
+    assert "touches 90 files" == cs.summary()
+    assert "commit" == decide(cs, ProtectedPaths(DEFAULT_PROTECTED)).action
+    overlay_run(workspace, tmp_path / "layer2", "sed -i s/canary/x/ $(find . -name '*.txt')")
+    assert "ask" == decide(read_changeset(tmp_path / "layer2" / "upper", workspace), ProtectedPaths(())).action

@@ -57,6 +57,15 @@ class Change:
     """``st_rdev`` of a special file (fifo, socket, device)."""
     owner: tuple[int, int] = (-1, -1)
     """(uid, gid) of the new entry in the layer (not part of the digest)."""
+    touched: bool = False
+    """A modified file whose content and mode are as before (``touch``, ``sed -i`` that matched nothing):
+    committed (its times change) but not counted as an overwrite."""
+
+    @property
+    def key(self) -> str:
+        """Its count: ``created``, ``modified``, ``touched`` or ``deleted`` (``dirs_...`` for directories)."""
+        name = {"create": "created", "modify": "touched" if self.touched else "modified", "delete": "deleted"}
+        return ("dirs_" if self.kind == "dir" else "") + name[self.action]
 
     def content(self) -> str:
         """What the digest binds for this entry: the file hash, the link target or the mode."""
@@ -87,16 +96,12 @@ class Changeset:
         return [c for c in self.changes if c.kind != "dir"]
 
     def counts(self) -> dict[str, int]:
-        """Created, modified and deleted files (non-directories), and created and deleted directories."""
-        out = {"created": 0, "modified": 0, "deleted": 0, "dirs_created": 0, "dirs_deleted": 0}
+        """Created, modified, touched and deleted files (non-directories), created and deleted directories."""
+        out = {"created": 0, "modified": 0, "touched": 0, "deleted": 0, "dirs_created": 0, "dirs_deleted": 0}
         for c in self.changes:
-            if c.kind == "dir":
-                if c.action == "create":
-                    out["dirs_created"] += 1
-                elif c.action == "delete":
-                    out["dirs_deleted"] += 1
-            else:
-                out[{"create": "created", "modify": "modified", "delete": "deleted"}[c.action]] += 1
+            key = c.key
+            if key in out:
+                out[key] += 1
         return out
 
     def digest(self) -> str:
@@ -119,13 +124,14 @@ class Changeset:
         """One line a person reads before approving: ``deletes 1,204 files under src/, modifies 3``."""
         n = self.counts()
         parts = []
-        for key, action, verb in (
-            ("deleted", "delete", "deletes"),
-            ("modified", "modify", "modifies"),
-            ("created", "create", "creates"),
+        for key, verb in (
+            ("deleted", "deletes"),
+            ("modified", "modifies"),
+            ("created", "creates"),
+            ("touched", "touches"),
         ):
             if n[key]:
-                where = _under([c for c in self.files if c.action == action])
+                where = _under([c for c in self.files if c.key == key])
                 noun = "file" if n[key] == 1 else "files"
                 parts.append(f"{verb} {n[key]:,} {noun}{where}")
         for key, verb in (("dirs_deleted", "removes"), ("dirs_created", "makes")):
@@ -258,7 +264,7 @@ class _Reader:
             if lkind == "dir" and lpath is not None and lst is not None:
                 self.deleted_tree(lpath, path, lst)  # a directory replaced by a file, link or device
                 lkind = None
-            self.add(self.entry_change(entry.path, path, ust, "create" if lkind is None else "modify"))
+            self.add(self.entry_change(entry.path, path, ust, lpath if lkind is not None else None, lst))
         if opaque and lower is not None:
             self.opaque_rest(lower, rel, names)
 
@@ -270,13 +276,23 @@ class _Reader:
             sub = f"{rel}/{entry.name}" if rel else entry.name
             self.deleted_tree(entry.path, sub, entry.stat(follow_symlinks=False))
 
-    def entry_change(self, upath: str, path: str, st: os.stat_result, action: Action) -> Change:
+    def entry_change(
+        self, upath: str, path: str, st: os.stat_result, lpath: str | None, lst: os.stat_result | None
+    ) -> Change:
+        action: Action = "create" if lpath is None else "modify"
         kind = _kind(st.st_mode)
         mode = stat.S_IMODE(st.st_mode)
         owner = (st.st_uid, st.st_gid)
         if kind == "file":
             digest = self.hash_file(upath, st.st_size)
-            return Change(path, action, kind, st.st_size, mode, sha256=digest, owner=owner)
+            touched = (
+                lpath is not None
+                and lst is not None
+                and stat.S_ISREG(lst.st_mode)
+                and (lst.st_size, stat.S_IMODE(lst.st_mode)) == (st.st_size, mode)
+                and self.hash_file(lpath, lst.st_size) == digest
+            )
+            return Change(path, action, kind, st.st_size, mode, sha256=digest, owner=owner, touched=touched)
         if kind == "symlink":
             return Change(path, action, kind, st.st_size, mode, target=os.readlink(upath), owner=owner)
         return Change(path, action, kind, 0, mode, device=st.st_rdev, owner=owner)
