@@ -27,8 +27,11 @@ def undo_call(
     from aleph_exec._config import ExecConfig
     from aleph_exec._undo import UndoStore
 
+    from aleph_exec._transaction import Transactions
+
     config = aleph.load_config(config_path, workspace=workspace)
     exec_config = config.section("exec", ExecConfig)
+    Transactions(config.workspace_root, config.data_dir, exec_config).recover()  # a crashed commit first
     store = UndoStore(
         config.data_dir.resolve() / "exec",
         max_calls=exec_config.undo_max_calls,
