@@ -25,9 +25,8 @@ def undo_call(
     """
     import aleph
     from aleph_exec._config import ExecConfig
-    from aleph_exec._undo import UndoStore
-
     from aleph_exec._transaction import Transactions
+    from aleph_exec._undo import UndoStore
 
     config = aleph.load_config(config_path, workspace=workspace)
     exec_config = config.section("exec", ExecConfig)
