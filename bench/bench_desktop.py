@@ -1,6 +1,7 @@
 """aleph-desktop on a private Xvfb 1280×800 display, against real applications.
 
-Run: python bench/bench_desktop.py [N]      (N timed samples per figure, default 20)
+Run: python bench/bench_desktop.py [N] [--quick]   (N timed samples per figure, default 20; --quick: only
+the screenshot and accessibility-query figures, for comparing runs)
 
 Figures (issue 17, targets in brackets):
 - screenshot p50 [≤ 60 ms] (capture + PNG encode, through the tool).
@@ -13,6 +14,7 @@ Figures (issue 17, targets in brackets):
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import tempfile
 import time
@@ -33,12 +35,17 @@ from _util import percentile  # noqa: E402
 from harness import Harness  # noqa: E402
 from tasks import ACCESSIBILITY, PIXELS  # noqa: E402
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+_ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
+N = int(_ARGS[0]) if _ARGS else 20
+QUICK = "--quick" in sys.argv[1:]
 REFERENCE_SLEEP_MS = 2000.0  # the computer-use reference sleeps this long before every post-action screenshot
 
 
 def ms(samples: list[float]) -> str:
-    return f"p50 {percentile(samples, 0.5):7.1f} ms   p90 {percentile(samples, 0.9):7.1f} ms"
+    return (
+        f"p50 {percentile(samples, 0.5):7.1f} ms   p90 {percentile(samples, 0.9):7.1f} ms"
+        f"   (min {min(samples):.1f}, max {max(samples):.1f})"
+    )
 
 
 async def timed(fn: Any, n: int) -> list[float]:
@@ -70,7 +77,8 @@ async def main(session: HeadlessSession, scratch: Path) -> None:
         async def call(name: str, payload: dict[str, Any]) -> Any:
             return (await service.execute(name, payload)).value
 
-        print(f"aleph-desktop bench: Xvfb {session.width}x{session.height}, N={N}\n")
+        load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+        print(f"aleph-desktop bench: Xvfb {session.width}x{session.height}, N={N}, load average {load}\n")
         factory = session.launch(["gtk3-widget-factory"])
         await wait_app(call, "widget-factory")
         await asyncio.sleep(1.0)
@@ -90,7 +98,10 @@ async def main(session: HeadlessSession, scratch: Path) -> None:
             f"{tree['node_count'] + tree['elided']} nodes)"
         )
         await call("desktop_ax_query_by_role", {"role": "check box", "app": "widget-factory"})
-        roles = await timed(lambda: call("desktop_ax_query_by_role", {"role": "check box", "app": "widget-factory"}), N)
+        # 5×N samples: a few milliseconds each, so a burst of load elsewhere on the machine moves a short series
+        roles = await timed(
+            lambda: call("desktop_ax_query_by_role", {"role": "check box", "app": "widget-factory"}), 5 * N
+        )
         print(f"desktop_ax_query_by_role (warm)             {ms(roles)}   [target <= 10 ms]")
         walks = await timed(
             lambda: call("desktop_ax_query_tree", {"app": "widget-factory", "max_depth": 32, "max_nodes": 10000}),
@@ -98,6 +109,8 @@ async def main(session: HeadlessSession, scratch: Path) -> None:
         )
         print(f"desktop_ax_query_tree full walk             {ms(walks)}   ({tree['node_count']} nodes)")
         session.stop(factory)
+        if QUICK:
+            return
 
         scratch_state = scratch / "state"
         scratch_state.mkdir()

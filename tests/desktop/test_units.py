@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 
 import numpy as np
@@ -104,6 +105,27 @@ def test_fast_png_decodes_to_the_same_pixels() -> None:
     image = Image.fromarray(pixels, "RGB")
     decoded = np.asarray(Image.open(io.BytesIO(fast_png(image))).convert("RGB"))
     assert np.array_equal(decoded, pixels)
+
+
+@pytest.mark.parametrize("deflate", ["isal", "zlib"])
+def test_a_screenshot_encodes_straight_from_its_frame_to_the_captured_pixels(
+    deflate: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import aleph_desktop._shots as shots
+
+    if deflate == "zlib":
+        monkeypatch.setattr(shots, "_isal", None)  # the fallback where ISA-L has no wheel
+    rng = np.random.default_rng(11)
+    bgrx = rng.integers(0, 255, (31, 47, 4), dtype=np.uint8)
+    bgrx[:10] = (30, 60, 90, 255)  # flat colour and a padding byte that must not leak into the image
+    shot = ScreenshotStore().add(bgrx.tobytes(), (47, 31), (0, 0), (47, 31), ())
+    expected = bgrx[:, :, 2::-1]
+    from_frame = np.asarray(Image.open(io.BytesIO(base64.b64decode(shot.encode("png")))).convert("RGB"))
+    assert np.array_equal(from_frame, expected)
+    assert (shot.width, shot.height) == (47, 31)
+    assert np.array_equal(np.asarray(shot.image), expected)  # the image, built on first use, agrees
+    from_image = np.asarray(Image.open(io.BytesIO(base64.b64decode(shot.encode("png")))).convert("RGB"))
+    assert np.array_equal(from_image, expected) and (shot.width, shot.height) == (47, 31)
 
 
 def test_template_matching_finds_the_patch_and_ignores_flat_areas() -> None:

@@ -337,3 +337,40 @@ def test_the_per_run_bubblewrap_fallback_is_as_unprivileged(tmp_path: Path, monk
         assert (ws / "x").stat().st_uid == os.stat(ws).st_uid
     finally:
         box.close()
+
+
+def test_a_workspace_owned_by_a_user_is_the_sandbox_users_and_keeps_that_owner(tmp_path: Path) -> None:
+    # Aleph as root over a user's checkout: the owner's files are the sandbox user's, new ones are the owner's.
+    if os.geteuid() != 0:
+        pytest.skip("as a user, the workspace is the user's own")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "mine.txt").write_text("mine\n")
+    for path in (ws, ws / "mine.txt"):
+        os.chown(path, 4321, 4322)
+    box = WorkspaceSandbox(ws, ExecConfig(isolation="bwrap"))
+    try:
+        code, out, err = (lambda r: (r.exit_code, r.stdout, r.stderr))(
+            box.run(
+                ["bash", "-c", "stat -c '%u %g' mine.txt; echo more >> mine.txt; mkdir d; echo n > d/n"],
+                cwd=ws,
+                timeout=60,
+            )
+        )
+        assert (code, out) == (0, "1000 1000\n"), err
+        assert {(p.stat().st_uid, p.stat().st_gid) for p in (ws / "mine.txt", ws / "d", ws / "d" / "n")} == {
+            (4321, 4322)
+        }
+        if box.transaction_support() is None:
+            layer = tmp_path / "layer"
+            layer.mkdir()
+            result = box.run(
+                ["bash", "-c", "echo l > layered.txt; echo x >> mine.txt"], cwd=ws, timeout=60, layer=layer
+            )
+            assert result.exit_code == 0, result.stderr
+            upper = layer / "upper"
+            assert {(p.stat().st_uid, p.stat().st_gid) for p in (upper / "layered.txt", upper / "mine.txt")} == {
+                (4321, 4322)
+            }
+    finally:
+        box.close()

@@ -174,7 +174,13 @@ def test_concurrent_runs_get_separate_layers(sandbox: WorkspaceSandbox, tmp_path
     assert not any(name.startswith("mine") for name in os.listdir(sandbox.workspace))
 
 
-def test_a_run_without_a_layer_still_writes_the_workspace(sandbox: WorkspaceSandbox) -> None:
+def test_a_run_without_a_layer_still_writes_the_workspace(sandbox: WorkspaceSandbox, tmp_path: Path) -> None:
+    # Also right after runs on layers: the server is back in its own mount namespace.
+    for i in range(2):
+        sandbox.run(
+            ["bash", "-c", "echo l > l.txt"], cwd=sandbox.workspace, timeout=30, layer=_layer(tmp_path, f"l{i}")
+        )
+    assert not (sandbox.workspace / "l.txt").exists()
     result = sandbox.run(["bash", "-c", "echo direct > direct.txt"], cwd=sandbox.workspace, timeout=30)
     assert (result.exit_code, result.transaction) == (0, False)
     assert (sandbox.workspace / "direct.txt").read_text() == "direct\n"

@@ -44,6 +44,41 @@ async def test_a_dated_question_finds_that_months_turns_when_no_other_word_match
     store.close()
 
 
+async def test_a_month_named_without_a_year_finds_that_month_of_every_year(rt: aleph.Aleph) -> None:
+    store = MemoryStore.of(rt)
+    store.ingest(
+        "alice",
+        [
+            turn("We spent a week in Woodhaven, a small town with an old library.", "Jo", "d1", 0, "2022-07-10"),
+            turn("Work has been hectic, lots of meetings.", "Jo", "d2", 0, "2023-03-01"),
+            turn("Back from the lake: three days of sun and hiking.", "Jo", "d3", 0, "2023-07-20"),
+            turn("Nothing much happened, only errands.", "Jo", "d4", 0, "2023-09-01"),
+        ],
+    )
+    # "travel" is in no turn: only July, of either year, can answer (and "in July" matches no word).
+    hits = store.search("alice", "Where did Jo travel in July?", limit=2).hits
+    assert sorted(h.item.ref for h in hits) == ["d1:0", "d3:0"]
+    store.close()
+
+
+def test_a_month_without_a_year_is_a_window_only_after_a_preposition() -> None:
+    from aleph_memory._when import MAX_YEARS, find_window
+
+    years = (2022, 2023)
+    june = find_window("When did Melanie go camping in June?", years)
+    assert june is not None and june.text == "in June" and len(june.ranges) == 2
+    assert ms("2023-06-15") in june and ms("2022-06-01") in june and ms("2023-08-01") not in june
+    assert find_window("the second week of November", years) is not None
+    assert find_window("What may Jo like?", years) is None  # "may" the verb
+    assert find_window("Which day in May 5 was it?", years) is None  # a day without a year: no guess
+    assert find_window("camping in June", None) is None  # no years known: no window
+    wide = find_window("in June", (1900, 2100))
+    assert wide is not None and len(wide.ranges) == MAX_YEARS  # bounded, the latest years
+    assert ms("2100-06-10") in wide and ms("1900-06-10") not in wide
+    dated = find_window("in June 2023", years)
+    assert dated is not None and len(dated.ranges) == 1 and ms("2022-06-10") not in dated
+
+
 async def test_the_reply_to_a_turn_that_asks_the_question_outranks_the_turn_before_it(rt: aleph.Aleph) -> None:
     store = MemoryStore.of(rt)
     # The answer is stored first (lowest rowid), so ties would rank it last: only the reply signal lifts it.

@@ -7,6 +7,7 @@ found the way the ``llm`` command finds it: through llm's plugin manager and the
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -158,3 +159,29 @@ def test_the_turn_carries_the_session_and_llms_tool_call_id(workspace: Path, mon
 def test_a_bad_approval_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="approval must be one of"):
         Aleph(approval="yolo")
+
+
+def test_a_closed_toolbox_stops_its_loop_thread_runs_nothing_and_can_be_prepared_again(workspace: Path) -> None:
+    (workspace / "aleph.toml").write_text(POLICY)
+    box = Aleph(agent="writer")
+
+    def loop_threads() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "llm-aleph"]
+
+    try:
+        [tool] = [t for t in box.tools() if t.name == "text_stats"]
+        assert len(loop_threads()) == 1
+        call = llm.ToolCall(name="text_stats", arguments={"text": "a b"}, tool_call_id="c1")
+        for _ in range(3):  # every call goes to the same loop thread
+            assert '"words":2' in tool.implementation(llm_tool_call=call, text="a b").replace(" ", "")
+        assert len(loop_threads()) == 1
+        box.close()
+        assert loop_threads() == []
+        with pytest.raises(RuntimeError, match="closed"):
+            tool.implementation(llm_tool_call=call, text="a b")
+        text = Scripted(("text_stats", {"text": "one two three"})).chain("count", tools=[box]).text()
+        assert '"words":3' in text.replace(" ", "") and len(loop_threads()) == 1
+        assert [t.name for t in box.tools()].count("text_stats") == 1
+    finally:
+        box.close()
+    assert loop_threads() == []

@@ -11,8 +11,8 @@
             state.approve(item)                      # or: await aleph_tools.reject(state, item, "keep them")
         result = await Runner.run(agent, state)
 
-Each tool's ``needs_approval`` asks the chokepoint (:meth:`aleph.ScopedToolService.explain`) whether the
-call would need a human; if so the SDK interrupts the run with its own ``ToolApprovalItem``. An approved
+Each tool's ``needs_approval`` asks the chokepoint (:meth:`aleph.ScopedToolService.decision_for`) whether
+the call would need a human; if so the SDK interrupts the run with its own ``ToolApprovalItem``. An approved
 call reaches Aleph as an answer for exactly that call (tool + canonical arguments). The SDK's
 ``always_approve=True`` approves a tool for any arguments, which Aleph's gate never does: such a call is
 refused with a message telling the model so, and is never run unseen. :meth:`AlephAgentTools.reject`
@@ -51,6 +51,7 @@ SessionKeyFrom = Callable[[RunContextWrapper[Any]], str | None]
 
 # A call id no model ever sends: the SDK reports it approved only when a whole tool is approved for good.
 _PROBE = f"aleph-standing-approval-probe-{uuid.uuid4().hex}"
+_APPROVED = ApprovalResponse(ApprovalOutcome.APPROVED)
 
 
 def _default_session_key(ctx: RunContextWrapper[Any]) -> str | None:
@@ -89,8 +90,10 @@ class AlephAgentTools:
         bridge, session_key = self._bridge, self._session_key
 
         async def needs_approval(ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
-            service = bridge.scoped(name, params, session_key=session_key(ctx), call_id=call_id)
-            return service.explain(name, params).decision == "ask"
+            # The chokepoint's own decision for this call (what execute will decide), nothing asked or run;
+            # nothing is recorded under the call id, so the run's turn serves as it is.
+            service = bridge.scoped(name, params, session_key=session_key(ctx))
+            return service.decision_for(name, params) == "ask"
 
         async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
             try:
@@ -99,14 +102,20 @@ class AlephAgentTools:
                 return f"invalid input for tool {name}: the arguments are not JSON ({exc})"
             if not isinstance(params, dict):
                 return f"invalid input for tool {name}: the arguments must be a JSON object"
-            approved = ctx.is_tool_approved(name, ctx.tool_call_id) is True
-            standing = ctx.is_tool_approved(name, _PROBE) is True
-            answer = ApprovalResponse(ApprovalOutcome.APPROVED) if approved and not standing else None
+            # A standing approval (always_approve) is asked about only where it matters: an approved call,
+            # or one the chokepoint asks about. Most calls are neither, and each question costs a lookup.
+            standing: bool | None = None
+            answer = None
+            if ctx.is_tool_approved(name, ctx.tool_call_id) is True:
+                standing = ctx.is_tool_approved(name, _PROBE) is True
+                answer = None if standing else _APPROVED
             try:
                 output = await bridge.execute(
                     name, params, session_key=session_key(ctx), call_id=ctx.tool_call_id, answer=answer
                 )
             except ApprovalRequired as exc:
+                if standing is None:
+                    standing = ctx.is_tool_approved(name, _PROBE) is True
                 if standing:
                     return (
                         f"tool {name} needs a human's approval of these exact arguments; a standing approval "

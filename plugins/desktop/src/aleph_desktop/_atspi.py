@@ -37,6 +37,10 @@ _INTERACTABLE_IDS = sorted(role_id(r) for r in INTERACTABLE_ROLES)
 _LABELLED_ROLES = frozenset({"combo box", "spin button", "slider", "text", "password text", "entry", "dial"})
 _CACHE_MAX = 20_000
 _WINDOWS_TTL_S = 0.5
+_BOUNDS_TTL_S = 2.0
+"""Cached bounds are asked for again after this long, whatever the events said (toolkits that stay silent)."""
+_LEAF_LOOKUPS = 32
+"""Objects whose child count is being learnt at once (from bounds-changed events of unknown objects)."""
 _MAX_IN_FLIGHT = 48
 MAX_NAME = 120
 """Characters of a name or value returned (longer ones end with "…")."""
@@ -165,6 +169,15 @@ class AtspiClient:
         self._app_names: dict[str, str] = {}
         self._pids: dict[str, int | None] = {}
         self._cache: dict[Ref, tuple[str, str, str, frozenset[str]]] = {}
+        self._bounds: dict[Ref, tuple[tuple[int, int, int, int] | None, Any, int, float]] = {}
+        """Screen bounds by object: (bounds, the windows' token then, the app's layout generation then, when)."""
+        self._layout: dict[str, int] = {}
+        """Per application (bus name): bumped by every event that can move objects other than its sender."""
+        self._leaves: set[Ref] = set()
+        """Objects known to have no children: their bounds-changed moves nothing but themselves."""
+        self._learning: set[Ref] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._boxes_watched = False
         self._windows: tuple[float, list[tuple[Ref, str]]] | None = None
         self._inflight: asyncio.Semaphore | None = None
         self._inflight_loop: asyncio.AbstractEventLoop | None = None
@@ -215,39 +228,96 @@ class AtspiClient:
         except Exception as exc:
             raise AccessibilityUnavailable(f"accessibility bus not available: {exc}") from None
         bus.add_message_handler(self._on_message)
-        await self._raw(
-            bus,
-            "org.freedesktop.DBus",
-            "/org/freedesktop/DBus",
-            "org.freedesktop.DBus",
-            "AddMatch",
-            "s",
-            ["type='signal',interface='org.a11y.atspi.Event.Object'"],
-        )
+        for interface in ("Object", "Window"):
+            await self._raw(
+                bus,
+                "org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus",
+                "AddMatch",
+                "s",
+                [f"type='signal',interface='org.a11y.atspi.Event.{interface}'"],
+            )
         # Toolkits only emit the events someone registered for.
+        registered = []
         for event in (
             "object:state-changed",
             "object:children-changed",
             "object:property-change",
             "object:text-changed",
+            "object:bounds-changed",
+            "window:",
         ):
             try:
-                await self._raw(
-                    bus, REGISTRY, "/org/a11y/atspi/registry", REGISTRY, "RegisterEvent", "sass", [event, [], ""]
-                )
+                await self._register(bus, event)
+                registered.append(event)
             except AccessibilityUnavailable:
-                await self._raw(bus, REGISTRY, "/org/a11y/atspi/registry", REGISTRY, "RegisterEvent", "s", [event])
+                if event in ("object:bounds-changed", "window:"):
+                    continue  # what the box cache listens for: without it, boxes are simply always asked
+                raise
+        # Fail closed: a cached box is only as good as the events that would have voided it.
+        self._boxes_watched = "object:bounds-changed" in registered and "window:" in registered
         return bus
+
+    async def _register(self, bus: Any, event: str) -> None:
+        try:
+            await self._raw(
+                bus, REGISTRY, "/org/a11y/atspi/registry", REGISTRY, "RegisterEvent", "sass", [event, [], ""]
+            )
+        except AccessibilityUnavailable:
+            await self._raw(bus, REGISTRY, "/org/a11y/atspi/registry", REGISTRY, "RegisterEvent", "s", [event])
 
     def _on_message(self, message: Any) -> None:
         interface = message.interface or ""
-        if interface.startswith("org.a11y.atspi.Event."):
-            self.events += 1
-            self._cache.pop((message.sender or "", message.path or ""), None)
-            if message.member == "ChildrenChanged":
-                self._windows = None
-                self._cache.clear()  # a relabelled or replaced subtree: cheaper to start over than to chase it
-            self.last_event = time.monotonic()
+        if not interface.startswith("org.a11y.atspi.Event."):
+            return
+        ref = (message.sender or "", message.path or "")
+        member = message.member
+        self._bounds.pop(ref, None)
+        if member == "BoundsChanged":
+            # Not counted as activity for settling: spinners and progress bars move their boxes 60 times a
+            # second. An object without children moved only itself; any other may have carried its
+            # descendants (their own events are not guaranteed), so the app's cached bounds all go.
+            if ref not in self._leaves:
+                self._moved(ref[0])
+                self._learn(ref)
+            return
+        self.events += 1
+        self.last_event = time.monotonic()
+        self._cache.pop(ref, None)
+        if interface.endswith(".Window"):
+            self._moved(ref[0])  # moved, resized, minimised, restored, created, closed ...
+        elif member == "ChildrenChanged":
+            self._leaves.discard(ref)
+            self._moved(ref[0])
+            self._windows = None
+            self._cache.clear()  # a relabelled or replaced subtree: cheaper to start over than to chase it
+        elif member == "PropertyChange" and message.body and message.body[0] == "accessible-value":
+            self._moved(ref[0])  # a scroll bar that moved scrolls what it scrolls
+
+    def _moved(self, bus_name: str) -> None:
+        self._layout[bus_name] = self._layout.get(bus_name, 0) + 1
+
+    def _learn(self, ref: Ref) -> None:
+        """Find out in the background whether ``ref`` has children (a spinner's bounds events then stop costing)."""
+        if ref in self._learning or len(self._learning) >= _LEAF_LOOKUPS or self._loop is None:
+            return
+        if len(self._leaves) >= _CACHE_MAX:
+            self._leaves.clear()
+        self._learning.add(ref)
+
+        async def ask() -> None:
+            try:
+                if int(await self.prop(ref, ACC, "ChildCount")) == 0:
+                    self._leaves.add(ref)
+            except Exception:  # gone, or not answering: it stays unknown (and keeps invalidating)
+                pass
+            finally:
+                self._learning.discard(ref)
+
+        task = self._loop.create_task(ask())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def bus(self) -> Any:
         """The accessibility bus connection, (re)opened on the running loop."""
@@ -256,10 +326,11 @@ class AtspiClient:
             self._lock = asyncio.Lock()
             self._loop = loop
             self._bus = None
-            self._cache.clear()
+            self._forget()
             self._windows = None
         async with self._lock:
             if self._bus is None or not self._bus.connected:
+                self._forget()  # events may have been missed while there was no connection
                 self._bus = await self._connect()
             return self._bus
 
@@ -369,12 +440,16 @@ class AtspiClient:
 
     # -- objects -----------------------------------------------------------------------------
 
-    async def describe(self, ref: Ref, *, bounds: bool = True, role: str | None = None) -> Element:
+    async def describe(self, ref: Ref, *, bounds: bool = True, role: str | None = None, frame: Any = None) -> Element:
         """Role, name, label and states (and screen bounds) of ``ref``.
 
         Role, name, label and states are cached per object and dropped when the object reports a
         change (a state, a property, its text) or when :meth:`invalidate` is called (after every
-        action); bounds are always asked for, since a window can move without a word.
+        action). Bounds are asked for every time, unless ``frame`` is given — a token that changes
+        whenever a window moves, appears or goes (:meth:`X11Display.moves`): then bounds read under
+        the same token are reused, as long as no event since could have moved the object (its own
+        bounds-changed, a bounds-changed of anything with children, children added or removed, a
+        scroll, a window event of its application) and for at most 2 s.
         """
         cached = self._cache.get(ref)
         if cached is None:
@@ -382,16 +457,37 @@ class AtspiClient:
             if len(self._cache) >= _CACHE_MAX:
                 self._cache.clear()
             self._cache[ref] = cached
+        c_role, name, label, states = cached
         box = None
         if bounds:
-            try:
-                (extents,) = await self.call(ref, "org.a11y.atspi.Component", "GetExtents", "u", [_SCREEN_COORDS])
-                x, y, w, h = extents
-                box = (int(x), int(y), int(w), int(h)) if w > 0 and h > 0 else None
-            except AccessibilityUnavailable:
-                box = None  # no Component interface: an element without a place on screen
-        c_role, name, label, states = cached
+            box = await self._extents_of(ref, frame)
         return Element(ref, c_role, name, states, box, self.app_name(ref[0]), label=label)
+
+    async def _extents_of(self, ref: Ref, frame: Any) -> tuple[int, int, int, int] | None:
+        if not self._boxes_watched:
+            frame = None
+        layout = self._layout.get(ref[0], 0)
+        now = time.monotonic()
+        if frame is not None:
+            hit = self._bounds.get(ref)
+            if hit is not None and hit[1] == frame and hit[2] == layout and now - hit[3] < _BOUNDS_TTL_S:
+                return hit[0]
+        box = await self.extents(ref)
+        if frame is not None:
+            # Stored with the generation read before asking: an event that arrived meanwhile voids it.
+            if len(self._bounds) >= _CACHE_MAX:
+                self._bounds.clear()
+            self._bounds[ref] = (box, frame, layout, now)
+        return box
+
+    async def extents(self, ref: Ref) -> tuple[int, int, int, int] | None:
+        """The screen bounds of ``ref`` (x, y, width, height), asked afresh; None without a usable box."""
+        try:
+            (extents,) = await self.call(ref, "org.a11y.atspi.Component", "GetExtents", "u", [_SCREEN_COORDS])
+        except AccessibilityUnavailable:
+            return None  # no Component interface: an element without a place on screen
+        x, y, w, h = extents
+        return (int(x), int(y), int(w), int(h)) if w > 0 and h > 0 else None
 
     async def _fetch(self, ref: Ref, role: str | None) -> tuple[str, str, str, frozenset[str]]:
         requests = [self.prop(ref, ACC, "Name"), self.call(ref, ACC, "GetState")]
@@ -413,12 +509,18 @@ class AtspiClient:
         return role, name or label, label, state_bits(states)
 
     def invalidate(self) -> None:
-        """Forget every cached description (the tools call it after each action).
+        """Forget every cached description and box (the tools call it after each action).
 
         The window list stays: a window that an action opens or closes announces itself
         (children-changed), and settling waits for such events before the next call can look.
         """
         self._cache.clear()
+        self._bounds.clear()
+
+    def _forget(self) -> None:
+        self._cache.clear()
+        self._bounds.clear()
+        self._leaves.clear()
 
     async def _label(self, ref: Ref) -> str:
         # A field without a name of its own is named by the label that points at it.

@@ -10,6 +10,7 @@ import asyncio
 import secrets
 import time
 from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,8 +133,16 @@ async def find(
     max_results: int = 50,
     deadline_s: float = 3.0,
     showing: bool = True,
+    windows_token: Hashable | None = None,
 ) -> dict[str, Any]:
-    """Elements with ``role`` (any interactable role when None) whose name matches ``name``, best first."""
+    """Elements with ``role`` (any interactable role when None) whose name matches ``name``, best first.
+
+    The search itself always goes to the applications (``Collection.GetMatches``, one request per
+    window), so an element that is gone is never returned. ``windows_token`` is a value that changes
+    whenever a window moves (:meth:`X11Display.moves`): with it, bounds the client read under the same
+    token are reused (see :meth:`AtspiClient.describe`), so a repeated query costs one round trip per
+    window; without it every element's bounds are asked afresh.
+    """
     deadline = time.monotonic() + deadline_s
     windows = await atspi.windows(app)
     if role is None:
@@ -149,7 +158,7 @@ async def find(
             refs.extend(result)
     refs = refs[:max_nodes]
     known = role  # the search already fixed the role: no need to ask for it again
-    described, cut = await _gather_until(deadline, [atspi.describe(r, role=known) for r in refs])
+    described, cut = await _gather_until(deadline, [atspi.describe(r, role=known, frame=windows_token) for r in refs])
     truncated |= cut
     scored = []
     for element in described:

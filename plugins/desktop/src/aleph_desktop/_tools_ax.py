@@ -11,6 +11,7 @@ from aleph_desktop._atspi import Element, parse_token
 from aleph_desktop._base import TAGS, DesktopTool, InputProblem
 from aleph_desktop._query import find, focused, snapshot, walk
 from aleph_desktop._roles import normalise_role
+from aleph_desktop._x11 import DisplayUnavailable
 
 __all__ = ["AxQueryByRole", "AxQueryFocused", "AxQueryTree", "AxSnapshot"]
 
@@ -145,6 +146,7 @@ class AxQueryByRole(DesktopTool[ByRoleArgs]):
             max_nodes=args.max_nodes,
             max_results=args.max_results,
             showing=not args.include_hidden,
+            windows_token=self._windows_token(),
         )
         elements: list[Element] = result["elements"]
         self.desktop.remember(elements)
@@ -158,6 +160,14 @@ class AxQueryByRole(DesktopTool[ByRoleArgs]):
                 "Search stopped at the node budget or deadline — there may be further matches. Narrow it with app."
             )
         return out
+
+    def _windows_token(self) -> object | None:
+        # Boxes already read may be reused while no window has moved since, which X tells us (AT-SPI
+        # does not: a window moved without a window manager sends no accessibility event).
+        try:
+            return ("x11", self.desktop.x().moves())
+        except DisplayUnavailable:
+            return None
 
 
 class SnapshotArgs(ToolArgs):

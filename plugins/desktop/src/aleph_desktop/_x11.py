@@ -153,6 +153,8 @@ class X11Display:
         self._atoms: dict[str, int] = {}
         self._mss: Any = None
         self._spare_keycode: int | None = None
+        self._moves = 0
+        self._watching = False
         self.xtest = bool(self._d.query_extension("XTEST"))
 
     # -- basics ------------------------------------------------------------------------------
@@ -239,6 +241,27 @@ class X11Display:
                 if win is not None:
                     out.append(win)
             return out
+
+    def moves(self) -> int:
+        """A count that changes whenever a top-level window is mapped, unmapped, moved, resized or restacked.
+
+        It counts the X server's events about the root window's children (SubstructureNotify), which
+        the server writes to this connection while it carries out the change; reading them needs no
+        round trip, so a caller learns of every change that had happened when it asked, cheaply.
+        """
+        with self._lock:
+            try:
+                if not self._watching:
+                    self._root.change_attributes(event_mask=self._X.SubstructureNotifyMask)
+                    self._d.sync()
+                    self._watching = True
+                    self._moves += 1
+                for _ in range(self._d.pending_events()):
+                    self._d.next_event()
+                    self._moves += 1
+            except (self._error.XError, self._error.ConnectionClosedError, OSError) as exc:
+                raise DisplayUnavailable(f"X display {self.name}: cannot watch its windows ({exc})") from None
+            return self._moves
 
     def window(self, window_id: int) -> Window | None:
         """The top-level window with id ``window_id``, or None when it is not open and viewable."""

@@ -1149,8 +1149,9 @@ class WorkspaceSandbox:
         if state is None or state.idmap is None:
             raise TransactionUnavailable("no idmapped mounts here (Aleph is not root)")
         try:
-            (layer / "upper").mkdir(mode=0o755, exist_ok=True)  # exists when a dead zygote's run is retried
-            (layer / "work").mkdir(mode=0o700, exist_ok=True)
+            owner = state.owner
+            if owner is not None and (layer.stat().st_uid, layer.stat().st_gid) != owner:
+                os.chown(layer, *owner)  # its upper/ and work/ are made by the sandbox user: the owner on disk
             return _userns.idmapped_clone(layer, state.idmap)
         except OSError as exc:
             raise TransactionUnavailable(f"the layer {layer} cannot be handed to the sandbox: {exc}") from None
@@ -1960,7 +1961,7 @@ class _SandboxState:
     """What an unprivileged sandbox keeps on the host: its /etc files, the staging point, user namespaces.
 
     As root: ``userns`` (the sandbox's: SANDBOX_ID is the host uid) and ``idmap`` (for idmapped mounts:
-    host uid 0 on disk shows as the host uid).
+    the workspace owner on disk shows as the host uid).
     """
 
     def __init__(self, root: Path, userns: _userns.Idmap | None, idmap: _userns.Idmap | None) -> None:
@@ -1969,6 +1970,7 @@ class _SandboxState:
         self.stage_dir = str(root / "stage")
         self.userns = userns
         self.idmap = idmap
+        self.owner: tuple[int, int] | None = None  # the workspace's owner on disk (uid, gid), with ``idmap``
 
     @classmethod
     def create(cls, workspace: Path, host_uid: int | None) -> _SandboxState:
@@ -1991,7 +1993,12 @@ class _SandboxState:
             userns = idmap = None
             if host_uid is not None:
                 userns = _userns.Idmap(sid, host_uid)
-                idmap = _userns.Idmap(0, host_uid)
+                # On disk the workspace's owner (root in CI, or the user of a checkout) is the sandbox user.
+                owner = workspace.stat()
+                idmap = _userns.Idmap(owner.st_uid, host_uid, owner.st_gid)
+                state = cls(root, userns, idmap)
+                state.owner = (owner.st_uid, owner.st_gid)
+                return state
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise

@@ -2,11 +2,12 @@
 
 When Aleph runs as root, a sandboxed command must still not be host uid 0. The sandbox runs in a user
 namespace that maps its one user (uid/gid ``SANDBOX_ID`` inside) to an unprivileged host uid
-(``[exec] sandbox_host_uid``, default 65534). The workspace belongs to host root, so it is bound into
-the sandbox through an **idmapped mount** (``open_tree(OPEN_TREE_CLONE)`` + ``mount_setattr(
-MOUNT_ATTR_IDMAP)`` + ``move_mount``, Linux 5.12 or later): a file owned by host uid 0 on disk shows as
-owned by that host uid, so the sandbox user owns the workspace, and what it creates lands on disk as
-root's. A run's copy-on-write layer is handed to the sandbox the same way (a detached idmapped clone).
+(``[exec] sandbox_host_uid``, default 65534). The workspace belongs to someone else (host root in CI,
+or the user who owns the checkout), so it is bound into the sandbox through an **idmapped mount**
+(``open_tree(OPEN_TREE_CLONE)`` + ``mount_setattr(MOUNT_ATTR_IDMAP)`` + ``move_mount``, Linux 5.12 or
+later): a file owned on disk by the workspace's owner (uid and gid) shows as owned by that host uid, so
+the sandbox user owns the workspace, and what it creates lands on disk as the owner's. A run's
+copy-on-write layer is handed to the sandbox the same way (a detached idmapped clone).
 
 Paths that the unprivileged host uid cannot reach (the Python of a CI job under ``/root``, a workspace
 under a 0700 directory) are bound into a private *staging* tmpfs first, in a mount namespace of the
@@ -68,15 +69,18 @@ def _unshare_user() -> None:  # pragma: no cover - runs in a forked child
 
 
 class Idmap:
-    """A user namespace that maps ``inside`` (uid and gid) to ``host``: an fd kept open while in use."""
+    """A user namespace that maps uid ``inside`` (and gid ``inside_gid``, default the same) to ``host``.
 
-    def __init__(self, inside: int, host: int) -> None:
+    Its fd is kept open while in use.
+    """
+
+    def __init__(self, inside: int, host: int, inside_gid: int | None = None) -> None:
         self.inside, self.host = inside, host
         holder = subprocess.Popen(["sleep", "60"], preexec_fn=_unshare_user, close_fds=True)
         try:
-            for name in ("uid_map", "gid_map"):
+            for name, first in (("uid_map", inside), ("gid_map", inside if inside_gid is None else inside_gid)):
                 with open(f"/proc/{holder.pid}/{name}", "w") as fh:
-                    fh.write(f"{inside} {host} 1\n")
+                    fh.write(f"{first} {host} 1\n")
             self.fd = os.open(f"/proc/{holder.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
             raise IdmapError(

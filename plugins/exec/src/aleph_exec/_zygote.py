@@ -468,7 +468,7 @@ class Zygote:
             os.close(ns)
             raise
         finally:
-            setns(self.base_ns)
+            self.back_home()
             for fd, _ in clones:
                 os.close(fd)
         self.held[pid] = ns
@@ -497,8 +497,15 @@ class Zygote:
             mount(None, "/", None, MS_REC | MS_PRIVATE)
             ns = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
         finally:
-            setns(self.base_ns)
+            self.back_home()
         return ns, protected_clones(self.hardening)
+
+    def back_home(self) -> None:
+        """Return to our own mount namespace; if that fails, end (a later run must never see another's view)."""
+        try:
+            setns(self.base_ns)
+        except OSError:
+            os._exit(70)  # the namespace dies with us (pid 1); the host starts a new server
 
     def prepare(self) -> None:
         """Between runs: make the next overlay run's namespace (once a run has used one)."""
@@ -779,9 +786,8 @@ def mount_overlay(hardening: dict[str, object], layer: int, clones: list[tuple[i
     workspace = str(hardening["workspace"])
     move_mount(layer, LAYER_DIR)
     upper, work = f"{LAYER_DIR}/upper", f"{LAYER_DIR}/work"
-    for path, mode in ((upper, 0o755), (work, 0o700)):
-        if not os.path.isdir(path):  # the host makes them ahead
-            os.mkdir(path, mode)
+    os.mkdir(upper, 0o755)
+    os.mkdir(work, 0o700)
     options = (
         f"lowerdir={ovl_escape(workspace)},upperdir={ovl_escape(upper)},workdir={ovl_escape(work)},"
         "userxattr,redirect_dir=nofollow,metacopy=off,index=off,xino=off"

@@ -1,18 +1,21 @@
 """Aleph's tools for llm: the ``Aleph`` toolbox (``llm -T Aleph``), every call through Aleph's chokepoint.
 
 llm runs tools synchronously; Aleph is async and keeps per-runtime state (MCP connections, the ledger
-writer), so the toolbox runs one Aleph runtime on an event loop in a thread of its own and hands each
-call to it. The tools keep the names Aleph gives them.
+writer), so the toolbox runs one Aleph runtime on one long-lived event loop in a thread of its own and
+hands each call to it (``asyncio.run_coroutine_threadsafe``: no new loop or thread per call). The tools
+keep the names Aleph gives them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import dataclasses
+import threading
 import uuid
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
-import anyio.from_thread
 import llm
 
 import aleph
@@ -20,6 +23,52 @@ import aleph
 __all__ = ["Aleph", "ApprovalPause", "register_tools"]
 
 APPROVAL_MODES = ("terminal", "pause")
+
+_T = TypeVar("_T")
+
+
+class _LoopThread:
+    """One event loop running in a daemon thread for as long as the toolbox is prepared."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._serve, name="llm-aleph", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def call(self, fn: Callable[..., Coroutine[Any, Any, _T]], *args: Any) -> _T:
+        """Run ``fn(*args)`` on the loop and wait for it (from any thread but the loop's own)."""
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("an Aleph tool was called from the toolbox's own event loop thread")
+        future = asyncio.run_coroutine_threadsafe(fn(*args), self.loop)
+        try:
+            return future.result()
+        except BaseException:  # interrupted (Ctrl-C): the call's task is cancelled, not left running
+            future.cancel()
+            raise
+
+    def stop(self) -> None:
+        """Cancel what is still running, stop the loop and join its thread."""
+        if self.loop.is_closed():
+            return
+        try:
+            self.call(_drain)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join()
+            self.loop.close()
+
+
+async def _drain() -> None:
+    loop = asyncio.get_running_loop()
+    tasks = [t for t in asyncio.all_tasks(loop) if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await loop.shutdown_asyncgens()
 
 
 class ApprovalPause(llm.PauseChain):
@@ -59,8 +108,7 @@ class Aleph(llm.Toolbox):  # type: ignore[misc]
             raise ValueError(f"approval must be one of {', '.join(APPROVAL_MODES)}, got {approval!r}")
         self._settings = (config, workspace, agent, session or f"llm-{uuid.uuid4().hex[:12]}", approval)
         self._deferred = aleph.DeferredApprovals()
-        self._portal: Any = None
-        self._portal_cm: Any = None
+        self._loop: _LoopThread | None = None
         self._runtime: aleph.Aleph | None = None
         self._service: aleph.ScopedToolService | None = None
 
@@ -75,12 +123,17 @@ class Aleph(llm.Toolbox):  # type: ignore[misc]
 
     def prepare(self) -> None:
         """Start Aleph (on its own event loop thread) and add one llm tool per tool the chokepoint lists."""
-        if self._portal is not None:
+        if self._loop is not None:
             return
-        self._portal_cm = anyio.from_thread.start_blocking_portal()
-        self._portal = self._portal_cm.__enter__()
+        self._loop = _LoopThread()
         atexit.register(self.close)
-        definitions = self._portal.call(self._open)
+        try:
+            definitions = self._loop.call(self._open)
+        except BaseException:
+            self.close()
+            raise
+        # Prepared again after a close: the chokepoint's list now replaces the one added last time.
+        self._extra_tools = [t for t in self._extra_tools if getattr(t, "plugin", None) != "llm-aleph"]
         for definition in definitions:
             self.add_tool(
                 llm.Tool(
@@ -105,7 +158,9 @@ class Aleph(llm.Toolbox):  # type: ignore[misc]
 
     def _implementation(self, name: str) -> Any:
         def run(llm_tool_call: llm.ToolCall, **arguments: Any) -> Any:
-            return self._portal.call(self._call, name, arguments, llm_tool_call.tool_call_id)
+            if self._loop is None:
+                raise RuntimeError("the Aleph toolbox is closed: prepare it again (or make a new one)")
+            return self._loop.call(self._call, name, arguments, llm_tool_call.tool_call_id)
 
         run.__name__ = name
         return run
@@ -129,15 +184,16 @@ class Aleph(llm.Toolbox):  # type: ignore[misc]
 
     def close(self) -> None:
         """Close the Aleph runtime and its thread; the toolbox can be prepared again afterwards."""
-        if self._portal is None:
+        if self._loop is None:
             return
+        loop, runtime = self._loop, self._runtime
+        self._loop = self._runtime = self._service = None
+        atexit.unregister(self.close)
         try:
-            if self._runtime is not None:
-                self._portal.call(self._runtime.aclose)
+            if runtime is not None:
+                loop.call(runtime.aclose)
         finally:
-            self._portal_cm.__exit__(None, None, None)
-            self._portal = self._portal_cm = self._runtime = self._service = None
-            atexit.unregister(self.close)
+            loop.stop()
 
 
 @llm.hookimpl  # type: ignore[misc]

@@ -24,6 +24,7 @@ import re
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from aleph_memory._db import Database
@@ -57,6 +58,8 @@ MAX_QUERY_TERMS = 64
 
 
 _ASKS_WHEN = re.compile(r"\s*(?:when|what (?:day|date|month|year|time)|how long)\b", re.I)
+_MONTH_WORD = re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b", re.I)
+"""A query that may name a month without a year: only then are the store's years looked up."""
 _WHEN_WORDS = """yesterday today tomorrow tonight ago last week weekend month year recently monday tuesday
 wednesday thursday friday saturday sunday""".split()
 _WHEN_MARKS = tuple(f" {stem(w)} " for w in _WHEN_WORDS)
@@ -153,9 +156,9 @@ class Ranker:
     ) -> SearchResult:
         """The ``limit`` best active items of ``agent`` for ``query`` (optionally of ``kinds`` / one ``session``)."""
         original = query
-        window = find_window(query)
+        window = find_window(query, self._years(agent) if _MONTH_WORD.search(query) else None)
         if window is not None:
-            query = query.replace(window[2], " ")
+            query = query.replace(window.text, " ")
         words = terms(query)[:MAX_QUERY_TERMS]
         people = self._people(agent)
         named = _named_people(words, people)
@@ -177,13 +180,20 @@ class Ranker:
         if window is not None and WINDOW_CANDIDATES:
             # A question that names a date asks about what happened then, whether or not its other words
             # match: the items of that window are candidates too (ranked by coverage, time and session).
+            # A month named without a year is one range a year, latest first; they share one budget.
+            budget = WINDOW_CANDIDATES
             with self.db.read() as conn:
-                for (rowid,) in conn.execute(
-                    "SELECT rowid FROM items WHERE agent = ? AND occurred_at >= ? AND occurred_at < ?"
-                    " AND status = 'active' LIMIT ?",
-                    (agent, window[0], window[1], WINDOW_CANDIDATES),
-                ):
-                    scores.setdefault(rowid, 0.0)
+                for start, end in sorted(window.ranges, reverse=True):
+                    if budget <= 0:
+                        break
+                    rows = conn.execute(
+                        "SELECT rowid FROM items WHERE agent = ? AND occurred_at >= ? AND occurred_at < ?"
+                        " AND status = 'active' LIMIT ?",
+                        (agent, start, end, budget),
+                    ).fetchall()
+                    budget -= len(rows)
+                    for (rowid,) in rows:
+                        scores.setdefault(rowid, 0.0)
         mode = "lexical"
         dense: dict[int, float] = {}
         if embedder is not None and lexical:
@@ -239,7 +249,7 @@ class Ranker:
             value = lex + DENSE_WEIGHT * dense.get(rowid, 0.0)
             if query_stems:
                 value += COVERAGE_WEIGHT * sum(1 for q in padded_stems if q in own) / len(padded_stems)
-            if window is not None and f[6] is not None and window[0] <= f[6] < window[1]:
+            if window is not None and f[6] is not None and f[6] in window:
                 value += TIME_WEIGHT
             if asks_when and any(m in f[8] for m in _WHEN_MARKS):
                 value += WHEN_WEIGHT
@@ -262,6 +272,16 @@ class Ranker:
         items = self.items.by_rowids(ranked)
         hits = [Hit(items[r], round(final[r], 4)) for r in ranked if r in items]
         return SearchResult(hits, mode, degraded, tuple(sorted(named)))
+
+    def _years(self, agent: str) -> tuple[int, int] | None:
+        """The first and last year of the agent's items (by ``occurred_at``), or None when it has none."""
+        with self.db.read() as conn:
+            low, high = conn.execute(
+                "SELECT min(occurred_at), max(occurred_at) FROM items WHERE agent = ?", (agent,)
+            ).fetchone()
+        if low is None or high is None:
+            return None
+        return datetime.fromtimestamp(low / 1000, UTC).year, datetime.fromtimestamp(high / 1000, UTC).year
 
     def _has_table(self, table: str) -> bool:
         if table in self.items._tables:

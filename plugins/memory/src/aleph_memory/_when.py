@@ -1,15 +1,17 @@
-"""Dates named in a query ("on 8 May, 2023", "in January 2022", "in 2024") as a time window.
+"""Dates named in a query ("on 8 May, 2023", "in January 2022", "in 2024", "in June") as a time window.
 
 Memory items carry when they happened (``occurred_at``: a turn's session date, a fact's time of
 writing). A question that names a date asks about what happened then, so the ranker prefers items
 inside the window; the date's words are dropped from the full-text query, where they only match
-other dates.
+other dates. A month named without a year ("camping in June") is that month of each year the
+store's items span (at most MAX_YEARS, the latest).
 """
 
 from __future__ import annotations
 
 import calendar
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 __all__ = ["Window", "find_window"]
@@ -24,20 +26,56 @@ _PATTERNS = [
     ("day", re.compile(rf"\b{_M}\s+{_DAY},?\s*{_YEAR}\b", re.I), (2, 1, 3)),
     ("month", re.compile(rf"\b{_M}(?:\s+of)?,?\s+{_YEAR}\b", re.I), (None, 1, 2)),
     ("year", re.compile(rf"\b(?:in|during|of|since|by)\s+{_YEAR}\b", re.I), (None, None, 1)),
+    # A month without a year ("in June", "the second week of November"): that month of every year the store
+    # holds. The preposition keeps "may" the verb out.
+    (
+        "any month",
+        re.compile(rf"\b(?:in|during|of|early|late|mid|since|by|until)[\s-]+{_M}(?!\s*\d)", re.I),
+        (None, 1, None),
+    ),
 ]
 SLACK = timedelta(days=3)
 """A day or month named in a question is matched a little loosely (a session late at night, "last Friday")."""
 
-Window = tuple[int, int, str]
+MAX_YEARS = 50
+"""A month named without a year spans at most this many years (the latest of the store's)."""
 
 
-def find_window(text: str) -> Window | None:
-    """The first date ``text`` names, as (start_ms, end_ms, the matched text), or None."""
+@dataclass(frozen=True, slots=True)
+class Window:
+    """When a query asks about: half-open ranges of epoch ms, and the words that said so."""
+
+    ranges: tuple[tuple[int, int], ...]
+    text: str
+
+    def __contains__(self, at: int) -> bool:
+        return any(start <= at < end for start, end in self.ranges)
+
+
+def find_window(text: str, years: tuple[int, int] | None = None) -> Window | None:
+    """The first date ``text`` names, or None.
+
+    ``years`` (first, last) is the span a month named without a year is looked for in; without it
+    such a month is not a window.
+    """
     for kind, pattern, groups in _PATTERNS:
         match = pattern.search(text)
         if match is None:
             continue
         day_g, month_g, year_g = groups
+        if kind == "any month":
+            if years is None:
+                continue
+            assert month_g is not None
+            month = _MONTHS[match.group(month_g).lower()]
+            first, last = max(years[0], years[1] - MAX_YEARS + 1), years[1]
+            ranges = []
+            for year in range(first, last + 1):
+                start = datetime(year, month, 1, tzinfo=UTC)
+                end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
+                ranges.append((int((start - SLACK).timestamp() * 1000), int((end + SLACK).timestamp() * 1000)))
+            return Window(tuple(ranges), match.group(0))
+        assert year_g is not None
         year = int(match.group(year_g))
         try:
             if kind == "day":
@@ -55,5 +93,7 @@ def find_window(text: str) -> Window | None:
         except ValueError:
             continue
         slack = SLACK if kind != "year" else timedelta(0)
-        return int((start - slack).timestamp() * 1000), int((end + slack).timestamp() * 1000), match.group(0)
+        return Window(
+            ((int((start - slack).timestamp() * 1000), int((end + slack).timestamp() * 1000)),), match.group(0)
+        )
     return None
