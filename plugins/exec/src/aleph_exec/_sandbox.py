@@ -770,9 +770,6 @@ class WorkspaceSandbox:
             # It died since the last run. The blocking path replaces it (a start takes a while).
             self._unclaim(zygote, cgroup)
             self._retire(zygote)
-            if layer is not None:  # its upper and work were made for a run that never started
-                for sub in ("upper", "work"):
-                    shutil.rmtree(layer / sub, ignore_errors=True)
             return await self._run_in_thread(argv, cwd, timeout, stdin, on_line, layer)
 
         def end() -> None:
