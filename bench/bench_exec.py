@@ -1,6 +1,6 @@
 """bash ``true`` through the full chokepoint and the sandbox vs a bare ``subprocess.run(["bash", "-c", "true"])``.
 
-Run: python bench/bench_exec.py [N]
+Run: python bench/bench_exec.py [N]   (``commit``: only the commit rows; ``typical``: git status and pytest)
 Target (aleph-exec issue): <= 1.5x the bare spawn, measured in the same run.
 With bubblewrap, the first run of a workspace starts its zygote (one bwrap kept for the workspace);
 the ratios measure the runs after it, and the breakdown prints that one-time start separately.
@@ -20,13 +20,14 @@ import tempfile
 import time
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import aleph_exec.plugin
 from _util import per_call_us, per_call_us_async
 
 import aleph
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+N = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 20
 ROUNDS = 5
 SETTLE_S = 0.005
 
@@ -165,6 +166,56 @@ def measure(toml: str) -> tuple[float, float, float, str]:
         return b, t, t / b, isolation
 
 
+def commit_rows(files: int = 1000, rounds: int = 7) -> None:
+    """Committing a changeset of ``files`` new files (target <= 50 ms): read + judge + commit, and each part.
+
+    The layer's upper directory is written the way overlayfs leaves new files (plain files; the
+    directories new or, for ``src/``, existing), so the figure needs no mount. Same filesystem: a new
+    directory is one rename, a file in an existing one is one rename; across filesystems (/dev/shm when
+    it is one): copied beside, then renamed. The journal is fsynced, files are not.
+    """
+    from aleph_exec._changeset import read_changeset
+    from aleph_exec._commit import commit
+    from aleph_exec._decision import DEFAULT_PROTECTED, ProtectedPaths, decide
+
+    protected = ProtectedPaths(DEFAULT_PROTECTED)
+    places: dict[str, Path | None] = {"same filesystem (rename)": None}
+    shm = Path("/dev/shm")
+    if shm.is_dir() and shm.stat().st_dev != Path(tempfile.gettempdir()).stat().st_dev:
+        places["layer on another filesystem (copy)"] = shm
+    cases = [(f"{label}, new directories", where, "gen/d{}") for label, where in places.items()]
+    cases += [(f"{label}, into src/", where, "src") for label, where in places.items()]
+    for label, layer_dir, into in cases:
+        parts: dict[str, list[float]] = {"read": [], "judge": [], "commit": [], "total": []}
+        for _ in range(rounds):
+            with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory(dir=layer_dir) as layer:
+                ws = Path(tmp) / "ws"
+                (ws / "src").mkdir(parents=True)
+                for i in range(20):
+                    (ws / "src" / f"old{i}.py").write_text("x = 1\n")
+                upper = Path(layer) / "upper"
+                for i in range(files):
+                    d = upper / into.format(i % 10)
+                    d.mkdir(parents=True, exist_ok=True)
+                    (d / f"f{i}.py").write_text(f"value = {i}\n")
+                t0 = time.perf_counter()
+                cs = read_changeset(upper, ws)
+                t1 = time.perf_counter()
+                decision = decide(cs, protected)
+                t2 = time.perf_counter()
+                assert decision.action == "commit", decision
+                commit(cs, journal_dir=Path(tmp) / "journal", undo_dir=Path(tmp) / "undo" / "c", meta={})
+                t3 = time.perf_counter()
+                for key, value in (("read", t1 - t0), ("judge", t2 - t1), ("commit", t3 - t2), ("total", t3 - t0)):
+                    parts[key].append(value * 1000)
+        med = {k: statistics.median(v) for k, v in parts.items()}
+        print(
+            f"commit {files} new files, {label:<50} {med['total']:7.2f} ms (min {min(parts['total']):.2f})  "
+            f"read+hash {med['read']:.2f}, judge {med['judge']:.2f}, journal+apply {med['commit']:.2f} "
+            f"(min {min(parts['commit']):.2f})  (target <= 50 ms)"
+        )
+
+
 def measure_transaction() -> tuple[float, float, float, str]:
     """The sandbox alone, one run of ``bash -c true`` on a fresh copy-on-write layer (``layer=``) per call.
 
@@ -225,6 +276,56 @@ def transaction_rows() -> None:
     )
 
 
+def typical_tool_rows(rounds: int = 10) -> None:
+    """``git status`` and ``python -m pytest -q`` on a small repository, with and without transactions.
+
+    Through ``rt.tool_service(tier="full")``; per-call medians. ``git status`` refreshes ``.git/index``
+    and pytest writes ``__pycache__`` and ``.pytest_cache``: in a transaction those are a changeset that
+    is read, judged and committed on every call, which is part of what the figure shows.
+    """
+    import shutil
+
+    if shutil.which("git") is None:
+        print("typical commands: git is not installed")
+        return
+    for label, command in (("git status", "git status --short"), ("python -m pytest -q", "python3 -m pytest -q")):
+        row = []
+        for toml in ("[exec]\ntransactions = true\n", "[exec]\ntransactions = false\n"):
+            with tempfile.TemporaryDirectory() as tmp:
+                ws = Path(tmp) / "repo"
+                (ws / "src").mkdir(parents=True)
+                for i in range(30):
+                    (ws / "src" / f"m{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n")
+                (ws / "test_m.py").write_text("from src.m1 import f1\n\n\ndef test_f():\n    assert f1(1) == 2\n")
+                (ws / "src" / "__init__.py").write_text("")
+                git = ["git", "-c", "user.email=b@example.com", "-c", "user.name=bench"]
+                subprocess.run([*git, "init", "-q"], cwd=ws, check=True)
+                subprocess.run([*git, "add", "-A"], cwd=ws, check=True)
+                subprocess.run([*git, "commit", "-qm", "init"], cwd=ws, check=True)
+                data = (Path(tmp) / "data").as_posix()
+                (ws / "aleph.toml").write_text(f'[workspace]\ndata_dir = "{data}"\n{toml}')
+                rt = aleph.load(
+                    ws / "aleph.toml", workspace=ws, plugins=[aleph_exec.plugin], entry_points=False, strict=True
+                )
+                service = rt.tool_service(tier="full")
+
+                async def calls(service: Any, command: str) -> tuple[list[float], dict[str, Any]]:
+                    times, last = [], {}
+                    for i in range(rounds + 2):
+                        start = time.perf_counter()
+                        out = await service.execute("bash", {"command": command})
+                        if i >= 2:
+                            times.append(time.perf_counter() - start)
+                        last = json.loads(out.text)
+                    return times, last
+
+                times, last = asyncio.run(calls(service, command))
+                asyncio.run(rt.aclose())
+                status = (last.get("changes") or {}).get("status", "-")
+                row.append(f"{statistics.median(times) * 1000:7.1f} ms (transaction {last['transaction']}, {status})")
+        print(f"{label:<22} {row[0]}   without: {row[1]}")
+
+
 def typical_rows() -> None:
     """``git status`` and ``python -m pytest -q`` on a small repository, in the sandbox with and without a layer."""
     from aleph_exec import WorkspaceSandbox
@@ -272,6 +373,13 @@ def typical_rows() -> None:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["commit"]:
+        commit_rows()
+        return
+    if sys.argv[1:2] == ["typical"]:
+        typical_rows()
+        typical_tool_rows()
+        return
     print(f"{N * ROUNDS} calls per mode, through rt.tool_service(tier='full') (the scoped chokepoint)")
     print("each tool call alternates with a bare spawn in the same event loop; per-call medians")
     bares = []
@@ -284,6 +392,9 @@ def main() -> None:
     typical_rows()
     print("breakdown (single runs, ratio to the median bare spawn above):")
     breakdown(statistics.median(bares) * 1000)
+    print("transactions:")
+    commit_rows()
+    typical_tool_rows()
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ from .test_tools import ImageProvider
 
 class TestExecContract(ToolContractTests):
     plugin = aleph_exec.plugin
-    families = ("bash", "code", "pdf", "image")
+    families = ("bash", "code", "pdf", "image", "exec")
+    no_example = {"exec_commit": "the approval step aleph-exec asks for itself; a direct call commits nothing"}
 
     def make_runtime(self, workspace: Path) -> Aleph:
         import aleph

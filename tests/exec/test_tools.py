@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 import shutil
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 import aleph
 
-from .conftest import run
+from .conftest import make_runtime, run
 
 
 @pytest.mark.anyio
@@ -135,3 +136,96 @@ async def test_image_generate_saves_what_a_provider_returns(workspace: Path) -> 
 async def test_image_generate_without_a_provider_says_so(workspace: Path) -> None:
     with pytest.raises(aleph.ExecutionFailed, match="image generation not available: no provider configured"):
         await run(workspace, "image_generate", {"prompt": "x"})
+
+
+# -- transactions at the tool level ------------------------------------------------------------------------
+
+
+def _tools(rt: aleph.Aleph) -> dict[str, Any]:
+    return {name: rt.registry.get(name).tool for name in ("bash", "code_exec")}  # type: ignore[union-attr]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("toml", "reason"),
+    [
+        ("[exec]\ntransactions = false\n", "transactions are off ([exec] transactions = false)"),
+        ('[exec]\nnetwork = "host"\n', "network is enabled ([exec] network = host)"),
+    ],
+)
+async def test_a_call_that_cannot_be_held_back_says_why(workspace: Path, toml: str, reason: str) -> None:
+    async with make_runtime(workspace, toml) as rt:
+        tools = _tools(rt)
+        assert [reason, reason] == [tools["bash"].uncontained({"command": "true"}), tools["code_exec"].uncontained({})]
+        out = await aleph.UnscopedToolService(rt.registry).execute("bash", {"command": "echo x > landed.txt"})
+    result = json.loads(out.text)
+    assert (False, reason) == (result["transaction"], result["uncontained"])
+    assert "x\n" == (workspace / "landed.txt").read_text()  # uncontained: it ran on the workspace itself
+
+
+@pytest.mark.anyio
+async def test_uncontained_follows_the_sandbox(workspace: Path) -> None:
+    async with make_runtime(workspace) as rt:
+        tools = _tools(rt)
+        sandbox = tools["bash"].sandbox
+        assert sandbox.transaction_support() == tools["bash"].uncontained({"command": "true"})
+
+
+async def _contained_runtime(workspace: Path, toml: str = "") -> aleph.Aleph:
+    rt = make_runtime(workspace, toml)
+    await rt.__aenter__()
+    reason = _tools(rt)["bash"].uncontained({})
+    if reason is not None:
+        await rt.aclose()
+        pytest.skip(f"no transaction here: {reason}")
+    return rt
+
+
+@pytest.mark.anyio
+async def test_bash_commits_a_normal_edit_and_refuses_a_protected_write(workspace: Path) -> None:
+    (workspace / "sub").mkdir()
+    rt = await _contained_runtime(workspace, '[exec]\nprotected_paths = ["secrets/**"]\n')
+    try:
+        service = rt.tool_service(turn=aleph.TurnContext(call_id="call1"))
+        out = json.loads((await service.execute("bash", {"command": "echo hi > a.txt"})).text)
+        changes = out["changes"]
+        assert (True, "committed", ["create a.txt"]) == (out["transaction"], changes["status"], changes["paths"])
+        toml = (workspace / "aleph.toml").read_bytes()
+        trick = {"command": "echo owned > ../aleph.toml", "working_dir": "sub"}
+        out = json.loads((await rt.tool_service(tier="full").execute("bash", trick)).text)
+        assert "committed" != out["changes"]["status"]  # refused, or the sandbox's read-only bind stopped it
+        assert toml == (workspace / "aleph.toml").read_bytes()
+        trick = {"command": "mkdir -p ../secrets && echo k > ../secrets/key", "working_dir": "sub"}
+        out = json.loads((await rt.tool_service(tier="full").execute("bash", trick)).text)
+        assert ("refused", False) == (out["changes"]["status"], (workspace / "secrets").exists())
+    finally:
+        await rt.aclose()
+
+
+@pytest.mark.anyio
+async def test_code_exec_deleting_the_workspace_is_held_back(workspace: Path) -> None:
+    for i in range(20):
+        (workspace / f"canary{i}.txt").write_text(str(i))
+    rt = await _contained_runtime(workspace, '[policies.tool_permissions.overrides]\ncode_exec = "allow"\n')
+    human = aleph.ScriptedRequester([aleph.ApprovalOutcome.DENIED])
+    snippet = {"language": "python", "code": "import os; os.system('rm -rf ./* ./.[!.]*')"}
+    try:
+        out = json.loads((await rt.tool_service(requester=human).execute("code_exec", snippet)).text)
+    except aleph.PermissionDenied:
+        out = None  # the text floor stopped it before it ran: also held back
+    finally:
+        await rt.aclose()
+    assert out is None or "refused" == out["changes"]["status"]
+    assert [str(i) for i in range(20)] == [(workspace / f"canary{i}.txt").read_text() for i in range(20)]
+
+
+@pytest.mark.anyio
+async def test_code_check_writes_are_discarded(workspace: Path) -> None:
+    (workspace / "test_x.py").write_text("def test_x():\n    open('written.txt', 'w').write('x')\n")
+    rt = await _contained_runtime(workspace)
+    try:
+        out = json.loads((await rt.tool_service().execute("code_check", {"checks": ["pytest"]})).text)
+    finally:
+        await rt.aclose()
+    assert (True, True) == (out["passed"], out["transaction"])
+    assert not (workspace / "written.txt").exists()

@@ -53,6 +53,30 @@ class ExecConfig(BaseModel):
     check_timeout_seconds: float = Field(default=160.0, gt=0, le=170)
     """Wall-time limit of one check."""
 
+    # -- transactions (docs/exec.md, "Transactions") --
+    transactions: bool = True
+    """Run ``bash``, ``code_exec`` and ``code_check`` on a copy-on-write view of the workspace and judge
+    the changeset before anything lands (when the sandbox can; else calls are judged before they run)."""
+    protected_paths: list[str] = Field(default_factory=list, max_length=256)
+    """Globs relative to the workspace (``*`` in one component, ``**`` across) a changeset may not touch,
+    besides Aleph's config and data, ``.git/config`` and ``.git/hooks``."""
+    commit_ask_files: int = Field(default=50, ge=0, le=10_000_000)
+    """More deletions and overwrites than this in one call: a human is asked (unattended: refused)."""
+    commit_ask_fraction: float = Field(default=0.25, gt=0, le=1)
+    """Or more than this fraction of the workspace's files (when it has ``commit_ask_min_files``)."""
+    commit_ask_min_files: int = Field(default=8, ge=1, le=10_000_000)
+    """The fraction rule applies from this many workspace files on."""
+    max_changeset_files: int = Field(default=100_000, ge=1, le=10_000_000)
+    """A changeset with more entries is refused (the work of judging it is bounded)."""
+    max_changeset_mb: int = Field(default=4096, ge=1, le=1024 * 1024)
+    """A changeset with more content to hash is refused."""
+    undo_max_calls: int = Field(default=50, ge=0, le=100_000)
+    """Committed calls whose overwritten and deleted files are kept for ``aleph undo`` (oldest dropped)."""
+    undo_max_mb: int = Field(default=1024, ge=0, le=1024 * 1024)
+    """Bytes kept for undo across those calls, in MiB (oldest dropped)."""
+    result_paths: int = Field(default=20, ge=0, le=1000)
+    """Changed paths a result lists (the counts are always complete)."""
+
     # -- the unprivileged sandbox (isolation, overlays) --
     sandbox_host_uid: int = Field(default=65534, ge=1, le=2**31 - 2)
     """When Aleph runs as root: the unprivileged host uid (and gid) the sandbox's user is mapped to. Never 0."""
@@ -64,6 +88,15 @@ class ExecConfig(BaseModel):
             if not _ENV_NAME.fullmatch(name):
                 raise ValueError(f"{name!r} is not an environment variable name")
         return names
+
+    @field_validator("protected_paths")
+    @classmethod
+    def _protected(cls, globs: list[str]) -> list[str]:
+        for glob in globs:
+            parts = glob.split("/")
+            if not glob or glob.startswith("/") or ".." in parts or "\0" in glob:
+                raise ValueError(f"protected path {glob!r}: use a glob relative to the workspace, without '..'")
+        return globs
 
     @field_validator("checks")
     @classmethod

@@ -22,9 +22,10 @@ from pydantic import Field
 import aleph
 from aleph import AlephTool, ExecutionFailed, ToolArgs, ToolFacts, ValidationFailed
 from aleph_exec._sandbox import RunResult, SandboxError, WorkspaceSandbox
+from aleph_exec._transaction import COMMIT_TOOL, Transactions
 from aleph_exec._workdir import WorkdirError, resolve_workdir
 
-__all__ = ["BashTool", "CodeCheckTool", "CodeExecTool", "run_sandboxed"]
+__all__ = ["BashTool", "CodeCheckTool", "CodeExecTool", "ExecCommitTool", "run_sandboxed", "uncontained_reason"]
 
 _SHELL_LANGUAGES = ("shell", "bash", "sh")
 
@@ -38,14 +39,67 @@ async def run_sandboxed(
     timeout: float,
     stdin: bytes | None = None,
     on_line: Callable[[str], None] | None = None,
+    layer: Path | None = None,
 ) -> RunResult:
-    """Run in the sandbox; a cancelled caller stops (and kills) the run instead of leaking it."""
+    """Run in the sandbox, on the copy-on-write ``layer`` when given.
+
+    A cancelled caller stops (and kills) the run instead of leaking it.
+    """
+    extra: dict[str, Any] = {} if layer is None else {"layer": layer}
     try:
-        return await sandbox.arun(argv, cwd=cwd, timeout=timeout, stdin=stdin, on_line=on_line)
+        return await sandbox.arun(argv, cwd=cwd, timeout=timeout, stdin=stdin, on_line=on_line, **extra)
     except (OSError, subprocess.SubprocessError) as exc:
         raise ExecutionFailed(tool, f"could not start {argv[0]!r} in the sandbox: {exc}") from None
-    except SandboxError as exc:
+    except (SandboxError, ValueError) as exc:  # ValueError: a layer the sandbox refused
         raise ExecutionFailed(tool, str(exc)) from None
+
+
+def uncontained_reason(sandbox: WorkspaceSandbox) -> str | None:
+    """None when a run of this sandbox is a transaction (copy-on-write view, network off); else why not."""
+    if not sandbox.config.transactions:
+        return "transactions are off ([exec] transactions = false)"
+    if sandbox.config.network == "host":
+        return "network is enabled ([exec] network = host)"
+    support = getattr(sandbox, "transaction_support", None)
+    if support is None:
+        return "this sandbox cannot run a command on a copy-on-write view of the workspace"
+    reason: str | None = support()
+    return reason
+
+
+async def run_transaction(
+    tool: str,
+    sandbox: WorkspaceSandbox,
+    transactions: Transactions | None,
+    argv: list[str],
+    *,
+    cwd: Path,
+    timeout: float,
+    stdin: bytes | None = None,
+    on_line: Callable[[str], None] | None = None,
+    keep: bool = True,
+) -> dict[str, Any]:
+    """Run as a transaction when one holds, else directly; the result says ``transaction`` and, when false, why.
+
+    In a transaction the changeset is judged and then committed (or discarded unjudged when not ``keep``).
+    """
+    reason = uncontained_reason(sandbox) if transactions is not None else "transactions are not set up"
+    if reason is not None or transactions is None:
+        run = await run_sandboxed(tool, sandbox, argv, cwd=cwd, timeout=timeout, stdin=stdin, on_line=on_line)
+        return {**run.to_json(), "transaction": False, "uncontained": reason}
+    layer = transactions.new_layer()  # one mkdir: not worth a worker thread
+    try:
+        run = await run_sandboxed(
+            tool, sandbox, argv, cwd=cwd, timeout=timeout, stdin=stdin, on_line=on_line, layer=layer
+        )
+    except BaseException:
+        transactions.discard_later(layer)
+        raise
+    if not keep:
+        transactions.discard_later(layer)
+        return {**run.to_json(), "transaction": True, "changes": {"status": "discarded"}}
+    changes = await transactions.settle(tool, layer)
+    return {**run.to_json(), "transaction": True, "changes": changes}
 
 
 def _workdir(tool: str, sandbox: WorkspaceSandbox, working_dir: str) -> Path:
@@ -85,8 +139,15 @@ class BashTool(AlephTool[BashArgs]):
     Args = BashArgs
     FACTS = ToolFacts(max_duration_ms=180_000, tags=("exec",))
 
-    def __init__(self, sandbox: WorkspaceSandbox) -> None:
+    def __init__(self, sandbox: WorkspaceSandbox, transactions: Transactions | None = None) -> None:
         self.sandbox = sandbox
+        self.transactions = transactions
+
+    def uncontained(self, input: Mapping[str, Any]) -> str | None:
+        """None when this call runs as a transaction (its changeset judged before it lands); else why not."""
+        if self.transactions is None:
+            return "transactions are not set up"
+        return uncontained_reason(self.sandbox)
 
     def shell_command(self, input: Mapping[str, Any]) -> str | None:
         """The shell text this call would run, for the chokepoint's command-policy floor."""
@@ -96,15 +157,15 @@ class BashTool(AlephTool[BashArgs]):
     async def call(self, args: BashArgs) -> dict[str, Any]:
         cwd = _workdir(self.NAME, self.sandbox, args.working_dir)
         timeout = args.timeout_seconds or self.sandbox.config.default_timeout_seconds
-        result = await run_sandboxed(
+        return await run_transaction(
             self.NAME,
             self.sandbox,
+            self.transactions,
             ["bash", "-c", args.command],
             cwd=cwd,
             timeout=timeout,
             on_line=_stream_to_caller(self.NAME),
         )
-        return result.to_json()
 
 
 class CodeExecArgs(ToolArgs):
@@ -127,8 +188,15 @@ class CodeExecTool(AlephTool[CodeExecArgs]):
     Args = CodeExecArgs
     FACTS = ToolFacts(max_duration_ms=180_000, tags=("exec",))
 
-    def __init__(self, sandbox: WorkspaceSandbox) -> None:
+    def __init__(self, sandbox: WorkspaceSandbox, transactions: Transactions | None = None) -> None:
         self.sandbox = sandbox
+        self.transactions = transactions
+
+    def uncontained(self, input: Mapping[str, Any]) -> str | None:
+        """None when this call runs as a transaction (its changeset judged before it lands); else why not."""
+        if self.transactions is None:
+            return "transactions are not set up"
+        return uncontained_reason(self.sandbox)
 
     def shell_command(self, input: Mapping[str, Any]) -> str | None:
         """The shell text this call would run (shell languages only), for the command-policy floor."""
@@ -151,16 +219,17 @@ class CodeExecTool(AlephTool[CodeExecArgs]):
             if node is None:
                 raise ExecutionFailed(self.NAME, "node not available: install Node.js (Debian package nodejs)")
             argv, stdin = [node, "-"], args.code.encode()
-        result = await run_sandboxed(
+        result = await run_transaction(
             self.NAME,
             self.sandbox,
+            self.transactions,
             argv,
             cwd=cwd,
             timeout=timeout,
             stdin=stdin,
             on_line=_stream_to_caller(self.NAME),
         )
-        return {"language": args.language, **result.to_json()}
+        return {"language": args.language, **result}
 
 
 _FAILURE_LINE = re.compile(
@@ -192,13 +261,16 @@ class CodeCheckTool(AlephTool[CodeCheckArgs]):
     NAME = "code_check"
     DESCRIPTION = (
         "Lint and test the workspace with real tools (ruff, pytest, and the checks the project configures) "
-        "and return pass/fail per check with the failing lines. Use it after editing code."
+        "and return pass/fail per check with the failing lines. Use it after editing code. Checks run on a "
+        "copy-on-write view of the workspace where the sandbox allows: what they write (caches, reports) is "
+        "discarded, never committed."
     )
     Args = CodeCheckArgs
     FACTS = ToolFacts(max_duration_ms=600_000, tags=("check",))
 
-    def __init__(self, sandbox: WorkspaceSandbox) -> None:
+    def __init__(self, sandbox: WorkspaceSandbox, transactions: Transactions | None = None) -> None:
         self.sandbox = sandbox
+        self.transactions = transactions
 
     def _argv(self, name: str, paths: list[str]) -> list[str] | str:
         """The argv of a check, or why it is not available."""
@@ -235,33 +307,73 @@ class CodeCheckTool(AlephTool[CodeCheckArgs]):
                 results.append({"name": name, "status": "unavailable", "passed": False, "failures": [argv]})
                 continue
             start = time.monotonic()
-            run = await run_sandboxed(
+            run = await run_transaction(
                 self.NAME,
                 self.sandbox,
+                self.transactions,
                 argv,
                 cwd=self.sandbox.workspace,
                 timeout=args.timeout_seconds or cfg.check_timeout_seconds,
+                keep=False,
             )
-            output = (run.stdout + "\n" + run.stderr).strip()
-            if run.timed_out:
+            output = (run["stdout"] + "\n" + run["stderr"]).strip()
+            if run["timed_out"]:
                 status = "timed_out"
-            elif name == "pytest" and run.exit_code == 5:
+            elif name == "pytest" and run["exit_code"] == 5:
                 status = "no_tests"
             else:
-                status = "passed" if run.exit_code == 0 else "failed"
+                status = "passed" if run["exit_code"] == 0 else "failed"
             results.append(
                 {
                     "name": name,
                     "status": status,
                     "passed": status in ("passed", "no_tests"),
-                    "exit_code": run.exit_code,
+                    "exit_code": run["exit_code"],
                     "duration_ms": round((time.monotonic() - start) * 1000, 1),
                     "failures": _failure_lines(output) if status != "passed" else [],
                     "output_tail": output[-_TAIL:],
                 }
             )
+        reason = uncontained_reason(self.sandbox) if self.transactions is not None else "transactions are not set up"
         return {
             "passed": all(r["passed"] for r in results),
             "checks": results,
             "isolation": self.sandbox.isolation,
+            "transaction": reason is None,
+            **({} if reason is None else {"uncontained": reason}),
         }
+
+
+class ExecCommitArgs(ToolArgs):
+    tool: str = Field(max_length=64)
+    """The exec tool whose changeset this is."""
+    call_id: str = Field(max_length=128)
+    """That call's id."""
+    about: str = Field(max_length=2000)
+    """What the changeset does, e.g. "deletes 1,204 files under src/, modifies 3 files" (named to come first
+    in the approval prompt, whose arguments are sorted)."""
+    created: int = Field(ge=0)
+    modified: int = Field(ge=0)
+    deleted: int = Field(ge=0)
+    top_dirs: list[str] = Field(default_factory=list, max_length=10)
+    """Where most changes are."""
+    digest: str = Field(max_length=64)
+    """SHA-256 of the changeset (paths and content hashes)."""
+
+
+class ExecCommitTool(AlephTool[ExecCommitArgs]):
+    NAME = COMMIT_TOOL
+    DESCRIPTION = (
+        "Not for models: the approval step aleph-exec asks for before committing a large bash/code_exec "
+        'changeset (a person approves or refuses it; `exec_commit = "allow"` or "deny" in the policy '
+        "decides it without asking). Calling it directly commits nothing."
+    )
+    Args = ExecCommitArgs
+    FACTS = ToolFacts(tags=("destructive",), max_duration_ms=1_000, inline=True)
+
+    async def call(self, args: ExecCommitArgs) -> dict[str, Any]:
+        raise ExecutionFailed(
+            self.NAME,
+            "exec_commit is the approval aleph-exec asks for itself when a command's changeset is large; "
+            "calling it commits nothing. Run the command with bash or code_exec instead.",
+        )

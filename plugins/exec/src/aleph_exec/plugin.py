@@ -11,7 +11,8 @@ from aleph_exec import hookspecs
 from aleph_exec._config import ExecConfig
 from aleph_exec._generate import ImageFn, ImageGenerateTool, PdfGenerateTool
 from aleph_exec._sandbox import WorkspaceSandbox, bwrap_available
-from aleph_exec._tools import BashTool, CodeCheckTool, CodeExecTool
+from aleph_exec._tools import BashTool, CodeCheckTool, CodeExecTool, ExecCommitTool
+from aleph_exec._transaction import Transactions
 
 ALEPH_PLUGIN_NAME = "exec"
 ALEPH_HOOKSPECS = (hookspecs,)
@@ -29,6 +30,8 @@ def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginCon
         )
     protected = context.protected_paths
     sandbox = WorkspaceSandbox(context.workspace, config, protected)
+    transactions = Transactions(context.workspace, context.data_dir, config, protected)
+    transactions.recover()  # a commit a crash cut short is finished (or rolled back) before any new run
 
     async def stop_sandbox() -> None:
         await anyio.to_thread.run_sync(sandbox.close)
@@ -45,12 +48,21 @@ def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginCon
 
     context.call_hook("aleph_image_providers", register=add_provider)
     register(
-        BashTool(sandbox),
-        CodeExecTool(sandbox),
-        CodeCheckTool(sandbox),
+        BashTool(sandbox, transactions),
+        CodeExecTool(sandbox, transactions),
+        CodeCheckTool(sandbox, transactions),
+        ExecCommitTool(),
         PdfGenerateTool(context.workspace, protected),
         ImageGenerateTool(providers, context.workspace, protected),
     )
+
+
+@aleph.hookimpl
+def aleph_cli_commands(register: Any) -> None:
+    """``aleph undo [CALL_ID]``: put the workspace back to just before a committed exec call."""
+    from aleph_exec._undo_cmd import add_undo_parser
+
+    register("undo", add_undo_parser)
 
 
 @aleph.hookimpl

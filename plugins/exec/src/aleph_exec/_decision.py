@@ -1,0 +1,257 @@
+"""The decision on a changeset, before anything of it lands: refuse, ask a human, or commit.
+
+* **refuse**: a change to a protected path (Aleph's config and data directory, ``.git/config``,
+  ``.git/hooks/``, the host's protected paths and ``[exec] protected_paths``), or to a special file
+  (device, fifo, socket), or a symlink that resolves outside the workspace or into a protected path;
+* **ask**: more deletions and overwrites than ``[exec] commit_ask_files``, or more than
+  ``commit_ask_fraction`` of the workspace's files when it has at least ``commit_ask_min_files``, or
+  the deletion of every file of the workspace (from two files on, however small it is);
+* **commit** otherwise.
+
+Protected paths are ``/``-separated globs relative to the workspace (``*`` and ``?`` inside one
+component, ``**`` across components). A pattern protects what it matches and everything under it,
+and a non-directory at any of its leading components: ``**/.git/config`` also refuses a ``.git``
+*file* (a ``gitdir:`` pointer) or symlink anywhere, which would point git at another config.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import stat
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from aleph_exec._changeset import Change, Changeset, iter_parents
+
+__all__ = ["DEFAULT_PROTECTED", "Decision", "ProtectedPaths", "decide"]
+
+DEFAULT_PROTECTED = (
+    "aleph.toml",
+    ".aleph",
+    ".git/config",
+    ".git/config.worktree",
+    ".git/hooks",
+    ".git/modules/**/config",
+    ".git/modules/**/hooks",
+    ".git/worktrees/*/config.worktree",
+    "**/.git/config",
+    "**/.git/config.worktree",
+    "**/.git/hooks",
+)
+"""What every transaction protects besides the runtime's protected paths and the configured additions."""
+
+_MAX_LINKS = 40
+_MAX_PROBLEMS_SHOWN = 5
+
+
+def _component(part: str) -> str:
+    out = []
+    for ch in part:
+        out.append("[^/]*" if ch == "*" else "[^/]" if ch == "?" else re.escape(ch))
+    return "".join(out)
+
+
+def glob_regex(parts: list[str]) -> str:
+    """Regex text for a ``/``-split glob."""
+    out = ""
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if part == "**":
+            out += "[^/]+(?:/[^/]+)*" if last else "(?:[^/]+/)*"
+        else:
+            out += _component(part) + ("" if last else "/")
+    return out
+
+
+class ProtectedPaths:
+    """A set of workspace-relative globs, matched with one regex per question."""
+
+    def __init__(self, patterns: Iterable[str], literals: Iterable[str] = ()) -> None:
+        entries: list[tuple[str, list[str], bool]] = []
+        for p in patterns:
+            entries.append((p, [s for s in p.strip("/").split("/") if s], True))
+        for p in literals:
+            entries.append((p, [s for s in p.strip("/").split("/") if s], False))
+        self.patterns = [e[0] for e in entries if e[1]]
+        full, prefix, self._prefix_names = [], [], []
+        for text, parts, is_glob in entries:
+            if not parts:
+                continue
+            regex = glob_regex(parts) if is_glob else re.escape("/".join(parts))
+            full.append(f"({regex})")
+            for k in range(1, len(parts)):
+                head = parts[:k]
+                if head[-1] == "**":
+                    continue
+                prefix.append(f"({glob_regex(head) if is_glob else re.escape('/'.join(head))})")
+                self._prefix_names.append(text)
+        self._full = re.compile(f"(?:{'|'.join(full)})(?:/.*)?", re.DOTALL) if full else None
+        self._prefix = re.compile("|".join(prefix), re.DOTALL) if prefix else None
+
+    def hit(self, path: str, *, non_dir: bool) -> str | None:
+        """The pattern protecting ``path`` (a change of a non-directory when ``non_dir``), or None."""
+        if self._full is not None and (m := self._full.fullmatch(path)):
+            index = next(i for i, g in enumerate(m.groups()) if g is not None)
+            return self.patterns[index]
+        if non_dir and self._prefix is not None and (m := self._prefix.fullmatch(path)):
+            index = next(i for i, g in enumerate(m.groups()) if g is not None)
+            return self._prefix_names[index]
+        return None
+
+
+@dataclass(slots=True)
+class Decision:
+    """What happens to a changeset."""
+
+    action: Literal["commit", "ask", "refuse"]
+    reason: str
+    counts: dict[str, int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+class _MergedView:
+    """The workspace as the command left it: the changeset over the lower directory."""
+
+    def __init__(self, cs: Changeset) -> None:
+        self.by_path = {c.path: c for c in cs.changes}
+        self.workspace = cs.workspace
+
+    def lookup(self, path: str) -> tuple[str, str | None] | None:
+        """(kind, link target) of ``path`` in the merged view, or None when absent."""
+        change = self.by_path.get(path)
+        if change is not None:
+            return None if change.action == "delete" else (change.kind, change.target)
+        for parent in iter_parents(path):
+            above = self.by_path.get(parent)
+            if above is not None and above.kind != "dir":
+                return None
+            if above is not None and above.action == "create":
+                return None  # a new directory holds only what the changeset lists
+        try:
+            st = os.lstat(self.workspace / path)
+        except OSError:
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            return "symlink", os.readlink(self.workspace / path)
+        return ("dir" if stat.S_ISDIR(st.st_mode) else "file"), None
+
+
+def _resolve_link(link: Change, view: _MergedView) -> str | None:
+    """The workspace-relative path a new symlink resolves to, or None when it leads outside."""
+    ws = str(view.workspace)
+    stack = link.path.split("/")[:-1]
+    pending = deque([link.target or ""])
+    links = 0
+    comps: deque[str] = deque()
+    while pending or comps:
+        if not comps:
+            target = pending.popleft()
+            if target.startswith("/"):
+                if target != ws and not target.startswith(ws + "/"):
+                    return None
+                target = target[len(ws) :]
+                stack = []
+            comps.extend(p for p in target.split("/") if p not in ("", "."))
+        name = comps.popleft()
+        if name == "..":
+            if not stack:
+                return None
+            stack.pop()
+            continue
+        stack.append(name)
+        found = view.lookup("/".join(stack))
+        if found is not None and found[0] == "symlink":
+            links += 1
+            if links > _MAX_LINKS:
+                return None
+            stack.pop()
+            rest = "/".join(comps)
+            comps.clear()
+            pending.appendleft(rest)
+            pending.appendleft(found[1] or "")
+    return "/".join(stack)
+
+
+def _count_files(workspace: Path, enough: int, skip: frozenset[str] = frozenset()) -> int:
+    """Non-directories in the workspace, counting stops at ``enough``.
+
+    ``.git`` directories and the directories in ``skip`` (Aleph's data directory, whose undo store and
+    ledger are not the project's files) are left out.
+    """
+    count = 0
+    todo = [(str(workspace), "")]
+    while todo and count < enough:
+        where, rel = todo.pop()
+        with os.scandir(where) as it:
+            for entry in it:
+                sub = f"{rel}/{entry.name}" if rel else entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != ".git" and sub not in skip:
+                        todo.append((entry.path, sub))
+                else:
+                    count += 1
+                    if count >= enough:
+                        break
+    return count
+
+
+def _problems(cs: Changeset, protected: ProtectedPaths) -> list[str]:
+    problems = []
+    view: _MergedView | None = None
+    for c in cs.changes:
+        verb = {"create": "creates", "modify": "modifies", "delete": "deletes"}[c.action]
+        hit = protected.hit(c.path, non_dir=c.kind != "dir")
+        if hit is not None:
+            problems.append(f"{verb} {c.path!r}, a protected path ({hit})")
+        elif c.kind == "special":
+            problems.append(f"{verb} {c.path!r}, a special file (device, fifo or socket)")
+        elif c.kind == "symlink" and c.action != "delete":
+            view = view or _MergedView(cs)
+            where = _resolve_link(c, view)
+            if where is None:
+                problems.append(f"creates a symlink {c.path!r} -> {c.target!r} that leads outside the workspace")
+            elif where and (hit := protected.hit(where, non_dir=True)) is not None:
+                problems.append(f"creates a symlink {c.path!r} -> {c.target!r} into a protected path ({hit})")
+    return problems
+
+
+def decide(
+    cs: Changeset,
+    protected: ProtectedPaths,
+    *,
+    ask_files: int = 50,
+    ask_fraction: float = 0.25,
+    ask_min_files: int = 8,
+    uncounted: frozenset[str] = frozenset(),
+) -> Decision:
+    """Refuse, ask or commit ``cs``; the reason is a sentence for the model and the person asked."""
+    counts = cs.counts()
+    problems = _problems(cs, protected)
+    if problems:
+        shown = "; ".join(problems[:_MAX_PROBLEMS_SHOWN])
+        more = len(problems) - _MAX_PROBLEMS_SHOWN
+        reason = f"the command {shown}" + (f"; and {more} more such changes" if more > 0 else "")
+        return Decision("refuse", reason, counts, problems)
+    destructive = counts["deleted"] + counts["modified"]
+    if destructive > ask_files:
+        return Decision(
+            "ask", f"{destructive:,} deletions and overwrites exceed [exec] commit_ask_files = {ask_files}", counts
+        )
+    if destructive:
+        enough = max(ask_min_files, math.floor(destructive / ask_fraction) + 1)
+        existing = _count_files(cs.workspace, enough, uncounted)
+        if existing >= 2 and counts["deleted"] >= existing:
+            return Decision("ask", f"the command deletes every file of the workspace ({existing:,})", counts)
+        if existing >= ask_min_files and destructive > existing * ask_fraction:
+            return Decision(
+                "ask",
+                f"{destructive:,} deletions and overwrites are more than {ask_fraction:g} of the workspace's "
+                f"{existing:,} files ([exec] commit_ask_fraction)",
+                counts,
+            )
+    return Decision("commit", "within the thresholds", counts)
