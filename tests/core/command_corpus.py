@@ -333,7 +333,9 @@ ASK: list[Case] = [
     ("ls )", "ask", "unparseable"),
     ("echo @(a|b)", "ask", "unparseable"),
     ("echo 'x\nrm -rf /", "block", "rm_rf_root"),
-    ('rm -rf "$DIR/"*', "ask", "dynamic_delete_target"),
+    # judged as the widest it can be: with DIR empty this is `rm -rf /*`
+    ('rm -rf "$DIR/"*', "block", "rm_rf_root"),
+    ('rm -rf "${DIR:?}/"*', "ask", "dynamic_delete_target"),
     ("rm -rf $TARGET", "ask", "dynamic_delete_target"),
     ('echo x > "$OUT"', "ask", "dynamic_write_target"),
     ("LD_PRELOAD=/tmp/x.so ls", "ask", "loader_variable"),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from aleph._shell_analysis import SHELLS, Arg, Command, resolve
+from aleph._shell_wrappers import KNOWN_PROGRAMS, UNWRAPPED, argument_programs, is_interpreter
 
 __all__ = ["DEFAULT_RULES", "GUARDS", "HARDLINE", "Builtin", "Env", "Tier"]
 
@@ -202,17 +203,50 @@ def _is_block_device(a: Arg, cmd: Command) -> bool:
     return bool(_BLOCK_DEVICE.match(path or a.text))
 
 
-def _root_or_home(a: Arg, cmd: Command, env: Env) -> bool:
+_VARIABLE_DEFAULT = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?[-=]([^}$`]*)\}")
+_VARIABLE_REQUIRED = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?\?[^}]*\}")  # ${x:?} is never empty
+_VARIABLE = re.compile(r"\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|\$[@*#?$!0-9-]")
+_BRACKET = re.compile(r"\[!?\]?[^\]]*\]")
+
+
+def _covers(a: Arg, cmd: Command) -> list[str]:
+    """The paths an operand can name as a whole, judged as the widest it can be (never by its literal text).
+
+    A literal word is its path. A glob covers the directory it lists when its first wildcard
+    component can match any name (``*``, ``.*``, ``[a-z]*``; any wildcard directly under ``/``):
+    ``/[a-z]*`` and ``~/*`` cover ``/`` and the home directory. A word with variables is judged with
+    each variable empty or at its default (``"$d"/*`` may be ``/*``, ``${x:-/}`` may be ``/``);
+    command substitution cannot be known (the dynamic-target guard asks).
+    """
+    text = a.text
+    glob = a.glob
     if not a.literal:
-        return False
-    path = resolve(a.text, cmd.cwd)
+        if "$(" in text or "`" in text or "<(" in text:
+            return []
+        text = _VARIABLE_REQUIRED.sub("<set>", text)
+        text = _VARIABLE.sub("", _VARIABLE_DEFAULT.sub(lambda m: m.group(1), text))
+        if not text:
+            return []
+        glob = glob or any(c in text for c in "*?[")
+    path = resolve(text, cmd.cwd)
     if path is None:
-        return False
-    head, _, tail = path.rpartition("/")
-    head = head or "/"
-    globbed = a.glob and tail and set(tail) <= set("*?.[]!^") and ("*" in tail or "?" in tail)
-    base = head if globbed else path
-    return base in ("/", "/home", env.home, "/root" if env.home == "/root" else "/home")
+        return []
+    if not glob:
+        return [path]
+    parts = path.split("/")
+    for i, part in enumerate(parts):
+        if any(c in part for c in "*?["):
+            base = "/".join(parts[:i]) or "/"
+            rest = _BRACKET.sub("", part).replace("*", "").replace("?", "")
+            if base == "/" or (not rest.strip(".") and all(p in ("*", "") for p in parts[i + 1 :])):
+                return [base]
+            return []
+    return [path]
+
+
+def _root_or_home(a: Arg, cmd: Command, env: Env) -> bool:
+    wide = ("/", "/home", env.home, "/root" if env.home == "/root" else "/home")
+    return any(path in wide for path in _covers(a, cmd))
 
 
 def _recursive_rm(cmd: Command) -> bool:
@@ -229,7 +263,47 @@ def _rm_targets(cmd: Command) -> list[Arg]:
         return [a for a in operands if a is not target] if target is not None else operands[:-1]
     if cmd.program == "find" and _find_deletes(cmd):
         return _find_roots(cmd)
+    if cmd.program in ("tar", "bsdtar", "gtar") and any(a.text == "--remove-files" for a in cmd.args):
+        return _tar_members(cmd)
+    if cmd.program == "rsync":
+        texts = [a.text for a in cmd.args]
+        operands = [a for a in _paths(cmd.args) if not a.text.startswith(("-", "+"))]
+        out: list[Arg] = []
+        if any(t.startswith(("--del", "--remove-source-files")) for t in texts) and operands:
+            out.append(operands[-1])  # --delete makes the destination a copy of the source: judged as a delete
+        if "--remove-source-files" in texts:
+            out.extend(operands[:-1])
+        return out
     return []
+
+
+def _tar_members(cmd: Command) -> list[Arg]:
+    """The files ``tar`` archives (and with ``--remove-files`` deletes): its operands, not option values."""
+    out: list[Arg] = []
+    args = list(cmd.args)
+    i = 0
+    valued_long = ("--file", "--directory", "--files-from", "--exclude-from", "--exclude", "--transform")
+    while i < len(args):
+        t = args[i].text
+        if t == "--":
+            out.extend(args[i + 1 :])
+            break
+        if t.startswith("--"):
+            i += 2 if t in valued_long else 1
+            continue
+        if t.startswith("-") and len(t) > 1:
+            takes = sum(1 for c in t[1:] if c in "fCTXbHIKLNVg")
+            i += 1 + takes
+            continue
+        if i == 0 and not t.startswith("-") and re.fullmatch(r"[A-Za-z]+", t):
+            takes = sum(1 for c in t if c in "fCTXb")  # old-style `tar cf x ...`
+            i += 1 + takes
+            continue
+        out.append(args[i])
+        i += 1
+    if any(a.text.startswith(("-T", "--files-from")) for a in args):
+        out.append(Arg("<files-from>", literal=False))
+    return out
 
 
 def _find_deletes(cmd: Command) -> bool:
@@ -245,12 +319,43 @@ def _find_deletes(cmd: Command) -> bool:
     return False
 
 
+_FIND_VALUED = frozenset(
+    {"-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename", "-regex", "-iregex", "-type", "-xtype"}
+    | {"-size", "-perm", "-user", "-group", "-uid", "-gid", "-mtime", "-mmin", "-atime", "-amin", "-ctime", "-cmin"}
+    | {"-newer", "-anewer", "-cnewer", "-maxdepth", "-mindepth", "-links", "-inum", "-samefile", "-fstype", "-lname"}
+    | {"-ilname", "-printf", "-fprint", "-fprint0", "-fprintf", "-fls", "-used", "-context", "-regextype", "-D"}
+    | {"-O", "-files0-from", "-newerXY"}
+)
+
+
 def _find_roots(cmd: Command) -> list[Arg]:
-    roots = []
-    for a in cmd.args:
-        if a.text.startswith("-") or a.text in ("(", "!", ")"):
-            break
+    """Where find starts: every bare operand that is not an option's value, and an unknown list for ``-files0-from``.
+
+    GNU find also takes start points after ``-H/-L/-P/-D/-O`` and next to ``-files0-from``.
+    """
+    roots: list[Arg] = []
+    args = list(cmd.args)
+    skip = False
+    in_exec = False
+    for i, a in enumerate(args):
+        t = a.text
+        if skip:
+            skip = False
+            continue
+        if in_exec:
+            in_exec = t not in (";", "+")
+            continue
+        if t in ("-exec", "-execdir", "-ok", "-okdir"):
+            in_exec = True
+            continue
+        if t in _FIND_VALUED:
+            skip = True
+            continue
+        if t.startswith("-") or t in ("(", "!", ")", ",") or (i > 0 and args[i - 1].text in ("-o", "-a")):
+            continue
         roots.append(a)
+    if any(a.text == "-files0-from" for a in args):
+        roots.append(Arg("<files0-from>", literal=False))
     return roots or [Arg(".")]
 
 
@@ -307,8 +412,12 @@ def _device_wipe(cmd: Command, env: Env) -> bool:
     return True
 
 
+_SED_WRITE = re.compile(
+    r"s(.)(?:\\.|(?!\1).)*\1(?:\\.|(?!\1).)*\1[gpiImMe0-9]*[wW]\s*([^;\n}]+)"
+    r"|(?:^|[;\n{}])\s*(?:\d+|\$|/(?:\\.|[^/\n])*/)?(?:\s*,\s*(?:\d+|\$|/(?:\\.|[^/\n])*/))?\s*!?\s*[wW]\s*([^;\n}]+)"
+)
 _WRITERS = frozenset(
-    {"tee", "cp", "mv", "install", "rsync", "scp", "ln", "link", "truncate", "chmod", "chown", "chgrp", "chattr"}
+    {"git", "tee", "cp", "mv", "install", "rsync", "scp", "ln", "link", "truncate", "chmod", "chown", "chgrp", "chattr"}
     | {"setfacl", "rm", "rmdir", "unlink", "shred", "dd", "sort", "curl", "wget", "sed", "find"}
 )
 
@@ -352,10 +461,22 @@ def _compute_write_targets(cmd: Command) -> list[Arg]:
         value = _option_value(args, ("-o", "--output") if p == "curl" else ("-O", "--output-document"))
         if value is not None and value.text != "-":
             out.append(value)
-    elif p == "sed" and any(a.text.startswith("-i") or a.text.startswith("--in-place") for a in args):
-        paths = _paths([a for a in args if not a.text.startswith("-i")])
-        explicit_script = any(a.text in ("-e", "-f", "--expression", "--file") for a in args)
-        out.extend(paths if explicit_script else paths[1:])
+    elif p == "sed":
+        if any(a.text.startswith("-i") or a.text.startswith("--in-place") for a in args):
+            paths = _paths([a for a in args if not a.text.startswith("-i")])
+            explicit_script = any(a.text in ("-e", "-f", "--expression", "--file") for a in args)
+            out.extend(paths if explicit_script else paths[1:])
+        scripts = [a for i, a in enumerate(args) if i > 0 and args[i - 1].text in ("-e", "--expression")]
+        for script in scripts or [a for a in args if not a.text.startswith("-")][:1]:
+            for m in _SED_WRITE.finditer(script.text):
+                out.append(Arg((m.group(2) or m.group(3) or "").strip(), script.literal))
+    elif p == "git":
+        texts = [a.text for a in args]
+        at, sub = _git_subcommand(texts)
+        if sub == "config":
+            value = _option_value(args[at + 1 :], ("-f", "--file"))
+            if value is not None:
+                out.append(value)
     elif p == "find":
         for flag in ("-fprint", "-fprint0", "-fprintf", "-fls"):
             value = _option_value(args, (flag,))
@@ -601,13 +722,58 @@ def _exec_flag(cmd: Command, env: Env) -> bool:
                 return True
             if t.startswith("ext::"):
                 return True
+            if t in ("--config", "--exec", "--open-files-in-pager") or t.startswith(("--exec=", "--extcmd")):
+                if t != "--config" or (i + 1 < len(texts) and _git_exec_setting(*texts[i + 1].partition("=")[::2])):
+                    return True
+            if t.startswith("--config=") and _git_exec_setting(*t[9:].partition("=")[::2]):
+                return True
         at, sub = _git_subcommand(texts)
+        rest = texts[at + 1 :]
         if sub == "config":
-            rest = texts[at + 1 :]
             keys = [t for t in rest if not t.startswith("-")]
             reading = any(t in ("--get", "--get-all", "--list", "-l", "--get-regexp", "get", "list") for t in rest)
-            return not reading and len(keys) >= 2 and _git_exec_setting(keys[0], keys[1])
-        return sub in ("filter-branch",) or (sub in ("difftool", "mergetool") and bool({"-x", "--extcmd"} & set(texts)))
+            if reading:
+                return False
+            if any(t in ("-f", "--file", "--blob") or t.startswith(("--file=", "-f")) for t in rest) and keys:
+                return True  # writes a config file that could be a repository's (core.fsmonitor, hooksPath ...)
+            return len(keys) >= 2 and _git_exec_setting(keys[0], keys[1])
+        if sub == "grep" and any(t == "-O" or t.startswith(("-O", "--open-files-in-pager")) for t in rest):
+            return True
+        if sub in ("difftool", "mergetool") and any(t == "-x" or t.startswith(("-x", "--extcmd")) for t in rest):
+            return True
+        return sub in ("filter-branch", "send-email", "instaweb", "web--browse", "credential", "daemon")
+    if p in ("make", "gmake"):
+        for i, t in enumerate(texts):
+            if t.startswith(("--eval", "-E")) or re.match(
+                r"(SHELL|\.SHELLFLAGS|MAKESHELL|MAKEFLAGS|MFLAGS)\+?[:!?]?=", t
+            ):
+                return True
+            value = texts[i + 1] if t in ("-f", "--file", "--makefile") and i + 1 < len(texts) else None
+            if t.startswith(("--file=", "--makefile=")):
+                value = t.split("=", 1)[1]
+            elif t.startswith("-f") and len(t) > 2:
+                value = t[2:]
+            if value is not None and (value == "-" or value.startswith(("/dev/", "/proc/")) or not args[i].literal):
+                return True  # recipes read from a descriptor or a computed file
+        return False
+    if p in ("gdb", "lldb"):
+        return any(
+            t in ("-x", "--command", "-ix", "--init-command", "-s", "--source", "-S", "--source-before-file")
+            or t.lstrip("-") in ("ex", "iex", "eval-command", "init-eval-command", "batch", "o", "O", "one-line")
+            or t.startswith(("--eval-command=", "-ex=", "--command=", "-p", "--pid", "--one-line"))
+            for t in texts
+        )
+    if p in ("vim", "vi", "nvim", "ex", "view", "vimdiff", "gvim", "emacs", "ed", "less", "more"):
+        if p == "ed" or (p == "ex" and not texts):
+            return bool(cmd.upstream) or cmd.stdin_known  # ed/ex run commands (`!cmd`) read on standard input
+        if p in ("less", "more"):
+            return any(t.startswith("+") and ("!" in t or "|" in t) for t in texts)
+        return any(
+            t in ("-c", "--cmd", "-S", "-s", "-u", "-es", "-Es", "-e", "--eval", "-l", "--load", "-f", "--funcall")
+            or t.startswith(("+", "--eval=", "--load=", "--funcall=", "-x", "--script"))
+            or (p != "emacs" and t.startswith("-") and not t.startswith("--") and bool(set(t[1:]) & set("es")))
+            for t in texts
+        )
     if p in ("tar", "bsdtar", "gtar"):
         return any(
             t.startswith(("--to-command", "--checkpoint-action", "--use-compress-program", "--rsh-command"))
@@ -719,6 +885,36 @@ def _unknown_cwd_write(cmd: Command, env: Env) -> bool:
     return False
 
 
+def _unknown_program(cmd: Command, env: Env) -> bool:
+    """A program the floor does not know, given arguments that name a program or a wide target.
+
+    Only programs whose options are understood (:data:`KNOWN_PROGRAMS`) or whose inner command the
+    unwrapper finds are proven not to run what their arguments name (``eatmydata rm -rf /``,
+    ``capsh -- -c '...'``); any other program might, so it cannot be proven safe.
+    """
+    p = cmd.program
+    if not p or p in KNOWN_PROGRAMS or p in UNWRAPPED or is_interpreter(p) or not cmd.args:
+        return False
+    cached = cmd.memo.get("unknown_program")
+    if cached is None:
+        cached = cmd.memo["unknown_program"] = bool(argument_programs(list(cmd.args))) or any(
+            _wide_target(a, cmd, env) for a in cmd.args
+        )
+    return bool(cached)
+
+
+def _wide_target(a: Arg, cmd: Command, env: Env) -> bool:
+    text = a.text.split("=", 1)[1] if a.text.startswith("-") and "=" in a.text else a.text
+    if not text or text.startswith("-"):
+        return False
+    arg = Arg(text, a.literal, a.glob)
+    if _root_or_home(arg, cmd, env):
+        return True
+    return any(path in _SYSTEM_DIRS for path in _covers(arg, cmd))
+
+
+_DELETERS = frozenset({"rm", "find", "mv", "tar", "bsdtar", "gtar", "rsync"})
+
 HARDLINE = (
     Builtin(
         "rm_no_preserve_root",
@@ -734,7 +930,7 @@ HARDLINE = (
         "block",
         "recursive delete of /, the home directory or /home",
         _rm_rf_root,
-        frozenset({"rm", "find", "mv"}),
+        _DELETERS,
     ),
     Builtin(
         "dd_to_block_device",
@@ -811,7 +1007,7 @@ GUARDS = (
         "ask",
         "recursive delete of a path that is only known at run time",
         _dynamic_delete,
-        frozenset({"rm", "find"}),
+        frozenset({"rm", "find", "tar", "bsdtar", "gtar", "rsync"}),
     ),
     Builtin(
         "dynamic_write_target",
@@ -842,6 +1038,14 @@ GUARDS = (
         _state_change,
     ),
     Builtin(
+        "unknown_program",
+        "guard",
+        "ask",
+        "a program whose options the floor does not know, given arguments that name a program or a wide target "
+        "(it may run them)",
+        _unknown_program,
+    ),
+    Builtin(
         "exec_flag",
         "guard",
         "ask",
@@ -849,7 +1053,8 @@ GUARDS = (
         _exec_flag,
         frozenset(
             {"git", "tar", "bsdtar", "gtar", "rsync", "ssh", "scp", "sftp", "autossh", "awk", "gawk", "mawk", "nawk"}
-            | {"sed", "zip", "man", "crontab", "at", "batch"}
+            | {"sed", "zip", "man", "crontab", "at", "batch", "make", "gmake", "gdb", "lldb", "vim", "vi", "nvim"}
+            | {"ex", "view", "vimdiff", "gvim", "emacs", "ed", "less", "more"}
         ),
     ),
 )
@@ -861,7 +1066,7 @@ DEFAULT_RULES = (
         "warn",
         "recursive delete of a system path",
         _rm_rf_system_path,
-        frozenset({"rm", "find"}),
+        _DELETERS,
     ),
     Builtin(
         "pipe_to_shell",

@@ -11,7 +11,20 @@ import ast
 import re
 from dataclasses import dataclass, field, replace
 
-__all__ = ["SHELLS", "Arg", "Argv", "Inner", "Opaque", "Text", "unwrap"]
+__all__ = [
+    "KNOWN_PROGRAMS",
+    "SHELLS",
+    "UNWRAPPED",
+    "Arg",
+    "Argv",
+    "Inner",
+    "Opaque",
+    "Text",
+    "argument_programs",
+    "is_interpreter",
+    "names_program",
+    "unwrap",
+]
 
 SHELLS = frozenset(
     {"sh", "bash", "dash", "zsh", "ksh", "ksh93", "mksh", "ash", "yash", "posh", "rbash", "fish", "lksh", "oksh"}
@@ -205,6 +218,8 @@ def unwrap(program: str, args: list[Arg], stdin: str | None) -> list[Inner]:
         return _parallel(args)
     if program == "git":
         return _git(args)
+    if program in _CODE_OPTIONS:
+        return _option_code(args, _CODE_OPTIONS[program])
     if _INTERPRETER.fullmatch(program):
         return _inline_code(args, stdin, program)
     if program == "trap" or program == "alias":
@@ -270,13 +285,140 @@ def unwrap(program: str, args: list[Arg], stdin: str | None) -> list[Inner]:
             Argv(args[k:], speculative=True) for k in range(min(start, len(args))) if _looks_like_command(args[k])
         ]
         return [Argv(inner), *skipped[:4]]
-    if program in _GENERIC_WRAPPERS:
-        # options of these are not modelled: try every operand position as the start of a command
-        guesses: list[Inner] = [
-            Argv(args[i:], speculative=True) for i, a in enumerate(args) if not a.text.startswith("-")
-        ]
-        return guesses[:8]
+    if program in _GENERIC_WRAPPERS or program not in KNOWN_PROGRAMS:
+        return _unmodelled(args)
     return []
+
+
+def _unmodelled(args: list[Arg]) -> list[Inner]:
+    """A program whose options are not modelled (a generic wrapper, or a program not known at all).
+
+    The first operand that names a known program is judged as the command it runs (fully, guards
+    included); every other operand position and every argument that reads like shell code is tried
+    speculatively, so a hardline rule fires wherever the real command starts. Whether an unknown
+    program may run what its arguments name is the ``unknown_program`` guard's question.
+    """
+    out: list[Inner] = []
+    probable = next((i for i, a in enumerate(args) if names_program(a)), None)
+    if probable is not None:
+        out.append(Argv(args[probable:]))
+    guesses: list[Inner] = [
+        Argv(args[i:], speculative=True)
+        for i, a in enumerate(args)
+        if i != probable and not a.text.startswith("-") and _looks_like_command(a)
+    ]
+    out.extend(guesses[:8])
+    for a in args:
+        text = a.text.split("=", 1)[1] if a.text.startswith("-") and "=" in a.text else a.text
+        if _CODE_LIKE.search(text):
+            out.append(Text(Arg(text.lstrip("!:"), a.literal), "argument", speculative=True))
+    return out[:16]
+
+
+UNWRAPPED = (
+    SHELLS
+    | frozenset(_WRAPPERS)
+    | _GENERIC_WRAPPERS
+    | {"env", "eval", "busybox", "toybox", "find", "watch", "script", "parallel", "git", "trap", "alias", "ssh"}
+    | {"autossh", "docker", "podman", "kubectl", "oc", "nerdctl", "su", "runuser", "declare", "typeset", "local"}
+    | {"export", "readonly", "source", ".", "awk", "gawk", "mawk", "nawk", "at", "batch"}
+)
+"""Programs whose inner command the unwrapper finds (or, for generic wrappers, guesses)."""
+
+
+def is_interpreter(program: str) -> bool:
+    """Python, Perl, Ruby, Node, PHP, Lua ...: programs that run inline code (``-c``/``-e``)."""
+    return _INTERPRETER.fullmatch(program) is not None
+
+
+_CODE_LIKE = re.compile(r"[\s;|&`$(]")
+
+
+def names_program(a: Arg) -> bool:
+    """Whether an argument is the name of a program (bare, or a path to one): something it may run."""
+    if not a.literal or not a.text or a.text.startswith("-"):
+        return False
+    name = a.text.rsplit("/", 1)[-1]
+    return name in _PROGRAM_WORDS or (bool(_INTERPRETER.fullmatch(name)) and name not in _SUBCOMMAND_WORDS)
+
+
+def argument_programs(args: list[Arg]) -> list[str]:
+    """Program names an unknown program's arguments mention, whole or inside code-like text (``-c 'rm x'``)."""
+    found: list[str] = []
+    for a in args:
+        text = a.text.split("=", 1)[1] if a.text.startswith("-") and "=" in a.text else a.text
+        if names_program(Arg(text, a.literal)):
+            found.append(text.rsplit("/", 1)[-1])
+        elif _CODE_LIKE.search(text):
+            for word in re.split(r"[\s;|&`$()!'\"<>{}]+", text)[:64]:
+                if names_program(Arg(word)):
+                    found.append(word.rsplit("/", 1)[-1])
+    return found
+
+
+KNOWN_PROGRAMS = frozenset(
+    # reading, printing, text processing: their options are understood and none runs a program
+    {"ls", "cat", "head", "tail", "grep", "egrep", "fgrep", "rg", "ag", "wc", "sort", "uniq", "cut", "tr", "paste"}
+    | {"join", "comm", "diff", "cmp", "file", "stat", "du", "df", "tree", "echo", "printf", "true", "false", "pwd"}
+    | {"basename", "dirname", "realpath", "readlink", "which", "type", "test", "[", "[[", "date", "id", "whoami"}
+    | {"uname", "hostname", "seq", "yes", "sleep", "nl", "fold", "fmt", "column", "rev", "tac", "expand", "od"}
+    | {"unexpand", "xxd", "hexdump", "strings", "md5sum", "sha1sum", "sha224sum", "sha256sum", "sha384sum"}
+    | {"sha512sum", "b2sum", "cksum", "sum", "base64", "base32", "jq", "yq", "less", "more", "man", "info", "look"}
+    | {"diff3", "sdiff", "colordiff", "wdiff", "bat", "batcat", "fd", "fdfind", "locate", "lsof", "ps", "pgrep"}
+    | {"top", "htop", "free", "uptime", "nproc", "lscpu", "lsblk", "mount", "findmnt", "env", "printenv", "getconf"}
+    | {"locale", "tty", "stty", "tput", "clear", "reset", "cal", "expr", "bc", "dc", "factor", "numfmt", "shuf"}
+    | {"split", "csplit", "iconv", "dos2unix", "unix2dos", "patch", "ping", "dig", "nslookup", "host", "ss"}
+    | {"netstat", "ip", "ifconfig", "whereis", "apropos", "whatis", "groups", "users", "who", "w", "last"}
+    # changing files: what they write or delete is judged by the rules
+    | {"touch", "mkdir", "rmdir", "cp", "mv", "ln", "link", "unlink", "rm", "chmod", "chown", "chgrp", "install"}
+    | {"truncate", "tee", "dd", "shred", "mktemp", "mkfifo", "mknod", "chattr", "lsattr", "setfacl", "getfacl"}
+    | {"sync", "fallocate", "rename", "wipefs", "blkdiscard", "sgdisk", "sfdisk", "badblocks", "fdisk", "gdisk"}
+    | {"cfdisk", "hdparm", "nvme", "cryptsetup", "parted", "mkswap", "mke2fs", "mkntfs", "mkdosfs", "mkexfatfs"}
+    | {"gzip", "gunzip", "zcat", "bzip2", "bunzip2", "bzcat", "xz", "unxz", "xzcat", "zstd", "unzstd", "lz4"}
+    | {"zip", "unzip", "tar", "bsdtar", "gtar", "cpio", "7z", "ar", "rsync", "scp", "sftp", "curl", "wget"}
+    | {"aria2c", "http", "https", "xh", "wget2", "nc", "ncat", "netcat", "socat", "kill", "pkill", "killall"}
+    | {"shutdown", "reboot", "halt", "poweroff", "init", "telinit", "systemctl", "loginctl", "journalctl"}
+    | {"crontab", "sed", "awk", "gawk", "mawk", "nawk", "perl", "make", "gmake", "gdb", "vim", "vi", "nvim", "ex"}
+    | {"view", "vimdiff", "gvim", "emacs", "nano", "ed", "git"}
+    # shell builtins and keywords (the walker and the rules know them)
+    | {"cd", "pushd", "popd", "dirs", "export", "declare", "typeset", "local", "readonly", "unset", "set", "shopt"}
+    | {"read", "mapfile", "readarray", "exit", "return", "shift", "getopts", "let", "wait", "jobs", "fg", "bg"}
+    | {"disown", "umask", "ulimit", "history", "hash", "help", "logout", "times", ":", ".", "source", "alias"}
+    | {"unalias", "trap", "eval", "exec", "command", "builtin", "enable", "break", "continue", "caller", "complete"}
+    | {"compgen", "compopt", "suspend", "coproc", "fc"}
+    # build and test tools: they run the project's own code, which the sandbox contains
+    | {"pytest", "py.test", "pip", "pip3", "cargo", "rustc", "rustup", "go", "gofmt", "gcc", "g++", "cc", "c++"}
+    | {"clang", "clang++", "ld", "as", "cmake", "ninja", "meson", "mvn", "gradle", "java", "javac", "ruff", "mypy"}
+    | {"black", "isort", "flake8", "pylint", "pyright", "tox", "nox", "pre-commit", "tsc", "eslint", "prettier"}
+    | {"jest", "vitest", "mocha", "rake", "bundle", "gem", "composer", "dotnet", "swift", "swiftc", "kotlin"}
+    | {"kotlinc", "scala", "sbt", "zig", "ghc", "cabal", "stack", "mix", "elixir", "erl", "rebar3", "Rscript"}
+    | {"julia", "coverage", "pydoc", "twine", "maturin", "sphinx-build", "mkdocs", "hugo", "protoc", "buf"}
+    | {"pkg-config", "autoconf", "automake", "libtool", "configure", "strip", "objdump", "nm", "readelf", "ldd"}
+)
+"""Programs whose behaviour the floor understands: none runs a program its arguments name unless a
+rule or the unwrapper looks at exactly that (``find -exec``, ``git -c``, ``tar --to-command``)."""
+
+_SUBCOMMAND_WORDS = frozenset(
+    {"test", "install", "run", "build", "help", "info", "list", "show", "status", "type", "set", "time", "exec"}
+    | {"add", "remove", "update", "init", "start", "stop", "log", "diff", "check", "format", "lint", "clean"}
+    | {"true", "false", "yes", "echo", "printf", "read", "wait", "sync", "file", "look", "last", "users", "w"}
+    | {"host", "ip", "as", "ld", "cc", "ar", "nm", "fg", "bg", "view", "more", "less", "link", "split", "sum"}
+    | {"expand", "fold", "join", "paste", "cut", "sort", "uniq", "tree", "top", "free", "groups", "who", "id"}
+    | {"date", "cal", "seq", "stat", "du", "df", "wc", "head", "tail", "cat", "ls", "pwd", "dirs", "jobs", "hash"}
+    | {"history", "times", "help", "complete", "alias", "command", "builtin", "enable", "caller", "shift", "let"}
+    | {"mount", "clear", "reset", "column", "rev", "tac", "od", "bc", "dc", "expr", "factor", "locale", "info"}
+    | {"go", "make", "mix", "stack", "swift", "bundle", "gem", "coverage", "configure", "strip", ":", "."}
+    | {"[", "[[", "which", "whereis", "getconf", "tput", "tty", "stty", "nproc", "uptime", "ps", "mktemp", "patch"}
+)
+"""Known program names that are also everyday words in arguments (``cargo test``, ``pip install``)."""
+
+_PROGRAM_WORDS = (
+    (KNOWN_PROGRAMS | SHELLS | frozenset(_WRAPPERS) | _GENERIC_WRAPPERS)
+    | {"xargs", "env", "busybox", "toybox", "find", "watch", "script", "parallel", "ssh", "autossh", "docker"}
+    | {"podman", "kubectl", "su", "sudo", "doas", "pkexec", "at", "batch", "python", "python3", "node"}
+    | {"eatmydata", "setpriv", "capsh", "chpst", "unshare", "firejail", "flock", "sqlite3", "psql", "mysql"}
+    | {"tmux", "screen", "expect", "lldb", "ltrace", "strace", "setsid", "xdg-open", "open", "nohup", "sg"}
+) - _SUBCOMMAND_WORDS
 
 
 def _looks_like_command(a: Arg) -> bool:
@@ -473,6 +615,17 @@ def _git(args: list[Arg]) -> list[Inner]:
             out.append(Text(args[i + 1], "rebase --exec"))
         elif t.startswith("--exec=") and "rebase" in texts[:i]:
             out.append(Text(Arg(t.split("=", 1)[1], args[i].literal), "rebase --exec"))
+        elif t in ("-c", "--config") and i + 1 < len(args) and "=" in texts[i + 1]:
+            key, _, setting = texts[i + 1].partition("=")
+            if _GIT_COMMAND_KEY.search(key):  # core.pager, core.sshCommand, diff.external ...: a command
+                out.append(Text(Arg(setting.lstrip("!"), args[i + 1].literal), "config", speculative=True))
+        elif t in ("--exec", "--upload-pack", "--receive-pack", "-u") and i + 1 < len(args):
+            out.append(Text(args[i + 1], "exec option", speculative=True))
+        elif t.startswith(("--exec=", "--upload-pack=", "--receive-pack=", "--extcmd=", "-x", "-O")) and len(t) > 2:
+            value = t.split("=", 1)[1] if "=" in t and t.startswith("--") else t[2:]
+            out.append(Text(Arg(value, args[i].literal), "exec option", speculative=True))
+        elif t in ("--extcmd", "-x", "-O", "--open-files-in-pager") and i + 1 < len(args):
+            out.append(Text(args[i + 1], "exec option", speculative=True))
         elif t == "foreach" and "submodule" in texts[:i]:
             rest = [a for a in args[i + 1 :] if a.text not in ("--recursive", "-q", "--quiet")]
             if rest:
@@ -491,6 +644,56 @@ def _git(args: list[Arg]) -> list[Inner]:
     return out
 
 
+# Options whose value is code the program runs (make's --eval recipes, gdb's -ex, vim's -c '!cmd').
+_CODE_OPTIONS: dict[str, tuple[str, ...]] = {
+    "make": ("--eval", "-E"),
+    "gmake": ("--eval", "-E"),
+    "gdb": ("-ex", "--ex", "-iex", "--iex", "-eval-command", "--eval-command", "-init-eval-command"),
+    "lldb": ("-o", "--one-line", "-O", "--one-line-before-file", "-k", "--one-line-on-crash"),
+    "vim": ("-c", "--cmd"),
+    "vi": ("-c", "--cmd"),
+    "nvim": ("-c", "--cmd"),
+    "ex": ("-c", "--cmd"),
+    "view": ("-c", "--cmd"),
+    "vimdiff": ("-c", "--cmd"),
+    "gvim": ("-c", "--cmd"),
+    "emacs": ("--eval", "-eval"),
+}
+_CODE_PREFIX = re.compile(r"^\s*(?:shell\b|pipe\b|python\b|!+|\|)\s*|^\s*(?:silent!?\s+|exe(?:cute)?\s+)*!\s*")
+
+
+def _option_code(args: list[Arg], names: tuple[str, ...]) -> list[Inner]:
+    """The values of code-running options (and ``+cmd`` for editors), tried as shell text speculatively."""
+    out: list[Inner] = []
+    for i, a in enumerate(args):
+        t = a.text
+        value: Arg | None = None
+        if t in names and i + 1 < len(args):
+            value = args[i + 1]
+        elif t.startswith("+") and len(t) > 1:
+            value = Arg(t[1:], a.literal)
+        else:
+            for name in names:
+                if t.startswith(name + "=") or (
+                    name.startswith("-")
+                    and not name.startswith("--")
+                    and t.startswith(name)
+                    and len(t) > len(name)
+                    and len(name) == 2
+                ):
+                    value = Arg(t[len(name) + (1 if t.startswith(name + "=") else 0) :], a.literal)
+                    break
+        if value is not None:
+            code = _CODE_PREFIX.sub("", value.text, count=1)
+            for part in re.split(r"\n|(?<=:);", code)[:8]:
+                out.append(Text(Arg(_CODE_PREFIX.sub("", part, count=1), value.literal), "option", speculative=True))
+    return out[:16]
+
+
+_GIT_COMMAND_KEY = re.compile(
+    r"pager|editor|command|cmd|program|fsmonitor|external|textconv|driver|askpass|proxy|uploadpack|receivepack",
+    re.IGNORECASE,
+)
 _SSH_VALUE_OPTS = frozenset("BbcDEeFIiJLlmOoPpQRSWw")
 
 
