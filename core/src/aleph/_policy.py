@@ -275,7 +275,13 @@ def _command_matches(
     pattern: tuple[str | re.Pattern[str], ...], argv: tuple[str, ...], *, by_basename: bool = True
 ) -> bool:
     words = list(argv)
-    if words and by_basename:
+    head = pattern[0] if pattern else None
+    if words and isinstance(head, str) and "/" in head:
+        # a rule spelling a path (`./scripts/check.sh`) matches that path, deny and allow alike
+        if posixpath.normpath(words[0]) != posixpath.normpath(head):
+            return False
+        words[0] = head
+    elif words and by_basename:
         words[0] = posixpath.basename(words[0])
     for i, part in enumerate(pattern):
         if part == "*" and i == len(pattern) - 1:
@@ -364,7 +370,9 @@ def _command_pattern(text: str) -> tuple[str | re.Pattern[str], ...]:
         elif "*" in word or "?" in word:
             out.append(_glob_regex(word, path=False))
         else:
-            out.append(posixpath.basename(word) if i == 0 else word)
+            # an absolute program names the system's program (`/usr/bin/git` is `git`); a relative
+            # path (`./scripts/check.sh`) names exactly that workspace file
+            out.append(posixpath.basename(word) if i == 0 and word.startswith("/") else word)
     return tuple(out)
 
 

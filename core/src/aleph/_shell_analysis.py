@@ -370,7 +370,8 @@ class _Walker:
             self.budget.count_words(1)
             return [Arg(segs[0][1], True, _is_glob(segs[0][1]))]
         if any(kind == "u" and "{" in text for kind, text in segs):
-            variants = _brace_expand(segs, self.budget)
+            # tilde expansion follows brace expansion: `{~,x}` gives `~`, which is the home directory
+            variants = [_leading_tilde(v) for v in _brace_expand(segs, self.budget)]
         else:
             variants = [list(segs)]
         out: list[Arg] = []
@@ -550,6 +551,17 @@ class _Walker:
         if not target.literal or target.glob or target.text == "-":
             return None
         return resolve(target.text, cwd)
+
+
+def _leading_tilde(segs: list[tuple[SegKind, str]]) -> list[tuple[SegKind, str]]:
+    if not segs or segs[0][0] != "u" or not segs[0][1].startswith("~"):
+        return segs
+    text = segs[0][1]
+    m = re.match(r"~[^/]*", text)
+    assert m is not None
+    head: tuple[SegKind, str] = ("home", "~") if m.group() == "~" else ("d", m.group())
+    rest: list[tuple[SegKind, str]] = [("u", text[m.end() :])] if len(text) > m.end() else []
+    return [head, *rest, *segs[1:]]
 
 
 def _is_glob(text: str) -> bool:

@@ -407,7 +407,7 @@ _SUBCOMMAND_WORDS = frozenset(
     | {"date", "cal", "seq", "stat", "du", "df", "wc", "head", "tail", "cat", "ls", "pwd", "dirs", "jobs", "hash"}
     | {"history", "times", "help", "complete", "alias", "command", "builtin", "enable", "caller", "shift", "let"}
     | {"mount", "clear", "reset", "column", "rev", "tac", "od", "bc", "dc", "expr", "factor", "locale", "info"}
-    | {"go", "make", "mix", "stack", "swift", "bundle", "gem", "coverage", "configure", "strip", ":", "."}
+    | {"go", "mix", "stack", "swift", "bundle", "gem", "coverage", "configure", "strip", ":", "."}
     | {"[", "[[", "which", "whereis", "getconf", "tput", "tty", "stty", "nproc", "uptime", "ps", "mktemp", "patch"}
 )
 """Known program names that are also everyday words in arguments (``cargo test``, ``pip install``)."""
@@ -622,8 +622,8 @@ def _git(args: list[Arg]) -> list[Inner]:
         elif t in ("--exec", "--upload-pack", "--receive-pack", "-u") and i + 1 < len(args):
             out.append(Text(args[i + 1], "exec option", speculative=True))
         elif t.startswith(("--exec=", "--upload-pack=", "--receive-pack=", "--extcmd=", "-x", "-O")) and len(t) > 2:
-            value = t.split("=", 1)[1] if "=" in t and t.startswith("--") else t[2:]
-            out.append(Text(Arg(value, args[i].literal), "exec option", speculative=True))
+            given = t.split("=", 1)[1] if "=" in t and t.startswith("--") else t[2:]
+            out.append(Text(Arg(given, args[i].literal), "exec option", speculative=True))
         elif t in ("--extcmd", "-x", "-O", "--open-files-in-pager") and i + 1 < len(args):
             out.append(Text(args[i + 1], "exec option", speculative=True))
         elif t == "foreach" and "submodule" in texts[:i]:
