@@ -273,7 +273,9 @@ BYPASS: list[Case] = [
     ("ruby -e 'loop { fork }'", "block", "fork_bomb"),
     ("cat /dev/zero > /dev/root", "block", "redirect_to_block_device"),
     ("eval 'cd /'; rm -rf *", "block", "rm_rf_root"),
-    ("(cd /) && rm -rf *", "allow", None),
+    ("(cd /) && rm -rf build", "allow", None),
+    # a glob that can name a protected file is judged as deleting it (aleph.toml is in the workspace root)
+    ("(cd /) && rm -rf *", "block", "write_protected_path"),
     ("rm -rf '/'", "block", "rm_rf_root"),
     ("rm\t-rf\t/", "block", "rm_rf_root"),
     ("rm -rf /\u200b", "block", "rm_rf_root"),

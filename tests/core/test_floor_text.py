@@ -523,3 +523,79 @@ async def test_a_deny_rule_catches_a_program_by_its_basename_or_its_path(workspa
         for command in ("./tools/curl x", "/opt/bin/curl x", "curl x", "./evil.sh a", "sub/../evil.sh b"):
             assert svc.explain("bash", {"command": command}).decision == "deny", command
         assert svc.explain("bash", {"command": "./good.sh a"}).decision == "allow"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ip netns exec n rm -rf /",
+        "rustup run stable rm -rf ~",
+        "bundle exec rm -rf /",
+        "dc -e '!rm -rf /'",
+        "cmake -E rm -rf /",
+        "cmake -E remove_directory ~",
+        "go test -exec='rm -rf ~' ./...",
+        "nc -l 9 -c 'rm -rf /'",
+        "./tools/ls rm -rf /",
+    ],
+)
+def test_programs_that_run_their_arguments_are_not_taken_for_harmless_ones(command: str) -> None:
+    assert judge(command)[0] == "block"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rg --pre ./x foo",
+        "sort --compress-program=x big.txt",
+        "split --filter='sh -c x' big.txt",
+        "bat --pager=x README.md",
+        "sdiff --diff-program=x a b",
+        "cmake -E chdir / rm -rf x",
+        "git config set core.pager x",
+        "./tools/ls sh -c x",
+        "cp -r dotfiles/ ~/",
+        "rsync -a dotfiles/ ~",
+        "tar -xf x.tar -C ~",
+        "unzip x.zip -d /",
+    ],
+)
+def test_options_that_run_a_program_or_unknown_trees_in_wide_places_ask(command: str) -> None:
+    assert judge(command)[0] == "ask"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cp .bashrc ~",
+        "cp id_rsa.pub ~/.ssh/",
+        "ln -sf /tmp/x/.bashrc ~/",
+        "echo x > ~/.bash*",
+        "mv .profile ~/",
+        "python3 -c \"open('/work/project/aleph.toml', 'w').write('x')\"",
+        "python3 -c \"from pathlib import Path; Path('/home/user/.bashrc').write_text('x')\"",
+        "python3 -c \"import shutil; shutil.copy('k', '/home/user/.ssh/authorized_keys')\"",
+        "node -e \"require('fs').writeFileSync('/home/user/.zshrc', 'x')\"",
+        "node -e \"require('fs').rmSync('/', {recursive: true})\"",
+        'ruby -e \'require "fileutils"; FileUtils.rm_rf("/")\'',
+    ],
+)
+def test_writes_into_protected_files_are_blocked_however_they_are_spelled(command: str) -> None:
+    assert judge(command)[0] == "block"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "tar -xzf archive.tar.gz",
+        "cp -r assets build/",
+        "python3 -c \"open('notes.txt', 'w').write('x')\"",
+        "node -e \"require('fs').writeFileSync('out.txt', 'x')\"",
+        "./configure --prefix=/usr/local",
+        'rm -rf "${BUILD:?}"/out',
+    ],
+)
+def test_ordinary_writes_in_the_workspace_stay_allowed(command: str) -> None:
+    assert judge(command)[0] in ("allow", "warn", "ask") and judge(command)[0] != "block"
+    if "BUILD" not in command:
+        assert judge(command)[0] in ("allow", "warn")

@@ -7,6 +7,7 @@ writes, which ``git -c`` keys run programs) lives here. :mod:`aleph._command_pol
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -223,6 +224,8 @@ def _covers(a: Arg, cmd: Command) -> list[str]:
     if not a.literal:
         if "$(" in text or "`" in text or "<(" in text:
             return []
+        if cmd.cwd is not None:
+            text = re.sub(r"\$\{PWD\}|\$PWD(?![A-Za-z0-9_])", lambda _: cmd.cwd or "", text)
         text = _VARIABLE_REQUIRED.sub("<set>", text)
         text = _VARIABLE.sub("", _VARIABLE_DEFAULT.sub(lambda m: m.group(1), text))
         if not text:
@@ -263,6 +266,13 @@ def _rm_targets(cmd: Command) -> list[Arg]:
         return [a for a in operands if a is not target] if target is not None else operands[:-1]
     if cmd.program == "find" and _find_deletes(cmd):
         return _find_roots(cmd)
+    if cmd.program == "cmake":
+        texts = [a.text for a in cmd.args]
+        if "-E" in texts:
+            at = texts.index("-E")
+            if texts[at + 1 : at + 2] and texts[at + 1] in ("rm", "remove", "remove_directory", "rmdir"):
+                return [a for a in cmd.args[at + 2 :] if not a.text.startswith("-")]
+        return []
     if cmd.program in ("tar", "bsdtar", "gtar") and any(a.text == "--remove-files" for a in cmd.args):
         return _tar_members(cmd)
     if cmd.program == "rsync":
@@ -440,6 +450,7 @@ def _compute_write_targets(cmd: Command) -> list[Arg]:
         out.extend(_paths(args))
     elif p == "mv":
         out.extend(_paths(args))  # the sources go away too
+        out.extend(_landing(args))
     elif p in ("cp", "install", "rsync", "scp"):
         target = _option_value(args, ("-t", "--target-directory"))
         paths = [a for a in _paths(args) if ":" not in a.text or p not in ("rsync", "scp")]
@@ -447,7 +458,11 @@ def _compute_write_targets(cmd: Command) -> list[Arg]:
             out.append(target)
         elif len(_paths(args)) >= 2 and paths and paths[-1] is _paths(args)[-1]:
             out.append(paths[-1])
-    elif p in ("ln", "link", "truncate", "chmod", "chown", "chgrp", "chattr", "setfacl", "rm", "rmdir", "unlink"):
+        out.extend(_landing(args))
+    elif p in ("ln", "link"):
+        out.extend(_paths(args))
+        out.extend(_landing(args))
+    elif p in ("truncate", "chmod", "chown", "chgrp", "chattr", "setfacl", "rm", "rmdir", "unlink"):
         out.extend(_paths(args))
     elif p == "shred":
         out.extend(_paths(args))
@@ -487,6 +502,24 @@ def _compute_write_targets(cmd: Command) -> list[Arg]:
     return out
 
 
+def _landing(args: Sequence[Arg]) -> list[Arg]:
+    """Where each source lands when the destination is a directory: ``cp .bashrc ~`` writes ``~/.bashrc``."""
+    target = _option_value(args, ("-t", "--target-directory"))
+    operands = [a for a in _paths(args) if a is not target and ":" not in a.text]
+    if target is None:
+        if len(operands) < 2:
+            return []
+        target, operands = operands[-1], operands[:-1]
+    if not target.literal:
+        return []
+    out = []
+    for source in operands[:64]:
+        name = source.text.rstrip("/").rsplit("/", 1)[-1]
+        if name and name not in (".", "..") and source.literal and not source.glob:
+            out.append(Arg(f"{target.text.rstrip('/')}/{name}"))
+    return out
+
+
 def _option_value(args: Sequence[Arg], names: tuple[str, ...]) -> Arg | None:
     for i, a in enumerate(args):
         t = a.text
@@ -510,6 +543,15 @@ def _protected(path: str, env: Env) -> bool:
     return any(path == f"{env.home}/{rc}" for rc in _RC_FILES)
 
 
+def _glob_hits_protected(pattern: str, env: Env) -> bool:
+    """A glob target (``> ~/.bash*``, ``cp x ~/.ss?/``) that can name a protected file is judged as that file."""
+    candidates = [*env.protected, *(f"{env.home}/{rc}" for rc in _RC_FILES), f"{env.home}/.ssh"]
+    prefix = pattern.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0]
+    return any(c.startswith(prefix) and fnmatch.fnmatchcase(c, pattern) for c in candidates) or (
+        "/.git/" in pattern and fnmatch.fnmatchcase(pattern.replace("*", "config"), pattern)
+    )
+
+
 def _relative_protected(text: str) -> bool:
     norm = "/" + os.path.normpath(text).lstrip("/")
     return "/.git/hooks/" in norm + "/" or norm.endswith("/.git/config")
@@ -520,6 +562,8 @@ def _write_protected(cmd: Command, env: Env) -> bool:
         if not target.literal:
             continue
         path = resolve(target.text, cmd.cwd)
+        if target.glob and path is not None and "find" not in cmd.via and _glob_hits_protected(path, env):
+            return True
         if path is not None and _protected(path, env):
             return True
         if path is None and _relative_protected(target.text):
@@ -568,6 +612,18 @@ def _shell_eval_download(cmd: Command, env: Env) -> bool:
     return bool(runs_code) and bool(cmd.input_programs & _DOWNLOADERS)
 
 
+# Options that make an otherwise harmless program run another one (a preprocessor, a pager, a filter).
+_EXEC_OPTION_NAMES: dict[str, tuple[str, ...]] = {
+    "rg": ("--pre",),
+    "bat": ("--pager",),
+    "batcat": ("--pager",),
+    "sdiff": ("--diff-program",),
+    "diff3": ("--diff-program",),
+    "sort": ("--compress-program",),
+    "split": ("--filter",),
+    "go": ("-exec", "-toolexec"),
+    "nano": ("--speller", "-s"),
+}
 _AWK_EXEC = re.compile(r"system\s{0,64}\(|\|\s{0,64}getline|\|&|printf?[^;}\n]{0,256}\|\s{0,64}\"")
 _CHMOD_777 = re.compile(r"0?[0-7]?777|(?:a|ugo|o)?\+[rxX]{0,3}w[rwxX]{0,3}|a=rwx|ugo=rwx")
 
@@ -731,6 +787,8 @@ def _exec_flag(cmd: Command, env: Env) -> bool:
         rest = texts[at + 1 :]
         if sub == "config":
             keys = [t for t in rest if not t.startswith("-")]
+            if keys[:1] in (["set"], ["add"], ["replace-all"]):
+                keys = keys[1:]  # `git config set KEY VALUE` (git 2.46+)
             reading = any(t in ("--get", "--get-all", "--list", "-l", "--get-regexp", "get", "list") for t in rest)
             if reading:
                 return False
@@ -756,6 +814,15 @@ def _exec_flag(cmd: Command, env: Env) -> bool:
             if value is not None and (value == "-" or value.startswith(("/dev/", "/proc/")) or not args[i].literal):
                 return True  # recipes read from a descriptor or a computed file
         return False
+    if p in _EXEC_OPTION_NAMES:
+        names = _EXEC_OPTION_NAMES[p]
+        return any(t in names or t.startswith(tuple(n + "=" for n in names if n.startswith("--"))) for t in texts)
+    if p == "cmake":
+        # `cmake -E chdir d cmd`, `-E env ... cmd`, `-E time cmd` run a command; `-P script` runs CMake code
+        return any(
+            t == "-P" or (t == "-E" and i + 1 < len(texts) and texts[i + 1] in ("chdir", "env", "time"))
+            for i, t in enumerate(texts)
+        )
     if p in ("gdb", "lldb"):
         return any(
             t in ("-x", "--command", "-ix", "--init-command", "-s", "--source", "-S", "--source-before-file")
@@ -863,9 +930,41 @@ def _dynamic_delete(cmd: Command, env: Env) -> bool:
     return any(not a.literal for a in _rm_targets(cmd))
 
 
+def _tree_into_wide_dir(cmd: Command, env: Env) -> bool:
+    """A tree of unknown file names (an archive, a recursive copy) written into /, home or a system directory.
+
+    It may hold a protected file (``~/.bashrc``, ``~/.ssh/...``), so it cannot be proven safe.
+    """
+    p = cmd.program
+    texts = [a.text for a in cmd.args]
+    dest: Arg | None = None
+    if p in ("tar", "bsdtar", "gtar"):
+        extracting = any(
+            t in ("-x", "--extract", "--get") or re.fullmatch(r"-?[a-wyzA-Z]*x[A-Za-z]*", t) for t in texts[:3]
+        )
+        if not extracting:
+            return False
+        dest = _option_value(cmd.args, ("-C", "--directory")) or Arg(".")
+    elif p in ("unzip", "7z", "cpio", "bsdcpio"):
+        dest = _option_value(cmd.args, ("-d", "-o")) or Arg(".")
+        if p in ("cpio", "bsdcpio") and not any("i" in t.lstrip("-") for t in texts if t.startswith("-")):
+            return False
+    elif p in ("cp", "rsync", "scp") and (
+        _flags(cmd.args) & {"-r", "-R", "-a", "--recursive", "--archive"} or p == "rsync"
+    ):
+        operands = _paths(cmd.args)
+        dest = _option_value(cmd.args, ("-t", "--target-directory")) or (operands[-1] if len(operands) >= 2 else None)
+    if dest is None:
+        return False
+    wide = ("/", "/home", env.home, *_SYSTEM_DIRS)
+    return any(path in wide for path in _covers(dest, cmd))
+
+
 def _dynamic_write(cmd: Command, env: Env) -> bool:
     if _MKFS.fullmatch(cmd.program) or cmd.program in _WIPE_TOOLS or cmd.program in _WIPE_TOOLS_SUB:
         return any(not a.literal for a in _paths(cmd.args))
+    if _tree_into_wide_dir(cmd, env):
+        return True
     if cmd.program in ("rm", "rmdir", "unlink", "chmod", "chown", "chgrp"):
         return False
     targets = _write_targets(cmd)
@@ -893,8 +992,12 @@ def _unknown_program(cmd: Command, env: Env) -> bool:
     ``capsh -- -c '...'``); any other program might, so it cannot be proven safe.
     """
     p = cmd.program
-    if not p or p in KNOWN_PROGRAMS or p in UNWRAPPED or is_interpreter(p) or not cmd.args:
+    if not p or not cmd.args:
         return False
+    head = cmd.argv[0].text
+    system = "/" not in head or head.startswith(("/usr/", "/bin/", "/sbin/", "/opt/", "/nix/"))
+    if system and (p in KNOWN_PROGRAMS or p in UNWRAPPED or is_interpreter(p)):
+        return False  # a workspace file named `ls` or `git` is not the program the floor knows
     cached = cmd.memo.get("unknown_program")
     if cached is None:
         cached = cmd.memo["unknown_program"] = bool(argument_programs(list(cmd.args))) or any(
@@ -913,7 +1016,7 @@ def _wide_target(a: Arg, cmd: Command, env: Env) -> bool:
     return any(path in _SYSTEM_DIRS for path in _covers(arg, cmd))
 
 
-_DELETERS = frozenset({"rm", "find", "mv", "tar", "bsdtar", "gtar", "rsync"})
+_DELETERS = frozenset({"rm", "find", "mv", "tar", "bsdtar", "gtar", "rsync", "cmake"})
 
 HARDLINE = (
     Builtin(
@@ -1054,7 +1157,8 @@ GUARDS = (
         frozenset(
             {"git", "tar", "bsdtar", "gtar", "rsync", "ssh", "scp", "sftp", "autossh", "awk", "gawk", "mawk", "nawk"}
             | {"sed", "zip", "man", "crontab", "at", "batch", "make", "gmake", "gdb", "lldb", "vim", "vi", "nvim"}
-            | {"ex", "view", "vimdiff", "gvim", "emacs", "ed", "less", "more"}
+            | {"ex", "view", "vimdiff", "gvim", "emacs", "ed", "less", "more", "cmake"}
+            | frozenset(_EXEC_OPTION_NAMES)
         ),
     ),
 )

@@ -32,7 +32,7 @@ from aleph._shell_parse import (
     Word,
     parse,
 )
-from aleph._shell_wrappers import SHELLS, Arg, Argv, Text, unwrap
+from aleph._shell_wrappers import SHELLS, Arg, Argv, Text, unmodelled, unwrap
 
 __all__ = [
     "SHELLS",
@@ -490,6 +490,8 @@ class _Walker:
             else:
                 programs |= self.text(content, replace(ctx, depth=ctx.depth + 1, stdin=None), f"script {path}")
         items = unwrap(program, list(argv[1:]), ctx.stdin)
+        if not items and _workspace_program(argv[0].text) and program not in SHELLS:
+            items = unmodelled(list(argv[1:]))  # `./tools/ls` is a file of the workspace, not ls
         inner = replace(ctx, depth=ctx.depth + 1) if items else ctx
         for item in items:
             if isinstance(item, Text):
@@ -551,6 +553,11 @@ class _Walker:
         if not target.literal or target.glob or target.text == "-":
             return None
         return resolve(target.text, cwd)
+
+
+def _workspace_program(head: str) -> bool:
+    """A program word that is a path outside the system's program directories (``./tools/git``)."""
+    return "/" in head and not head.startswith(("/usr/", "/bin/", "/sbin/", "/opt/", "/nix/"))
 
 
 def _leading_tilde(segs: list[tuple[SegKind, str]]) -> list[tuple[SegKind, str]]:

@@ -23,6 +23,7 @@ __all__ = [
     "argument_programs",
     "is_interpreter",
     "names_program",
+    "unmodelled",
     "unwrap",
 ]
 
@@ -286,11 +287,11 @@ def unwrap(program: str, args: list[Arg], stdin: str | None) -> list[Inner]:
         ]
         return [Argv(inner), *skipped[:4]]
     if program in _GENERIC_WRAPPERS or program not in KNOWN_PROGRAMS:
-        return _unmodelled(args)
+        return unmodelled(args)
     return []
 
 
-def _unmodelled(args: list[Arg]) -> list[Inner]:
+def unmodelled(args: list[Arg]) -> list[Inner]:
     """A program whose options are not modelled (a generic wrapper, or a program not known at all).
 
     The first operand that names a known program is judged as the command it runs (fully, guards
@@ -356,6 +357,15 @@ def argument_programs(args: list[Arg]) -> list[str]:
     return found
 
 
+_BUILTINS = frozenset(
+    {"cd", "pushd", "popd", "dirs", "export", "declare", "typeset", "local", "readonly", "unset", "set", "shopt"}
+    | {"read", "mapfile", "readarray", "exit", "return", "shift", "getopts", "let", "wait", "jobs", "fg", "bg"}
+    | {"disown", "umask", "ulimit", "history", "hash", "help", "logout", "times", ":", ".", "source", "alias"}
+    | {"unalias", "trap", "eval", "exec", "command", "builtin", "enable", "break", "continue", "caller", "complete"}
+    | {"compgen", "compopt", "suspend", "coproc", "fc"}
+)
+"""Shell builtins and keywords: no wrapper can run them, so they never count as a program an argument names."""
+
 KNOWN_PROGRAMS = frozenset(
     # reading, printing, text processing: their options are understood and none runs a program
     {"ls", "cat", "head", "tail", "grep", "egrep", "fgrep", "rg", "ag", "wc", "sort", "uniq", "cut", "tr", "paste"}
@@ -364,15 +374,15 @@ KNOWN_PROGRAMS = frozenset(
     | {"uname", "hostname", "seq", "yes", "sleep", "nl", "fold", "fmt", "column", "rev", "tac", "expand", "od"}
     | {"unexpand", "xxd", "hexdump", "strings", "md5sum", "sha1sum", "sha224sum", "sha256sum", "sha384sum"}
     | {"sha512sum", "b2sum", "cksum", "sum", "base64", "base32", "jq", "yq", "less", "more", "man", "info", "look"}
-    | {"diff3", "sdiff", "colordiff", "wdiff", "bat", "batcat", "fd", "fdfind", "locate", "lsof", "ps", "pgrep"}
+    | {"diff3", "sdiff", "colordiff", "wdiff", "bat", "batcat", "locate", "lsof", "ps", "pgrep"}
     | {"top", "htop", "free", "uptime", "nproc", "lscpu", "lsblk", "mount", "findmnt", "env", "printenv", "getconf"}
-    | {"locale", "tty", "stty", "tput", "clear", "reset", "cal", "expr", "bc", "dc", "factor", "numfmt", "shuf"}
+    | {"locale", "tty", "stty", "tput", "clear", "reset", "cal", "expr", "bc", "factor", "numfmt", "shuf"}
     | {"split", "csplit", "iconv", "dos2unix", "unix2dos", "patch", "ping", "dig", "nslookup", "host", "ss"}
-    | {"netstat", "ip", "ifconfig", "whereis", "apropos", "whatis", "groups", "users", "who", "w", "last"}
+    | {"netstat", "ifconfig", "whereis", "apropos", "whatis", "groups", "users", "who", "w", "last"}
     # changing files: what they write or delete is judged by the rules
     | {"touch", "mkdir", "rmdir", "cp", "mv", "ln", "link", "unlink", "rm", "chmod", "chown", "chgrp", "install"}
     | {"truncate", "tee", "dd", "shred", "mktemp", "mkfifo", "mknod", "chattr", "lsattr", "setfacl", "getfacl"}
-    | {"sync", "fallocate", "rename", "wipefs", "blkdiscard", "sgdisk", "sfdisk", "badblocks", "fdisk", "gdisk"}
+    | {"sync", "fallocate", "wipefs", "blkdiscard", "sgdisk", "sfdisk", "badblocks", "fdisk", "gdisk"}
     | {"cfdisk", "hdparm", "nvme", "cryptsetup", "parted", "mkswap", "mke2fs", "mkntfs", "mkdosfs", "mkexfatfs"}
     | {"gzip", "gunzip", "zcat", "bzip2", "bunzip2", "bzcat", "xz", "unxz", "xzcat", "zstd", "unzstd", "lz4"}
     | {"zip", "unzip", "tar", "bsdtar", "gtar", "cpio", "7z", "ar", "rsync", "scp", "sftp", "curl", "wget"}
@@ -380,20 +390,15 @@ KNOWN_PROGRAMS = frozenset(
     | {"shutdown", "reboot", "halt", "poweroff", "init", "telinit", "systemctl", "loginctl", "journalctl"}
     | {"crontab", "sed", "awk", "gawk", "mawk", "nawk", "perl", "make", "gmake", "gdb", "vim", "vi", "nvim", "ex"}
     | {"view", "vimdiff", "gvim", "emacs", "nano", "ed", "git"}
-    # shell builtins and keywords (the walker and the rules know them)
-    | {"cd", "pushd", "popd", "dirs", "export", "declare", "typeset", "local", "readonly", "unset", "set", "shopt"}
-    | {"read", "mapfile", "readarray", "exit", "return", "shift", "getopts", "let", "wait", "jobs", "fg", "bg"}
-    | {"disown", "umask", "ulimit", "history", "hash", "help", "logout", "times", ":", ".", "source", "alias"}
-    | {"unalias", "trap", "eval", "exec", "command", "builtin", "enable", "break", "continue", "caller", "complete"}
-    | {"compgen", "compopt", "suspend", "coproc", "fc"}
     # build and test tools: they run the project's own code, which the sandbox contains
-    | {"pytest", "py.test", "pip", "pip3", "cargo", "rustc", "rustup", "go", "gofmt", "gcc", "g++", "cc", "c++"}
+    | {"pytest", "py.test", "pip", "pip3", "cargo", "rustc", "go", "gofmt", "gcc", "g++", "cc", "c++"}
     | {"clang", "clang++", "ld", "as", "cmake", "ninja", "meson", "mvn", "gradle", "java", "javac", "ruff", "mypy"}
-    | {"black", "isort", "flake8", "pylint", "pyright", "tox", "nox", "pre-commit", "tsc", "eslint", "prettier"}
-    | {"jest", "vitest", "mocha", "rake", "bundle", "gem", "composer", "dotnet", "swift", "swiftc", "kotlin"}
-    | {"kotlinc", "scala", "sbt", "zig", "ghc", "cabal", "stack", "mix", "elixir", "erl", "rebar3", "Rscript"}
+    | {"black", "isort", "flake8", "pylint", "pyright", "nox", "pre-commit", "tsc", "eslint", "prettier"}
+    | {"jest", "vitest", "mocha", "rake", "dotnet", "swift", "swiftc", "kotlin"}
+    | {"kotlinc", "scala", "sbt", "zig", "ghc", "elixir", "erl", "rebar3", "Rscript"}
     | {"julia", "coverage", "pydoc", "twine", "maturin", "sphinx-build", "mkdocs", "hugo", "protoc", "buf"}
     | {"pkg-config", "autoconf", "automake", "libtool", "configure", "strip", "objdump", "nm", "readelf", "ldd"}
+    | _BUILTINS  # shell builtins and keywords: the walker and the rules know them
 )
 """Programs whose behaviour the floor understands: none runs a program its arguments name unless a
 rule or the unwrapper looks at exactly that (``find -exec``, ``git -c``, ``tar --to-command``)."""
@@ -413,7 +418,7 @@ _SUBCOMMAND_WORDS = frozenset(
 """Known program names that are also everyday words in arguments (``cargo test``, ``pip install``)."""
 
 _PROGRAM_WORDS = (
-    (KNOWN_PROGRAMS | SHELLS | frozenset(_WRAPPERS) | _GENERIC_WRAPPERS)
+    ((KNOWN_PROGRAMS - _BUILTINS) | SHELLS | frozenset(_WRAPPERS) | _GENERIC_WRAPPERS)
     | {"xargs", "env", "busybox", "toybox", "find", "watch", "script", "parallel", "ssh", "autossh", "docker"}
     | {"podman", "kubectl", "su", "sudo", "doas", "pkexec", "at", "batch", "python", "python3", "node"}
     | {"eatmydata", "setpriv", "capsh", "chpst", "unshare", "firejail", "flock", "sqlite3", "psql", "mysql"}
@@ -658,6 +663,13 @@ _CODE_OPTIONS: dict[str, tuple[str, ...]] = {
     "vimdiff": ("-c", "--cmd"),
     "gvim": ("-c", "--cmd"),
     "emacs": ("--eval", "-eval"),
+    "nc": ("-c", "-e", "--sh-exec", "--exec"),
+    "ncat": ("-c", "-e", "--sh-exec", "--exec", "--lua-exec"),
+    "netcat": ("-c", "-e"),
+    "go": ("-exec", "-toolexec"),
+    "rg": ("--pre",),
+    "sort": ("--compress-program",),
+    "split": ("--filter",),
 }
 _CODE_PREFIX = re.compile(r"^\s*(?:shell\b|pipe\b|python\b|!+|\|)\s*|^\s*(?:silent!?\s+|exe(?:cute)?\s+)*!\s*")
 
@@ -785,6 +797,30 @@ _PY_DYNAMIC = frozenset(
     | {"runpy.run_module", "code.interact", "pickle.loads", "pickle.load", "marshal.loads", "ctypes.CDLL"}
     | {"ctypes.cdll.LoadLibrary", "getattr", "globals", "vars", "locals", "breakpoint"}
 )
+_PY_TWO_PATHS = {
+    "os.rename": "mv",
+    "os.replace": "mv",
+    "shutil.move": "mv",
+    "shutil.copy": "cp",
+    "shutil.copy2": "cp",
+    "shutil.copyfile": "cp",
+    "shutil.copytree": "cp",
+    "os.symlink": "ln",
+    "os.link": "ln",
+}
+_PY_PATH_METHODS = {"write_text": "tee", "write_bytes": "tee", "unlink": "rm", "rmdir": "rmdir", "touch": "touch"}
+
+
+def _py_writes(call: ast.Call) -> bool:
+    """``open(path, mode)`` with a mode that writes (or a mode the analyser cannot read)."""
+    mode: ast.expr | None = call.args[1] if len(call.args) > 1 else None
+    mode = next((k.value for k in call.keywords if k.arg in ("mode", "flags")), mode)
+    if mode is None:
+        return False
+    text = _py_str(mode)
+    return text is None or any(c in text for c in "wax+")
+
+
 _PY_MODULES = frozenset({"os", "subprocess", "shutil", "pty", "commands", "platform", "asyncio", "posix", "ctypes"})
 _MAX_PY_DEPTH = 4
 
@@ -838,6 +874,12 @@ def _python_code(code: str, depth: int) -> list[Inner]:
         if not isinstance(node, ast.Call):
             continue
         called.add(id(node.func))
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _PY_PATH_METHODS:
+            owner = node.func.value  # Path('x').write_text(...)
+            if isinstance(owner, ast.Call) and (_py_name(owner.func, aliases) or "").endswith("Path"):
+                path = _py_str(owner.args[0]) if owner.args else None
+                if path is not None:
+                    out.append(Argv([Arg(_PY_PATH_METHODS[node.func.attr]), Arg(path)]))
         name = _py_name(node.func, aliases)
         if name is None:
             continue
@@ -891,6 +933,14 @@ def _python_code(code: str, depth: int) -> list[Inner]:
                 out.append(Argv([Arg("rm"), *([Arg("-rf")] if name in _PY_DELETE_TREE else []), Arg(path)]))
             elif name in _PY_DELETE_TREE:
                 out.append(Opaque("dynamic_delete_target", f"python {name}() deletes a tree only known at run time"))
+        elif name in ("open", "io.open", "os.open", "codecs.open") and _py_writes(node):
+            path = _py_str(first)
+            if path is not None:
+                out.append(Argv([Arg("tee"), Arg(path)]))  # judged as writing that file
+        elif name in _PY_TWO_PATHS and len(node.args) >= 2:
+            src, dst = _py_str(node.args[0]), _py_str(node.args[1])
+            if src is not None and dst is not None:
+                out.append(Argv([Arg(_PY_TWO_PATHS[name]), Arg(src), Arg(dst)]))
         elif name in ("exec", "eval", "compile") and depth < _MAX_PY_DEPTH and _py_str(first) is not None:
             out.extend(_python_code(_py_str(first) or "", depth + 1))
         elif name in _PY_DYNAMIC and not (
@@ -927,9 +977,29 @@ _EXEC_PRESENT = re.compile(
 )
 
 
+_FS_CALL = re.compile(
+    r"\b(rmSync|rm|rmdirSync|rmdir|unlinkSync|unlink|writeFileSync|writeFile|appendFileSync|appendFile"
+    r"|createWriteStream|unlink_r|rmtree|remove_dir_all|rm_rf|rm_r)\s*\(\s*(['\"`])([^'\"`\n]*)\2"
+)
+_FS_PROGRAM = {
+    "rmSync": "rm",
+    "rm": "rm",
+    "rmdirSync": "rm",
+    "rmdir": "rm",
+    "unlinkSync": "rm",
+    "unlink": "rm",
+    "rmtree": "rm",
+    "rm_rf": "rm",
+    "rm_r": "rm",
+}
+
+
 def _pattern_code(code: str) -> list[Inner]:
     """Perl, Ruby, Node, PHP, Lua: the literal commands of ``system``/``exec``/``spawn``/backticks."""
     out: list[Inner] = []
+    for m in _FS_CALL.finditer(code):
+        program = _FS_PROGRAM.get(m.group(1), "tee")
+        out.append(Argv([Arg(program), *([Arg("-rf")] if program == "rm" else []), Arg(m.group(3))]))
     for m in re.finditer(r"(?<![\w\\])`([^`\n]*)`", code):
         out.append(Text(Arg(m.group(1)), "code backticks"))
     if not _EXEC_PRESENT.search(code):
