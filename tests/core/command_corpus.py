@@ -443,7 +443,8 @@ PROTECTED_WRITES: list[Case] = [
 
 # -- other default tunable rules --------------------------------------------------------------------
 TUNABLE: list[Case] = [
-    ("chmod -R 777 /", "warn", "chmod_777_system"),
+    ("chmod -R 777 /", "block", "recursive_mode_root"),
+    ("chmod 777 /", "warn", "chmod_777_system"),
     ("chmod 0777 /etc", "warn", "chmod_777_system"),
     ("chmod a+rwx /usr/bin", "warn", "chmod_777_system"),
     ("chmod 777 ./build", "allow", None),

@@ -599,3 +599,26 @@ def test_ordinary_writes_in_the_workspace_stay_allowed(command: str) -> None:
     assert judge(command)[0] in ("allow", "warn", "ask") and judge(command)[0] != "block"
     if "BUILD" not in command:
         assert judge(command)[0] in ("allow", "warn")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "chmod -R 000 /",
+        "chown -R nobody ~",
+        "chgrp -R x /home/*",
+        "setfacl -R -m u:x:rwx /[a-z]*",
+        "cd ~ && rm -rf -- *",
+        "pushd / && rm -rf *",
+        "find / -maxdepth 1 -exec rm -rf {} +",
+        "perl -MFile::Path -e 'rmtree(\"/\")'",
+        "rm -rf ${HOME}/",
+    ],
+)
+def test_more_spellings_of_destroying_root_or_home_block(command: str) -> None:
+    assert judge(command)[0] == "block"
+
+
+@pytest.mark.parametrize("command", ["chmod -R u+w build", "chmod 755 ~", "chown -R me:me ./dist"])
+def test_ordinary_permission_changes_stay_allowed(command: str) -> None:
+    assert judge(command)[0] in ("allow", "warn")

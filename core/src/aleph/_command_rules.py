@@ -373,6 +373,14 @@ def _rm_rf_root(cmd: Command, env: Env) -> bool:
     return any(_root_or_home(a, cmd, env) for a in _rm_targets(cmd))
 
 
+def _recursive_mode_root(cmd: Command, env: Env) -> bool:
+    """``chmod -R``/``chown -R``/``chgrp -R``/``setfacl -R`` of /, home or /home (and what can be one of them)."""
+    if not _flags(cmd.args) & {"-R", "--recursive"}:
+        return False
+    operands = _paths(cmd.args)[1:] if cmd.program != "setfacl" else _paths(cmd.args)
+    return any(_root_or_home(a, cmd, env) for a in operands)
+
+
 def _rm_no_preserve_root(cmd: Command, env: Env) -> bool:
     return any(a.text == "--no-preserve-root" for a in cmd.args)
 
@@ -1034,6 +1042,14 @@ HARDLINE = (
         "recursive delete of /, the home directory or /home",
         _rm_rf_root,
         _DELETERS,
+    ),
+    Builtin(
+        "recursive_mode_root",
+        "hardline",
+        "block",
+        "recursive permission or owner change of /, the home directory or /home",
+        _recursive_mode_root,
+        frozenset({"chmod", "chown", "chgrp", "setfacl"}),
     ),
     Builtin(
         "dd_to_block_device",
