@@ -938,12 +938,17 @@ def _dynamic_delete(cmd: Command, env: Env) -> bool:
     return any(not a.literal for a in _rm_targets(cmd))
 
 
+_TREE_WRITERS = frozenset({"tar", "bsdtar", "gtar", "unzip", "7z", "cpio", "bsdcpio", "cp", "rsync", "scp"})
+
+
 def _tree_into_wide_dir(cmd: Command, env: Env) -> bool:
     """A tree of unknown file names (an archive, a recursive copy) written into /, home or a system directory.
 
     It may hold a protected file (``~/.bashrc``, ``~/.ssh/...``), so it cannot be proven safe.
     """
     p = cmd.program
+    if p not in _TREE_WRITERS:
+        return False
     texts = [a.text for a in cmd.args]
     dest: Arg | None = None
     if p in ("tar", "bsdtar", "gtar"):

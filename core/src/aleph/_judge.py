@@ -125,13 +125,13 @@ class Judging:
         exec_class = callable(shell)
         command_text = shell(arguments) if callable(shell) else None
         command = None
-        cwd = self._cp.workspace or None
+        cwd: str | _Default | None = _DEFAULT
         uncontained = _uncontained(entry, arguments) if exec_class and self.tier is ExecTier.AUTO else None
         if command_text is not None:
-            cwd = _shell_cwd(entry, arguments, cwd)
+            cwd = _shell_cwd(entry, arguments)
             checker = self._cp.command_checker
             command = (
-                checker(command_text, cwd)
+                (checker(command_text) if isinstance(cwd, _Default) else checker(command_text, cwd))
                 if checker is not None
                 else ("ask", "no command policy is loaded, so no shell command can be proven safe", ())
             )
@@ -167,7 +167,11 @@ class Judging:
         )
 
     def _subjects(
-        self, entry: RegisteredTool, arguments: Mapping[str, Any], command_text: str | None, cwd: str | None
+        self,
+        entry: RegisteredTool,
+        arguments: Mapping[str, Any],
+        command_text: str | None,
+        cwd: str | _Default | None,
     ) -> CallSubjects:
         tool = entry.tool
         named = getattr(tool, "subject_paths", None)
@@ -342,22 +346,31 @@ def _opaque(_text: str) -> tuple[tuple[tuple[str, ...], ...], bool]:
 
 
 def _bound_splitter(
-    splitter: CommandSplitter | None, cwd: str | None
+    splitter: CommandSplitter | None, cwd: str | _Default | None
 ) -> Callable[[str], tuple[tuple[tuple[str, ...], ...], bool]]:
     if splitter is None:
         return _opaque
+    if isinstance(cwd, _Default):
+        return splitter
     return lambda text: splitter(text, cwd)
 
 
-def _shell_cwd(entry: RegisteredTool, arguments: Mapping[str, Any], default: str | None) -> str | None:
-    """Where the tool's command starts: its ``shell_cwd(input)``, else ``default`` (the workspace root).
+class _Default:
+    """The type of "the tool does not say where its command starts" (the floor's own default: the workspace)."""
+
+
+_DEFAULT = _Default()
+
+
+def _shell_cwd(entry: RegisteredTool, arguments: Mapping[str, Any]) -> str | _Default | None:
+    """Where the tool's command starts: its ``shell_cwd(input)``, else the floor's default (the workspace root).
 
     A tool that has the method and cannot say (returns None, raises, returns a relative path) gives
     None: then nothing relative in the command is proven safe.
     """
     method = getattr(entry.tool, "shell_cwd", None)
     if not callable(method):
-        return default
+        return _DEFAULT
     try:
         cwd = method(arguments)
     except Exception:  # an unresolvable working directory fails closed
