@@ -54,6 +54,10 @@ UNKNOWN_WRAPPERS_ASK = [
     "mytool --target /etc",
     "mytool ~",
     "cleaner /[a-z]*",
+    'sg wheel -c "$X"',
+    'faketime -f +1d bash -c "$X"',
+    "eatmydata $CMD --flag",
+    'nocache "$(command -v make)" all',
 ]
 # everyday commands (some with unknown programs) that must stay allowed: no false asks
 EVERYDAY = [

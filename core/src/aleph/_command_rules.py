@@ -1013,8 +1013,10 @@ def _unknown_program(cmd: Command, env: Env) -> bool:
         return False  # a workspace file named `ls` or `git` is not the program the floor knows
     cached = cmd.memo.get("unknown_program")
     if cached is None:
-        cached = cmd.memo["unknown_program"] = bool(argument_programs(list(cmd.args))) or any(
-            _wide_target(a, cmd, env) for a in cmd.args
+        cached = cmd.memo["unknown_program"] = (
+            bool(argument_programs(list(cmd.args)))
+            or any(_wide_target(a, cmd, env) for a in cmd.args)
+            or any(not a.literal and a.text.startswith(("$", "`", '"$')) for a in cmd.args)
         )
     return bool(cached)
 

@@ -251,7 +251,14 @@ def unwrap(program: str, args: list[Arg], stdin: str | None) -> list[Inner]:
         return _inline_code([Arg("-e"), script], None) if script is not None else []
     if program in ("at", "batch") and stdin is not None:
         return [Text(Arg(stdin), "at")]
+    if program == "sg":  # sg GROUP [-c] COMMAND: the command is shell text
+        rest = args[1:]
+        if rest and rest[0].text == "-c":
+            rest = rest[1:]
+        return [Text(Arg(" ".join(a.text for a in rest), all(a.literal for a in rest)), "-c")] if rest else []
     spec = _WRAPPERS.get(program)
+    if program == "faketime" and any(a.text == "-f" or a.text.startswith("-f") for a in args):
+        spec = _Spec("f")  # with -f the time comes from the option, not an operand
     if spec is not None:
         start = _skip_options(args, spec)
         if start is None:
