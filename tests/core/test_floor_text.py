@@ -582,6 +582,9 @@ def test_options_that_run_a_program_or_unknown_trees_in_wide_places_ask(command:
         "node -e \"require('fs').writeFileSync('/home/user/.zshrc', 'x')\"",
         "node -e \"require('fs').rmSync('/', {recursive: true})\"",
         'ruby -e \'require "fileutils"; FileUtils.rm_rf("/")\'',
+        "git diff --output=/home/user/.bashrc",
+        "awk '{print > \"/home/user/.profile\"}' f",
+        "perl -pi -e 's/a/b/' ~/.bashrc",
     ],
 )
 def test_writes_into_protected_files_are_blocked_however_they_are_spelled(command: str) -> None:

@@ -434,8 +434,31 @@ _SED_WRITE = re.compile(
     r"s(.)(?:\\.|(?!\1).)*\1(?:\\.|(?!\1).)*\1[gpiImMe0-9]*[wW]\s*([^;\n}]+)"
     r"|(?:^|[;\n{}])\s*(?:\d+|\$|/(?:\\.|[^/\n])*/)?(?:\s*,\s*(?:\d+|\$|/(?:\\.|[^/\n])*/))?\s*!?\s*[wW]\s*([^;\n}]+)"
 )
+_GIT_OUTPUT = frozenset({"archive", "format-patch", "bundle", "diff", "log", "show"})
+_AWK_WRITE = re.compile(r"print[f]?\b[^;}>|\n]{0,256}>>?\s*\"([^\"]+)\"")
 _WRITERS = frozenset(
-    {"git", "tee", "cp", "mv", "install", "rsync", "scp", "ln", "link", "truncate", "chmod", "chown", "chgrp", "chattr"}
+    {
+        "git",
+        "awk",
+        "gawk",
+        "mawk",
+        "nawk",
+        "perl",
+        "ruby",
+        "tee",
+        "cp",
+        "mv",
+        "install",
+        "rsync",
+        "scp",
+        "ln",
+        "link",
+        "truncate",
+        "chmod",
+        "chown",
+        "chgrp",
+        "chattr",
+    }
     | {"setfacl", "rm", "rmdir", "unlink", "shred", "dd", "sort", "curl", "wget", "sed", "find"}
 )
 
@@ -496,10 +519,18 @@ def _compute_write_targets(cmd: Command) -> list[Arg]:
     elif p == "git":
         texts = [a.text for a in args]
         at, sub = _git_subcommand(texts)
-        if sub == "config":
-            value = _option_value(args[at + 1 :], ("-f", "--file"))
-            if value is not None:
-                out.append(value)
+        names = ("-f", "--file") if sub == "config" else ("-o", "--output") if sub in _GIT_OUTPUT else ("--output",)
+        value = _option_value(args[at + 1 :], names)
+        if value is not None:
+            out.append(value)
+    elif p in ("awk", "gawk", "mawk", "nawk"):
+        program = next((a for a in args if not a.text.startswith("-")), None)
+        if program is not None:
+            out.extend(Arg(m.group(1), program.literal) for m in _AWK_WRITE.finditer(program.text))
+    elif p in ("perl", "ruby") or re.fullmatch(r"perl[0-9.]*", p):
+        if any(re.fullmatch(r"-[a-zA-Z]*i\S*", a.text) for a in args):
+            skip = {i + 1 for i, a in enumerate(args) if a.text in ("-e", "-E")}
+            out.extend(a for i, a in enumerate(args) if i not in skip and not a.text.startswith("-"))
     elif p == "find":
         for flag in ("-fprint", "-fprint0", "-fprintf", "-fls"):
             value = _option_value(args, (flag,))
