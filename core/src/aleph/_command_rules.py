@@ -118,6 +118,9 @@ _LOADER_VARS = frozenset(
         "BROWSER",
         "TAR_OPTIONS",
         "GIT_TEMPLATE_DIR",
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_COMMON_DIR",
     }
 )
 _LOADER_PREFIXES = ("LD_", "DYLD_", "GIT_CONFIG", "BASH_FUNC_")
@@ -822,6 +825,13 @@ def _exec_flag(cmd: Command, env: Env) -> bool:
                     return True
             if t.startswith("--config=") and _git_exec_setting(*t[9:].partition("=")[::2]):
                 return True
+            if t == "--template" or t.startswith("--template="):
+                return True  # the template's hooks are copied into the new repository and run later
+            if t in ("--git-dir", "--work-tree") or t.startswith(("--git-dir=", "--work-tree=")):
+                value = t.split("=", 1)[1] if "=" in t else (texts[i + 1] if i + 1 < len(texts) else "")
+                path = resolve(value, cmd.cwd) if args[i].literal else None
+                if path is None or cmd.cwd is None or not _under(path, cmd.cwd):
+                    return True  # a repository elsewhere: its config (core.pager, core.fsmonitor) may run code
         at, sub = _git_subcommand(texts)
         rest = texts[at + 1 :]
         if sub == "config":
@@ -837,6 +847,8 @@ def _exec_flag(cmd: Command, env: Env) -> bool:
         if sub == "grep" and any(t == "-O" or t.startswith(("-O", "--open-files-in-pager")) for t in rest):
             return True
         if sub in ("difftool", "mergetool") and any(t == "-x" or t.startswith(("-x", "--extcmd")) for t in rest):
+            return True
+        if sub == "help" and any(t in ("-w", "--web", "-b", "--browser") or t.startswith("--browser=") for t in rest):
             return True
         return sub in ("filter-branch", "send-email", "instaweb", "web--browse", "credential", "daemon")
     if p in ("make", "gmake"):
