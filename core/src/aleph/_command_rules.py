@@ -828,8 +828,8 @@ def _exec_flag(cmd: Command, env: Env) -> bool:
             if t == "--template" or t.startswith("--template="):
                 return True  # the template's hooks are copied into the new repository and run later
             if t in ("--git-dir", "--work-tree") or t.startswith(("--git-dir=", "--work-tree=")):
-                value = t.split("=", 1)[1] if "=" in t else (texts[i + 1] if i + 1 < len(texts) else "")
-                path = resolve(value, cmd.cwd) if args[i].literal else None
+                gitdir = t.split("=", 1)[1] if "=" in t else (texts[i + 1] if i + 1 < len(texts) else "")
+                path = resolve(gitdir, cmd.cwd) if args[i].literal else None
                 if path is None or cmd.cwd is None or not _under(path, cmd.cwd):
                     return True  # a repository elsewhere: its config (core.pager, core.fsmonitor) may run code
         at, sub = _git_subcommand(texts)
