@@ -25,6 +25,7 @@ from aleph._plugins import PluginManager
 from aleph._policy import PermissionLayer, PermissionPolicy
 from aleph._registry import ToolRegistry, fold_tool_name
 from aleph._scoped import Chokepoint, CommandChecker, CommandSplitter
+from aleph._shell_wrappers import BUILTINS
 from aleph._tiers import ExecTier, resolve_exec_tier
 from aleph._turn import TurnContext
 from aleph._types import ToolSource
@@ -161,7 +162,7 @@ class _ProgramIdentity:
 
     def of(self, word: str) -> str:
         if "/" not in word:
-            if self.safe:
+            if self.safe or word in BUILTINS:
                 return word
             found = shutil.which(word, path=self.path)
             if found is None or not os.path.isabs(found) or self._inside(os.path.realpath(found)):

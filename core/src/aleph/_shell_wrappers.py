@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 __all__ = [
+    "BUILTINS",
     "KNOWN_PROGRAMS",
     "SHELLS",
     "UNWRAPPED",
@@ -364,7 +365,7 @@ def argument_programs(args: list[Arg]) -> list[str]:
     return found
 
 
-_BUILTINS = frozenset(
+BUILTINS = frozenset(
     {"cd", "pushd", "popd", "dirs", "export", "declare", "typeset", "local", "readonly", "unset", "set", "shopt"}
     | {"read", "mapfile", "readarray", "exit", "return", "shift", "getopts", "let", "wait", "jobs", "fg", "bg"}
     | {"disown", "umask", "ulimit", "history", "hash", "help", "logout", "times", ":", ".", "source", "alias"}
@@ -405,7 +406,7 @@ KNOWN_PROGRAMS = frozenset(
     | {"kotlinc", "scala", "sbt", "zig", "ghc", "elixir", "erl", "rebar3", "Rscript"}
     | {"julia", "coverage", "pydoc", "twine", "maturin", "sphinx-build", "mkdocs", "hugo", "protoc", "buf"}
     | {"pkg-config", "autoconf", "automake", "libtool", "configure", "strip", "objdump", "nm", "readelf", "ldd"}
-    | _BUILTINS  # shell builtins and keywords: the walker and the rules know them
+    | BUILTINS  # shell builtins and keywords: the walker and the rules know them
 )
 """Programs whose behaviour the floor understands: none runs a program its arguments name unless a
 rule or the unwrapper looks at exactly that (``find -exec``, ``git -c``, ``tar --to-command``)."""
@@ -425,7 +426,7 @@ _SUBCOMMAND_WORDS = frozenset(
 """Known program names that are also everyday words in arguments (``cargo test``, ``pip install``)."""
 
 _PROGRAM_WORDS = (
-    ((KNOWN_PROGRAMS - _BUILTINS) | SHELLS | frozenset(_WRAPPERS) | _GENERIC_WRAPPERS)
+    ((KNOWN_PROGRAMS - BUILTINS) | SHELLS | frozenset(_WRAPPERS) | _GENERIC_WRAPPERS)
     | {"xargs", "env", "busybox", "toybox", "find", "watch", "script", "parallel", "ssh", "autossh", "docker"}
     | {"podman", "kubectl", "su", "sudo", "doas", "pkexec", "at", "batch", "python", "python3", "node"}
     | {"eatmydata", "setpriv", "capsh", "chpst", "unshare", "firejail", "flock", "sqlite3", "psql", "mysql"}
