@@ -864,6 +864,9 @@ def _exec_flag(cmd: Command, env: Env) -> bool:
                 value = t[2:]
             if value is not None and (value == "-" or value.startswith(("/dev/", "/proc/")) or not args[i].literal):
                 return True  # recipes read from a descriptor or a computed file
+            where = resolve(value, cmd.cwd) if value is not None else None
+            if value is not None and value.startswith("/") and (cmd.cwd is None or not _under(where or "", cmd.cwd)):
+                return True  # recipes from outside the working directory, which nothing here has seen
         return False
     if p in _EXEC_OPTION_NAMES:
         names = _EXEC_OPTION_NAMES[p]

@@ -676,6 +676,7 @@ _CODE_OPTIONS: dict[str, tuple[str, ...]] = {
     "netcat": ("-c", "-e"),
     "go": ("-exec", "-toolexec"),
     "rg": ("--pre",),
+    "man": ("-P", "--pager", "-H", "--html"),
     "sort": ("--compress-program",),
     "split": ("--filter",),
 }
