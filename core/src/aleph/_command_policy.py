@@ -316,7 +316,7 @@ class CommandPolicy:
 def _check_names(rules: Sequence[CommandRule]) -> None:
     """Rule names are unique and never shadow a built-in rule (a plugin cannot replace a hardline rule)."""
     names = {b.name for b in (*HARDLINE, *GUARDS, *DEFAULT_RULES)} | {_BUDGET_RULE, "fork_bomb"}
-    names |= {"unparseable", "dynamic_program", "dynamic_shell_code", "commands_from_input"}
+    names |= {"unparseable", "dynamic_program", "dynamic_shell_code", "commands_from_input", "unresolved_cwd"}
     seen: set[str] = set()
     for rule in rules:
         if not isinstance(rule, CommandRule):
