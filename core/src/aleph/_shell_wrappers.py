@@ -979,10 +979,15 @@ _EXEC_CALL = re.compile(
     r"|capture3|shell_exec|passthru|proc_open|pcntl_exec|qx)\b",
 )
 _EXEC_ARG = re.compile(r"\s*\(?\s*(?:\[\s*)?('(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"|`[^`]*`)")
+# code evaluated or a module loaded under a computed name: `eval(x)`, `require('child_' + 'process')`
+_DYNAMIC_LOAD = (
+    r"\beval\s*\(|\bnew\s+Function\b|(?<![\w.])Function\s*\(|\bprocess\s*\.\s*(?:binding|dlopen)\b"
+    r"|\b(?:require|import)\s*\(\s*(?!('|\"|`)[^'\"`\n]*\1\s*\))"
+)
 _EXEC_PRESENT = re.compile(
     r"child_process|\bsystem\s*[(\"']|\bexec(?:Sync|File|FileSync)?\s*[(\"']|\bspawn(?:Sync)?\s*\("
     r"|\bqx\s*[{(/|]|\bpopen\w*\s*\(|shell_exec|passthru|proc_open|pcntl_exec|%x[{(\[]|\bOpen3\b|Deno\.(?:run|Command)"
-    r"|Bun\.(?:spawn|\$)|\beval\s*\(|\bnew\s+Function\b|\brequire\s*\(\s*[^'\"\s]|\bimport\s*\(\s*[^'\"\s]"
+    r"|Bun\.(?:spawn|\$)|" + _DYNAMIC_LOAD
 )
 
 
@@ -1032,7 +1037,7 @@ def _pattern_code(code: str) -> list[Inner]:
             out.append(Argv([Arg(w) for w in words or [literal]]))
         else:
             out.append(Text(Arg(literal), f"code {name}"))
-    if re.search(r"\beval\s*\(|\bnew\s+Function\b|\brequire\s*\(\s*[^'\"\s]|\bimport\s*\(\s*[^'\"\s]", code):
+    if re.search(_DYNAMIC_LOAD, code):
         out.append(Opaque("dynamic_shell_code", "inline code evaluates or loads code only known at run time"))
     elif not found and not out:
         out.append(Opaque("dynamic_shell_code", "inline code runs programs in a way the analyser cannot read"))
