@@ -308,6 +308,7 @@ def unmodelled(args: list[Arg]) -> list[Inner]:
     program may run what its arguments name is the ``unknown_program`` guard's question.
     """
     out: list[Inner] = []
+    args = args[:_MAX_SCANNED_ARGS]
     probable = next((i for i, a in enumerate(args) if names_program(a)), None)
     if probable is not None:
         out.append(Argv(args[probable:]))
@@ -340,6 +341,7 @@ def is_interpreter(program: str) -> bool:
     return _INTERPRETER.fullmatch(program) is not None
 
 
+_MAX_SCANNED_ARGS = 256  # an unknown program's arguments read for program names (bounded work per command)
 _CODE_LIKE = re.compile(r"[\s;|&`$(]")
 
 
@@ -354,7 +356,7 @@ def names_program(a: Arg) -> bool:
 def argument_programs(args: list[Arg]) -> list[str]:
     """Program names an unknown program's arguments mention, whole or inside code-like text (``-c 'rm x'``)."""
     found: list[str] = []
-    for a in args:
+    for a in args[:_MAX_SCANNED_ARGS]:
         text = a.text.split("=", 1)[1] if a.text.startswith("-") and "=" in a.text else a.text
         if names_program(Arg(text, a.literal)):
             found.append(text.rsplit("/", 1)[-1])
