@@ -139,6 +139,11 @@ WIDEST_BLOCK = [
     "tar --remove-files -cf /dev/null ~",
     "tar cf x.tar --remove-files /",
     "mv ~/* /tmp/gone/",
+    "x=/; rm -rf $x",
+    'target=~; cd /tmp && rm -rf "$target"',
+    'export D=/; rm -rf "$D"/*',
+    'for d in x /; do rm -rf "$d"; done',
+    "eval 'v=/'; rm -rf ${v}",
 ]
 WIDEST_ASK = [
     "rm -rf $(cat victims)",

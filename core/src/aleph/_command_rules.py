@@ -252,7 +252,29 @@ def _covers(a: Arg, cmd: Command) -> list[str]:
 
 def _root_or_home(a: Arg, cmd: Command, env: Env) -> bool:
     wide = ("/", "/home", env.home, "/root" if env.home == "/root" else "/home")
-    return any(path in wide for path in _covers(a, cmd))
+    return any(path in wide for path in _covers(a, cmd)) or any(
+        path in wide for variant in _with_values(a, cmd) for path in _covers(variant, cmd)
+    )
+
+
+_NAMED_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _with_values(a: Arg, cmd: Command) -> list[Arg]:
+    """The operand with each variable replaced by a literal value the text gives it (``x=/; rm -rf $x``)."""
+    if a.literal or not cmd.values or "$" not in a.text:
+        return []
+    names = [m.group(1) or m.group(2) for m in _NAMED_VARIABLE.finditer(a.text)]
+    if not any(n in cmd.values for n in names):
+        return []
+    variants = [a.text]
+    for name in dict.fromkeys(names):
+        values = sorted(cmd.values.get(name, ()))
+        if not values:
+            continue
+        pattern = re.compile(r"\$\{" + name + r"\}|\$" + name + r"(?![A-Za-z0-9_])")
+        variants = [pattern.sub(v.replace("\\", "\\\\"), t) for t in variants for v in values][:64]
+    return [Arg(t, "$" not in t and "`" not in t, a.glob or any(c in t for c in "*?[")) for t in variants]
 
 
 def _recursive_rm(cmd: Command) -> bool:

@@ -90,6 +90,9 @@ class Command:
     speculative: bool = False
     memo: dict[str, object] = field(default_factory=dict, compare=False, repr=False, hash=False)
     """Per-command scratch space for facts the rules derive more than once (write targets)."""
+    values: dict[str, set[str]] = field(default_factory=dict, compare=False, repr=False, hash=False)
+    """Every literal value the text gives each variable anywhere (assignments, ``for`` words), shared by
+    all commands of one analysis. Order and scope are ignored, so it may only make a verdict stricter."""
 
     @property
     def args(self) -> tuple[Arg, ...]:
@@ -181,6 +184,12 @@ class _Walker:
         self.self_calls: dict[str, list[bool]] = {}
         # files this command writes (path -> content when known): `echo ... > s.sh; sh s.sh` runs that content
         self.written: dict[str, str | None] = {}
+        self.values: dict[str, set[str]] = {}
+
+    def value(self, name: str, value: str) -> None:
+        values = self.values.setdefault(name, set())
+        if len(values) < 16:
+            values.add(value)
 
     def unknown(self, ctx: _Ctx, rule: str, reason: str) -> None:
         if not ctx.speculative:
@@ -306,6 +315,10 @@ class _Walker:
             self.emit([], [], redirects, inner, input_programs)
         if stdin is not None:
             inner.stdin = stdin
+        if node.var is not None:
+            for a in [a for w in node.words for a in self.expand(w)][:64]:
+                if a.literal:
+                    self.value(node.var, a.text)
         if node.var is not None and ctx.bindable and not _rebinds(node.bodies, node.var):
             binding = self.loop_binding(node.words)
             if binding is not None:
@@ -473,8 +486,17 @@ class _Walker:
             cwd=ctx.cwd,
             depth=ctx.depth,
             speculative=ctx.speculative,
+            values=self.values,
         )
         self.result.commands.append(command)
+        for name, value, literal in assigns:
+            if literal:
+                self.value(name, value)
+        if program in ("export", "declare", "typeset", "local", "readonly"):
+            for a in argv[1:]:
+                m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", a.text, re.S)
+                if m and a.literal:
+                    self.value(m.group(1), m.group(2))
         programs = {program} if program else set()
         if program in ctx.funcs:
             self.self_calls[program].append(ctx.piped or ctx.background)
