@@ -849,6 +849,14 @@ def _exec_flag(cmd: Command, env: Env) -> bool:
                 return True
             if t == "--template" or t.startswith("--template="):
                 return True  # the template's hooks are copied into the new repository and run later
+            if (
+                t == "-C"
+                and i + 1 < len(texts)
+                and not (
+                    args[i + 1].literal and resolve(texts[i + 1], cmd.cwd) in (cmd.cwd, None) and cmd.cwd is not None
+                )
+            ):
+                return True  # a repository in another directory: its .git/config may run code (core.fsmonitor)
             if t in ("--git-dir", "--work-tree") or t.startswith(("--git-dir=", "--work-tree=")):
                 gitdir = t.split("=", 1)[1] if "=" in t else (texts[i + 1] if i + 1 < len(texts) else "")
                 path = resolve(gitdir, cmd.cwd) if args[i].literal else None
