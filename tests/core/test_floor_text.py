@@ -277,7 +277,10 @@ CODE_BLOCK = [
 CODE_ASK = [
     "import os; os.system(cmd)",
     "import subprocess; subprocess.run(args)",
-    "import subprocess; subprocess.run(['ls', x])",
+    "import subprocess; subprocess.run([program, 'x'])",
+    "import subprocess; subprocess.run(['rm', '-rf', target])",
+    "import subprocess; subprocess.run(['git', '-c', setting, 'status'])",
+    "import subprocess; subprocess.run(['sh', '-c', script])",
     "import os; f = os.system; f('ls')",
     "import os; getattr(os, 'system')('ls')",
     "getattr(__import__('o' + 's'), 'system')('ls')",
@@ -305,6 +308,7 @@ def test_python_code_the_analyser_cannot_read_asks(code: str) -> None:
         "print(1 + 1)",
         "import json, sys; print(json.load(sys.stdin))",
         "import subprocess; subprocess.run(['git', 'status'], check=True)",
+        "import subprocess, sys; subprocess.run(['git', 'log', sys.argv[1]])",
         "import os; print(os.getcwd())",
     ],
 )

@@ -833,6 +833,12 @@ def _exec_flag(cmd: Command, env: Env) -> bool:
     texts = [a.text for a in args]
     if p == "git":
         for i, t in enumerate(texts):
+            if (
+                t in ("-c", "--config", "--config-env", "-C", "--exec-path")
+                and i + 1 < len(args)
+                and not args[i + 1].literal
+            ):
+                return True  # a setting or directory only known at run time
             setting = texts[i + 1] if t == "-c" and i + 1 < len(texts) else t[2:] if t.startswith("-c") else None
             if setting is not None and _git_exec_setting(*setting.partition("=")[::2]):
                 return True

@@ -852,6 +852,19 @@ def _py_str(node: ast.expr | None) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
+def _py_argv(node: ast.expr | None) -> list[Arg] | None:
+    """An argv list whose program is a literal; computed items become unknown words (no shell parses them)."""
+    if not isinstance(node, ast.List | ast.Tuple) or not node.elts or _py_str(node.elts[0]) is None:
+        return None
+    if any(isinstance(e, ast.Starred) for e in node.elts):
+        return None
+    out = []
+    for e in node.elts[:256]:
+        text = _py_str(e)
+        out.append(Arg(text) if text is not None else Arg("$(" + ast.unparse(e)[:200] + ")", literal=False))
+    return out
+
+
 def _py_strings(node: ast.expr | None) -> list[str] | None:
     if isinstance(node, ast.List | ast.Tuple):
         items = [_py_str(e) for e in node.elts]
@@ -934,8 +947,11 @@ def _python_code(code: str, depth: int) -> list[Inner]:
                     shell = keywords["shell"]
                     if not (isinstance(shell, ast.Constant) and shell.value in (False, None)):
                         words = None
+            partial = _py_argv(first) if not words and name in _PY_ARGV and "shell" not in keywords else None
             if words:
                 out.append(Argv([Arg(w) for w in words]))
+            elif partial is not None:
+                out.append(Argv(partial))  # ['git', 'log', path]: a known program, arguments judged as unknown words
             else:
                 out.append(Opaque("dynamic_shell_code", f"python {name}() runs a command only known at run time"))
         elif name in _PY_DELETE_TREE or name in _PY_DELETE:
