@@ -257,14 +257,15 @@ BYPASS: list[Case] = [
     ("kubectl exec pod -- rm -rf /", "block", "rm_rf_root"),
     ("npx --yes rimraf dist && npm exec -- rm -rf /", "block", "rm_rf_root"),
     ('cd ~ && for f in *; do rm -rf "$f"; done', "block", "rm_rf_root"),
-    ('for d in / build; do rm -rf "$d"; done', "ask", "dynamic_delete_target"),
-    ('for d in ../..; do rm -rf "$d"; done', "ask", "dynamic_delete_target"),
-    ('for f in a; do f=/; rm -rf "$f"; done', "ask", "dynamic_delete_target"),
+    ('for d in / build; do rm -rf "$d"; done', "block", "rm_rf_root"),
+    ('for d in ../..; do rm -rf "$d"; done', "block", "rm_rf_root"),
+    # a literal value the text gives the variable anywhere is one it may have: judged as the widest
+    ('for f in a; do f=/; rm -rf "$f"; done', "block", "rm_rf_root"),
     ('for f in a; do read f; rm -rf "$f"; done', "ask", "dynamic_delete_target"),
     ('for f in a; do : ${f:=/}; rm -rf "$f"; done', "ask", "dynamic_delete_target"),
-    ("for f in a; do eval 'f=/'; rm -rf $f; done", "ask", "dynamic_delete_target"),
+    ("for f in a; do eval 'f=/'; rm -rf $f; done", "block", "rm_rf_root"),
     ('for f in a; do printf -v f /; rm -rf "${f}"; done', "ask", "dynamic_delete_target"),
-    ('g(){ f=/; }; for f in a; do g; rm -rf "$f"; done', "ask", "dynamic_delete_target"),
+    ('g(){ f=/; }; for f in a; do g; rm -rf "$f"; done', "block", "rm_rf_root"),
     ('declare -n g=f; for f in a; do g=/; rm -rf "$f"; done', "ask", "dynamic_delete_target"),
     ("bash -c 'for f in a; do g; rm -rf $f; done'", "allow", None),
     ("mv -t /tmp / ", "block", "rm_rf_root"),
@@ -273,7 +274,9 @@ BYPASS: list[Case] = [
     ("ruby -e 'loop { fork }'", "block", "fork_bomb"),
     ("cat /dev/zero > /dev/root", "block", "redirect_to_block_device"),
     ("eval 'cd /'; rm -rf *", "block", "rm_rf_root"),
-    ("(cd /) && rm -rf *", "allow", None),
+    ("(cd /) && rm -rf build", "allow", None),
+    # a glob that can name a protected file is judged as deleting it (aleph.toml is in the workspace root)
+    ("(cd /) && rm -rf *", "block", "write_protected_path"),
     ("rm -rf '/'", "block", "rm_rf_root"),
     ("rm\t-rf\t/", "block", "rm_rf_root"),
     ("rm -rf /\u200b", "block", "rm_rf_root"),
@@ -333,7 +336,9 @@ ASK: list[Case] = [
     ("ls )", "ask", "unparseable"),
     ("echo @(a|b)", "ask", "unparseable"),
     ("echo 'x\nrm -rf /", "block", "rm_rf_root"),
-    ('rm -rf "$DIR/"*', "ask", "dynamic_delete_target"),
+    # judged as the widest it can be: with DIR empty this is `rm -rf /*`
+    ('rm -rf "$DIR/"*', "block", "rm_rf_root"),
+    ('rm -rf "${DIR:?}/"*', "ask", "dynamic_delete_target"),
     ("rm -rf $TARGET", "ask", "dynamic_delete_target"),
     ('echo x > "$OUT"', "ask", "dynamic_write_target"),
     ("LD_PRELOAD=/tmp/x.so ls", "ask", "loader_variable"),
@@ -439,7 +444,8 @@ PROTECTED_WRITES: list[Case] = [
 
 # -- other default tunable rules --------------------------------------------------------------------
 TUNABLE: list[Case] = [
-    ("chmod -R 777 /", "warn", "chmod_777_system"),
+    ("chmod -R 777 /", "block", "recursive_mode_root"),
+    ("chmod 777 /", "warn", "chmod_777_system"),
     ("chmod 0777 /etc", "warn", "chmod_777_system"),
     ("chmod a+rwx /usr/bin", "warn", "chmod_777_system"),
     ("chmod 777 ./build", "allow", None),

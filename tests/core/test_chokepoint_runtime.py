@@ -21,6 +21,9 @@ class ShellLike:
             command = input.get("command")
             return command if isinstance(command, str) else None
 
+        def uncontained(self, input: dict[str, Any]) -> str | None:
+            return None  # stands for a tool whose calls run as transactions
+
     @aleph.hookimpl
     def aleph_register_tools(self, register: aleph.ToolRegistrar) -> None:
         async def run(data: dict[str, Any]) -> dict[str, Any]:

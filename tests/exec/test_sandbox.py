@@ -209,7 +209,9 @@ def test_shell_command_contract_for_the_chokepoint(tmp_path: Path) -> None:
     assert "ls -la" == bash.shell_command({"command": "ls -la"})
     assert "rm -rf x" == code.shell_command({"language": "shell", "code": "rm -rf x"})
     assert "echo" == code.shell_command({"language": "sh", "code": "echo"})
-    assert None is code.shell_command({"language": "python", "code": "print(1)"})
+    # python and node snippets meet the floor as the same text given to bash (issue 13)
+    assert "python3 -c 'print(1)'" == code.shell_command({"language": "python", "code": "print(1)"})
+    assert "node -e 'x()'" == code.shell_command({"language": "node", "code": "x()"})
     assert ("exec",) == bash.facts.tags == code.facts.tags
 
 

@@ -8,6 +8,8 @@ stamped into a request) that do not validate fail closed: they deny everything.
 
 from __future__ import annotations
 
+import os
+import shutil
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,7 +25,7 @@ from aleph._plugins import PluginManager
 from aleph._policy import PermissionLayer, PermissionPolicy
 from aleph._registry import ToolRegistry, fold_tool_name
 from aleph._scoped import Chokepoint, CommandChecker, CommandSplitter
-from aleph._shell_analysis import analyse
+from aleph._shell_wrappers import BUILTINS
 from aleph._tiers import ExecTier, resolve_exec_tier
 from aleph._turn import TurnContext
 from aleph._types import ToolSource
@@ -134,6 +136,43 @@ def build_chokepoint(config: AlephConfig, registry: ToolRegistry, plugins: Plugi
     )
 
 
+_UNRESOLVED_CWD = (
+    "command policy needs approval [unresolved_cwd]: the working directory cannot be resolved, "
+    "so no relative path in the command is proven safe"
+)
+
+
+class _ProgramIdentity:
+    """Which program a command word names, for permission rules (``bash(git *)``).
+
+    A rule naming ``git`` covers the ``git`` that PATH resolves outside the workspace: a bare name
+    when no PATH entry is relative or inside the workspace (else the name is resolved on PATH), an
+    absolute path outside the workspace. Anything else (``./tools/git``, ``tools/git``, a workspace
+    file) keeps its path, so it matches only a rule that spells that path.
+    """
+
+    def __init__(self, workspace: str, path: str) -> None:
+        self.workspace = workspace.rstrip("/") or "/"
+        entries = path.split(os.pathsep)
+        self.path = path
+        self.safe = all(e and os.path.isabs(e) and not self._inside(os.path.normpath(e)) for e in entries)
+
+    def _inside(self, path: str) -> bool:
+        return path == self.workspace or path.startswith(self.workspace + "/")
+
+    def of(self, word: str) -> str:
+        if "/" not in word:
+            if self.safe or word in BUILTINS:
+                return word
+            found = shutil.which(word, path=self.path)
+            if found is None or not os.path.isabs(found) or self._inside(os.path.realpath(found)):
+                return f"./{word}"  # not proven to be the system's program
+            return word
+        if word.startswith("/") and not self._inside(os.path.normpath(word)):
+            return os.path.basename(word.rstrip("/")) or word
+        return word
+
+
 def _command_floor(
     config: AlephConfig, registry: ToolRegistry, plugins: PluginManager
 ) -> tuple[CommandChecker, CommandSplitter]:
@@ -162,17 +201,22 @@ def _command_floor(
     floor = CommandPolicy.from_config(config.sandbox.command_policy, extra_rules=rules, protected_paths=protected)
 
     root = config.workspace_root  # resolved once: resolving it costs a realpath walk per call
+    root_text = str(root)
+    identity = _ProgramIdentity(root_text, os.environ.get("PATH", os.defpath))
 
-    def check(command: str) -> tuple[str, str, tuple[str, ...]]:
-        verdict = floor.check(command, cwd=root)
+    def check(command: str, cwd: str | None = root_text) -> tuple[str, str, tuple[str, ...]]:
+        verdict = floor.check(command, cwd=Path(cwd) if cwd is not None else None)
+        if cwd is None and verdict.action in ("allow", "warn"):
+            return ("ask", _UNRESOLVED_CWD, (*verdict.rules, "unresolved_cwd"))
         return verdict.action, verdict.reason, tuple(verdict.rules)
 
-    home = str(Path.home())
-    cwd = str(root)
-
-    def split(command: str) -> tuple[tuple[tuple[str, ...], ...], bool]:
-        analysis = analyse(command, home=home, cwd=cwd)
-        commands = tuple(tuple(arg.text for arg in c.argv) for c in analysis.commands if c.argv and not c.speculative)
-        return commands, bool(analysis.unknowns) or analysis.budget_exceeded is not None
+    def split(command: str, cwd: str | None = root_text) -> tuple[tuple[tuple[str, ...], ...], bool]:
+        # An allow rule covers only what the floor proves harmless word for word: a command the floor
+        # asks about (an option that runs code, an unknown wrapper, a dynamic word) is opaque to it.
+        verdict = floor.check(command, cwd=Path(cwd) if cwd is not None else None)
+        if verdict.argv is None:
+            return (), True
+        commands = tuple((identity.of(argv[0]), *argv[1:]) for argv in verdict.argv)
+        return commands, cwd is None or verdict.action in ("ask", "block")
 
     return check, split

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Literal
 
 from aleph._command_rules import DEFAULT_RULES, GUARDS, HARDLINE, Builtin, Env
 from aleph._errors import ConfigError
-from aleph._shell_analysis import Command, Limits, analyse
+from aleph._shell_analysis import Analysis, Command, Limits, analyse
 
 if TYPE_CHECKING:
     from aleph._config import CommandPolicyConfig
@@ -116,6 +116,8 @@ class CommandVerdict:
         command cannot be proven safe; for warn, the warning; ``""`` for allow.
     :ivar programs: basenames of every program found, in order.
     :ivar commands: each analysed sub-command with its own decision.
+    :ivar argv: every command it runs as written (program word first, not reduced to its basename),
+        for permission rules such as ``bash(git status)``; ``None`` when part of it cannot be known.
     """
 
     action: CommandAction
@@ -123,6 +125,7 @@ class CommandVerdict:
     reason: str
     programs: tuple[str, ...]
     commands: tuple[SubcommandVerdict, ...] = ()
+    argv: tuple[tuple[str, ...], ...] | None = None
 
     @property
     def allowed(self) -> bool:
@@ -307,13 +310,13 @@ class CommandPolicy:
                 subs.append(SubcommandVerdict(cmd.text, cmd.program, action, tuple(n for n, _, _ in mine), cmd.via))
         for unknown in analysis.unknowns:
             hits.append((unknown.rule, "ask", unknown.reason))
-        return _verdict(hits, tuple(programs), tuple(subs))
+        return _verdict(hits, tuple(programs), tuple(subs), _argv(analysis))
 
 
 def _check_names(rules: Sequence[CommandRule]) -> None:
     """Rule names are unique and never shadow a built-in rule (a plugin cannot replace a hardline rule)."""
     names = {b.name for b in (*HARDLINE, *GUARDS, *DEFAULT_RULES)} | {_BUDGET_RULE, "fork_bomb"}
-    names |= {"unparseable", "dynamic_program", "dynamic_shell_code", "commands_from_input"}
+    names |= {"unparseable", "dynamic_program", "dynamic_shell_code", "commands_from_input", "unresolved_cwd"}
     seen: set[str] = set()
     for rule in rules:
         if not isinstance(rule, CommandRule):
@@ -333,12 +336,30 @@ def _most_severe(actions: Sequence[CommandAction]) -> CommandAction:
     return best
 
 
+def _argv(analysis: Analysis) -> tuple[tuple[str, ...], ...] | None:
+    """What the text runs, word for word, or None when any of it is only known at run time."""
+    if analysis.unknowns:
+        return None
+    out: list[tuple[str, ...]] = []
+    for cmd in analysis.commands:
+        if cmd.speculative:
+            continue
+        if any(not a.literal for a in cmd.argv):
+            return None
+        if cmd.argv:
+            out.append(tuple(a.text for a in cmd.argv))
+    return tuple(out)
+
+
 def _verdict(
-    hits: list[tuple[str, CommandAction, str]], programs: tuple[str, ...], subs: tuple[SubcommandVerdict, ...]
+    hits: list[tuple[str, CommandAction, str]],
+    programs: tuple[str, ...],
+    subs: tuple[SubcommandVerdict, ...],
+    argv: tuple[tuple[str, ...], ...] | None = None,
 ) -> CommandVerdict:
     names = tuple(dict.fromkeys(name for name, _, _ in hits))
     if not hits:
-        return CommandVerdict("allow", (), "", programs, subs)
+        return CommandVerdict("allow", (), "", programs, subs, argv)
     action = _most_severe([a for _, a, _ in hits])
     chosen = [(n, d) for n, a, d in hits if a == action]
     chosen_names = ", ".join(dict.fromkeys(n for n, _ in chosen))
@@ -349,7 +370,7 @@ def _verdict(
         reason = f"command policy needs approval [{chosen_names}]: {first}"
     else:
         reason = f"command policy warning [{chosen_names}]: {first}"
-    return CommandVerdict(action, names, reason, programs, subs)
+    return CommandVerdict(action, names, reason, programs, subs, argv)
 
 
 def _absolute(path: str | os.PathLike[str], home: str) -> str:

@@ -7,6 +7,7 @@ writes, which ``git -c`` keys run programs) lives here. :mod:`aleph._command_pol
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from aleph._shell_analysis import SHELLS, Arg, Command, resolve
+from aleph._shell_wrappers import KNOWN_PROGRAMS, UNWRAPPED, argument_programs, is_interpreter
 
 __all__ = ["DEFAULT_RULES", "GUARDS", "HARDLINE", "Builtin", "Env", "Tier"]
 
@@ -116,6 +118,9 @@ _LOADER_VARS = frozenset(
         "BROWSER",
         "TAR_OPTIONS",
         "GIT_TEMPLATE_DIR",
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_COMMON_DIR",
     }
 )
 _LOADER_PREFIXES = ("LD_", "DYLD_", "GIT_CONFIG", "BASH_FUNC_")
@@ -202,17 +207,74 @@ def _is_block_device(a: Arg, cmd: Command) -> bool:
     return bool(_BLOCK_DEVICE.match(path or a.text))
 
 
-def _root_or_home(a: Arg, cmd: Command, env: Env) -> bool:
+_VARIABLE_DEFAULT = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?[-=]([^}$`]*)\}")
+_VARIABLE_REQUIRED = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?\?[^}]*\}")  # ${x:?} is never empty
+_VARIABLE = re.compile(r"\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|\$[@*#?$!0-9-]")
+_BRACKET = re.compile(r"\[!?\]?[^\]]*\]")
+
+
+def _covers(a: Arg, cmd: Command) -> list[str]:
+    """The paths an operand can name as a whole, judged as the widest it can be (never by its literal text).
+
+    A literal word is its path. A glob covers the directory it lists when its first wildcard
+    component can match any name (``*``, ``.*``, ``[a-z]*``; any wildcard directly under ``/``):
+    ``/[a-z]*`` and ``~/*`` cover ``/`` and the home directory. A word with variables is judged with
+    each variable empty or at its default (``"$d"/*`` may be ``/*``, ``${x:-/}`` may be ``/``);
+    command substitution cannot be known (the dynamic-target guard asks).
+    """
+    text = a.text
+    glob = a.glob
     if not a.literal:
-        return False
-    path = resolve(a.text, cmd.cwd)
+        if "$(" in text or "`" in text or "<(" in text:
+            return []
+        if cmd.cwd is not None:
+            text = re.sub(r"\$\{PWD\}|\$PWD(?![A-Za-z0-9_])", lambda _: cmd.cwd or "", text)
+        text = _VARIABLE_REQUIRED.sub("<set>", text)
+        text = _VARIABLE.sub("", _VARIABLE_DEFAULT.sub(lambda m: m.group(1), text))
+        if not text:
+            return []
+        glob = glob or any(c in text for c in "*?[")
+    path = resolve(text, cmd.cwd)
     if path is None:
-        return False
-    head, _, tail = path.rpartition("/")
-    head = head or "/"
-    globbed = a.glob and tail and set(tail) <= set("*?.[]!^") and ("*" in tail or "?" in tail)
-    base = head if globbed else path
-    return base in ("/", "/home", env.home, "/root" if env.home == "/root" else "/home")
+        return []
+    if not glob:
+        return [path]
+    parts = path.split("/")
+    for i, part in enumerate(parts):
+        if any(c in part for c in "*?["):
+            base = "/".join(parts[:i]) or "/"
+            rest = _BRACKET.sub("", part).replace("*", "").replace("?", "")
+            if base == "/" or (not rest.strip(".") and all(p in ("*", "") for p in parts[i + 1 :])):
+                return [base]
+            return []
+    return [path]
+
+
+def _root_or_home(a: Arg, cmd: Command, env: Env) -> bool:
+    wide = ("/", "/home", env.home, "/root" if env.home == "/root" else "/home")
+    return any(path in wide for path in _covers(a, cmd)) or any(
+        path in wide for variant in _with_values(a, cmd) for path in _covers(variant, cmd)
+    )
+
+
+_NAMED_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _with_values(a: Arg, cmd: Command) -> list[Arg]:
+    """The operand with each variable replaced by a literal value the text gives it (``x=/; rm -rf $x``)."""
+    if a.literal or not cmd.values or "$" not in a.text:
+        return []
+    names = [m.group(1) or m.group(2) for m in _NAMED_VARIABLE.finditer(a.text)]
+    if not any(n in cmd.values for n in names):
+        return []
+    variants = [a.text]
+    for name in dict.fromkeys(names):
+        values = sorted(cmd.values.get(name, ()))
+        if not values:
+            continue
+        pattern = re.compile(r"\$\{" + name + r"\}|\$" + name + r"(?![A-Za-z0-9_])")
+        variants = [pattern.sub(v.replace("\\", "\\\\"), t) for t in variants for v in values][:64]
+    return [Arg(t, "$" not in t and "`" not in t, a.glob or any(c in t for c in "*?[")) for t in variants]
 
 
 def _recursive_rm(cmd: Command) -> bool:
@@ -229,7 +291,54 @@ def _rm_targets(cmd: Command) -> list[Arg]:
         return [a for a in operands if a is not target] if target is not None else operands[:-1]
     if cmd.program == "find" and _find_deletes(cmd):
         return _find_roots(cmd)
+    if cmd.program == "cmake":
+        texts = [a.text for a in cmd.args]
+        if "-E" in texts:
+            at = texts.index("-E")
+            if texts[at + 1 : at + 2] and texts[at + 1] in ("rm", "remove", "remove_directory", "rmdir"):
+                return [a for a in cmd.args[at + 2 :] if not a.text.startswith("-")]
+        return []
+    if cmd.program in ("tar", "bsdtar", "gtar") and any(a.text == "--remove-files" for a in cmd.args):
+        return _tar_members(cmd)
+    if cmd.program == "rsync":
+        texts = [a.text for a in cmd.args]
+        operands = [a for a in _paths(cmd.args) if not a.text.startswith(("-", "+"))]
+        out: list[Arg] = []
+        if any(t.startswith(("--del", "--remove-source-files")) for t in texts) and operands:
+            out.append(operands[-1])  # --delete makes the destination a copy of the source: judged as a delete
+        if "--remove-source-files" in texts:
+            out.extend(operands[:-1])
+        return out
     return []
+
+
+def _tar_members(cmd: Command) -> list[Arg]:
+    """The files ``tar`` archives (and with ``--remove-files`` deletes): its operands, not option values."""
+    out: list[Arg] = []
+    args = list(cmd.args)
+    i = 0
+    valued_long = ("--file", "--directory", "--files-from", "--exclude-from", "--exclude", "--transform")
+    while i < len(args):
+        t = args[i].text
+        if t == "--":
+            out.extend(args[i + 1 :])
+            break
+        if t.startswith("--"):
+            i += 2 if t in valued_long else 1
+            continue
+        if t.startswith("-") and len(t) > 1:
+            takes = sum(1 for c in t[1:] if c in "fCTXbHIKLNVg")
+            i += 1 + takes
+            continue
+        if i == 0 and not t.startswith("-") and re.fullmatch(r"[A-Za-z]+", t):
+            takes = sum(1 for c in t if c in "fCTXb")  # old-style `tar cf x ...`
+            i += 1 + takes
+            continue
+        out.append(args[i])
+        i += 1
+    if any(a.text.startswith(("-T", "--files-from")) for a in args):
+        out.append(Arg("<files-from>", literal=False))
+    return out
 
 
 def _find_deletes(cmd: Command) -> bool:
@@ -245,17 +354,56 @@ def _find_deletes(cmd: Command) -> bool:
     return False
 
 
+_FIND_VALUED = frozenset(
+    {"-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename", "-regex", "-iregex", "-type", "-xtype"}
+    | {"-size", "-perm", "-user", "-group", "-uid", "-gid", "-mtime", "-mmin", "-atime", "-amin", "-ctime", "-cmin"}
+    | {"-newer", "-anewer", "-cnewer", "-maxdepth", "-mindepth", "-links", "-inum", "-samefile", "-fstype", "-lname"}
+    | {"-ilname", "-printf", "-fprint", "-fprint0", "-fprintf", "-fls", "-used", "-context", "-regextype", "-D"}
+    | {"-O", "-files0-from", "-newerXY"}
+)
+
+
 def _find_roots(cmd: Command) -> list[Arg]:
-    roots = []
-    for a in cmd.args:
-        if a.text.startswith("-") or a.text in ("(", "!", ")"):
-            break
+    """Where find starts: every bare operand that is not an option's value, and an unknown list for ``-files0-from``.
+
+    GNU find also takes start points after ``-H/-L/-P/-D/-O`` and next to ``-files0-from``.
+    """
+    roots: list[Arg] = []
+    args = list(cmd.args)
+    skip = False
+    in_exec = False
+    for i, a in enumerate(args):
+        t = a.text
+        if skip:
+            skip = False
+            continue
+        if in_exec:
+            in_exec = t not in (";", "+")
+            continue
+        if t in ("-exec", "-execdir", "-ok", "-okdir"):
+            in_exec = True
+            continue
+        if t in _FIND_VALUED:
+            skip = True
+            continue
+        if t.startswith("-") or t in ("(", "!", ")", ",") or (i > 0 and args[i - 1].text in ("-o", "-a")):
+            continue
         roots.append(a)
+    if any(a.text == "-files0-from" for a in args):
+        roots.append(Arg("<files0-from>", literal=False))
     return roots or [Arg(".")]
 
 
 def _rm_rf_root(cmd: Command, env: Env) -> bool:
     return any(_root_or_home(a, cmd, env) for a in _rm_targets(cmd))
+
+
+def _recursive_mode_root(cmd: Command, env: Env) -> bool:
+    """``chmod -R``/``chown -R``/``chgrp -R``/``setfacl -R`` of /, home or /home (and what can be one of them)."""
+    if not _flags(cmd.args) & {"-R", "--recursive"}:
+        return False
+    operands = _paths(cmd.args)[1:] if cmd.program != "setfacl" else _paths(cmd.args)
+    return any(_root_or_home(a, cmd, env) for a in operands)
 
 
 def _rm_no_preserve_root(cmd: Command, env: Env) -> bool:
@@ -307,8 +455,35 @@ def _device_wipe(cmd: Command, env: Env) -> bool:
     return True
 
 
+_SED_WRITE = re.compile(
+    r"s(.)(?:\\.|(?!\1).)*\1(?:\\.|(?!\1).)*\1[gpiImMe0-9]*[wW]\s*([^;\n}]+)"
+    r"|(?:^|[;\n{}])\s*(?:\d+|\$|/(?:\\.|[^/\n])*/)?(?:\s*,\s*(?:\d+|\$|/(?:\\.|[^/\n])*/))?\s*!?\s*[wW]\s*([^;\n}]+)"
+)
+_GIT_OUTPUT = frozenset({"archive", "format-patch", "bundle", "diff", "log", "show"})
+_AWK_WRITE = re.compile(r"print[f]?\b[^;}>|\n]{0,256}>>?\s*\"([^\"]+)\"")
 _WRITERS = frozenset(
-    {"tee", "cp", "mv", "install", "rsync", "scp", "ln", "link", "truncate", "chmod", "chown", "chgrp", "chattr"}
+    {
+        "git",
+        "awk",
+        "gawk",
+        "mawk",
+        "nawk",
+        "perl",
+        "ruby",
+        "tee",
+        "cp",
+        "mv",
+        "install",
+        "rsync",
+        "scp",
+        "ln",
+        "link",
+        "truncate",
+        "chmod",
+        "chown",
+        "chgrp",
+        "chattr",
+    }
     | {"setfacl", "rm", "rmdir", "unlink", "shred", "dd", "sort", "curl", "wget", "sed", "find"}
 )
 
@@ -331,6 +506,7 @@ def _compute_write_targets(cmd: Command) -> list[Arg]:
         out.extend(_paths(args))
     elif p == "mv":
         out.extend(_paths(args))  # the sources go away too
+        out.extend(_landing(args))
     elif p in ("cp", "install", "rsync", "scp"):
         target = _option_value(args, ("-t", "--target-directory"))
         paths = [a for a in _paths(args) if ":" not in a.text or p not in ("rsync", "scp")]
@@ -338,7 +514,11 @@ def _compute_write_targets(cmd: Command) -> list[Arg]:
             out.append(target)
         elif len(_paths(args)) >= 2 and paths and paths[-1] is _paths(args)[-1]:
             out.append(paths[-1])
-    elif p in ("ln", "link", "truncate", "chmod", "chown", "chgrp", "chattr", "setfacl", "rm", "rmdir", "unlink"):
+        out.extend(_landing(args))
+    elif p in ("ln", "link"):
+        out.extend(_paths(args))
+        out.extend(_landing(args))
+    elif p in ("truncate", "chmod", "chown", "chgrp", "chattr", "setfacl", "rm", "rmdir", "unlink"):
         out.extend(_paths(args))
     elif p == "shred":
         out.extend(_paths(args))
@@ -352,10 +532,30 @@ def _compute_write_targets(cmd: Command) -> list[Arg]:
         value = _option_value(args, ("-o", "--output") if p == "curl" else ("-O", "--output-document"))
         if value is not None and value.text != "-":
             out.append(value)
-    elif p == "sed" and any(a.text.startswith("-i") or a.text.startswith("--in-place") for a in args):
-        paths = _paths([a for a in args if not a.text.startswith("-i")])
-        explicit_script = any(a.text in ("-e", "-f", "--expression", "--file") for a in args)
-        out.extend(paths if explicit_script else paths[1:])
+    elif p == "sed":
+        if any(a.text.startswith("-i") or a.text.startswith("--in-place") for a in args):
+            paths = _paths([a for a in args if not a.text.startswith("-i")])
+            explicit_script = any(a.text in ("-e", "-f", "--expression", "--file") for a in args)
+            out.extend(paths if explicit_script else paths[1:])
+        scripts = [a for i, a in enumerate(args) if i > 0 and args[i - 1].text in ("-e", "--expression")]
+        for script in scripts or [a for a in args if not a.text.startswith("-")][:1]:
+            for m in _SED_WRITE.finditer(script.text):
+                out.append(Arg((m.group(2) or m.group(3) or "").strip(), script.literal))
+    elif p == "git":
+        texts = [a.text for a in args]
+        at, sub = _git_subcommand(texts)
+        names = ("-f", "--file") if sub == "config" else ("-o", "--output") if sub in _GIT_OUTPUT else ("--output",)
+        value = _option_value(args[at + 1 :], names)
+        if value is not None:
+            out.append(value)
+    elif p in ("awk", "gawk", "mawk", "nawk"):
+        program = next((a for a in args if not a.text.startswith("-")), None)
+        if program is not None:
+            out.extend(Arg(m.group(1), program.literal) for m in _AWK_WRITE.finditer(program.text))
+    elif p in ("perl", "ruby") or re.fullmatch(r"perl[0-9.]*", p):
+        if any(re.fullmatch(r"-[a-zA-Z]*i\S*", a.text) for a in args):
+            skip = {i + 1 for i, a in enumerate(args) if a.text in ("-e", "-E")}
+            out.extend(a for i, a in enumerate(args) if i not in skip and not a.text.startswith("-"))
     elif p == "find":
         for flag in ("-fprint", "-fprint0", "-fprintf", "-fls"):
             value = _option_value(args, (flag,))
@@ -363,6 +563,24 @@ def _compute_write_targets(cmd: Command) -> list[Arg]:
                 out.append(value)
         if any(a.text == "-delete" for a in args):
             out.extend(_find_roots(cmd))
+    return out
+
+
+def _landing(args: Sequence[Arg]) -> list[Arg]:
+    """Where each source lands when the destination is a directory: ``cp .bashrc ~`` writes ``~/.bashrc``."""
+    target = _option_value(args, ("-t", "--target-directory"))
+    operands = [a for a in _paths(args) if a is not target and ":" not in a.text]
+    if target is None:
+        if len(operands) < 2:
+            return []
+        target, operands = operands[-1], operands[:-1]
+    if not target.literal:
+        return []
+    out = []
+    for source in operands[:64]:
+        name = source.text.rstrip("/").rsplit("/", 1)[-1]
+        if name and name not in (".", "..") and source.literal and not source.glob:
+            out.append(Arg(f"{target.text.rstrip('/')}/{name}"))
     return out
 
 
@@ -389,6 +607,15 @@ def _protected(path: str, env: Env) -> bool:
     return any(path == f"{env.home}/{rc}" for rc in _RC_FILES)
 
 
+def _glob_hits_protected(pattern: str, env: Env) -> bool:
+    """A glob target (``> ~/.bash*``, ``cp x ~/.ss?/``) that can name a protected file is judged as that file."""
+    candidates = [*env.protected, *(f"{env.home}/{rc}" for rc in _RC_FILES), f"{env.home}/.ssh"]
+    prefix = pattern.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0]
+    return any(c.startswith(prefix) and fnmatch.fnmatchcase(c, pattern) for c in candidates) or (
+        "/.git/" in pattern and fnmatch.fnmatchcase(pattern.replace("*", "config"), pattern)
+    )
+
+
 def _relative_protected(text: str) -> bool:
     norm = "/" + os.path.normpath(text).lstrip("/")
     return "/.git/hooks/" in norm + "/" or norm.endswith("/.git/config")
@@ -399,6 +626,8 @@ def _write_protected(cmd: Command, env: Env) -> bool:
         if not target.literal:
             continue
         path = resolve(target.text, cmd.cwd)
+        if target.glob and path is not None and "find" not in cmd.via and _glob_hits_protected(path, env):
+            return True
         if path is not None and _protected(path, env):
             return True
         if path is None and _relative_protected(target.text):
@@ -447,6 +676,18 @@ def _shell_eval_download(cmd: Command, env: Env) -> bool:
     return bool(runs_code) and bool(cmd.input_programs & _DOWNLOADERS)
 
 
+# Options that make an otherwise harmless program run another one (a preprocessor, a pager, a filter).
+_EXEC_OPTION_NAMES: dict[str, tuple[str, ...]] = {
+    "rg": ("--pre",),
+    "bat": ("--pager",),
+    "batcat": ("--pager",),
+    "sdiff": ("--diff-program",),
+    "diff3": ("--diff-program",),
+    "sort": ("--compress-program",),
+    "split": ("--filter",),
+    "go": ("-exec", "-toolexec"),
+    "nano": ("--speller", "-s"),
+}
 _AWK_EXEC = re.compile(r"system\s{0,64}\(|\|\s{0,64}getline|\|&|printf?[^;}\n]{0,256}\|\s{0,64}\"")
 _CHMOD_777 = re.compile(r"0?[0-7]?777|(?:a|ugo|o)?\+[rxX]{0,3}w[rwxX]{0,3}|a=rwx|ugo=rwx")
 
@@ -592,6 +833,12 @@ def _exec_flag(cmd: Command, env: Env) -> bool:
     texts = [a.text for a in args]
     if p == "git":
         for i, t in enumerate(texts):
+            if (
+                t in ("-c", "--config", "--config-env", "-C", "--exec-path")
+                and i + 1 < len(args)
+                and not args[i + 1].literal
+            ):
+                return True  # a setting or directory only known at run time
             setting = texts[i + 1] if t == "-c" and i + 1 < len(texts) else t[2:] if t.startswith("-c") else None
             if setting is not None and _git_exec_setting(*setting.partition("=")[::2]):
                 return True
@@ -601,13 +848,89 @@ def _exec_flag(cmd: Command, env: Env) -> bool:
                 return True
             if t.startswith("ext::"):
                 return True
+            if t in ("--config", "--exec", "--open-files-in-pager") or t.startswith(("--exec=", "--extcmd")):
+                if t != "--config" or (i + 1 < len(texts) and _git_exec_setting(*texts[i + 1].partition("=")[::2])):
+                    return True
+            if t.startswith("--config=") and _git_exec_setting(*t[9:].partition("=")[::2]):
+                return True
+            if t == "--template" or t.startswith("--template="):
+                return True  # the template's hooks are copied into the new repository and run later
+            if (
+                t == "-C"
+                and i + 1 < len(texts)
+                and not (
+                    args[i + 1].literal and resolve(texts[i + 1], cmd.cwd) in (cmd.cwd, None) and cmd.cwd is not None
+                )
+            ):
+                return True  # a repository in another directory: its .git/config may run code (core.fsmonitor)
+            if t in ("--git-dir", "--work-tree") or t.startswith(("--git-dir=", "--work-tree=")):
+                gitdir = t.split("=", 1)[1] if "=" in t else (texts[i + 1] if i + 1 < len(texts) else "")
+                path = resolve(gitdir, cmd.cwd) if args[i].literal else None
+                if path is None or cmd.cwd is None or not _under(path, cmd.cwd):
+                    return True  # a repository elsewhere: its config (core.pager, core.fsmonitor) may run code
         at, sub = _git_subcommand(texts)
+        rest = texts[at + 1 :]
         if sub == "config":
-            rest = texts[at + 1 :]
             keys = [t for t in rest if not t.startswith("-")]
+            if keys[:1] in (["set"], ["add"], ["replace-all"]):
+                keys = keys[1:]  # `git config set KEY VALUE` (git 2.46+)
             reading = any(t in ("--get", "--get-all", "--list", "-l", "--get-regexp", "get", "list") for t in rest)
-            return not reading and len(keys) >= 2 and _git_exec_setting(keys[0], keys[1])
-        return sub in ("filter-branch",) or (sub in ("difftool", "mergetool") and bool({"-x", "--extcmd"} & set(texts)))
+            if reading:
+                return False
+            if any(t in ("-f", "--file", "--blob") or t.startswith(("--file=", "-f")) for t in rest) and keys:
+                return True  # writes a config file that could be a repository's (core.fsmonitor, hooksPath ...)
+            return len(keys) >= 2 and _git_exec_setting(keys[0], keys[1])
+        if sub == "grep" and any(t == "-O" or t.startswith(("-O", "--open-files-in-pager")) for t in rest):
+            return True
+        if sub in ("difftool", "mergetool") and any(t == "-x" or t.startswith(("-x", "--extcmd")) for t in rest):
+            return True
+        if sub == "help" and any(t in ("-w", "--web", "-b", "--browser") or t.startswith("--browser=") for t in rest):
+            return True
+        return sub in ("filter-branch", "send-email", "instaweb", "web--browse", "credential", "daemon")
+    if p in ("make", "gmake"):
+        for i, t in enumerate(texts):
+            if t.startswith(("--eval", "-E")) or re.match(
+                r"(SHELL|\.SHELLFLAGS|MAKESHELL|MAKEFLAGS|MFLAGS)\+?[:!?]?=", t
+            ):
+                return True
+            value = texts[i + 1] if t in ("-f", "--file", "--makefile") and i + 1 < len(texts) else None
+            if t.startswith(("--file=", "--makefile=")):
+                value = t.split("=", 1)[1]
+            elif t.startswith("-f") and len(t) > 2:
+                value = t[2:]
+            if value is not None and (value == "-" or value.startswith(("/dev/", "/proc/")) or not args[i].literal):
+                return True  # recipes read from a descriptor or a computed file
+            where = resolve(value, cmd.cwd) if value is not None else None
+            if value is not None and value.startswith("/") and (cmd.cwd is None or not _under(where or "", cmd.cwd)):
+                return True  # recipes from outside the working directory, which nothing here has seen
+        return False
+    if p in _EXEC_OPTION_NAMES:
+        names = _EXEC_OPTION_NAMES[p]
+        return any(t in names or t.startswith(tuple(n + "=" for n in names if n.startswith("--"))) for t in texts)
+    if p == "cmake":
+        # `cmake -E chdir d cmd`, `-E env ... cmd`, `-E time cmd` run a command; `-P script` runs CMake code
+        return any(
+            t == "-P" or (t == "-E" and i + 1 < len(texts) and texts[i + 1] in ("chdir", "env", "time"))
+            for i, t in enumerate(texts)
+        )
+    if p in ("gdb", "lldb"):
+        return any(
+            t in ("-x", "--command", "-ix", "--init-command", "-s", "--source", "-S", "--source-before-file")
+            or t.lstrip("-") in ("ex", "iex", "eval-command", "init-eval-command", "batch", "o", "O", "one-line")
+            or t.startswith(("--eval-command=", "-ex=", "--command=", "-p", "--pid", "--one-line"))
+            for t in texts
+        )
+    if p in ("vim", "vi", "nvim", "ex", "view", "vimdiff", "gvim", "emacs", "ed", "less", "more"):
+        if p == "ed" or (p == "ex" and not texts):
+            return bool(cmd.upstream) or cmd.stdin_known  # ed/ex run commands (`!cmd`) read on standard input
+        if p in ("less", "more"):
+            return any(t.startswith("+") and ("!" in t or "|" in t) for t in texts)
+        return any(
+            t in ("-c", "--cmd", "-S", "-s", "-u", "-es", "-Es", "-e", "--eval", "-l", "--load", "-f", "--funcall")
+            or t.startswith(("+", "--eval=", "--load=", "--funcall=", "-x", "--script"))
+            or (p != "emacs" and t.startswith("-") and not t.startswith("--") and bool(set(t[1:]) & set("es")))
+            for t in texts
+        )
     if p in ("tar", "bsdtar", "gtar"):
         return any(
             t.startswith(("--to-command", "--checkpoint-action", "--use-compress-program", "--rsh-command"))
@@ -697,9 +1020,46 @@ def _dynamic_delete(cmd: Command, env: Env) -> bool:
     return any(not a.literal for a in _rm_targets(cmd))
 
 
+_TREE_WRITERS = frozenset({"tar", "bsdtar", "gtar", "unzip", "7z", "cpio", "bsdcpio", "cp", "rsync", "scp"})
+
+
+def _tree_into_wide_dir(cmd: Command, env: Env) -> bool:
+    """A tree of unknown file names (an archive, a recursive copy) written into /, home or a system directory.
+
+    It may hold a protected file (``~/.bashrc``, ``~/.ssh/...``), so it cannot be proven safe.
+    """
+    p = cmd.program
+    if p not in _TREE_WRITERS:
+        return False
+    texts = [a.text for a in cmd.args]
+    dest: Arg | None = None
+    if p in ("tar", "bsdtar", "gtar"):
+        extracting = any(
+            t in ("-x", "--extract", "--get") or re.fullmatch(r"-?[a-wyzA-Z]*x[A-Za-z]*", t) for t in texts[:3]
+        )
+        if not extracting:
+            return False
+        dest = _option_value(cmd.args, ("-C", "--directory")) or Arg(".")
+    elif p in ("unzip", "7z", "cpio", "bsdcpio"):
+        dest = _option_value(cmd.args, ("-d", "-o")) or Arg(".")
+        if p in ("cpio", "bsdcpio") and not any("i" in t.lstrip("-") for t in texts if t.startswith("-")):
+            return False
+    elif p in ("cp", "rsync", "scp") and (
+        _flags(cmd.args) & {"-r", "-R", "-a", "--recursive", "--archive"} or p == "rsync"
+    ):
+        operands = _paths(cmd.args)
+        dest = _option_value(cmd.args, ("-t", "--target-directory")) or (operands[-1] if len(operands) >= 2 else None)
+    if dest is None:
+        return False
+    wide = ("/", "/home", env.home, *_SYSTEM_DIRS)
+    return any(path in wide for path in _covers(dest, cmd))
+
+
 def _dynamic_write(cmd: Command, env: Env) -> bool:
     if _MKFS.fullmatch(cmd.program) or cmd.program in _WIPE_TOOLS or cmd.program in _WIPE_TOOLS_SUB:
         return any(not a.literal for a in _paths(cmd.args))
+    if _tree_into_wide_dir(cmd, env):
+        return True
     if cmd.program in ("rm", "rmdir", "unlink", "chmod", "chown", "chgrp"):
         return False
     targets = _write_targets(cmd)
@@ -719,6 +1079,42 @@ def _unknown_cwd_write(cmd: Command, env: Env) -> bool:
     return False
 
 
+def _unknown_program(cmd: Command, env: Env) -> bool:
+    """A program the floor does not know, given arguments that name a program or a wide target.
+
+    Only programs whose options are understood (:data:`KNOWN_PROGRAMS`) or whose inner command the
+    unwrapper finds are proven not to run what their arguments name (``eatmydata rm -rf /``,
+    ``capsh -- -c '...'``); any other program might, so it cannot be proven safe.
+    """
+    p = cmd.program
+    if not p or not cmd.args:
+        return False
+    head = cmd.argv[0].text
+    system = "/" not in head or head.startswith(("/usr/", "/bin/", "/sbin/", "/opt/", "/nix/"))
+    if system and (p in KNOWN_PROGRAMS or p in UNWRAPPED or is_interpreter(p)):
+        return False  # a workspace file named `ls` or `git` is not the program the floor knows
+    cached = cmd.memo.get("unknown_program")
+    if cached is None:
+        cached = cmd.memo["unknown_program"] = (
+            bool(argument_programs(list(cmd.args)))
+            or any(_wide_target(a, cmd, env) for a in cmd.args)
+            or any(not a.literal and a.text.startswith(("$", "`", '"$')) for a in cmd.args)
+        )
+    return bool(cached)
+
+
+def _wide_target(a: Arg, cmd: Command, env: Env) -> bool:
+    text = a.text.split("=", 1)[1] if a.text.startswith("-") and "=" in a.text else a.text
+    if not text or text.startswith("-"):
+        return False
+    arg = Arg(text, a.literal, a.glob)
+    if _root_or_home(arg, cmd, env):
+        return True
+    return any(path in _SYSTEM_DIRS for path in _covers(arg, cmd))
+
+
+_DELETERS = frozenset({"rm", "find", "mv", "tar", "bsdtar", "gtar", "rsync", "cmake"})
+
 HARDLINE = (
     Builtin(
         "rm_no_preserve_root",
@@ -734,7 +1130,15 @@ HARDLINE = (
         "block",
         "recursive delete of /, the home directory or /home",
         _rm_rf_root,
-        frozenset({"rm", "find", "mv"}),
+        _DELETERS,
+    ),
+    Builtin(
+        "recursive_mode_root",
+        "hardline",
+        "block",
+        "recursive permission or owner change of /, the home directory or /home",
+        _recursive_mode_root,
+        frozenset({"chmod", "chown", "chgrp", "setfacl"}),
     ),
     Builtin(
         "dd_to_block_device",
@@ -811,7 +1215,7 @@ GUARDS = (
         "ask",
         "recursive delete of a path that is only known at run time",
         _dynamic_delete,
-        frozenset({"rm", "find"}),
+        frozenset({"rm", "find", "tar", "bsdtar", "gtar", "rsync"}),
     ),
     Builtin(
         "dynamic_write_target",
@@ -842,6 +1246,14 @@ GUARDS = (
         _state_change,
     ),
     Builtin(
+        "unknown_program",
+        "guard",
+        "ask",
+        "a program whose options the floor does not know, given arguments that name a program or a wide target "
+        "(it may run them)",
+        _unknown_program,
+    ),
+    Builtin(
         "exec_flag",
         "guard",
         "ask",
@@ -849,7 +1261,9 @@ GUARDS = (
         _exec_flag,
         frozenset(
             {"git", "tar", "bsdtar", "gtar", "rsync", "ssh", "scp", "sftp", "autossh", "awk", "gawk", "mawk", "nawk"}
-            | {"sed", "zip", "man", "crontab", "at", "batch"}
+            | {"sed", "zip", "man", "crontab", "at", "batch", "make", "gmake", "gdb", "lldb", "vim", "vi", "nvim"}
+            | {"ex", "view", "vimdiff", "gvim", "emacs", "ed", "less", "more", "cmake"}
+            | frozenset(_EXEC_OPTION_NAMES)
         ),
     ),
 )
@@ -861,7 +1275,7 @@ DEFAULT_RULES = (
         "warn",
         "recursive delete of a system path",
         _rm_rf_system_path,
-        frozenset({"rm", "find"}),
+        _DELETERS,
     ),
     Builtin(
         "pipe_to_shell",

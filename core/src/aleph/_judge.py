@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,7 @@ from aleph._verdict import PolicyVote, Verdict, decide_call
 
 if TYPE_CHECKING:
     from aleph._registry import RegisteredTool
-    from aleph._scoped import Chokepoint, Explanation
+    from aleph._scoped import Chokepoint, CommandSplitter, Explanation
     from aleph._turn import TurnContext
 
 __all__ = [
@@ -122,20 +122,24 @@ class Judging:
             return by_name
         arguments = prepared.arguments
         shell = getattr(entry.tool, "shell_command", None)
+        exec_class = callable(shell)
         command_text = shell(arguments) if callable(shell) else None
         command = None
+        cwd: str | _Default | None = _DEFAULT
+        uncontained = _uncontained(entry, arguments) if exec_class and self.tier is ExecTier.AUTO else None
         if command_text is not None:
+            cwd = _shell_cwd(entry, arguments)
             checker = self._cp.command_checker
             command = (
-                checker(command_text)
+                (checker(command_text) if isinstance(cwd, _Default) else checker(command_text, cwd))
                 if checker is not None
                 else ("ask", "no command policy is loaded, so no shell command can be proven safe", ())
             )
             if needs == NEEDS_COMMAND:
-                return self._cp.command_verdict(self.policy, self.tier, entry, self.turn, command)
+                return self._cp.command_verdict(self.policy, self.tier, entry, self.turn, command, uncontained)
 
         def subjects() -> CallSubjects:
-            return self._subjects(entry, arguments, command_text)
+            return self._subjects(entry, arguments, command_text, cwd)
 
         decision = self.policy.decide(entry.name, entry.source, subjects)
         verdict = decide_call(
@@ -148,6 +152,8 @@ class Judging:
             names_exactly=self.policy.names_exactly(entry.name),
             command=command,
             votes=self._votes(entry, arguments),
+            exec_class=exec_class,
+            uncontained=uncontained,
         )
         if verdict.action != "deny" and callable(getattr(entry.tool, "sub_calls", None)):
             verdict = self._with_actions(entry, arguments, verdict, depth)
@@ -160,7 +166,13 @@ class Judging:
             and not self.policy.has_specs_for(entry.name, entry.source)
         )
 
-    def _subjects(self, entry: RegisteredTool, arguments: Mapping[str, Any], command_text: str | None) -> CallSubjects:
+    def _subjects(
+        self,
+        entry: RegisteredTool,
+        arguments: Mapping[str, Any],
+        command_text: str | None,
+        cwd: str | _Default | None,
+    ) -> CallSubjects:
         tool = entry.tool
         named = getattr(tool, "subject_paths", None)
         resolve = getattr(tool, "resolve_subjects", None)
@@ -176,7 +188,7 @@ class Judging:
             judged,
             workspace=workspace,
             shell_command=command_text,
-            split_commands=self._cp.command_splitter or _opaque,
+            split_commands=_bound_splitter(self._cp.command_splitter, cwd),
             tool_paths=named(arguments) if callable(named) else (),
             resolve_path=lambda value: resolve_workspace_path(workspace, value),
         )
@@ -331,6 +343,53 @@ class Judging:
 def _opaque(_text: str) -> tuple[tuple[tuple[str, ...], ...], bool]:
     """Without a shell analyser nothing can be seen, so no allow rule covers a command."""
     return (), True
+
+
+def _bound_splitter(
+    splitter: CommandSplitter | None, cwd: str | _Default | None
+) -> Callable[[str], tuple[tuple[tuple[str, ...], ...], bool]]:
+    if splitter is None:
+        return _opaque
+    if isinstance(cwd, _Default):
+        return splitter
+    return lambda text: splitter(text, cwd)
+
+
+class _Default:
+    """The type of "the tool does not say where its command starts" (the floor's own default: the workspace)."""
+
+
+_DEFAULT = _Default()
+
+
+def _shell_cwd(entry: RegisteredTool, arguments: Mapping[str, Any]) -> str | _Default | None:
+    """Where the tool's command starts: its ``shell_cwd(input)``, else the floor's default (the workspace root).
+
+    A tool that has the method and cannot say (returns None, raises, returns a relative path) gives
+    None: then nothing relative in the command is proven safe.
+    """
+    method = getattr(entry.tool, "shell_cwd", None)
+    if not callable(method):
+        return _DEFAULT
+    try:
+        cwd = method(arguments)
+    except Exception:  # an unresolvable working directory fails closed
+        return None
+    return os.path.normpath(cwd) if isinstance(cwd, str) and os.path.isabs(cwd) else None
+
+
+def _uncontained(entry: RegisteredTool, arguments: Mapping[str, Any]) -> str | None:
+    """Why an exec-class call cannot be held back as a transaction, or None when it will be."""
+    method = getattr(entry.tool, "uncontained", None)
+    if not callable(method):
+        return "the tool does not say whether its calls run as transactions (it has no `uncontained` method)"
+    try:
+        reason = method(arguments)
+    except Exception as exc:  # cannot tell: not contained
+        return f"its containment could not be determined ({type(exc).__name__}: {exc})"
+    if reason is None:
+        return None
+    return str(reason) or "the tool reports its call is not contained"
 
 
 def check_name(name: object) -> str:

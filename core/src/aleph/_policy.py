@@ -234,7 +234,9 @@ class PermissionRule:
         """Whether one subject (argv, path, host or the argument map) matches the specifier."""
         kind = self.spec_kind
         if kind == "command":
-            return _command_matches(self._spec, subject)
+            # an allow covers only the program the analyser proved (a path-qualified or workspace
+            # program word stays a path); a deny or ask also catches it by its basename
+            return _command_matches(self._spec, subject, by_basename=self.action != "allow")
         if kind == "domain" and subject == UNKNOWN_HOST:
             return self.action != "allow"  # a host no parser agrees on: a deny or ask may apply, an allow never
         if kind in ("path", "domain"):
@@ -269,9 +271,17 @@ def _field_matches(text: str, pattern: re.Pattern[str], value: Any) -> bool:
     return False
 
 
-def _command_matches(pattern: tuple[str | re.Pattern[str], ...], argv: tuple[str, ...]) -> bool:
+def _command_matches(
+    pattern: tuple[str | re.Pattern[str], ...], argv: tuple[str, ...], *, by_basename: bool = True
+) -> bool:
     words = list(argv)
-    if words:
+    head = pattern[0] if pattern else None
+    if words and isinstance(head, str) and "/" in head:
+        # a rule spelling a path (`./scripts/check.sh`) matches that path, deny and allow alike
+        if posixpath.normpath(words[0]) != posixpath.normpath(head):
+            return False
+        words[0] = head
+    elif words and by_basename:
         words[0] = posixpath.basename(words[0])
     for i, part in enumerate(pattern):
         if part == "*" and i == len(pattern) - 1:
@@ -360,7 +370,9 @@ def _command_pattern(text: str) -> tuple[str | re.Pattern[str], ...]:
         elif "*" in word or "?" in word:
             out.append(_glob_regex(word, path=False))
         else:
-            out.append(posixpath.basename(word) if i == 0 else word)
+            # an absolute program names the system's program (`/usr/bin/git` is `git`); a relative
+            # path (`./scripts/check.sh`) names exactly that workspace file
+            out.append(posixpath.basename(word) if i == 0 and word.startswith("/") else word)
     return tuple(out)
 
 

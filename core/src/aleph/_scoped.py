@@ -71,15 +71,19 @@ DefinitionRewriter = Callable[[ToolDefinition], ToolDefinition]
 """Rewrites a definition shown to the model (progressive disclosure); runs after all gating."""
 
 
-CommandSplitter = Callable[[str], tuple[tuple[tuple[str, ...], ...], bool]]
-"""Shell text → (argv of every analysed sub-command, whether part of it was opaque)."""
+class CommandSplitter(Protocol):
+    """Shell text → (argv of every analysed sub-command, whether part of it was opaque)."""
+
+    def __call__(self, command: str, cwd: str | None = ...) -> tuple[tuple[tuple[str, ...], ...], bool]:
+        """``cwd``: where the command starts (``None``: not known, nothing relative is proven)."""
+        ...
 
 
 class CommandChecker(Protocol):
     """The command-policy floor as the chokepoint uses it."""
 
-    def __call__(self, command: str) -> tuple[str, str, tuple[str, ...]]:
-        """(action, reason, rules) for one shell command."""
+    def __call__(self, command: str, cwd: str | None = ...) -> tuple[str, str, tuple[str, ...]]:
+        """(action, reason, rules) for one shell command starting in ``cwd`` (``None``: not known)."""
         ...
 
 
@@ -171,18 +175,19 @@ class Chokepoint:
         entry: RegisteredTool,
         turn: TurnContext | None,
         command: tuple[str, str, tuple[str, ...]],
+        uncontained: str | None = None,
     ) -> Verdict:
         """The verdict of a ``NEEDS_COMMAND`` tool's call, given the command policy's verdict on its text.
 
         Nothing else of the input can change it (no argument rule, floor or vote applies to the tool),
-        so it is decided once per command-policy verdict and remembered (bounded).
+        so it is decided once per command-policy verdict (and containment reason) and remembered (bounded).
         """
-        key = (self._static_key(policy, tier, turn), entry.name, command)
+        key = (self._static_key(policy, tier, turn), entry.name, command, uncontained)
         verdict = self._by_command.get(key)
         if verdict is None:
             if len(self._by_command) >= _BY_COMMAND_ENTRIES:
                 self._by_command.clear()
-            verdict = self._by_command[key] = _decide_by_name(policy, tier, entry, turn, command)
+            verdict = self._by_command[key] = _decide_by_name(policy, tier, entry, turn, command, uncontained)
         return verdict
 
     def _static_key(self, policy: PermissionPolicy, tier: ExecTier, turn: TurnContext | None) -> tuple[int, int, int]:
@@ -197,6 +202,7 @@ def _decide_by_name(
     entry: RegisteredTool,
     turn: TurnContext | None,
     command: tuple[str, str, tuple[str, ...]] | None,
+    uncontained: str | None = None,
 ) -> Verdict:
     """A call's verdict from the tool's name alone, and the command policy's verdict on its text if given."""
     return decide_call(
@@ -208,6 +214,8 @@ def _decide_by_name(
         input=None,
         names_exactly=policy.names_exactly(entry.name),
         command=command,
+        exec_class=command is not None,
+        uncontained=uncontained,
     )
 
 

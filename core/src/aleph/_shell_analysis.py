@@ -32,7 +32,7 @@ from aleph._shell_parse import (
     Word,
     parse,
 )
-from aleph._shell_wrappers import SHELLS, Arg, Argv, Text, unwrap
+from aleph._shell_wrappers import SHELLS, Arg, Argv, Text, unmodelled, unwrap
 
 __all__ = [
     "SHELLS",
@@ -90,6 +90,9 @@ class Command:
     speculative: bool = False
     memo: dict[str, object] = field(default_factory=dict, compare=False, repr=False, hash=False)
     """Per-command scratch space for facts the rules derive more than once (write targets)."""
+    values: dict[str, set[str]] = field(default_factory=dict, compare=False, repr=False, hash=False)
+    """Every literal value the text gives each variable anywhere (assignments, ``for`` words), shared by
+    all commands of one analysis. Order and scope are ignored, so it may only make a verdict stricter."""
 
     @property
     def args(self) -> tuple[Arg, ...]:
@@ -181,6 +184,12 @@ class _Walker:
         self.self_calls: dict[str, list[bool]] = {}
         # files this command writes (path -> content when known): `echo ... > s.sh; sh s.sh` runs that content
         self.written: dict[str, str | None] = {}
+        self.values: dict[str, set[str]] = {}
+
+    def value(self, name: str, value: str) -> None:
+        values = self.values.setdefault(name, set())
+        if len(values) < 16:
+            values.add(value)
 
     def unknown(self, ctx: _Ctx, rule: str, reason: str) -> None:
         if not ctx.speculative:
@@ -306,6 +315,10 @@ class _Walker:
             self.emit([], [], redirects, inner, input_programs)
         if stdin is not None:
             inner.stdin = stdin
+        if node.var is not None:
+            for a in [a for w in node.words for a in self.expand(w)][:64]:
+                if a.literal:
+                    self.value(node.var, a.text)
         if node.var is not None and ctx.bindable and not _rebinds(node.bodies, node.var):
             binding = self.loop_binding(node.words)
             if binding is not None:
@@ -370,7 +383,8 @@ class _Walker:
             self.budget.count_words(1)
             return [Arg(segs[0][1], True, _is_glob(segs[0][1]))]
         if any(kind == "u" and "{" in text for kind, text in segs):
-            variants = _brace_expand(segs, self.budget)
+            # tilde expansion follows brace expansion: `{~,x}` gives `~`, which is the home directory
+            variants = [_leading_tilde(v) for v in _brace_expand(segs, self.budget)]
         else:
             variants = [list(segs)]
         out: list[Arg] = []
@@ -472,8 +486,17 @@ class _Walker:
             cwd=ctx.cwd,
             depth=ctx.depth,
             speculative=ctx.speculative,
+            values=self.values,
         )
         self.result.commands.append(command)
+        for name, value, literal in assigns:
+            if literal:
+                self.value(name, value)
+        if program in ("export", "declare", "typeset", "local", "readonly"):
+            for a in argv[1:]:
+                m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", a.text, re.S)
+                if m and a.literal:
+                    self.value(m.group(1), m.group(2))
         programs = {program} if program else set()
         if program in ctx.funcs:
             self.self_calls[program].append(ctx.piped or ctx.background)
@@ -489,6 +512,8 @@ class _Walker:
             else:
                 programs |= self.text(content, replace(ctx, depth=ctx.depth + 1, stdin=None), f"script {path}")
         items = unwrap(program, list(argv[1:]), ctx.stdin)
+        if not items and _workspace_program(argv[0].text) and program not in SHELLS:
+            items = unmodelled(list(argv[1:]))  # `./tools/ls` is a file of the workspace, not ls
         inner = replace(ctx, depth=ctx.depth + 1) if items else ctx
         for item in items:
             if isinstance(item, Text):
@@ -550,6 +575,22 @@ class _Walker:
         if not target.literal or target.glob or target.text == "-":
             return None
         return resolve(target.text, cwd)
+
+
+def _workspace_program(head: str) -> bool:
+    """A program word that is a path outside the system's program directories (``./tools/git``)."""
+    return "/" in head and not head.startswith(("/usr/", "/bin/", "/sbin/", "/opt/", "/nix/"))
+
+
+def _leading_tilde(segs: list[tuple[SegKind, str]]) -> list[tuple[SegKind, str]]:
+    if not segs or segs[0][0] != "u" or not segs[0][1].startswith("~"):
+        return segs
+    text = segs[0][1]
+    m = re.match(r"~[^/]*", text)
+    assert m is not None
+    head: tuple[SegKind, str] = ("home", "~") if m.group() == "~" else ("d", m.group())
+    rest: list[tuple[SegKind, str]] = [("u", text[m.end() :])] if len(text) > m.end() else []
+    return [head, *rest, *segs[1:]]
 
 
 def _is_glob(text: str) -> bool:

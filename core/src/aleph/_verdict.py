@@ -29,6 +29,7 @@ RuleId = Literal[
     "tool_declared",
     "gate_removal",
     "command_policy",
+    "uncontained_exec",
     "plugin_requested",
     "destructive_arguments",
     "policy_ask",
@@ -94,6 +95,8 @@ def decide_call(
     names_exactly: bool,
     command: tuple[str, str, tuple[str, ...]] | None = None,
     votes: tuple[tuple[str, PolicyVote], ...] = (),
+    exec_class: bool = False,
+    uncontained: str | None = None,
 ) -> Verdict:
     """Decide one call.
 
@@ -101,6 +104,9 @@ def decide_call(
     :param names_exactly: an exact, argument-free rule names this tool (stands argument floors down).
     :param command: the command-policy verdict as (action, reason, rules) for shell tools, else None.
     :param votes: (plugin, vote) pairs from ``aleph_tool_policy``.
+    :param exec_class: the tool runs shell commands or code (it has ``shell_command``).
+    :param uncontained: for an exec-class call under ``auto``, why it cannot run as a transaction
+        (None: it will; its changeset is judged before anything lands in the workspace).
     """
     effective_tier = ExecTier.PLAN if turn is not None and (turn.plan_mode or turn.side_question) else tier
     action, decided_by = effective_permission(decision, effective_tier, tool, facts)
@@ -152,6 +158,9 @@ def decide_call(
             decided_by="floor",
             notes=tuple(notes),
         )
+    auto_exec = exec_class and effective_tier is ExecTier.AUTO
+    if auto_exec:
+        notes.append(f"uncontained: {uncontained}" if uncontained is not None else "contained: runs as a transaction")
     if command is not None and command[0] == "ask":
         return Verdict(
             "ask",
@@ -173,6 +182,15 @@ def decide_call(
                 "plugin",
                 tuple(notes),
             )
+    if auto_exec and uncontained is not None:
+        return Verdict(
+            "ask",
+            "uncontained_exec",
+            f"`{tool}` cannot run as a transaction here ({uncontained.rstrip('.')}), so its effects could not be "
+            "held back and judged: the `auto` tier asks before it runs.",
+            decided_by="tier",
+            notes=tuple(notes),
+        )
     if arg_rule == "destructive_arguments" and not names_exactly:
         operation = (input or {}).get("operation")
         return Verdict(

@@ -109,6 +109,16 @@ def _workdir(tool: str, sandbox: WorkspaceSandbox, working_dir: str) -> Path:
         raise ValidationFailed(tool, f"working_dir: {exc}") from None
 
 
+def _shell_cwd(sandbox: WorkspaceSandbox, input: Mapping[str, Any]) -> str | None:
+    working_dir = input.get("working_dir", ".")
+    if not isinstance(working_dir, str):
+        return None
+    try:
+        return str(resolve_workdir(sandbox.workspace, working_dir))
+    except (WorkdirError, OSError):
+        return None
+
+
 def _stream_to_caller(name: str) -> Callable[[str], None]:
     """Live output lines of this call, notified in the calling task's context.
 
@@ -153,6 +163,10 @@ class BashTool(AlephTool[BashArgs]):
         """The shell text this call would run, for the chokepoint's command-policy floor."""
         command = input.get("command")
         return command if isinstance(command, str) else None
+
+    def shell_cwd(self, input: Mapping[str, Any]) -> str | None:
+        """Where the command starts (``working_dir`` resolved in the workspace); None when it cannot be."""
+        return _shell_cwd(self.sandbox, input)
 
     async def call(self, args: BashArgs) -> dict[str, Any]:
         cwd = _workdir(self.NAME, self.sandbox, args.working_dir)
@@ -199,11 +213,27 @@ class CodeExecTool(AlephTool[CodeExecArgs]):
         return uncontained_reason(self.sandbox)
 
     def shell_command(self, input: Mapping[str, Any]) -> str | None:
-        """The shell text this call would run (shell languages only), for the command-policy floor."""
+        """The shell text this call is judged as, for the command-policy floor.
+
+        Shell code as it is; a Python or Node snippet as ``python3 -c '<code>'`` / ``node -e '<code>'``,
+        so the floor reads it exactly as it reads the same snippet given to bash.
+        """
         code = input.get("code")
-        if input.get("language") in _SHELL_LANGUAGES and isinstance(code, str):
+        language = input.get("language")
+        if not isinstance(code, str):
+            return None
+        if language in _SHELL_LANGUAGES:
             return code
+        quoted = "'" + code.replace("'", "'\\''") + "'"
+        if language == "python":
+            return f"python3 -c {quoted}"
+        if language in ("node", "javascript"):
+            return f"node -e {quoted}"
         return None
+
+    def shell_cwd(self, input: Mapping[str, Any]) -> str | None:
+        """Where the snippet starts (``working_dir`` resolved in the workspace); None when it cannot be."""
+        return _shell_cwd(self.sandbox, input)
 
     async def call(self, args: CodeExecArgs) -> dict[str, Any]:
         cwd = _workdir(self.NAME, self.sandbox, args.working_dir)
