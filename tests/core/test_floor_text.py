@@ -649,3 +649,28 @@ def test_more_spellings_of_destroying_root_or_home_block(command: str) -> None:
 @pytest.mark.parametrize("command", ["chmod -R u+w build", "chmod 755 ~", "chown -R me:me ./dist"])
 def test_ordinary_permission_changes_stay_allowed(command: str) -> None:
     assert judge(command)[0] in ("allow", "warn")
+
+
+# -- deleting a tree deletes the protected files inside it ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "cwd"),
+    [
+        ("rm -rf .", CWD),
+        ("rm -r ..", f"{CWD}/sub"),
+        ("rm -rf ../../..", f"{CWD}/a/b"),
+        (f"rm -fr {CWD}", "/tmp"),
+        ("mv . ../elsewhere", CWD),
+        (f"mv {CWD} /tmp/gone", "/tmp"),
+        ("cmake -E rm -rf .", CWD),
+    ],
+)
+def test_deleting_a_tree_that_holds_a_protected_file_is_blocked(command: str, cwd: str) -> None:
+    action, rules = judge(command, cwd)
+    assert ("block", True) == (action, "write_protected_path" in rules), command
+
+
+@pytest.mark.parametrize("command", ["rm -rf build", "rm -rf ./dist ./.cache", "find . -name '*.pyc' -delete"])
+def test_deleting_a_tree_without_protected_files_is_not_blocked_for_it(command: str) -> None:
+    assert "write_protected_path" not in judge(command)[1], command

@@ -192,8 +192,12 @@ async def test_bash_commits_a_normal_edit_and_refuses_a_protected_write(workspac
         assert (True, "committed", ["create a.txt"]) == (out["transaction"], changes["status"], changes["paths"])
         toml = (workspace / "aleph.toml").read_bytes()
         trick = {"command": "echo owned > ../aleph.toml", "working_dir": "sub"}
-        out = json.loads((await rt.tool_service(tier="full").execute("bash", trick)).text)
-        assert "committed" != out["changes"]["status"]  # refused, or the sandbox's read-only bind stopped it
+        try:
+            out = json.loads((await rt.tool_service(tier="full").execute("bash", trick)).text)
+        except aleph.PermissionDenied:  # the text floor judged it from working_dir: refused before it ran
+            pass
+        else:  # refused at commit, or the sandbox's read-only bind stopped it
+            assert "committed" != out["changes"]["status"]
         assert toml == (workspace / "aleph.toml").read_bytes()
         trick = {"command": "mkdir -p ../secrets && echo k > ../secrets/key", "working_dir": "sub"}
         out = json.loads((await rt.tool_service(tier="full").execute("bash", trick)).text)

@@ -632,6 +632,11 @@ def _write_protected(cmd: Command, env: Env) -> bool:
             return True
         if path is None and _relative_protected(target.text):
             return True
+    # Deleting (or moving away) a tree deletes every protected file inside it: `rm -rf .` covers aleph.toml.
+    for target in _rm_targets(cmd) if cmd.program in ("rm", "mv", "cmake") else ():
+        path = resolve(target.text, cmd.cwd) if target.literal and not _root_or_home(target, cmd, env) else None
+        if path is not None and any(_under(p, path) for p in env.protected):
+            return True
     return False
 
 
