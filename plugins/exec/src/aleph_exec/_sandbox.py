@@ -440,7 +440,8 @@ class WorkspaceSandbox:
             argv.append("--unshare-net")
         uid = str(_userns.SANDBOX_ID)
         if state.userns is not None:
-            # Root: our own user namespace (its one user is config.sandbox_host_uid on the host).
+            # Our own user namespace: its one user is config.sandbox_host_uid on the host as root, else
+            # the user Aleph runs as (bubblewrap then nests no namespace of its own: the zygote may mount).
             argv += ["--userns", str(state.userns.fd), "--uid", uid, "--gid", uid]
         else:
             argv += ["--unshare-user", "--uid", uid, "--gid", uid]
@@ -476,7 +477,7 @@ class WorkspaceSandbox:
         if zygote:
             extra.append(str(_ZYGOTE_PATH))
         staged: list[tuple[str, str]] = []
-        stage = state.stage_dir if state.userns is not None else None
+        stage = state.stage_dir if state.idmap is not None else None
 
         def source(real: str, name: str) -> str:
             # As root, bubblewrap resolves sources as the sandbox's unprivileged user: through the staging tmpfs.
@@ -499,7 +500,7 @@ class WorkspaceSandbox:
             if path.exists():
                 argv += ["--ro-bind", ws_source + str(path)[len(ws) :], str(path)]
         if stage is None:
-            return argv, None, []
+            return argv, None, [state.userns.fd] if state.userns is not None else []
         assert state.userns is not None and state.idmap is not None
         preexec = _userns.stage(stage, staged, [(ws, "ws")], state.idmap)
         return argv, preexec, [state.userns.fd]
@@ -507,10 +508,10 @@ class WorkspaceSandbox:
     def _hardening(self) -> dict[str, Any]:
         """What the zygote sets up in bubblewrap before it serves (see _zygote.main)."""
         return {
-            # As root, the zygote makes /proc's kernel interfaces read-only. Not as a user: bubblewrap then
-            # nests a user namespace that owns no mount (for /dev's devpts), and a user cannot write
-            # them anyway; nor are there overlays then.
-            "proc": self._root,
+            # In our own user namespace (as root, and as a user who may make one) the zygote makes /proc's
+            # kernel interfaces read-only and mounts the overlays. Else bubblewrap nests a user namespace
+            # that owns no mount (for /dev's devpts): neither can be done (a user cannot write them anyway).
+            "proc": self._state is not None and self._state.userns is not None,
             "base": _seccomp.BASE.hex(),
             "mounts": _seccomp.MOUNTS.hex(),
             "workspace": str(self.workspace),
@@ -671,15 +672,17 @@ class WorkspaceSandbox:
         """Why this sandbox can give no overlay, as far as is known without a probe."""
         if self.bwrap is None:
             return "isolation is none (no bubblewrap sandbox to mount an overlay in)"
-        if not self._root:
-            return (
-                "Aleph is not running as root: the layer cannot be handed to the sandbox as an idmapped mount "
-                "(this sandbox gives transactions only when Aleph runs as root)"
-            )
         try:
-            self._sandbox_state()
+            state = self._sandbox_state()
         except SandboxError as exc:
             return str(exc)
+        if state.userns is None:
+            return f"Aleph cannot make the sandbox's user namespace here: {state.userns_error}"
+        if not self._root:
+            try:
+                state.layer_cloner()
+            except OSError as exc:
+                return f"the layer cannot be handed to the sandbox: {exc}"
         return None
 
     def _check_layer(self, layer: Path, probe: bool = False) -> None:
@@ -1143,8 +1146,14 @@ class WorkspaceSandbox:
     def _layer_fd(self, layer: Path) -> int:
         """The layer as a detached mount for the zygote (idmapped as the workspace is); TransactionUnavailable."""
         state = self._state
-        if state is None or state.idmap is None:
-            raise TransactionUnavailable("no idmapped mounts here (Aleph is not root)")
+        if state is None or state.userns is None:
+            raise TransactionUnavailable("no user namespace of the sandbox's own here")
+        if state.idmap is None:
+            # A user's layer is theirs already (the sandbox's user): a plain clone, made in that namespace.
+            try:
+                return state.layer_cloner().clone(layer)
+            except OSError as exc:
+                raise TransactionUnavailable(f"the layer {layer} cannot be handed to the sandbox: {exc}") from None
         try:
             owner = state.owner
             if owner is not None and (layer.stat().st_uid, layer.stat().st_gid) != owner:
@@ -1968,6 +1977,17 @@ class _SandboxState:
         self.userns = userns
         self.idmap = idmap
         self.owner: tuple[int, int] | None = None  # the workspace's owner on disk (uid, gid), with ``idmap``
+        self.userns_error: str | None = None  # why a user got no user namespace of ours (then ``userns`` is None)
+        self._cloner: _userns.LayerCloner | None = None
+        self._cloner_lock = threading.Lock()
+
+    def layer_cloner(self) -> _userns.LayerCloner:
+        """As a user: the helper that clones layer directories in the sandbox's user namespace (started once)."""
+        assert self.userns is not None
+        with self._cloner_lock:
+            if self._cloner is None or self._cloner.proc.poll() is not None:
+                self._cloner = _userns.LayerCloner(self.userns.fd)
+            return self._cloner
 
     @classmethod
     def create(cls, workspace: Path, host_uid: int | None) -> _SandboxState:
@@ -1996,12 +2016,21 @@ class _SandboxState:
                 state = cls(root, userns, idmap)
                 state.owner = (owner.st_uid, owner.st_gid)
                 return state
+            # A user: the sandbox's user is the user itself (the workspace is theirs); no idmapped mounts.
+            try:
+                userns = _userns.Idmap(sid, os.getuid(), host_gid=os.getgid())
+            except OSError as exc:
+                state = cls(root, None, None)
+                state.userns_error = str(exc)  # bubblewrap may still make one (--unshare-user)
+                return state
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
         return cls(root, userns, idmap)
 
     def close(self) -> None:
+        if self._cloner is not None:
+            self._cloner.close()
         for ns in (self.userns, self.idmap):
             if ns is not None:
                 ns.close()
