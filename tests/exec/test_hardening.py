@@ -228,7 +228,9 @@ ws = Path(sys.argv[1])
 box = WorkspaceSandbox(ws, ExecConfig(isolation="bwrap"))
 command = (
     "id -u; cat /proc/self/uid_map; grep Seccomp_filters /proc/self/status; echo 1 > /proc/sys/vm/drop_caches;"
-    " echo e=$?; test -e /etc/shadow && echo shadow; unshare -U true; echo u=$?; echo x > mine.txt"
+    " echo e=$?; test -e /etc/shadow && echo shadow; unshare -U true; echo u=$?; echo x > mine.txt;"
+    " cut -d' ' -f5,6 /proc/self/mountinfo | grep -E '^/proc/(sys|irq) ' | cut -d, -f1;"
+    " mount -t tmpfs none /tmp; echo m=$?"
 )
 result = box.run(["bash", "-c", command], cwd=ws, timeout=60)
 print(json.dumps({"out": result.stdout, "err": result.stderr, "isolation": result.isolation,
@@ -357,6 +359,10 @@ def test_as_a_user_the_sandbox_holds_too(nobody: Nobody) -> None:
     assert lines[1].split() == ["1000", str(nobody.uid), "1"]
     assert lines[2].split() == ["Seccomp_filters:", "1"]
     assert "e=1" in lines and "shadow" not in lines and "u=1" in lines, got
+    # /proc's kernel interfaces are mounted read-only (as root), not only closed by their permissions;
+    # and the command may mount nothing (no capability, and the seccomp filter).
+    assert "/proc/sys ro" in lines and "/proc/irq ro" in lines, got
+    assert "m=0" not in lines and any(line.startswith("m=") for line in lines), got
     assert got["isolation"].startswith("bwrap+userns")
     assert (nobody.ws / "mine.txt").stat().st_uid == nobody.uid
     assert got["transactions"] is None

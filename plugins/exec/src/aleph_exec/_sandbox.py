@@ -1049,8 +1049,17 @@ class WorkspaceSandbox:
                 if self.zygote_error is not None and time.monotonic() < self._zygote_retry_at:
                     return None
                 try:
-                    argv, preexec, fds = self._zygote_argv()
-                    zygote = _Zygote.start(argv, key, namespaced=self.bwrap is not None, preexec=preexec, fds=fds)
+                    try:
+                        argv, preexec, fds = self._zygote_argv()
+                        zygote = _Zygote.start(argv, key, namespaced=self.bwrap is not None, preexec=preexec, fds=fds)
+                    except SandboxError as exc:
+                        # A user's own namespace that bubblewrap cannot use (an LSM may confine namespaces
+                        # made outside bubblewrap): bubblewrap makes one instead, without transactions.
+                        if self._root or self._state is None or not self._state.demote(str(exc)):
+                            raise
+                        self._transactions.clear()  # probed again: no overlay without our namespace
+                        argv, preexec, fds = self._zygote_argv()
+                        zygote = _Zygote.start(argv, key, namespaced=self.bwrap is not None, preexec=preexec, fds=fds)
                 except SandboxError as exc:
                     # Per-run bubblewrap meanwhile; a start that failed under load gets another chance later.
                     self.zygote_error = str(exc)
@@ -1980,6 +1989,16 @@ class _SandboxState:
         self.userns_error: str | None = None  # why a user got no user namespace of ours (then ``userns`` is None)
         self._cloner: _userns.LayerCloner | None = None
         self._cloner_lock = threading.Lock()
+        self._retired: list[_userns.Idmap] = []
+
+    def demote(self, why: str) -> bool:
+        """As a user: give up our own user namespace (bubblewrap makes one per sandbox instead); False if none."""
+        if self.userns is None or self.idmap is not None:
+            return False
+        self._retired.append(self.userns)  # closed with the state: a run may still be passing its fd
+        self.userns = None
+        self.userns_error = f"bubblewrap could not use it: {why}"
+        return True
 
     def layer_cloner(self) -> _userns.LayerCloner:
         """As a user: the helper that clones layer directories in the sandbox's user namespace (started once)."""
@@ -2031,7 +2050,7 @@ class _SandboxState:
     def close(self) -> None:
         if self._cloner is not None:
             self._cloner.close()
-        for ns in (self.userns, self.idmap):
+        for ns in (self.userns, self.idmap, *self._retired):
             if ns is not None:
                 ns.close()
         shutil.rmtree(self.root, ignore_errors=True)
