@@ -265,7 +265,7 @@ for path in sorted(upper.rglob("*")):
         entries[str(path.relative_to(upper))].append(opaque.decode())
 plain = box.run(["bash", "-c", "cat kept.txt; test -e created.txt && echo leaked; echo ok"], cwd=ws, timeout=60)
 print(json.dumps({"out": result.stdout, "err": result.stderr, "transaction": result.transaction,
-                  "support": support, "entries": entries, "plain": plain.stdout,
+                  "support": support, "entries": entries, "plain": plain.stdout, "left": sorted(os.listdir(layer)),
                   "zygote_error": box.zygote_error}))
 box.close()
 """
@@ -402,6 +402,8 @@ def test_as_a_user_a_layer_run_writes_only_into_the_layer(nobody: Nobody) -> Non
     assert (ws / ".aleph" / "config").read_text() == "cfg\n"
     assert not (ws / ".git" / "hooks" / "pre-commit").exists()
     assert got["plain"] == "old\nok\n"
+    # overlayfs's work directory (its work/work has mode 000, which only root could remove) is gone.
+    assert got["left"] == ["upper"]
 
 
 def test_the_per_run_bubblewrap_fallback_is_as_unprivileged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

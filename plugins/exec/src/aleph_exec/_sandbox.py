@@ -636,6 +636,8 @@ class WorkspaceSandbox:
             if cgroup is not None:
                 assert self._cgroups is not None
                 self._cgroups.give(cgroup, self._zygote_pids() if zygote else set())
+        if layer is not None:
+            self._tidy_layer(layer)
         if isinstance(proc, _ZygoteRun) and proc.failure is not None:
             raise proc.failure
         return self._result(proc.returncode, output, timed_out, killed, cgroup, start, layer is not None)
@@ -684,6 +686,25 @@ class WorkspaceSandbox:
             except OSError as exc:
                 return f"the layer cannot be handed to the sandbox: {exc}"
         return None
+
+    def _tidy_layer(self, layer: Path) -> None:
+        """After a run on ``layer``: remove its ``work`` directory, which no caller needs.
+
+        overlayfs leaves ``work/work`` with mode 000: root removes it anyway, a user (its owner) only
+        after a chmod. ``upper`` is left as the command made it (its modes are part of the changeset).
+        """
+        if self._root:
+            return
+        work = layer / "work"
+        try:
+            for top, dirs, _ in os.walk(work, onerror=None):
+                for name in dirs:
+                    path = os.path.join(top, name)
+                    if not os.path.islink(path):
+                        os.chmod(path, 0o700)
+            shutil.rmtree(work)
+        except OSError:
+            pass  # gone already, or the caller's removal reports what is left
 
     def _check_layer(self, layer: Path, probe: bool = False) -> None:
         """Refuse a ``layer`` this sandbox cannot use (the command does not start)."""
@@ -802,6 +823,8 @@ class WorkspaceSandbox:
                     self._cgroups.put_back(cgroup)
         else:
             await anyio.to_thread.run_sync(end)
+        if layer is not None:
+            self._tidy_layer(layer)
         if run.failure is not None:
             raise run.failure
         return self._result(run.returncode, output, timed_out, killed, cgroup, start, layer is not None)
