@@ -314,7 +314,7 @@ class Nobody:
         self.ws = root / "ws"
         self.ws.mkdir()
 
-    def run(self, probe: str, *args: str) -> dict[str, Any]:
+    def run(self, probe: str, *args: str, wrap: tuple[str, ...] = ()) -> dict[str, Any]:
         import subprocess
 
         for path in [self.root, *self.root.rglob("*")]:
@@ -324,7 +324,7 @@ class Nobody:
         argv = ["probe", *args]
         boot = f"import sys; sys.path.insert(0, {str(self.lib)!r}); sys.argv = {argv!r}; exec({probe!r})"
         done = subprocess.run(
-            [self.python, "-I", "-c", boot],
+            [*wrap, self.python, "-I", "-c", boot],
             user=self.uid,
             group=self.uid,
             extra_groups=[],
@@ -366,6 +366,31 @@ def test_as_a_user_the_sandbox_holds_too(nobody: Nobody) -> None:
     assert got["isolation"].startswith("bwrap+userns")
     assert (nobody.ws / "mine.txt").stat().st_uid == nobody.uid
     assert got["transactions"] is None
+
+
+NO_USERNS_PROBE = """
+import json, os, sys
+from pathlib import Path
+from aleph_exec._sandbox import WorkspaceSandbox
+from aleph_exec._config import ExecConfig
+box = WorkspaceSandbox(Path(sys.argv[1]), ExecConfig(isolation="bwrap"))
+print(json.dumps({"uid": os.geteuid(), "support": box.transaction_support(), "zygote_error": None}))
+box.close()
+"""
+
+
+def test_as_a_user_without_user_namespaces_transactions_say_why(nobody: Nobody) -> None:
+    # nobody, root of a user namespace whose limit of namespaces (its own, counted) is 1, makes a second
+    # in which it is uid 1000 and runs Aleph there: Aleph can make no user namespace of its own.
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare (util-linux)")
+    limit = 'echo 1 > /proc/sys/user/max_user_namespaces && exec "$@"'
+    wrap = ("unshare", "-U", "-r", "--", "sh", "-c", limit, "sh")
+    wrap += ("unshare", "-U", "--map-user=1000", "--map-group=1000", "--")
+    got = nobody.run(NO_USERNS_PROBE, str(nobody.ws), wrap=wrap)
+    assert got["uid"] == 1000
+    assert "cannot make the sandbox's user namespace" in got["support"], got
+    assert "No space left on device" in got["support"], got  # the kernel's refusal (ENOSPC), named
 
 
 def test_as_a_user_a_layer_run_writes_only_into_the_layer(nobody: Nobody) -> None:

@@ -63,9 +63,14 @@ def _check(result: int, what: str) -> int:
     return result
 
 
-def _unshare_user() -> None:  # pragma: no cover - runs in a forked child
-    if _libc.unshare(_CLONE_NEWUSER) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWUSER)")
+def _unshare_user(report: int) -> Callable[[], None]:
+    def unshare() -> None:  # pragma: no cover - runs in a forked child
+        if _libc.unshare(_CLONE_NEWUSER) != 0:
+            errno = ctypes.get_errno()
+            os.write(report, b"%d" % errno)  # the parent's only way to learn the kernel's errno
+            raise OSError(errno, "unshare(CLONE_NEWUSER)")
+
+    return unshare
 
 
 class Idmap:
@@ -76,7 +81,18 @@ class Idmap:
 
     def __init__(self, inside: int, host: int, inside_gid: int | None = None, *, host_gid: int | None = None) -> None:
         self.inside, self.host = inside, host
-        holder = subprocess.Popen(["sleep", "60"], preexec_fn=_unshare_user, close_fds=True)
+        report_r, report_w = os.pipe()
+        try:
+            holder = subprocess.Popen(["sleep", "60"], preexec_fn=_unshare_user(report_w), close_fds=True)
+        except subprocess.SubprocessError:
+            os.close(report_w)
+            with os.fdopen(report_r, "rb") as fh:
+                errno = int(fh.read(16) or b"0")
+            raise IdmapError(
+                errno, f"cannot make a user namespace: unshare(CLONE_NEWUSER): {os.strerror(errno)}"
+            ) from None
+        os.close(report_r)
+        os.close(report_w)
         gid = inside if inside_gid is None else inside_gid
         try:
             if host_gid is not None:
