@@ -1999,7 +1999,9 @@ class _SandboxState:
     """What an unprivileged sandbox keeps on the host: its /etc files, the staging point, user namespaces.
 
     As root: ``userns`` (the sandbox's: SANDBOX_ID is the host uid) and ``idmap`` (for idmapped mounts:
-    the workspace owner on disk shows as the host uid).
+    the workspace owner on disk shows as the host uid). As a user: ``userns`` maps SANDBOX_ID to the
+    user (None, with ``userns_error``, where the user may make none: bubblewrap then makes one) and no
+    ``idmap``; layers are cloned by a :class:`_userns.LayerCloner`.
     """
 
     def __init__(self, root: Path, userns: _userns.Idmap | None, idmap: _userns.Idmap | None) -> None:

@@ -13,6 +13,11 @@ Paths that the unprivileged host uid cannot reach (the Python of a CI job under 
 under a 0700 directory) are bound into a private *staging* tmpfs first, in a mount namespace of the
 process that becomes bubblewrap (:func:`stage`), and bubblewrap binds them from there.
 
+As a user (not root), the sandbox's user namespace is made the same way, mapping ``SANDBOX_ID`` to the
+user's own uid and gid (``setgroups`` denied first, as the kernel requires of an unprivileged gid_map);
+the workspace is the user's already, so nothing is idmapped or staged. A run's layer is cloned by
+:class:`LayerCloner`, a helper living in that namespace (a user cannot clone the host's mounts).
+
 The new mount syscalls have the same numbers on x86_64 and aarch64 (generic table, 428 and later).
 """
 
@@ -224,8 +229,10 @@ class LayerCloner:
         except OSError:
             ready = b""
         if ready != b"ready":
-            self.close()
-            detail = ready.decode(errors="replace") or "no answer"
+            self.sock.close()
+            self.proc.kill()
+            _, err = self.proc.communicate()
+            detail = ready.decode(errors="replace") or err.decode(errors="replace").strip()[-300:] or "no answer"
             raise IdmapError(0, f"the layer helper did not start: {detail}")
 
     def clone(self, path: str | os.PathLike[str]) -> int:
@@ -237,6 +244,8 @@ class LayerCloner:
                 self.sock.send(os.fsencode(path))
                 msg, fds, _, _ = socket.recv_fds(self.sock, 512, 1)
             except OSError as exc:
+                # A late answer must never be taken for the next request's: this helper is done.
+                self.close()
                 raise IdmapError(exc.errno or 0, f"the layer helper is gone: {exc}") from None
         if fds:
             return fds[0]
