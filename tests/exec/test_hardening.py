@@ -318,7 +318,7 @@ class Nobody:
         import subprocess
 
         for path in [self.root, *self.root.rglob("*")]:
-            if path.is_relative_to(self.ws) or path.name == "layer":
+            if path.is_relative_to(self.ws) or path.name.startswith("layer"):
                 os.lchown(path, self.uid, self.uid)
         subprocess.run(["chmod", "-R", "a+rX", str(self.root)], check=True)
         argv = ["probe", *args]
@@ -391,6 +391,40 @@ def test_as_a_user_without_user_namespaces_transactions_say_why(nobody: Nobody) 
     assert got["uid"] == 1000
     assert "cannot make the sandbox's user namespace" in got["support"], got
     assert "No space left on device" in got["support"], got  # the kernel's refusal (ENOSPC), named
+
+
+CONCURRENT_LAYERS_PROBE = """
+import json, sys, threading
+from pathlib import Path
+from aleph_exec._sandbox import WorkspaceSandbox
+from aleph_exec._config import ExecConfig
+ws, root = Path(sys.argv[1]), Path(sys.argv[2])
+box = WorkspaceSandbox(ws, ExecConfig(isolation="bwrap"))
+layers = [root / f"layer{i}" for i in range(4)]
+out = {}
+def one(i):
+    r = box.run(["bash", "-c", f"sleep 0.2; echo {i} > mine.txt; ls"], cwd=ws, timeout=60, layer=layers[i])
+    out[i] = [r.stdout, r.transaction, sorted(p.name for p in (layers[i] / "upper").iterdir()),
+              (layers[i] / "upper" / "mine.txt").read_text()]
+threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(json.dumps({"out": out, "zygote_error": box.zygote_error}))
+box.close()
+"""
+
+
+def test_as_a_user_concurrent_layer_runs_get_their_own_layers(nobody: Nobody) -> None:
+    (nobody.ws / "base.txt").write_text("b\n")
+    for i in range(4):
+        (nobody.root / f"layer{i}").mkdir()
+    got = nobody.run(CONCURRENT_LAYERS_PROBE, str(nobody.ws), str(nobody.root))
+    for i in range(4):
+        stdout, transaction, upper, mine = got["out"][str(i)]
+        assert transaction is True
+        assert stdout == "base.txt\nmine.txt\n"  # the run sees its own write only, over the workspace
+        assert upper == ["mine.txt"] and mine == f"{i}\n"
+    assert sorted(p.name for p in nobody.ws.iterdir()) == ["base.txt"]
 
 
 def test_as_a_user_a_layer_run_writes_only_into_the_layer(nobody: Nobody) -> None:
