@@ -1078,8 +1078,11 @@ class WorkspaceSandbox:
                     except SandboxError as exc:
                         # A user's own namespace that bubblewrap cannot use (an LSM may confine namespaces
                         # made outside bubblewrap): bubblewrap makes one instead, without transactions.
-                        if self._root or self._state is None or not self._state.demote(str(exc)):
-                            raise
+                        # Only when bubblewrap refuses it and makes one itself: a start that failed
+                        # under load is no reason to give up transactions.
+                        refused = None if self._root else self._own_userns_refused()
+                        if refused is None or self._state is None or not self._state.demote(refused):
+                            raise exc from None
                         self._transactions.clear()  # probed again: no overlay without our namespace
                         argv, preexec, fds = self._zygote_argv()
                         zygote = _Zygote.start(argv, key, namespaced=self.bwrap is not None, preexec=preexec, fds=fds)
@@ -1093,6 +1096,28 @@ class WorkspaceSandbox:
                 self._zygotes.append(zygote)
             zygote.active += 1
             return zygote
+
+    def _own_userns_refused(self) -> str | None:
+        """As a user: bubblewrap's error when it refuses our user namespace but can make its own; else None."""
+        state = self._state
+        if self.bwrap is None or state is None or state.userns is None or state.idmap is not None:
+            return None
+        fd = state.userns.fd
+        tries = {}
+        for name, options in (("ours", ["--userns", str(fd)]), ("its", ["--unshare-user"])):
+            try:
+                done = subprocess.run(
+                    [self.bwrap, *options, "--ro-bind", "/", "/", "--", "true"],
+                    pass_fds=[fd],
+                    capture_output=True,
+                    timeout=30,
+                )
+            except (OSError, subprocess.SubprocessError):
+                return None
+            tries[name] = (done.returncode, done.stderr.decode(errors="replace").strip()[-300:])
+        if tries["ours"][0] != 0 and tries["its"][0] == 0:
+            return tries["ours"][1] or f"exit {tries['ours'][0]}"
+        return None
 
     def _release(self, zygote: _Zygote) -> None:
         with self._lock:
