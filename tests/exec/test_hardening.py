@@ -12,6 +12,7 @@ import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aleph_exec._config import ExecConfig
@@ -227,7 +228,9 @@ ws = Path(sys.argv[1])
 box = WorkspaceSandbox(ws, ExecConfig(isolation="bwrap"))
 command = (
     "id -u; cat /proc/self/uid_map; grep Seccomp_filters /proc/self/status; echo 1 > /proc/sys/vm/drop_caches;"
-    " echo e=$?; test -e /etc/shadow && echo shadow; unshare -U true; echo u=$?; echo x > mine.txt"
+    " echo e=$?; test -e /etc/shadow && echo shadow; unshare -U true; echo u=$?; echo x > mine.txt;"
+    " cut -d' ' -f5,6 /proc/self/mountinfo | grep -E '^/proc/(sys|irq) ' | cut -d, -f1;"
+    " mount -t tmpfs none /tmp; echo m=$?"
 )
 result = box.run(["bash", "-c", command], cwd=ws, timeout=60)
 print(json.dumps({"out": result.stdout, "err": result.stderr, "isolation": result.isolation,
@@ -236,57 +239,94 @@ box.close()
 """
 
 
-def test_as_a_user_the_sandbox_holds_too(tmp_path: Path) -> None:
-    import importlib
-    import pwd
-    import subprocess
-    import tempfile
+NONROOT_LAYER_PROBE = """
+import json, os, stat, sys
+from pathlib import Path
+from aleph_exec._sandbox import WorkspaceSandbox
+from aleph_exec._config import ExecConfig
+ws, layer = Path(sys.argv[1]), Path(sys.argv[2])
+box = WorkspaceSandbox(ws, ExecConfig(isolation="bwrap"), protected=[ws / ".aleph"])
+command = (
+    "id -u; echo new > created.txt; echo changed > kept.txt; rm gone.txt; rm -r olddir; mkdir olddir;"
+    " echo x > .aleph/config 2>/dev/null; echo a=$?; echo x > .git/hooks/pre-commit 2>/dev/null; echo h=$?;"
+    " echo 1 > /proc/sys/vm/drop_caches 2>/dev/null; echo e=$?; cat kept.txt created.txt;"
+    " test -e gone.txt || echo nogone"
+)
+support = box.transaction_support()
+result = box.run(["bash", "-c", command], cwd=ws, timeout=60, layer=layer)
+upper = layer / "upper"
+entries = {}
+for path in sorted(upper.rglob("*")):
+    st = path.lstat()
+    kind = "whiteout" if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0 else "dir" if path.is_dir() else "file"
+    entries[str(path.relative_to(upper))] = [kind, st.st_uid]
+    if kind == "dir":
+        opaque = os.getxattr(path, "user.overlay.opaque", follow_symlinks=False)
+        entries[str(path.relative_to(upper))].append(opaque.decode())
+plain = box.run(["bash", "-c", "cat kept.txt; test -e created.txt && echo leaked; echo ok"], cwd=ws, timeout=60)
+print(json.dumps({"out": result.stdout, "err": result.stderr, "transaction": result.transaction,
+                  "support": support, "entries": entries, "plain": plain.stdout, "left": sorted(os.listdir(layer)),
+                  "zygote_error": box.zygote_error}))
+box.close()
+"""
 
-    if os.geteuid() != 0:
-        pytest.skip("needs root, to run the sandbox as another user")
-    system_python = "/usr/bin/python3"
-    if not os.access(system_python, os.X_OK):
-        pytest.skip(f"no {system_python} (scripts/setup-system installs python3)")
-    version = subprocess.run([system_python, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True)
-    if version.stdout.decode().strip() != str(sys.version_info[:2]):
-        pytest.skip("Debian's python3 is another version than this one: the compiled dependencies would not load")
-    nobody = pwd.getpwnam("nobody").pw_uid
-    bwrap = shutil.which("bwrap") or "bwrap"
-    userns = subprocess.run(
-        [bwrap, "--unshare-user", "--ro-bind", "/", "/", "true"], user=nobody, group=nobody, capture_output=True
-    )
-    if userns.returncode != 0:
-        pytest.skip(f"this machine gives users no user namespaces: {userns.stderr.decode(errors='replace')}")
-    # Not under tmp_path (its parent is root's alone): nobody must reach these.
-    root = Path(tempfile.mkdtemp(prefix="aleph-nonroot-"))
-    try:
-        lib = root / "lib"
-        lib.mkdir()
+
+class Nobody:
+    """Runs a probe as ``nobody`` under Debian's python3, with copies of aleph_exec and what it imports."""
+
+    def __init__(self, root: Path) -> None:
+        import importlib
+        import pwd
+        import subprocess
+
+        if os.geteuid() != 0:
+            pytest.skip("needs root, to run the sandbox as another user")
+        self.python = "/usr/bin/python3"
+        if not os.access(self.python, os.X_OK):
+            pytest.skip(f"no {self.python} (scripts/setup-system installs python3)")
+        version = subprocess.run([self.python, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True)
+        if version.stdout.decode().strip() != str(sys.version_info[:2]):
+            pytest.skip("Debian's python3 is another version than this one: the compiled dependencies would not load")
+        self.uid = pwd.getpwnam("nobody").pw_uid
+        bwrap = shutil.which("bwrap") or "bwrap"
+        userns = subprocess.run(
+            [bwrap, "--unshare-user", "--ro-bind", "/", "/", "true"], user=self.uid, group=self.uid, capture_output=True
+        )
+        if userns.returncode != 0:
+            pytest.skip(f"this machine gives users no user namespaces: {userns.stderr.decode(errors='replace')}")
+        self.root = root
+        self.lib = root / "lib"
+        self.lib.mkdir()
         for name in ("aleph_exec", "pydantic", "pydantic_core", "typing_extensions", "annotated_types", "anyio"):
             module = importlib.import_module(name)
             source = Path(module.__file__ or "")
             if source.name == "__init__.py":
-                shutil.copytree(source.parent, lib / name, ignore=shutil.ignore_patterns("__pycache__"))
+                shutil.copytree(source.parent, self.lib / name, ignore=shutil.ignore_patterns("__pycache__"))
             else:
-                shutil.copy(source, lib)
+                shutil.copy(source, self.lib)
         for name in ("sniffio", "idna", "typing_inspection"):
             try:
                 module = importlib.import_module(name)
             except ImportError:
                 continue
             source = Path(module.__file__ or "")
-            shutil.copytree(source.parent, lib / name, ignore=shutil.ignore_patterns("__pycache__"))
-        ws = root / "ws"
-        ws.mkdir()
-        os.chown(ws, nobody, nobody)
-        subprocess.run(["chmod", "-R", "a+rX", str(root)], check=True)
-        boot = (
-            f"import sys; sys.path.insert(0, {str(lib)!r}); sys.argv = ['probe', {str(ws)!r}]; exec({NONROOT_PROBE!r})"
-        )
+            shutil.copytree(source.parent, self.lib / name, ignore=shutil.ignore_patterns("__pycache__"))
+        self.ws = root / "ws"
+        self.ws.mkdir()
+
+    def run(self, probe: str, *args: str, wrap: tuple[str, ...] = ()) -> dict[str, Any]:
+        import subprocess
+
+        for path in [self.root, *self.root.rglob("*")]:
+            if path.is_relative_to(self.ws) or path.name.startswith("layer"):
+                os.lchown(path, self.uid, self.uid)
+        subprocess.run(["chmod", "-R", "a+rX", str(self.root)], check=True)
+        argv = ["probe", *args]
+        boot = f"import sys; sys.path.insert(0, {str(self.lib)!r}); sys.argv = {argv!r}; exec({probe!r})"
         done = subprocess.run(
-            [system_python, "-I", "-c", boot],
-            user=nobody,
-            group=nobody,
+            [*wrap, self.python, "-I", "-c", boot],
+            user=self.uid,
+            group=self.uid,
             extra_groups=[],
             cwd="/",
             env={"PATH": "/usr/bin:/bin"},
@@ -294,19 +334,135 @@ def test_as_a_user_the_sandbox_holds_too(tmp_path: Path) -> None:
             timeout=120,
         )
         assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
-        got = json.loads(done.stdout)
+        got: dict[str, Any] = json.loads(done.stdout)
         assert got["zygote_error"] is None, got["zygote_error"]
-        lines = got["out"].split("\n")
-        assert lines[0] == "1000"
-        # (bubblewrap nests a user namespace here: its uid_map names the outer one's uid 0, which is nobody.)
-        assert lines[1].split()[0::2] == ["1000", "1"]
-        assert lines[2].split() == ["Seccomp_filters:", "1"]
-        assert "e=1" in lines and "shadow" not in lines and "u=1" in lines, got
-        assert got["isolation"].startswith("bwrap+userns")
-        assert (ws / "mine.txt").stat().st_uid == nobody
-        assert "not running as root" in got["transactions"]
+        return got
+
+
+@pytest.fixture
+def nobody() -> Iterator[Nobody]:
+    import tempfile
+
+    # Not under tmp_path (its parent is root's alone): nobody must reach these.
+    root = Path(tempfile.mkdtemp(prefix="aleph-nonroot-"))
+    try:
+        yield Nobody(root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_as_a_user_the_sandbox_holds_too(nobody: Nobody) -> None:
+    got = nobody.run(NONROOT_PROBE, str(nobody.ws))
+    lines = got["out"].split("\n")
+    assert lines[0] == "1000"
+    # Our own user namespace: its one user, 1000, is nobody on the host (no namespace nested in it).
+    assert lines[1].split() == ["1000", str(nobody.uid), "1"]
+    assert lines[2].split() == ["Seccomp_filters:", "1"]
+    assert "e=1" in lines and "shadow" not in lines and "u=1" in lines, got
+    # /proc's kernel interfaces are mounted read-only (as root), not only closed by their permissions;
+    # and the command may mount nothing (no capability, and the seccomp filter).
+    assert "/proc/sys ro" in lines and "/proc/irq ro" in lines, got
+    assert "m=0" not in lines and any(line.startswith("m=") for line in lines), got
+    assert got["isolation"].startswith("bwrap+userns")
+    assert (nobody.ws / "mine.txt").stat().st_uid == nobody.uid
+    assert got["transactions"] is None
+
+
+NO_USERNS_PROBE = """
+import json, os, sys
+from pathlib import Path
+from aleph_exec._sandbox import WorkspaceSandbox
+from aleph_exec._config import ExecConfig
+box = WorkspaceSandbox(Path(sys.argv[1]), ExecConfig(isolation="bwrap"))
+print(json.dumps({"uid": os.geteuid(), "support": box.transaction_support(), "zygote_error": None}))
+box.close()
+"""
+
+
+def test_as_a_user_without_user_namespaces_transactions_say_why(nobody: Nobody) -> None:
+    # nobody, root of a user namespace whose limit of namespaces (its own, counted) is 1, makes a second
+    # in which it is uid 1000 and runs Aleph there: Aleph can make no user namespace of its own.
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare (util-linux)")
+    limit = 'echo 1 > /proc/sys/user/max_user_namespaces && exec "$@"'
+    wrap = ("unshare", "-U", "-r", "--", "sh", "-c", limit, "sh")
+    wrap += ("unshare", "-U", "--map-user=1000", "--map-group=1000", "--")
+    got = nobody.run(NO_USERNS_PROBE, str(nobody.ws), wrap=wrap)
+    assert got["uid"] == 1000
+    assert "cannot make the sandbox's user namespace" in got["support"], got
+    assert "No space left on device" in got["support"], got  # the kernel's refusal (ENOSPC), named
+
+
+CONCURRENT_LAYERS_PROBE = """
+import json, sys, threading
+from pathlib import Path
+from aleph_exec._sandbox import WorkspaceSandbox
+from aleph_exec._config import ExecConfig
+ws, root = Path(sys.argv[1]), Path(sys.argv[2])
+box = WorkspaceSandbox(ws, ExecConfig(isolation="bwrap"))
+layers = [root / f"layer{i}" for i in range(4)]
+out = {}
+def one(i):
+    r = box.run(["bash", "-c", f"sleep 0.2; echo {i} > mine.txt; ls"], cwd=ws, timeout=60, layer=layers[i])
+    out[i] = [r.stdout, r.transaction, sorted(p.name for p in (layers[i] / "upper").iterdir()),
+              (layers[i] / "upper" / "mine.txt").read_text()]
+threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(json.dumps({"out": out, "zygote_error": box.zygote_error}))
+box.close()
+"""
+
+
+def test_as_a_user_concurrent_layer_runs_get_their_own_layers(nobody: Nobody) -> None:
+    (nobody.ws / "base.txt").write_text("b\n")
+    for i in range(4):
+        (nobody.root / f"layer{i}").mkdir()
+    got = nobody.run(CONCURRENT_LAYERS_PROBE, str(nobody.ws), str(nobody.root))
+    for i in range(4):
+        stdout, transaction, upper, mine = got["out"][str(i)]
+        assert transaction is True
+        assert stdout == "base.txt\nmine.txt\n"  # the run sees its own write only, over the workspace
+        assert upper == ["mine.txt"] and mine == f"{i}\n"
+    assert sorted(p.name for p in nobody.ws.iterdir()) == ["base.txt"]
+
+
+def test_as_a_user_a_layer_run_writes_only_into_the_layer(nobody: Nobody) -> None:
+    ws = nobody.ws
+    (ws / "kept.txt").write_text("old\n")
+    (ws / "gone.txt").write_text("bye\n")
+    (ws / "olddir").mkdir()
+    (ws / "olddir" / "inner.txt").write_text("in\n")
+    (ws / ".aleph").mkdir()
+    (ws / ".aleph" / "config").write_text("cfg\n")
+    (ws / ".git" / "hooks").mkdir(parents=True)
+    layer = nobody.root / "layer"
+    layer.mkdir()
+    got = nobody.run(NONROOT_LAYER_PROBE, str(ws), str(layer))
+    assert got["support"] is None
+    assert got["transaction"] is True
+    lines = got["out"].split("\n")
+    assert lines[0] == "1000"
+    assert "a=1" in lines and "h=1" in lines and "e=1" in lines, got
+    assert "changed" in lines and "new" in lines and "nogone" in lines, got
+    # The upper layer holds exactly what the command created, modified and deleted, as nobody's files.
+    entries = got["entries"]
+    assert entries == {
+        "created.txt": ["file", nobody.uid],
+        "kept.txt": ["file", nobody.uid],
+        "gone.txt": ["whiteout", nobody.uid],
+        "olddir": ["dir", nobody.uid, "y"],  # removed and made again: opaque (nothing of the lower shows)
+    }, entries
+    # The real workspace is untouched, and a later plain run sees it as it was.
+    assert (ws / "kept.txt").read_text() == "old\n"
+    assert (ws / "gone.txt").read_text() == "bye\n"
+    assert (ws / "olddir" / "inner.txt").read_text() == "in\n"
+    assert not (ws / "created.txt").exists()
+    assert (ws / ".aleph" / "config").read_text() == "cfg\n"
+    assert not (ws / ".git" / "hooks" / "pre-commit").exists()
+    assert got["plain"] == "old\nok\n"
+    # overlayfs's work directory (its work/work has mode 000, which only root could remove) is gone.
+    assert got["left"] == ["upper"]
 
 
 def test_the_per_run_bubblewrap_fallback_is_as_unprivileged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -440,7 +440,8 @@ class WorkspaceSandbox:
             argv.append("--unshare-net")
         uid = str(_userns.SANDBOX_ID)
         if state.userns is not None:
-            # Root: our own user namespace (its one user is config.sandbox_host_uid on the host).
+            # Our own user namespace: its one user is config.sandbox_host_uid on the host as root, else
+            # the user Aleph runs as (bubblewrap then nests no namespace of its own: the zygote may mount).
             argv += ["--userns", str(state.userns.fd), "--uid", uid, "--gid", uid]
         else:
             argv += ["--unshare-user", "--uid", uid, "--gid", uid]
@@ -476,7 +477,7 @@ class WorkspaceSandbox:
         if zygote:
             extra.append(str(_ZYGOTE_PATH))
         staged: list[tuple[str, str]] = []
-        stage = state.stage_dir if state.userns is not None else None
+        stage = state.stage_dir if state.idmap is not None else None
 
         def source(real: str, name: str) -> str:
             # As root, bubblewrap resolves sources as the sandbox's unprivileged user: through the staging tmpfs.
@@ -499,7 +500,7 @@ class WorkspaceSandbox:
             if path.exists():
                 argv += ["--ro-bind", ws_source + str(path)[len(ws) :], str(path)]
         if stage is None:
-            return argv, None, []
+            return argv, None, [state.userns.fd] if state.userns is not None else []
         assert state.userns is not None and state.idmap is not None
         preexec = _userns.stage(stage, staged, [(ws, "ws")], state.idmap)
         return argv, preexec, [state.userns.fd]
@@ -507,10 +508,10 @@ class WorkspaceSandbox:
     def _hardening(self) -> dict[str, Any]:
         """What the zygote sets up in bubblewrap before it serves (see _zygote.main)."""
         return {
-            # As root, the zygote makes /proc's kernel interfaces read-only. Not as a user: bubblewrap then
-            # nests a user namespace that owns no mount (for /dev's devpts), and a user cannot write
-            # them anyway; nor are there overlays then.
-            "proc": self._root,
+            # In our own user namespace (as root, and as a user who may make one) the zygote makes /proc's
+            # kernel interfaces read-only and mounts the overlays. Else bubblewrap nests a user namespace
+            # that owns no mount (for /dev's devpts): neither can be done (a user cannot write them anyway).
+            "proc": self._state is not None and self._state.userns is not None,
             "base": _seccomp.BASE.hex(),
             "mounts": _seccomp.MOUNTS.hex(),
             "workspace": str(self.workspace),
@@ -635,6 +636,8 @@ class WorkspaceSandbox:
             if cgroup is not None:
                 assert self._cgroups is not None
                 self._cgroups.give(cgroup, self._zygote_pids() if zygote else set())
+        if layer is not None:
+            self._tidy_layer(layer)
         if isinstance(proc, _ZygoteRun) and proc.failure is not None:
             raise proc.failure
         return self._result(proc.returncode, output, timed_out, killed, cgroup, start, layer is not None)
@@ -671,16 +674,37 @@ class WorkspaceSandbox:
         """Why this sandbox can give no overlay, as far as is known without a probe."""
         if self.bwrap is None:
             return "isolation is none (no bubblewrap sandbox to mount an overlay in)"
-        if not self._root:
-            return (
-                "Aleph is not running as root: the layer cannot be handed to the sandbox as an idmapped mount "
-                "(this sandbox gives transactions only when Aleph runs as root)"
-            )
         try:
-            self._sandbox_state()
+            state = self._sandbox_state()
         except SandboxError as exc:
             return str(exc)
+        if state.userns is None:
+            return f"Aleph cannot make the sandbox's user namespace here: {state.userns_error}"
+        if not self._root:
+            try:
+                state.layer_cloner()
+            except OSError as exc:
+                return f"the layer cannot be handed to the sandbox: {exc}"
         return None
+
+    def _tidy_layer(self, layer: Path) -> None:
+        """After a run on ``layer``: remove its ``work`` directory, which no caller needs.
+
+        overlayfs leaves ``work/work`` with mode 000: root removes it anyway, a user (its owner) only
+        after a chmod. ``upper`` is left as the command made it (its modes are part of the changeset).
+        """
+        if self._root:
+            return
+        work = layer / "work"
+        try:
+            for top, dirs, _ in os.walk(work, onerror=None):
+                for name in dirs:
+                    path = os.path.join(top, name)
+                    if not os.path.islink(path):
+                        os.chmod(path, 0o700)
+            shutil.rmtree(work)
+        except OSError:
+            pass  # gone already, or the caller's removal reports what is left
 
     def _check_layer(self, layer: Path, probe: bool = False) -> None:
         """Refuse a ``layer`` this sandbox cannot use (the command does not start)."""
@@ -799,6 +823,8 @@ class WorkspaceSandbox:
                     self._cgroups.put_back(cgroup)
         else:
             await anyio.to_thread.run_sync(end)
+        if layer is not None:
+            self._tidy_layer(layer)
         if run.failure is not None:
             raise run.failure
         return self._result(run.returncode, output, timed_out, killed, cgroup, start, layer is not None)
@@ -1046,8 +1072,20 @@ class WorkspaceSandbox:
                 if self.zygote_error is not None and time.monotonic() < self._zygote_retry_at:
                     return None
                 try:
-                    argv, preexec, fds = self._zygote_argv()
-                    zygote = _Zygote.start(argv, key, namespaced=self.bwrap is not None, preexec=preexec, fds=fds)
+                    try:
+                        argv, preexec, fds = self._zygote_argv()
+                        zygote = _Zygote.start(argv, key, namespaced=self.bwrap is not None, preexec=preexec, fds=fds)
+                    except SandboxError as exc:
+                        # A user's own namespace that bubblewrap cannot use (an LSM may confine namespaces
+                        # made outside bubblewrap): bubblewrap makes one instead, without transactions.
+                        # Only when bubblewrap refuses it and makes one itself: a start that failed
+                        # under load is no reason to give up transactions.
+                        refused = None if self._root else self._own_userns_refused()
+                        if refused is None or self._state is None or not self._state.demote(refused):
+                            raise exc from None
+                        self._transactions.clear()  # probed again: no overlay without our namespace
+                        argv, preexec, fds = self._zygote_argv()
+                        zygote = _Zygote.start(argv, key, namespaced=self.bwrap is not None, preexec=preexec, fds=fds)
                 except SandboxError as exc:
                     # Per-run bubblewrap meanwhile; a start that failed under load gets another chance later.
                     self.zygote_error = str(exc)
@@ -1058,6 +1096,28 @@ class WorkspaceSandbox:
                 self._zygotes.append(zygote)
             zygote.active += 1
             return zygote
+
+    def _own_userns_refused(self) -> str | None:
+        """As a user: bubblewrap's error when it refuses our user namespace but can make its own; else None."""
+        state = self._state
+        if self.bwrap is None or state is None or state.userns is None or state.idmap is not None:
+            return None
+        fd = state.userns.fd
+        tries = {}
+        for name, options in (("ours", ["--userns", str(fd)]), ("its", ["--unshare-user"])):
+            try:
+                done = subprocess.run(
+                    [self.bwrap, *options, "--ro-bind", "/", "/", "--", "true"],
+                    pass_fds=[fd],
+                    capture_output=True,
+                    timeout=30,
+                )
+            except (OSError, subprocess.SubprocessError):
+                return None
+            tries[name] = (done.returncode, done.stderr.decode(errors="replace").strip()[-300:])
+        if tries["ours"][0] != 0 and tries["its"][0] == 0:
+            return tries["ours"][1] or f"exit {tries['ours'][0]}"
+        return None
 
     def _release(self, zygote: _Zygote) -> None:
         with self._lock:
@@ -1143,8 +1203,14 @@ class WorkspaceSandbox:
     def _layer_fd(self, layer: Path) -> int:
         """The layer as a detached mount for the zygote (idmapped as the workspace is); TransactionUnavailable."""
         state = self._state
-        if state is None or state.idmap is None:
-            raise TransactionUnavailable("no idmapped mounts here (Aleph is not root)")
+        if state is None or state.userns is None:
+            raise TransactionUnavailable("no user namespace of the sandbox's own here")
+        if state.idmap is None:
+            # A user's layer is theirs already (the sandbox's user): a plain clone, made in that namespace.
+            try:
+                return state.layer_cloner().clone(layer)
+            except OSError as exc:
+                raise TransactionUnavailable(f"the layer {layer} cannot be handed to the sandbox: {exc}") from None
         try:
             owner = state.owner
             if owner is not None and (layer.stat().st_uid, layer.stat().st_gid) != owner:
@@ -1958,7 +2024,9 @@ class _SandboxState:
     """What an unprivileged sandbox keeps on the host: its /etc files, the staging point, user namespaces.
 
     As root: ``userns`` (the sandbox's: SANDBOX_ID is the host uid) and ``idmap`` (for idmapped mounts:
-    the workspace owner on disk shows as the host uid).
+    the workspace owner on disk shows as the host uid). As a user: ``userns`` maps SANDBOX_ID to the
+    user (None, with ``userns_error``, where the user may make none: bubblewrap then makes one) and no
+    ``idmap``; layers are cloned by a :class:`_userns.LayerCloner`.
     """
 
     def __init__(self, root: Path, userns: _userns.Idmap | None, idmap: _userns.Idmap | None) -> None:
@@ -1968,6 +2036,27 @@ class _SandboxState:
         self.userns = userns
         self.idmap = idmap
         self.owner: tuple[int, int] | None = None  # the workspace's owner on disk (uid, gid), with ``idmap``
+        self.userns_error: str | None = None  # why a user got no user namespace of ours (then ``userns`` is None)
+        self._cloner: _userns.LayerCloner | None = None
+        self._cloner_lock = threading.Lock()
+        self._retired: list[_userns.Idmap] = []
+
+    def demote(self, why: str) -> bool:
+        """As a user: give up our own user namespace (bubblewrap makes one per sandbox instead); False if none."""
+        if self.userns is None or self.idmap is not None:
+            return False
+        self._retired.append(self.userns)  # closed with the state: a run may still be passing its fd
+        self.userns = None
+        self.userns_error = f"bubblewrap could not use it: {why}"
+        return True
+
+    def layer_cloner(self) -> _userns.LayerCloner:
+        """As a user: the helper that clones layer directories in the sandbox's user namespace (started once)."""
+        assert self.userns is not None
+        with self._cloner_lock:
+            if self._cloner is None or self._cloner.proc.poll() is not None:
+                self._cloner = _userns.LayerCloner(self.userns.fd)
+            return self._cloner
 
     @classmethod
     def create(cls, workspace: Path, host_uid: int | None) -> _SandboxState:
@@ -1996,13 +2085,22 @@ class _SandboxState:
                 state = cls(root, userns, idmap)
                 state.owner = (owner.st_uid, owner.st_gid)
                 return state
+            # A user: the sandbox's user is the user itself (the workspace is theirs); no idmapped mounts.
+            try:
+                userns = _userns.Idmap(sid, os.getuid(), host_gid=os.getgid())
+            except OSError as exc:
+                state = cls(root, None, None)
+                state.userns_error = str(exc)  # bubblewrap may still make one (--unshare-user)
+                return state
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
         return cls(root, userns, idmap)
 
     def close(self) -> None:
-        for ns in (self.userns, self.idmap):
+        if self._cloner is not None:
+            self._cloner.close()
+        for ns in (self.userns, self.idmap, *self._retired):
             if ns is not None:
                 ns.close()
         shutil.rmtree(self.root, ignore_errors=True)
