@@ -1,7 +1,8 @@
 """bash ``true`` through the full chokepoint and the sandbox vs a bare ``subprocess.run(["bash", "-c", "true"])``.
 
 Run: python bench/bench_exec.py [N]   (``commit``: only the commit rows; ``typical``: git status and pytest)
-Target (aleph-exec issue): <= 1.5x the bare spawn, measured in the same run.
+Targets, measured against the bare spawn in the same run: <= 2.0x where the call runs as a transaction
+(bubblewrap: a copy-on-write layer per call, its changeset read and judged); <= 1.5x without one.
 With bubblewrap, the first run of a workspace starts its zygote (one bwrap kept for the workspace);
 the ratios measure the runs after it, and the breakdown prints that one-time start separately.
 The call goes through ``rt.tool_service(tier="full")`` (the scoped chokepoint: permissions, tier, the
@@ -386,7 +387,8 @@ def main() -> None:
     for label, toml in MODES.items():
         bare, ms, ratio, isolation = measure(toml)
         bares.append(bare)
-        print(f"{label:<50} {ms:8.2f} ms  bare {bare:5.2f} ms  ratio {ratio:5.2f}x  [{isolation}]  (target <= 1.5x)")
+        target = "2.0x, a transaction" if label.startswith("bwrap") else "1.5x, no transaction"
+        print(f"{label:<50} {ms:8.2f} ms  bare {bare:5.2f} ms  ratio {ratio:5.2f}x  [{isolation}]  (<= {target})")
     transaction_rows()
     print("a small repository (40 files), the run alone (the transaction's commit is measured apart):")
     typical_rows()

@@ -36,6 +36,7 @@ import selectors
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -390,6 +391,7 @@ class WorkspaceSandbox:
             for path in [*self.protected, self.workspace / ".git" / "hooks", self.workspace / ".git" / "config"]
             if path.is_relative_to(self.workspace)
         ]
+        self._layer_parents: dict[Path, Path] = {}  # a layer directory's parent, resolved (bounded by its use)
         self._ro_texts = [str(path) for path in self._ro_candidates]
         # The zygote may sit in a run's cgroup: one more pid (see _CgroupPool).
         self._cgroups = _CgroupPool(config.max_processes + 1) if config.cgroup == "auto" else None
@@ -709,13 +711,26 @@ class WorkspaceSandbox:
     def _check_layer(self, layer: Path, probe: bool = False) -> None:
         """Refuse a ``layer`` this sandbox cannot use (the command does not start)."""
         layer = Path(layer)
-        if not layer.is_absolute() or not layer.is_dir():
+        try:
+            st = os.lstat(layer) if layer.is_absolute() else None
+        except OSError:
+            st = None
+        if st is None or not (stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)):
             raise ValueError(f"layer {layer}: not an absolute path to an existing directory")
-        real = layer.resolve()
+        parent = self._layer_parents.get(layer.parent)
+        if parent is None:
+            if len(self._layer_parents) >= 64:
+                self._layer_parents.clear()
+            parent = self._layer_parents[layer.parent] = layer.parent.resolve()
+        # The parent is resolved once; a layer that is itself a symlink is resolved every time.
+        real = layer.resolve() if stat.S_ISLNK(st.st_mode) else parent / layer.name
+        if not real.is_dir():
+            raise ValueError(f"layer {layer}: not an absolute path to an existing directory")
         if real == self.workspace or real.is_relative_to(self.workspace) or self.workspace.is_relative_to(real):
             raise ValueError(f"layer {layer}: it must lie outside the workspace {self.workspace}")
-        if any(real.iterdir()):
-            raise ValueError(f"layer {layer}: not empty")
+        with os.scandir(real) as entries:
+            if next(entries, None) is not None:
+                raise ValueError(f"layer {layer}: not empty")
         reason = self._transaction_reason() if probe else self.transaction_support()
         if reason is not None:
             raise TransactionUnavailable(reason)

@@ -39,6 +39,8 @@ __all__ = ["COMMIT_TOOL", "Transactions"]
 COMMIT_TOOL = "exec_commit"
 MiB = 1024 * 1024
 _STALE_LAYER_S = 3600.0
+_READY_LAYERS = 2
+"""Empty layers kept made ahead, so a run's mkdir is off its path."""
 
 
 def _inside(path: Path, root: Path) -> str | None:
@@ -75,6 +77,7 @@ class Transactions:
         # Layers beside the data directory share the workspace's filesystem more often than /tmp does
         # (then a commit renames); never inside the workspace, which the overlay's lower layer is.
         self._layer_root = self.root / "layers"
+        self._ready: list[Path] = []  # empty layers made ahead by _recycle (list append/pop are atomic)
         if _inside(self.root, self.workspace) is not None or self.root == self.workspace:
             self._layer_root = Path(tempfile.gettempdir())
 
@@ -94,9 +97,20 @@ class Transactions:
         return done
 
     def new_layer(self) -> Path:
-        """An empty directory for one run's copy-on-write layer."""
+        """An empty directory for one run's copy-on-write layer (one made ahead when there is one)."""
+        try:
+            return self._ready.pop()
+        except IndexError:
+            return self._make_layer()
+
+    def _make_layer(self) -> Path:
         self._layer_root.mkdir(parents=True, exist_ok=True)
         return Path(tempfile.mkdtemp(prefix="aleph-layer-", dir=self._layer_root))
+
+    def close(self) -> None:
+        """Remove the layers made ahead."""
+        while self._ready:
+            self.discard(self._ready.pop())
 
     @staticmethod
     def discard(layer: Path) -> None:
@@ -149,13 +163,19 @@ class Transactions:
         finally:
             self.discard_later(layer)
 
-    @classmethod
-    def discard_later(cls, layer: Path) -> None:
+    def discard_later(self, layer: Path) -> None:
         """Remove a layer off the call's path (an rmdir on a busy ext4 can take milliseconds)."""
         try:
-            asyncio.get_running_loop().run_in_executor(None, cls.discard, layer)
+            asyncio.get_running_loop().run_in_executor(None, self._recycle, layer)
         except RuntimeError:  # no loop: remove it now
-            cls.discard(layer)
+            self.discard(layer)
+
+    def _recycle(self, layer: Path) -> None:
+        """Remove a used layer and, while few are ready, make the next one (a mkdir off the call's path)."""
+        self.discard(layer)
+        if len(self._ready) < _READY_LAYERS:
+            with contextlib.suppress(OSError):
+                self._ready.append(self._make_layer())
 
     async def _settle(self, tool: str, layer: Path) -> dict[str, Any]:
         call = aleph.current_call()

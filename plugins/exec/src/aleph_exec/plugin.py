@@ -35,6 +35,7 @@ def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginCon
 
     async def stop_sandbox() -> None:
         await anyio.to_thread.run_sync(sandbox.close)
+        await anyio.to_thread.run_sync(transactions.close)
 
     context.add_cleanup(stop_sandbox)
     providers: dict[str, ImageFn] = {}
