@@ -253,17 +253,9 @@ class CommandPolicy:
             cwd=os.path.abspath(cwd) if cwd is not None else None,
             limits=self._limits,
         )
-        if analysis.budget_exceeded is not None or analysis.unknowns:
+        if analysis.budget_exceeded is not None:
             return None
-        out: list[tuple[str, ...]] = []
-        for cmd in analysis.commands:
-            if cmd.speculative:
-                continue
-            if any(not a.literal for a in cmd.argv):
-                return None
-            if cmd.argv:
-                out.append((cmd.program, *(a.text for a in cmd.args)))
-        return tuple(out)
+        return _argv(analysis, program_first=True)
 
     def check(self, command: str, *, stdin: str | None = None, cwd: Path | None = None) -> CommandVerdict:
         """Judge one shell command.
@@ -336,8 +328,11 @@ def _most_severe(actions: Sequence[CommandAction]) -> CommandAction:
     return best
 
 
-def _argv(analysis: Analysis) -> tuple[tuple[str, ...], ...] | None:
-    """What the text runs, word for word, or None when any of it is only known at run time."""
+def _argv(analysis: Analysis, *, program_first: bool = False) -> tuple[tuple[str, ...], ...] | None:
+    """What the text runs, word for word, or None when any of it is only known at run time.
+
+    ``program_first``: each command's program as its basename (for permission rules) instead of as spelled.
+    """
     if analysis.unknowns:
         return None
     out: list[tuple[str, ...]] = []
@@ -347,7 +342,7 @@ def _argv(analysis: Analysis) -> tuple[tuple[str, ...], ...] | None:
         if any(not a.literal for a in cmd.argv):
             return None
         if cmd.argv:
-            out.append(tuple(a.text for a in cmd.argv))
+            out.append((cmd.program, *(a.text for a in cmd.args)) if program_first else tuple(a.text for a in cmd.argv))
     return tuple(out)
 
 
