@@ -518,27 +518,6 @@ async def test_uncontained_exec_asks_under_auto_only(workspace: Path) -> None:
         assert rt.tool_service(tier="ask").explain("bash", {"command": "ls"}).rule_id == "tier_raised"
 
 
-def test_the_exec_tools_report_where_they_start(tmp_path: Path) -> None:
-    exec_tools = pytest.importorskip("aleph_exec._tools")
-    sandbox_module = pytest.importorskip("aleph_exec._sandbox")
-    config_module = pytest.importorskip("aleph_exec._config")
-    (tmp_path / "sub").mkdir()
-    sandbox = sandbox_module.WorkspaceSandbox(tmp_path, config_module.ExecConfig(isolation="none"))
-    bash = exec_tools.BashTool(sandbox)
-    code = exec_tools.CodeExecTool(sandbox)
-    root = str(tmp_path.resolve())
-    assert bash.shell_cwd({"command": "ls"}) == root
-    assert bash.shell_cwd({"command": "ls", "working_dir": "sub"}) == f"{root}/sub"
-    assert bash.shell_cwd({"command": "ls", "working_dir": "../x"}) is None
-    assert code.shell_cwd({"language": "python", "code": "1", "working_dir": "missing"}) is None
-    assert (
-        code.shell_command({"language": "python", "code": "print('it''s')"})
-        == "python3 -c 'print('\\''it'\\'''\\''s'\\'')'"
-    )
-    assert code.shell_command({"language": "node", "code": "x()"}) == "node -e 'x()'"
-    assert code.shell_command({"language": "bash", "code": "ls"}) == "ls"
-
-
 @pytest.mark.anyio
 async def test_a_deny_rule_catches_a_program_by_its_basename_or_its_path(workspace: Path) -> None:
     toml = '[policies.tool_permissions.overrides]\n"bash(curl *)" = "deny"\n"bash(./evil.sh *)" = "deny"\n'

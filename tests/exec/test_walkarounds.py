@@ -11,6 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from aleph_exec._config import ExecConfig
+from aleph_exec._sandbox import WorkspaceSandbox
+from aleph_exec._tools import BashTool, CodeExecTool
 
 from .conftest import make_runtime
 
@@ -134,3 +137,21 @@ async def test_code_exec_meets_the_floor(workspace: Path, language: str, code: s
     async with make_runtime(workspace) as rt:
         explanation = rt.tool_service().explain("code_exec", {"language": language, "code": code})
     assert explanation.decision in ("deny", "ask"), (language, code, explanation)
+
+
+def test_the_exec_tools_report_where_they_start(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    sandbox = WorkspaceSandbox(tmp_path, ExecConfig(isolation="none"))
+    bash = BashTool(sandbox)
+    code = CodeExecTool(sandbox)
+    root = str(tmp_path.resolve())
+    assert bash.shell_cwd({"command": "ls"}) == root
+    assert bash.shell_cwd({"command": "ls", "working_dir": "sub"}) == f"{root}/sub"
+    assert bash.shell_cwd({"command": "ls", "working_dir": "../x"}) is None
+    assert code.shell_cwd({"language": "python", "code": "1", "working_dir": "missing"}) is None
+    assert (
+        code.shell_command({"language": "python", "code": "print('it''s')"})
+        == "python3 -c 'print('\\''it'\\'''\\''s'\\'')'"
+    )
+    assert code.shell_command({"language": "node", "code": "x()"}) == "node -e 'x()'"
+    assert code.shell_command({"language": "bash", "code": "ls"}) == "ls"
