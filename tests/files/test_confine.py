@@ -192,3 +192,21 @@ async def test_protected_paths_are_refused_for_writes(call, workspace: Path) -> 
     assert not (workspace / ".git" / "hooks" / "pre-commit").exists()
     # Reading a protected path is fine; only writes are refused.
     assert (await call("file_read", path="aleph.toml"))["total_lines"] >= 1
+
+
+@pytest.mark.anyio
+async def test_a_nested_repository_config_and_hooks_are_protected_too(call, workspace: Path) -> None:
+    (workspace / "vendor" / "lib" / ".git").mkdir(parents=True)
+    (workspace / "vendor" / "lib" / ".git" / "config").write_text("[core]\n")
+    fsmonitor = "[core]\n\tfsmonitor = touch PWN\n"
+    for path in ("vendor/lib/.git/config", "sub/.git/hooks/pre-commit", "sub/.git"):
+        with pytest.raises(PermissionDenied, match="protected path"):
+            await call("file_write", path=path, content=fsmonitor, create_dirs=True)
+    with pytest.raises(PermissionDenied, match="protected path"):
+        await call(
+            "apply_patch", patch="*** Begin Patch\n*** Add File: a/.git/hooks/post-checkout\n+evil\n*** End Patch"
+        )
+    assert "[core]\n" == (workspace / "vendor" / "lib" / ".git" / "config").read_text()
+    # Names that only look alike stay writable.
+    for path in ("sub/.gitignore", "sub/git/config", "sub/.github/hooks/x"):
+        await call("file_write", path=path, content="ok", create_dirs=True)

@@ -255,6 +255,13 @@ class Workspace:
             n = min(len(rule), len(parts))
             if parts[:n] == rule[:n]:
                 return True
+        # Every repository's own config and hooks, nested ones and submodules too: `git status` run there
+        # reads that config (core.fsmonitor, core.pager run programs), so it is as protected as the root's.
+        for k in range(1, len(parts)):
+            if parts[k] == ".git":
+                tail = parts[k:]
+                if any(tail[: min(len(rule), len(tail))] == rule[: len(tail)] for rule in _ALWAYS_PROTECTED):
+                    return True
         return False
 
     def check_writable(self, target: Target, original: str) -> None:
