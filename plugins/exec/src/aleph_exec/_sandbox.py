@@ -723,7 +723,7 @@ class WorkspaceSandbox:
                 self._layer_parents.clear()
             parent = self._layer_parents[layer.parent] = layer.parent.resolve()
         # The parent is resolved once; a layer that is itself a symlink is resolved every time.
-        real = layer.resolve() if stat.S_ISLNK(st.st_mode) else parent / layer.name
+        real = layer.resolve() if stat.S_ISLNK(st.st_mode) or layer.name in ("", ".", "..") else parent / layer.name
         if not real.is_dir():
             raise ValueError(f"layer {layer}: not an absolute path to an existing directory")
         if real == self.workspace or real.is_relative_to(self.workspace) or self.workspace.is_relative_to(real):
