@@ -60,11 +60,7 @@ def uncontained_reason(sandbox: WorkspaceSandbox) -> str | None:
         return "transactions are off ([exec] transactions = false)"
     if sandbox.config.network == "host":
         return "network is enabled ([exec] network = host)"
-    support = getattr(sandbox, "transaction_support", None)
-    if support is None:
-        return "this sandbox cannot run a command on a copy-on-write view of the workspace"
-    reason: str | None = support()
-    return reason
+    return sandbox.transaction_support()
 
 
 async def run_transaction(
@@ -109,16 +105,6 @@ def _workdir(tool: str, sandbox: WorkspaceSandbox, working_dir: str) -> Path:
         raise ValidationFailed(tool, f"working_dir: {exc}") from None
 
 
-def _shell_cwd(sandbox: WorkspaceSandbox, input: Mapping[str, Any]) -> str | None:
-    working_dir = input.get("working_dir", ".")
-    if not isinstance(working_dir, str):
-        return None
-    try:
-        return str(resolve_workdir(sandbox.workspace, working_dir))
-    except (WorkdirError, OSError):
-        return None
-
-
 def _stream_to_caller(name: str) -> Callable[[str], None]:
     """Live output lines of this call, notified in the calling task's context.
 
@@ -130,24 +116,8 @@ def _stream_to_caller(name: str) -> Callable[[str], None]:
     return lambda line: context.run(aleph.notify_tool_streaming_chunk, name, line)
 
 
-class BashArgs(ToolArgs):
-    command: str = Field(min_length=1, max_length=100_000)
-    """The shell command (bash syntax) to run in the workspace."""
-    timeout_seconds: float | None = Field(default=None, gt=0, le=170)
-    """Wall-time limit in seconds (default from [exec] default_timeout_seconds, at most 170)."""
-    working_dir: str = Field(default=".", max_length=4096)
-    """Directory to run in, relative to the workspace."""
-
-
-class BashTool(AlephTool[BashArgs]):
-    NAME = "bash"
-    DESCRIPTION = (
-        "Run a bash command in the workspace sandbox and return exit_code, stdout, stderr, whether output was "
-        "truncated or the command timed out, and which isolation was active. Output lines stream live. "
-        "Background processes do not outlive the call; the network is off unless the operator enabled it."
-    )
-    Args = BashArgs
-    FACTS = ToolFacts(max_duration_ms=180_000, tags=("exec",))
+class _Contained:
+    """The answers a sandboxed shell tool gives the chokepoint: where a call starts, and whether it is a transaction."""
 
     def __init__(self, sandbox: WorkspaceSandbox, transactions: Transactions | None = None) -> None:
         self.sandbox = sandbox
@@ -159,14 +129,40 @@ class BashTool(AlephTool[BashArgs]):
             return "transactions are not set up"
         return uncontained_reason(self.sandbox)
 
+    def shell_cwd(self, input: Mapping[str, Any]) -> str | None:
+        """Where the command starts (``working_dir`` resolved in the workspace); None when it cannot be."""
+        working_dir = input.get("working_dir", ".")
+        if not isinstance(working_dir, str):
+            return None
+        try:
+            return str(resolve_workdir(self.sandbox.workspace, working_dir))
+        except (WorkdirError, OSError):
+            return None
+
+
+class BashArgs(ToolArgs):
+    command: str = Field(min_length=1, max_length=100_000)
+    """The shell command (bash syntax) to run in the workspace."""
+    timeout_seconds: float | None = Field(default=None, gt=0, le=170)
+    """Wall-time limit in seconds (default from [exec] default_timeout_seconds, at most 170)."""
+    working_dir: str = Field(default=".", max_length=4096)
+    """Directory to run in, relative to the workspace."""
+
+
+class BashTool(_Contained, AlephTool[BashArgs]):
+    NAME = "bash"
+    DESCRIPTION = (
+        "Run a bash command in the workspace sandbox and return exit_code, stdout, stderr, whether output was "
+        "truncated or the command timed out, and which isolation was active. Output lines stream live. "
+        "Background processes do not outlive the call; the network is off unless the operator enabled it."
+    )
+    Args = BashArgs
+    FACTS = ToolFacts(max_duration_ms=180_000, tags=("exec",))
+
     def shell_command(self, input: Mapping[str, Any]) -> str | None:
         """The shell text this call would run, for the chokepoint's command-policy floor."""
         command = input.get("command")
         return command if isinstance(command, str) else None
-
-    def shell_cwd(self, input: Mapping[str, Any]) -> str | None:
-        """Where the command starts (``working_dir`` resolved in the workspace); None when it cannot be."""
-        return _shell_cwd(self.sandbox, input)
 
     async def call(self, args: BashArgs) -> dict[str, Any]:
         cwd = _workdir(self.NAME, self.sandbox, args.working_dir)
@@ -193,7 +189,7 @@ class CodeExecArgs(ToolArgs):
     """Directory to run in, relative to the workspace."""
 
 
-class CodeExecTool(AlephTool[CodeExecArgs]):
+class CodeExecTool(_Contained, AlephTool[CodeExecArgs]):
     NAME = "code_exec"
     DESCRIPTION = (
         "Run a snippet of Python, shell or JavaScript (Node.js) in the workspace sandbox and return its exit "
@@ -201,16 +197,6 @@ class CodeExecTool(AlephTool[CodeExecArgs]):
     )
     Args = CodeExecArgs
     FACTS = ToolFacts(max_duration_ms=180_000, tags=("exec",))
-
-    def __init__(self, sandbox: WorkspaceSandbox, transactions: Transactions | None = None) -> None:
-        self.sandbox = sandbox
-        self.transactions = transactions
-
-    def uncontained(self, input: Mapping[str, Any]) -> str | None:
-        """None when this call runs as a transaction (its changeset judged before it lands); else why not."""
-        if self.transactions is None:
-            return "transactions are not set up"
-        return uncontained_reason(self.sandbox)
 
     def shell_command(self, input: Mapping[str, Any]) -> str | None:
         """The shell text this call is judged as, for the command-policy floor.
@@ -230,10 +216,6 @@ class CodeExecTool(AlephTool[CodeExecArgs]):
         if language in ("node", "javascript"):
             return f"node -e {quoted}"
         return None
-
-    def shell_cwd(self, input: Mapping[str, Any]) -> str | None:
-        """Where the snippet starts (``working_dir`` resolved in the workspace); None when it cannot be."""
-        return _shell_cwd(self.sandbox, input)
 
     async def call(self, args: CodeExecArgs) -> dict[str, Any]:
         cwd = _workdir(self.NAME, self.sandbox, args.working_dir)
