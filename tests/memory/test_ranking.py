@@ -163,7 +163,7 @@ def test_a_version_1_file_gains_the_time_index(tmp_path: Path) -> None:
     conn.close()
     Database(path).close()
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'items_by_time'").fetchone() == (1,)
     conn.close()
 

@@ -16,7 +16,7 @@ from aleph_memory._text import FTS_TOKENIZE
 
 __all__ = ["SCHEMA_VERSION", "Database"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _V1 = f"""
 CREATE TABLE IF NOT EXISTS items (
@@ -58,6 +58,13 @@ CREATE TABLE IF NOT EXISTS vectors (
     dim INTEGER NOT NULL,
     vector BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS context_vectors (
+    rowid INTEGER PRIMARY KEY,
+    model TEXT NOT NULL,
+    stamp INTEGER NOT NULL,
+    vector BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS context_vectors_by_stamp ON context_vectors (model, stamp);
 CREATE TABLE IF NOT EXISTS provenance (
     rowid INTEGER PRIMARY KEY,
     memory_id TEXT NOT NULL,
@@ -142,7 +149,8 @@ class Database:
             )
         if version < SCHEMA_VERSION:
             # Every statement is IF NOT EXISTS, so processes opening a new file at once cannot collide, and
-            # a version-1 file gains what version 2 added (the time index) by running the same script.
+            # an older file gains what later versions added (2: the time index, 3: the turns' context vectors)
+            # by running the same script.
             with self._lock:
                 self._conn.executescript(_V1)
                 self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

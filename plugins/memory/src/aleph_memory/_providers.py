@@ -134,7 +134,13 @@ def embed_normalised(embedder: Embedder, texts: Sequence[str]) -> Any:
 
 
 class VectorIndex:
-    """Vectors of one embedder, kept in memory as a float32 matrix and refreshed from SQLite by rowid."""
+    """Vectors of one embedder, kept in memory as float32 matrices and refreshed from SQLite.
+
+    Each item has its own vector and, for a dialog turn, a *context* vector: the embedding of the
+    turn with its neighbours (see ``Ranker.store_vectors``). An item without one (a fact) uses its
+    own vector in that place. A turn's context vector is rewritten when a neighbour arrives later;
+    rewritten rows carry a higher ``stamp`` and replace the old ones on the next refresh.
+    """
 
     def __init__(self, model: str, dim: int) -> None:
         self.model = model
@@ -142,29 +148,59 @@ class VectorIndex:
         self._np = _numpy()
         self.rowids = self._np.zeros(0, dtype=self._np.int64)
         self.matrix = self._np.zeros((0, dim), dtype=self._np.float32)
+        self.context = self._np.zeros((0, dim), dtype=self._np.float32)
+        self.speakers = self._np.zeros(0, dtype=object)
         self._last = 0
+        self._stamp = 0
         self._lock = threading.Lock()
 
-    def refresh(self, rows: Callable[[int], list[tuple[int, bytes]]]) -> None:
-        """Append rows newer than the last seen rowid (``rows(after)`` reads them)."""
+    def refresh(
+        self,
+        rows: Callable[[int], list[tuple[int, bytes, str | None]]],
+        context_rows: Callable[[int], list[tuple[int, bytes, int]]] | None = None,
+    ) -> None:
+        """Append rows newer than the last seen rowid, then apply context vectors stamped after the last stamp.
+
+        ``rows(after)`` reads (rowid, vector, speaker); ``context_rows(after)`` reads (rowid, vector, stamp).
+        """
         np = self._np
         with self._lock:
             fresh = rows(self._last)
-            if not fresh:
+            if fresh:
+                ids = np.fromiter((r[0] for r in fresh), dtype=np.int64, count=len(fresh))
+                mat = np.frombuffer(b"".join(r[1] for r in fresh), dtype=np.float32).reshape(len(fresh), self.dim)
+                self.rowids = np.concatenate([self.rowids, ids])
+                self.matrix = np.concatenate([self.matrix, mat])
+                self.context = np.concatenate([self.context, mat])
+                self.speakers = np.concatenate([self.speakers, np.array([r[2] for r in fresh], dtype=object)])
+                self._last = int(ids.max())
+            if context_rows is None:
                 return
-            ids = np.fromiter((r for r, _ in fresh), dtype=np.int64, count=len(fresh))
-            mat = np.frombuffer(b"".join(v for _, v in fresh), dtype=np.float32).reshape(len(fresh), self.dim)
-            self.rowids = np.concatenate([self.rowids, ids])
-            self.matrix = np.concatenate([self.matrix, mat])
-            self._last = int(ids.max())
+            updates = context_rows(self._stamp)
+            if not updates:
+                return
+            ids = np.fromiter((r[0] for r in updates), dtype=np.int64, count=len(updates))
+            mat = np.frombuffer(b"".join(r[1] for r in updates), dtype=np.float32).reshape(len(updates), self.dim)
+            at = np.searchsorted(self.rowids, ids)
+            known = (at < len(self.rowids)) & (self.rowids[np.minimum(at, len(self.rowids) - 1)] == ids)
+            self.context[at[known]] = mat[known]
+            self._stamp = max(self._stamp, max(r[2] for r in updates))
 
     def similarities(self, query: Any) -> tuple[Any, Any]:
-        """(rowids, cosine similarity) of every row to ``query`` (a unit vector): one matrix product."""
+        """(rowids, similarity) of every row to ``query`` (a unit vector), two matrix products.
+
+        The similarity is the cosine to the item's own vector plus the cosine to its context vector (-2 to 2).
+        """
         with self._lock:
-            return self.rowids, self.matrix @ query
+            return self.rowids, self.matrix @ query + self.context @ query
+
+    def of_speaker(self, speaker: str) -> Any:
+        """A boolean mask of the rows whose item was said by ``speaker``."""
+        with self._lock:
+            return self.speakers == speaker
 
     def scores(self, query: Any, rowids: Sequence[int] | None = None) -> dict[int, float]:
-        """Cosine similarity of ``query`` to ``rowids`` (default: every row)."""
+        """Similarity of ``query`` to ``rowids`` (default: every row)."""
         np = self._np
         ids, sims = self.similarities(query)
         if rowids is None:

@@ -54,6 +54,11 @@ DF_CAP = POSTINGS_BUDGET + 1
 CONTEXT_FANOUT = 2 * CONTEXT_WINDOW
 DENSE_WEIGHT = 0.6
 DENSE_CANDIDATES = 150
+VECTOR_WINDOW = 1
+"""A turn's context vector embeds it with this many turns on each side (same session)."""
+DENSE_FUSION = "final"
+DENSE_GATE = True
+DENSE_BONUSES = True
 MAX_QUERY_TERMS = 64
 
 
@@ -107,22 +112,74 @@ class Ranker:
         if index is None or index.model != embedder.name:
             index = self._vectors[agent] = VectorIndex(embedder.name, embedder.dim)
 
-        def rows(after: int) -> list[tuple[int, bytes]]:
+        def rows(after: int) -> list[tuple[int, bytes, str | None]]:
             with self.db.read() as conn:
                 return conn.execute(
-                    "SELECT v.rowid, v.vector FROM vectors v JOIN items i ON i.rowid = v.rowid"
+                    "SELECT v.rowid, v.vector, i.speaker FROM vectors v JOIN items i ON i.rowid = v.rowid"
                     " WHERE v.model = ? AND i.agent = ? AND v.rowid > ? ORDER BY v.rowid",
                     (embedder.name, agent, after),
                 ).fetchall()
 
-        index.refresh(rows)
+        def context_rows(after: int) -> list[tuple[int, bytes, int]]:
+            with self.db.read() as conn:
+                return conn.execute(
+                    "SELECT c.rowid, c.vector, c.stamp FROM context_vectors c JOIN items i ON i.rowid = c.rowid"
+                    " WHERE c.model = ? AND c.stamp > ? AND i.agent = ? ORDER BY c.stamp",
+                    (embedder.name, after, agent),
+                ).fetchall()
+
+        index.refresh(rows, context_rows)
         return index
 
     def store_vectors(self, conn: sqlite3.Connection, embedder: Embedder, rowids: Sequence[int], matrix: Any) -> None:
-        """Write the vectors of freshly inserted items (inside their write transaction)."""
+        """Write the vectors of freshly inserted items (inside their write transaction).
+
+        The turns among them, and their neighbours, get their context vectors too.
+        """
         conn.executemany(
             "INSERT OR REPLACE INTO vectors (rowid, model, dim, vector) VALUES (?, ?, ?, ?)",
             [(r, embedder.name, embedder.dim, matrix[i].tobytes()) for i, r in enumerate(rowids)],
+        )
+        self._store_context_vectors(conn, embedder, rowids)
+
+    def _store_context_vectors(self, conn: sqlite3.Connection, embedder: Embedder, rowids: Sequence[int]) -> None:
+        """Embed each touched turn together with its neighbours (VECTOR_WINDOW turns each side, same session).
+
+        A turn alone is often a fragment ("Yep, three years now!", "this is Max!"); with the turn before
+        and after it, the vector says what the exchange is about. A new turn changes its neighbours'
+        windows too, so those are embedded again.
+        """
+        touched: dict[tuple[str, str], set[int]] = {}
+        for start in range(0, len(rowids), 500):
+            chunk = list(rowids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for agent, item_session, seq in conn.execute(
+                f"SELECT agent, session, seq FROM items WHERE rowid IN ({marks}) AND kind = 'turn'"
+                " AND session IS NOT NULL AND seq IS NOT NULL",
+                chunk,
+            ):
+                touched.setdefault((agent, item_session), set()).add(seq)
+        w = VECTOR_WINDOW
+        ids: list[int] = []
+        texts: list[str] = []
+        for (agent, item_session), seqs in touched.items():
+            rows = conn.execute(
+                "SELECT rowid, seq, content FROM items INDEXED BY items_by_session WHERE session = ? AND seq BETWEEN ?"
+                " AND ? AND agent = ? AND kind = 'turn' AND status = 'active' ORDER BY seq",
+                (item_session, min(seqs) - 2 * w, max(seqs) + 2 * w, agent),
+            ).fetchall()
+            at = {seq: (rowid, content) for rowid, seq, content in rows}
+            for seq in sorted({s + d for s in seqs for d in range(-w, w + 1)}):
+                if seq in at:
+                    ids.append(at[seq][0])
+                    texts.append(" ".join(at[s][1] for s in range(seq - w, seq + w + 1) if s in at))
+        if not ids:
+            return
+        matrix = embed_normalised(embedder, texts)
+        stamp = conn.execute("SELECT coalesce(max(stamp), 0) + 1 FROM context_vectors").fetchone()[0]
+        conn.executemany(
+            "INSERT OR REPLACE INTO context_vectors (rowid, model, stamp, vector) VALUES (?, ?, ?, ?)",
+            [(r, embedder.name, stamp, matrix[i].tobytes()) for i, r in enumerate(ids)],
         )
 
     # -- people ----------------------------------------------------------------------------------
@@ -196,21 +253,33 @@ class Ranker:
                         scores.setdefault(rowid, 0.0)
         mode = "lexical"
         dense: dict[int, float] = {}
+        vector_only: set[int] = set()
+        pipeline = DENSE_WEIGHT if DENSE_FUSION == "pipeline" else 0.0
         if embedder is not None and lexical:
             np = _numpy()
             index = self.vector_index(embedder, agent)
             qv = embed_normalised(embedder, [_vector_query(query, name_words)])[0]
             ids, sims = index.similarities(qv)
+            if DENSE_GATE and len(named) == 1:
+                # A question about one person is answered by what that person said: the nearest items are
+                # taken among their items only (the speaker signal prefers them; here the others are out).
+                mine = index.of_speaker(next(iter(named)))
+                if mine.any():
+                    ids, sims = ids[mine], sims[mine]
             if len(ids):
                 k = min(DENSE_CANDIDATES, len(ids))
                 best = np.argpartition(-sims, k - 1)[:k]
                 for rowid in ids[best].tolist():
-                    scores.setdefault(rowid, 0.0)
+                    if DENSE_BONUSES:
+                        scores.setdefault(rowid, 0.0)
+                    else:
+                        vector_only.add(rowid) if rowid not in scores else None
                 # Similarities mean little in absolute terms: scale them so the nearest item scores 1 and the
-                # last of the nearest DENSE_CANDIDATES scores 0, then add them like one more lexical signal.
+                # last of the nearest DENSE_CANDIDATES scores 0.
                 high, low = float(sims[best].max()), float(sims[best].min())
                 spread = (high - low) or 1.0
-                wanted = np.isin(ids, np.fromiter(scores, dtype=np.int64, count=len(scores)))
+                pool = set(scores) | vector_only
+                wanted = np.isin(ids, np.fromiter(pool, dtype=np.int64, count=len(pool)))
                 scaled = np.clip((sims[wanted] - low) / spread, 0.0, 1.0)
                 dense = dict(zip(ids[wanted].tolist(), scaled.tolist(), strict=True))
             mode = "hybrid"
@@ -219,7 +288,7 @@ class Ranker:
         if REPLY_SHARE and scores:
             # A turn that asks what the query asks is answered by the next turn in its session, whose own
             # words rarely repeat the question's ("Yep, three years now!"): it gets a share of the asker's score.
-            base = {r: v + DENSE_WEIGHT * dense.get(r, 0.0) for r, v in scores.items()}
+            base = {r: v + pipeline * dense.get(r, 0.0) for r, v in scores.items()}
             top = sorted(base, key=lambda r: -base[r])[:REPLY_TOP]
             with self.db.read() as conn:
                 marks = ",".join("?" * len(top))
@@ -234,7 +303,7 @@ class Ranker:
                 ).fetchall()
             for q_row, a_row in rows:
                 scores[a_row] = scores.get(a_row, 0.0) + REPLY_SHARE * base[q_row]
-        features = self._features(list(scores))
+        features = self._features(list(scores) + list(vector_only))
         asks_when = bool(_ASKS_WHEN.match(original))
         final: dict[int, float] = {}
         for rowid, lex in scores.items():
@@ -246,7 +315,7 @@ class Ranker:
                 continue
             if session is not None and item_session != session:
                 continue
-            value = lex + DENSE_WEIGHT * dense.get(rowid, 0.0)
+            value = lex + pipeline * dense.get(rowid, 0.0)
             if query_stems:
                 value += COVERAGE_WEIGHT * sum(1 for q in padded_stems if q in own) / len(padded_stems)
             if window is not None and f[6] is not None and f[6] in window:
@@ -268,6 +337,18 @@ class Ranker:
                 s = features[rowid][2]
                 if s is not None:
                     final[rowid] += SESSION_WEIGHT * totals[s] / best
+        if dense and DENSE_FUSION == "final":
+            # Vectors join the finished lexical ranking: its scores over its best, plus the scaled similarity.
+            top_final = max(final.values(), default=0.0) or 1.0
+            for rowid in vector_only:
+                f = features.get(rowid)
+                if f is None or f[4] != "active" or f[5] != agent:
+                    continue
+                if (kinds is not None and f[0] not in kinds) or (session is not None and f[2] != session):
+                    continue
+                final[rowid] = 0.0
+            for rowid in final:
+                final[rowid] = final[rowid] / top_final + DENSE_WEIGHT * dense.get(rowid, 0.0)
         ranked = sorted(final, key=lambda r: (-final[r], -r))[: max(0, limit)]
         items = self.items.by_rowids(ranked)
         hits = [Hit(items[r], round(final[r], 4)) for r in ranked if r in items]
