@@ -117,6 +117,43 @@ async def test_an_embedder_from_the_family_hook_adds_vectors_to_the_ranking(work
         assert vec_only["facts"][0]["content"] == "Photographs of the harbour at dusk"
 
 
+def test_a_turn_is_embedded_with_its_neighbours_and_again_when_a_neighbour_arrives(tmp_path: Path) -> None:
+    np = pytest.importorskip("numpy")
+    from aleph_memory._providers import embed_normalised
+
+    embedder = Trigrams()
+    store = MemoryStore(tmp_path / "m.sqlite", embedder=embedder)
+    dialog(store, "alice", "d1", [("Ann", "Guess who came home today?"), ("Bo", "Tell me!")])
+    ranker = store._memory.ranker
+    index = ranker.vector_index(embedder, "alice")
+    first, second = index.rowids.tolist()
+    expected = embed_normalised(embedder, ["Guess who came home today? Tell me!"])[0]
+    assert np.allclose(index.context[0], expected) and np.allclose(index.context[1], expected)
+    assert np.allclose(index.matrix[1], embed_normalised(embedder, ["Tell me!"])[0])  # its own vector stays its own
+    # A later turn of the session changes the window of the turn before it: that one is embedded again.
+    store.ingest("alice", [NewItem("This is Max, my new puppy.", "turn", speaker="Ann", session="d1", seq=2)])
+    index = ranker.vector_index(embedder, "alice")
+    assert index.rowids.tolist()[:2] == [first, second]
+    assert np.allclose(index.context[0], expected)  # seq 0 is two turns away: unchanged
+    grown = embed_normalised(embedder, ["Guess who came home today? Tell me! This is Max, my new puppy."])[0]
+    assert np.allclose(index.context[1], grown)
+    assert np.allclose(index.context[2], embed_normalised(embedder, ["Tell me! This is Max, my new puppy."])[0])
+    store.close()
+
+
+def test_a_question_naming_one_person_takes_its_nearest_vectors_among_that_persons_turns(tmp_path: Path) -> None:
+    pytest.importorskip("numpy")
+    store = MemoryStore(tmp_path / "m.sqlite", embedder=Trigrams())
+    # "kittenish" shares no stem with "kittens" (no full-text match); only the vectors find these turns.
+    dialog(store, "alice", "d1", [("Nate", "So kittenish today."), ("Joanna", "So kittenish today!")])
+    dialog(store, "alice", "d2", [("Joanna", "The film festival was long.")])
+    named = [h.item.ref for h in store.search("alice", "What about Nate and kittens?").hits]
+    assert named[0] == "d1:0" and "d1:1" not in named
+    anyone = [h.item.ref for h in store.search("alice", "What about kittens?").hits]
+    assert {"d1:0", "d1:1"} <= set(anyone)
+    store.close()
+
+
 async def test_a_configured_embedder_that_is_not_installed_is_a_clear_error(workspace: Path) -> None:
     async with make_runtime(workspace, '[memory]\nembedder = "nope"\n') as rt:
         with pytest.raises(aleph.ExecutionFailed, match=r"embedder not available: .*'nope' is not registered"):

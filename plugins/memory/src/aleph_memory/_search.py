@@ -53,12 +53,10 @@ DF_CAP = POSTINGS_BUDGET + 1
 """Counting stops here: a word this common never fits the budget beside another, whatever its real count."""
 CONTEXT_FANOUT = 2 * CONTEXT_WINDOW
 DENSE_WEIGHT = 0.6
+"""Vectors join the finished lexical ranking: its scores over its best one, plus this times the scaled similarity."""
 DENSE_CANDIDATES = 150
 VECTOR_WINDOW = 1
 """A turn's context vector embeds it with this many turns on each side (same session)."""
-DENSE_FUSION = "final"
-DENSE_GATE = True
-DENSE_BONUSES = True
 MAX_QUERY_TERMS = 64
 
 
@@ -164,8 +162,8 @@ class Ranker:
         texts: list[str] = []
         for (agent, item_session), seqs in touched.items():
             rows = conn.execute(
-                "SELECT rowid, seq, content FROM items INDEXED BY items_by_session WHERE session = ? AND seq BETWEEN ?"
-                " AND ? AND agent = ? AND kind = 'turn' AND status = 'active' ORDER BY seq",
+                "SELECT rowid, seq, content FROM items INDEXED BY items_by_session WHERE session = ?"
+                " AND seq BETWEEN ? AND ? AND agent = ? AND kind = 'turn' AND status = 'active' ORDER BY seq",
                 (item_session, min(seqs) - 2 * w, max(seqs) + 2 * w, agent),
             ).fetchall()
             at = {seq: (rowid, content) for rowid, seq, content in rows}
@@ -253,42 +251,15 @@ class Ranker:
                         scores.setdefault(rowid, 0.0)
         mode = "lexical"
         dense: dict[int, float] = {}
-        vector_only: set[int] = set()
-        pipeline = DENSE_WEIGHT if DENSE_FUSION == "pipeline" else 0.0
         if embedder is not None and lexical:
-            np = _numpy()
-            index = self.vector_index(embedder, agent)
-            qv = embed_normalised(embedder, [_vector_query(query, name_words)])[0]
-            ids, sims = index.similarities(qv)
-            if DENSE_GATE and len(named) == 1:
-                # A question about one person is answered by what that person said: the nearest items are
-                # taken among their items only (the speaker signal prefers them; here the others are out).
-                mine = index.of_speaker(next(iter(named)))
-                if mine.any():
-                    ids, sims = ids[mine], sims[mine]
-            if len(ids):
-                k = min(DENSE_CANDIDATES, len(ids))
-                best = np.argpartition(-sims, k - 1)[:k]
-                for rowid in ids[best].tolist():
-                    if DENSE_BONUSES:
-                        scores.setdefault(rowid, 0.0)
-                    else:
-                        vector_only.add(rowid) if rowid not in scores else None
-                # Similarities mean little in absolute terms: scale them so the nearest item scores 1 and the
-                # last of the nearest DENSE_CANDIDATES scores 0.
-                high, low = float(sims[best].max()), float(sims[best].min())
-                spread = (high - low) or 1.0
-                pool = set(scores) | vector_only
-                wanted = np.isin(ids, np.fromiter(pool, dtype=np.int64, count=len(pool)))
-                scaled = np.clip((sims[wanted] - low) / spread, 0.0, 1.0)
-                dense = dict(zip(ids[wanted].tolist(), scaled.tolist(), strict=True))
+            dense = self._dense(embedder, agent, query, name_words, named, scores)
             mode = "hybrid"
         if not scores:
             return SearchResult([], mode, degraded, tuple(sorted(named)))
         if REPLY_SHARE and scores:
             # A turn that asks what the query asks is answered by the next turn in its session, whose own
             # words rarely repeat the question's ("Yep, three years now!"): it gets a share of the asker's score.
-            base = {r: v + pipeline * dense.get(r, 0.0) for r, v in scores.items()}
+            base = scores.copy()
             top = sorted(base, key=lambda r: -base[r])[:REPLY_TOP]
             with self.db.read() as conn:
                 marks = ",".join("?" * len(top))
@@ -303,7 +274,7 @@ class Ranker:
                 ).fetchall()
             for q_row, a_row in rows:
                 scores[a_row] = scores.get(a_row, 0.0) + REPLY_SHARE * base[q_row]
-        features = self._features(list(scores) + list(vector_only))
+        features = self._features(list(scores))
         asks_when = bool(_ASKS_WHEN.match(original))
         final: dict[int, float] = {}
         for rowid, lex in scores.items():
@@ -315,7 +286,7 @@ class Ranker:
                 continue
             if session is not None and item_session != session:
                 continue
-            value = lex + pipeline * dense.get(rowid, 0.0)
+            value = lex
             if query_stems:
                 value += COVERAGE_WEIGHT * sum(1 for q in padded_stems if q in own) / len(padded_stems)
             if window is not None and f[6] is not None and f[6] in window:
@@ -337,22 +308,54 @@ class Ranker:
                 s = features[rowid][2]
                 if s is not None:
                     final[rowid] += SESSION_WEIGHT * totals[s] / best
-        if dense and DENSE_FUSION == "final":
-            # Vectors join the finished lexical ranking: its scores over its best, plus the scaled similarity.
-            top_final = max(final.values(), default=0.0) or 1.0
-            for rowid in vector_only:
-                f = features.get(rowid)
-                if f is None or f[4] != "active" or f[5] != agent:
-                    continue
-                if (kinds is not None and f[0] not in kinds) or (session is not None and f[2] != session):
-                    continue
-                final[rowid] = 0.0
+        if dense:
+            # Vectors join the finished lexical ranking (added earlier, they would also feed the reply and
+            # session signals: 300 / 369 instead of 303 / 375 questions on LoCoMo's two groups).
+            best_final = max(final.values(), default=0.0) or 1.0
             for rowid in final:
-                final[rowid] = final[rowid] / top_final + DENSE_WEIGHT * dense.get(rowid, 0.0)
+                final[rowid] = final[rowid] / best_final + DENSE_WEIGHT * dense.get(rowid, 0.0)
         ranked = sorted(final, key=lambda r: (-final[r], -r))[: max(0, limit)]
         items = self.items.by_rowids(ranked)
         hits = [Hit(items[r], round(final[r], 4)) for r in ranked if r in items]
         return SearchResult(hits, mode, degraded, tuple(sorted(named)))
+
+    def _dense(
+        self,
+        embedder: Embedder,
+        agent: str,
+        query: str,
+        name_words: set[str],
+        named: set[str],
+        scores: dict[int, float],
+    ) -> dict[int, float]:
+        """Scaled vector similarity (0-1) of the candidates; the nearest items join ``scores`` (at 0).
+
+        An item's similarity is its own vector's cosine to the query plus its context vector's (the turn
+        with its neighbours). A query that names one known person is about what that person said: the
+        nearest items are taken among that speaker's items only (whatever else the vectors find near a
+        name-less question about "her pets" is mostly the other person's chatter).
+        """
+        np = _numpy()
+        index = self.vector_index(embedder, agent)
+        qv = embed_normalised(embedder, [_vector_query(query, name_words)])[0]
+        ids, sims = index.similarities(qv)
+        if len(named) == 1:
+            mine = index.of_speaker(next(iter(named)))
+            if mine.any():
+                ids, sims = ids[mine], sims[mine]
+        if not len(ids):
+            return {}
+        k = min(DENSE_CANDIDATES, len(ids))
+        best = np.argpartition(-sims, k - 1)[:k]
+        for rowid in ids[best].tolist():
+            scores.setdefault(rowid, 0.0)
+        # Similarities mean little in absolute terms: scale them so the nearest item scores 1 and the
+        # last of the nearest DENSE_CANDIDATES scores 0.
+        high, low = float(sims[best].max()), float(sims[best].min())
+        spread = (high - low) or 1.0
+        wanted = np.isin(ids, np.fromiter(scores, dtype=np.int64, count=len(scores)))
+        scaled = np.clip((sims[wanted] - low) / spread, 0.0, 1.0)
+        return dict(zip(ids[wanted].tolist(), scaled.tolist(), strict=True))
 
     def _years(self, agent: str) -> tuple[int, int] | None:
         """The first and last year of the agent's items (by ``occurred_at``), or None when it has none."""
