@@ -165,6 +165,9 @@ class VectorIndex:
         """
         np = self._np
         with self._lock:
+            # Context vectors first: an item's own and context vectors are written in one transaction, so
+            # every context row read here belongs to an item the read of ``rows`` below already sees.
+            updates = context_rows(self._stamp) if context_rows is not None else []
             fresh = rows(self._last)
             if fresh:
                 ids = np.fromiter((r[0] for r in fresh), dtype=np.int64, count=len(fresh))
@@ -174,10 +177,7 @@ class VectorIndex:
                 self.context = np.concatenate([self.context, mat])
                 self.speakers = np.concatenate([self.speakers, np.array([r[2] for r in fresh], dtype=object)])
                 self._last = int(ids.max())
-            if context_rows is None:
-                return
-            updates = context_rows(self._stamp)
-            if not updates:
+            if not updates or not len(self.rowids):
                 return
             ids = np.fromiter((r[0] for r in updates), dtype=np.int64, count=len(updates))
             mat = np.frombuffer(b"".join(r[1] for r in updates), dtype=np.float32).reshape(len(updates), self.dim)
