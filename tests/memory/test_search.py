@@ -138,6 +138,13 @@ def test_a_turn_is_embedded_with_its_neighbours_and_again_when_a_neighbour_arriv
     grown = embed_normalised(embedder, ["Guess who came home today? Tell me! This is Max, my new puppy."])[0]
     assert np.allclose(index.context[1], grown)
     assert np.allclose(index.context[2], embed_normalised(embedder, ["Tell me! This is Max, my new puppy."])[0])
+    # Another agent's turns are not this agent's; this agent's next turn after them still arrives.
+    dialog(store, "bob", "d9", [("Cy", "Unrelated."), ("Di", "Quite.")])
+    store.ingest("alice", [NewItem("He loves the beach.", "turn", speaker="Ann", session="d1", seq=3)])
+    index = ranker.vector_index(embedder, "alice")
+    assert len(index.rowids) == 4 and set(index.speakers.tolist()) == {"Ann", "Bo"}
+    after = embed_normalised(embedder, ["Tell me! This is Max, my new puppy. He loves the beach."])[0]
+    assert np.allclose(index.context[2], after)
     store.close()
 
 

@@ -157,18 +157,23 @@ class VectorIndex:
     def refresh(
         self,
         rows: Callable[[int], list[tuple[int, bytes, str | None]]],
-        context_rows: Callable[[int], list[tuple[int, bytes, int]]] | None = None,
+        context_rows: Callable[[int], list[tuple[int, bytes, int]]],
+        newest: Callable[[str], int],
     ) -> None:
-        """Append rows newer than the last seen rowid, then apply context vectors stamped after the last stamp.
+        """Append rows newer than the last seen rowid and apply context vectors stamped after the last stamp.
 
-        ``rows(after)`` reads (rowid, vector, speaker); ``context_rows(after)`` reads (rowid, vector, stamp).
+        ``rows(after)`` reads (rowid, vector, speaker); ``context_rows(after)`` reads (rowid, vector, stamp);
+        ``newest("rowid")`` / ``newest("stamp")`` are the store's highest (any agent's): when nothing is
+        newer than what was seen, nothing is read (a search reads two index entries, not the tables).
         """
         np = self._np
         with self._lock:
             # Context vectors first: an item's own and context vectors are written in one transaction, so
             # every context row read here belongs to an item the read of ``rows`` below already sees.
-            updates = context_rows(self._stamp) if context_rows is not None else []
-            fresh = rows(self._last)
+            high_stamp = newest("stamp")
+            updates = context_rows(self._stamp) if high_stamp > self._stamp else []
+            high_rowid = newest("rowid")
+            fresh = rows(self._last) if high_rowid > self._last else []
             if fresh:
                 ids = np.fromiter((r[0] for r in fresh), dtype=np.int64, count=len(fresh))
                 mat = np.frombuffer(b"".join(r[1] for r in fresh), dtype=np.float32).reshape(len(fresh), self.dim)
@@ -176,7 +181,8 @@ class VectorIndex:
                 self.matrix = np.concatenate([self.matrix, mat])
                 self.context = np.concatenate([self.context, mat])
                 self.speakers = np.concatenate([self.speakers, np.array([r[2] for r in fresh], dtype=object)])
-                self._last = int(ids.max())
+            self._last = max(self._last, high_rowid, *(r[0] for r in fresh))
+            self._stamp = max(self._stamp, high_stamp, *(r[2] for r in updates))
             if not updates or not len(self.rowids):
                 return
             ids = np.fromiter((r[0] for r in updates), dtype=np.int64, count=len(updates))
@@ -184,7 +190,6 @@ class VectorIndex:
             at = np.searchsorted(self.rowids, ids)
             known = (at < len(self.rowids)) & (self.rowids[np.minimum(at, len(self.rowids) - 1)] == ids)
             self.context[at[known]] = mat[known]
-            self._stamp = max(self._stamp, max(r[2] for r in updates))
 
     def similarities(self, query: Any) -> tuple[Any, Any]:
         """(rowids, similarity) of every row to ``query`` (a unit vector), two matrix products.

@@ -115,21 +115,32 @@ class Ranker:
 
         def rows(after: int) -> list[tuple[int, bytes, str | None]]:
             with self.db.read() as conn:
+                # CROSS JOIN keeps vectors the outer loop: only rows after ``after`` are visited, never
+                # every item of the agent.
                 return conn.execute(
-                    "SELECT v.rowid, v.vector, i.speaker FROM vectors v JOIN items i ON i.rowid = v.rowid"
-                    " WHERE v.model = ? AND i.agent = ? AND v.rowid > ? ORDER BY v.rowid",
-                    (embedder.name, agent, after),
+                    "SELECT v.rowid, v.vector, i.speaker FROM vectors v CROSS JOIN items i ON i.rowid = v.rowid"
+                    " WHERE v.rowid > ? AND v.model = ? AND i.agent = ? ORDER BY v.rowid",
+                    (after, embedder.name, agent),
                 ).fetchall()
 
         def context_rows(after: int) -> list[tuple[int, bytes, int]]:
             with self.db.read() as conn:
                 return conn.execute(
-                    "SELECT c.rowid, c.vector, c.stamp FROM context_vectors c JOIN items i ON i.rowid = c.rowid"
-                    " WHERE c.model = ? AND c.stamp > ? AND i.agent = ? ORDER BY c.stamp",
+                    "SELECT c.rowid, c.vector, c.stamp FROM context_vectors c INDEXED BY context_vectors_by_stamp"
+                    " CROSS JOIN items i ON i.rowid = c.rowid WHERE c.model = ? AND c.stamp > ? AND i.agent = ?"
+                    " ORDER BY c.stamp",
                     (embedder.name, after, agent),
                 ).fetchall()
 
-        index.refresh(rows, context_rows)
+        def newest(what: str) -> int:
+            with self.db.read() as conn:
+                if what == "stamp":
+                    row = conn.execute("SELECT max(stamp) FROM context_vectors WHERE model = ?", (embedder.name,))
+                else:
+                    row = conn.execute("SELECT max(rowid) FROM vectors")
+                return int(row.fetchone()[0] or 0)
+
+        index.refresh(rows, context_rows, newest)
         return index
 
     def store_vectors(self, conn: sqlite3.Connection, embedder: Embedder, rowids: Sequence[int], matrix: Any) -> None:
