@@ -148,7 +148,8 @@ class VectorIndex:
         self._np = _numpy()
         self.rowids = self._np.zeros(0, dtype=self._np.int64)
         self.matrix = self._np.zeros((0, dim), dtype=self._np.float32)
-        self.context = self._np.zeros((0, dim), dtype=self._np.float32)
+        self.combined = self._np.zeros((0, dim), dtype=self._np.float32)
+        """Each row's own vector plus its context vector: one matrix product scores both."""
         self.speakers = self._np.zeros(0, dtype=object)
         self._last = 0
         self._stamp = 0
@@ -179,7 +180,7 @@ class VectorIndex:
                 mat = np.frombuffer(b"".join(r[1] for r in fresh), dtype=np.float32).reshape(len(fresh), self.dim)
                 self.rowids = np.concatenate([self.rowids, ids])
                 self.matrix = np.concatenate([self.matrix, mat])
-                self.context = np.concatenate([self.context, mat])
+                self.combined = np.concatenate([self.combined, 2 * mat])
                 self.speakers = np.concatenate([self.speakers, np.array([r[2] for r in fresh], dtype=object)])
             self._last = max(self._last, high_rowid, *(r[0] for r in fresh))
             self._stamp = max(self._stamp, high_stamp, *(r[2] for r in updates))
@@ -189,15 +190,21 @@ class VectorIndex:
             mat = np.frombuffer(b"".join(r[1] for r in updates), dtype=np.float32).reshape(len(updates), self.dim)
             at = np.searchsorted(self.rowids, ids)
             known = (at < len(self.rowids)) & (self.rowids[np.minimum(at, len(self.rowids) - 1)] == ids)
-            self.context[at[known]] = mat[known]
+            self.combined[at[known]] = self.matrix[at[known]] + mat[known]
 
     def similarities(self, query: Any) -> tuple[Any, Any]:
-        """(rowids, similarity) of every row to ``query`` (a unit vector), two matrix products.
+        """(rowids, similarity) of every row to ``query`` (a unit vector), one matrix product.
 
         The similarity is the cosine to the item's own vector plus the cosine to its context vector (-2 to 2).
         """
         with self._lock:
-            return self.rowids, self.matrix @ query + self.context @ query
+            return self.rowids, self.combined @ query
+
+    @property
+    def context(self) -> Any:
+        """The context vectors (a copy; a row without one holds its own vector)."""
+        with self._lock:
+            return self.combined - self.matrix
 
     def of_speaker(self, speaker: str) -> Any:
         """A boolean mask of the rows whose item was said by ``speaker``."""
