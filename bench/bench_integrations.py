@@ -11,8 +11,8 @@ for one tool call is timed directly, with the same ``add`` tool behind every one
 - OpenAI Agents SDK: the approval check the runner makes for every function call
   (``evaluate_function_tool_approval``, which runs ours ``needs_approval``), then ``on_invoke_tool``.
 - LangChain: ``ainvoke`` with a tool call.
-- llm: the tool's implementation, as llm's chain calls it (synchronously; ours hands the call to the
-  toolbox's event loop thread, whose bare round trip is printed as a note).
+- llm: ``Response.execute_tool_calls`` for one call, the path llm's chains take (synchronously; ours
+  runs the call on the toolbox's event loop on the calling thread, whose bare cost is printed as a note).
 
 Each figure is the best of 9 means of many calls; the table shows the median over ``--runs`` runs.
 """
@@ -129,14 +129,24 @@ async def _us(fn: Any, n: int = N, rounds: int = 9) -> float:
 
 
 def llm_figures(workspace: Path) -> tuple[tuple[float, float], float]:
-    """llm runs tools synchronously: llm.Tool over a plain function vs the Aleph toolbox's ``add``.
+    """llm runs tools synchronously: what llm does for one tool call, a native ``add`` vs the Aleph toolbox's.
 
-    Also the bare round trip to the toolbox's loop thread (a coroutine that does nothing).
+    Each is timed through ``Response.execute_tool_calls`` (llm looks the tool up, calls it, serialises its
+    result and wraps it in a ``ToolResult``), the path llm's chains take. Also the bare cost of running a
+    coroutine that does nothing on the toolbox's loop from the calling thread, printed as a note.
     """
     import llm
     from llm_aleph import Aleph
 
+    class Answered(llm.Model):  # offline: answers at once, so a finished response exists to run calls on
+        model_id = "bench-answered"
+        supports_tools = True
+
+        def execute(self, prompt: Any, stream: bool, response: Any, conversation: Any) -> Any:
+            yield ""
+
     native = llm.Tool.function(sync_add, name="add")
+    tc = llm.ToolCall(name="add", arguments=ARGS, tool_call_id="c1")
     box = Aleph(workspace=str(workspace), agent="bench", session="s")
     try:
         box.prepare()
@@ -151,14 +161,31 @@ def llm_figures(workspace: Path) -> tuple[tuple[float, float], float]:
             return None
 
         loop.call(register)
-        ours = box._implementation("add")
-        tc = llm.ToolCall(name="add", arguments=ARGS, tool_call_id="c1")
-        assert ours(llm_tool_call=tc, **ARGS) == json.dumps(native.implementation(**ARGS)) == "5"  # what llm sends
-        ours_us = per_call_us(lambda: ours(llm_tool_call=tc, **ARGS), 1_000, repeat=9)
-        hop_us = per_call_us(lambda: loop.call(nothing), 1_000, repeat=9)
+        ours_tool = llm.Tool(
+            name="add",
+            description="Add two integers.",
+            input_schema=native.input_schema,
+            implementation=box._implementation("add"),
+        )
+        native_response = Answered().prompt("add", tools=[native])
+        ours_response = Answered().prompt("add", tools=[ours_tool])
+        native_response.text()
+        ours_response.text()
+
+        def run_native() -> Any:
+            return native_response.execute_tool_calls(tool_calls_list=[tc])
+
+        def run_ours() -> Any:
+            return ours_response.execute_tool_calls(tool_calls_list=[tc])
+
+        [mine], [theirs] = run_ours(), run_native()
+        assert mine.output == theirs.output == "5" and mine.exception is None
+        ours_us = per_call_us(run_ours, 2_000, repeat=9)
+        native_us = per_call_us(run_native, 5_000, repeat=9)
+        hop_us = per_call_us(lambda: loop.call(nothing), 5_000, repeat=9)
     finally:
         box.close()
-    return (per_call_us(lambda: native.implementation(**ARGS), 20_000, repeat=9), ours_us), hop_us
+    return (native_us, ours_us), hop_us
 
 
 def one_run(ws: Path) -> tuple[dict[str, tuple[float, float]], float, float, float]:
@@ -210,7 +237,7 @@ def main() -> None:
         f"note: pydantic-ai call_tool alone: native {native:.1f} µs (arguments validated before it), "
         f"aleph {ours:.1f} µs (the chokepoint validates inside it)"
     )
-    print(f"note: llm: the bare round trip to the toolbox's event loop thread is {hop_us:.1f} µs")
+    print(f"note: llm: running a coroutine that does nothing on the toolbox's loop costs {hop_us:.1f} µs")
 
 
 if __name__ == "__main__":
