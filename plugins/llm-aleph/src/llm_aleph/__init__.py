@@ -43,10 +43,8 @@ class _Loop:
 
     def call(self, fn: Callable[..., Coroutine[Any, Any, _T]], *args: Any) -> _T:
         """Run ``fn(*args)`` on the loop and return its result (from any thread; blocks until it is done)."""
-        try:
-            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
+        # The loop running on this thread, or None (get_running_loop's own test, without raising on None).
+        running = asyncio._get_running_loop()
         if running is None:
             return self._run(fn, args)
         if running is self.loop:
