@@ -61,6 +61,38 @@ async def test_a_month_named_without_a_year_finds_that_month_of_every_year(rt: a
     store.close()
 
 
+async def test_a_dated_question_prefers_the_turn_that_opens_a_session_of_that_window(rt: aleph.Aleph) -> None:
+    store = MemoryStore.of(rt)
+    # Stored in order, so ties would rank the opener last; its seq is 5, not 0: "first" is the session's lowest.
+    store.ingest(
+        "alice",
+        [
+            turn("Guess what, I dyed my hair purple last week!", "Nate", "d7", 5, "2022-04-15"),
+            turn("Thanks, it took a while to get used to.", "Nate", "d7", 6, "2022-04-15"),
+            turn("See you soon, take care.", "Nate", "d7", 7, "2022-04-15"),
+            turn("Guess what, I got a new console!", "Nate", "d9", 0, "2022-06-01"),
+        ],
+    )
+    refs = [h.item.ref for h in store.search("alice", "What transformation did Nate undergo in April 2022?").hits]
+    assert refs[0] == "d7:5"
+    assert "d9:0" not in refs[:3]  # an opener outside the window gains nothing
+    store.close()
+
+
+async def test_won_is_a_word_and_a_curly_wont_is_not_won(rt: aleph.Aleph) -> None:
+    store = MemoryStore.of(rt)
+    store.ingest(
+        "alice",
+        [
+            turn("We even won a trophy at the end!", "John", "d1", 0),
+            turn("I won\u2019t quit, whatever happens.", "John", "d2", 0),
+        ],
+    )
+    hits = store.search("alice", "What did the team win?").hits
+    assert [h.item.ref for h in hits] == ["d1:0"]
+    store.close()
+
+
 def test_a_month_without_a_year_is_a_window_only_after_a_preposition() -> None:
     from aleph_memory._when import MAX_YEARS, find_window
 

@@ -2,7 +2,8 @@
 
 1. **Candidates** come from FTS5 (porter stems, stopwords dropped) over each item's own text and,
    at a fifth of the weight, its neighbouring turns in the same session, confined to the agent;
-   a date the query names adds the items of that window.
+   a date the query names adds the items of that window, and the turn that opens each of its
+   sessions (it catches up on what happened since the last) is preferred.
 2. **People.** A query that names a known speaker is about that person: the name is taken out of
    the lexical query (it matches every turn that greets them) and that speaker's items are preferred.
 3. **Coverage.** Items whose text and neighbours cover more of the query's distinct stems rise: BM25
@@ -31,7 +32,7 @@ from aleph_memory._db import Database
 from aleph_memory._items import CONTEXT_WINDOW, Item, ItemStore, fts_table
 from aleph_memory._providers import Embedder, VectorIndex, _numpy, embed_normalised
 from aleph_memory._text import fts_query, lemma, stem, terms
-from aleph_memory._when import find_window
+from aleph_memory._when import Window, find_window
 
 __all__ = ["Hit", "Ranker", "SearchResult"]
 
@@ -42,6 +43,8 @@ SPEAKER_BOOST = 1.3
 SESSION_WEIGHT = 0.3
 SESSION_TOP = 5
 TIME_WEIGHT = 0.5
+OPENER_WEIGHT = 0.3
+"""In a dated window, a session's first turn (it catches up on what happened since the last one) gains this."""
 WHEN_WEIGHT = 0.4
 """A "when ..." question is answered by a turn that says when (yesterday, last week, on Friday)."""
 REPLY_SHARE = 0.5
@@ -236,6 +239,7 @@ class Ranker:
                 scores[a_row] = scores.get(a_row, 0.0) + REPLY_SHARE * base[q_row]
         features = self._features(list(scores))
         asks_when = bool(_ASKS_WHEN.match(original))
+        openers = self._openers(agent, features, window) if window is not None and OPENER_WEIGHT else {}
         final: dict[int, float] = {}
         for rowid, lex in scores.items():
             f = features.get(rowid)
@@ -251,6 +255,8 @@ class Ranker:
                 value += COVERAGE_WEIGHT * sum(1 for q in padded_stems if q in own) / len(padded_stems)
             if window is not None and f[6] is not None and f[6] in window:
                 value += TIME_WEIGHT
+                if f[2] is not None and f[7] is not None and f[7] == openers.get(f[2]):
+                    value += OPENER_WEIGHT
             if asks_when and any(m in f[8] for m in _WHEN_MARKS):
                 value += WHEN_WEIGHT
             if len(named) == 1 and speaker in named:
@@ -282,6 +288,22 @@ class Ranker:
         if low is None or high is None:
             return None
         return datetime.fromtimestamp(low / 1000, UTC).year, datetime.fromtimestamp(high / 1000, UTC).year
+
+    def _openers(self, agent: str, features: dict[int, _Features], window: Window) -> dict[str, int]:
+        """The first turn's ``seq`` of each session that has a candidate inside ``window``."""
+        sessions = sorted({f[2] for f in features.values() if f[2] is not None and f[6] is not None and f[6] in window})
+        out: dict[str, int] = {}
+        with self.db.read() as conn:
+            for start in range(0, len(sessions), 500):
+                chunk = sessions[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                for name, first in conn.execute(
+                    f"SELECT session, min(seq) FROM items INDEXED BY items_by_session WHERE session IN ({marks})"
+                    " AND agent = ? AND kind = 'turn' AND status = 'active' GROUP BY session",
+                    [*chunk, agent],
+                ):
+                    out[name] = first
+        return out
 
     def _has_table(self, table: str) -> bool:
         if table in self.items._tables:
