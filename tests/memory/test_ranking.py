@@ -93,6 +93,23 @@ async def test_won_is_a_word_and_a_curly_wont_is_not_won(rt: aleph.Aleph) -> Non
     store.close()
 
 
+async def test_a_compound_matches_its_other_spelling(rt: aleph.Aleph) -> None:
+    store = MemoryStore.of(rt)
+    store.ingest(
+        "alice",
+        [
+            turn("It was a nice way to relax after the road trip.", "Mel", "d1", 0),
+            turn("I love it when you make coconut icecream.", "Jo", "d2", 0),
+            turn("We took the trip to the lake by road, slowly.", "Mel", "d3", 0),
+        ],
+    )
+    split = [h.item.ref for h in store.search("alice", "What did Mel do after the roadtrip?").hits]
+    assert split[0] == "d1:0"  # the phrase "road trip", not two words apart
+    joined = [h.item.ref for h in store.search("alice", "Which ice cream does Jo love?").hits]
+    assert joined[0] == "d2:0"
+    store.close()
+
+
 def test_a_month_without_a_year_is_a_window_only_after_a_preposition() -> None:
     from aleph_memory._when import MAX_YEARS, find_window
 

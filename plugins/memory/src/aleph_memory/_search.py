@@ -1,6 +1,7 @@
 """Ranking memory for a query: full text first, then what the data model knows about each item.
 
-1. **Candidates** come from FTS5 (porter stems, stopwords dropped) over each item's own text and,
+1. **Candidates** come from FTS5 (porter stems, stopwords dropped; a compound also in its other
+   spelling, "roadtrip" / "road trip") over each item's own text and,
    at a fifth of the weight, its neighbouring turns in the same session, confined to the agent;
    a date the query names adds the items of that window, and the turn that opens each of its
    sessions (it catches up on what happened since the last) is preferred.
@@ -26,6 +27,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import pairwise
 from typing import Any
 
 from aleph_memory._db import Database
@@ -58,6 +60,10 @@ CONTEXT_FANOUT = 2 * CONTEXT_WINDOW
 DENSE_WEIGHT = 0.6
 DENSE_CANDIDATES = 150
 MAX_QUERY_TERMS = 64
+COMPOUND_PART = 3
+"""The shortest half of a compound split or joined to match its other spelling."""
+COMPOUND_MAX = 24
+"""Longer words are not split (each split is a vocabulary lookup)."""
 
 
 _ASKS_WHEN = re.compile(r"\s*(?:when|what (?:day|date|month|year|time)|how long)\b", re.I)
@@ -173,10 +179,11 @@ class Ranker:
         table = fts_table(agent)
         if lexical and self._has_table(table):
             with self.db.read() as conn:
+                matched = lexical + _compound_forms(conn, table, lexical)
                 rows = conn.execute(
                     f"SELECT rowid, -bm25({table}, 1.0, {CONTEXT_WEIGHT}) AS s FROM {table}"
                     f" WHERE {table} MATCH ? ORDER BY s DESC LIMIT ?",
-                    (_match_expression(conn, table, lexical, self._counts), CANDIDATES),
+                    (_match_expression(conn, table, matched, self._counts), CANDIDATES),
                 ).fetchall()
             top = rows[0][1] if rows and rows[0][1] > 0 else 1.0
             scores = {r: s / top for r, s in rows}
@@ -426,3 +433,26 @@ def _named_people(words: list[str], people: _People) -> set[str]:
             if all(p in present for p in parts):
                 found.add(person)
     return found
+
+
+def _compound_forms(conn: sqlite3.Connection, table: str, words: list[str]) -> list[str]:
+    """The other spelling of each compound in ``words`` that the agent's items use ("roadtrip" / "road trip").
+
+    A long query word that splits into two indexed words is also matched as that phrase, and two
+    consecutive query words are also matched written as one word when that word is indexed. One
+    lookup in the table's vocabulary (its stems) answers every candidate at once.
+    """
+    splits: list[tuple[str, str, str]] = []
+    for word in dict.fromkeys(words):
+        if 2 * COMPOUND_PART <= len(word) <= COMPOUND_MAX and word.isalpha():
+            for i in range(COMPOUND_PART, len(word) - COMPOUND_PART + 1):
+                splits.append((word[:i], word[i:], f"{word[:i]} {word[i:]}"))
+    joins = [a + b for a, b in pairwise(words) if (a + b).isalpha()]
+    wanted = {stem(p) for a, b, _ in splits for p in (a, b)} | {stem(j) for j in joins}
+    if not wanted:
+        return []
+    marks = ",".join("?" * len(wanted))
+    known = {t for (t,) in conn.execute(f"SELECT term FROM {table}_vocab WHERE term IN ({marks})", sorted(wanted))}
+    out = [phrase for a, b, phrase in splits if stem(a) in known and stem(b) in known]
+    out += [j for j in joins if stem(j) in known]
+    return out
