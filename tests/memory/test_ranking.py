@@ -144,6 +144,26 @@ async def test_the_reply_to_a_turn_that_asks_the_question_outranks_the_turn_befo
     store.close()
 
 
+async def test_what_someone_thinks_is_their_reaction_to_the_other_persons_turn(rt: aleph.Aleph) -> None:
+    store = MemoryStore.of(rt)
+    store.ingest(
+        "alice",
+        [
+            turn("Thanks! The new studio opens tomorrow night.", "Jon", "d1", 0),
+            turn("Congrats, it looks amazing and so welcoming!", "Gina", "d1", 1),
+            turn("See you there, bye!", "Jon", "d1", 2),
+            turn("My own studio needs a new coat of paint.", "Gina", "d2", 0),
+            turn("Good luck with it.", "Jon", "d2", 1),
+        ],
+    )
+    # Gina is the subject (named first; Jon is not named as an owner): her turn after Jon's is her reaction.
+    react = [h.item.ref for h in store.search("alice", "How does Gina describe the studio that Jon opened?").hits]
+    assert react.index("d1:1") < react.index("d2:0")
+    plain = [h.item.ref for h in store.search("alice", "Which studio did Gina mention?").hits]
+    assert plain.index("d2:0") < plain.index("d1:1")
+    store.close()
+
+
 async def test_a_when_question_prefers_the_turn_that_says_when(rt: aleph.Aleph) -> None:
     store = MemoryStore.of(rt)
     store.ingest(

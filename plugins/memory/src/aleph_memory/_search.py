@@ -10,7 +10,9 @@
 3. **Coverage.** Items whose text and neighbours cover more of the query's distinct stems rise: BM25
    alone lets one rare word outweigh a turn that answers the whole question.
 4. **Replies.** A turn that asks what the query asks passes a share of its score to the next turn,
-   its answer; a "when" query prefers turns that say when.
+   its answer; a question about what someone thinks, says or feels passes the same share from the
+   other person's turns to that person's next turn, their reaction; a "when" query prefers turns
+   that say when.
 5. **Sessions.** A session in which several items match is likelier to hold the answer than one
    stray match: each item gains a share of its session's summed top scores.
 6. **Vectors** (when an embedder is configured): the query without the people it names is embedded,
@@ -67,6 +69,12 @@ COMPOUND_MAX = 24
 
 
 _ASKS_WHEN = re.compile(r"\s*(?:when|what (?:day|date|month|year|time)|how long)\b", re.I)
+_ASKS_REACTION = re.compile(
+    r"\b(?:think|thinks|thought|feel|feels|felt|say|says|said|describe|describes|described|tell|tells|told"
+    r"|react|reacts|reacted)\b",
+    re.I,
+)
+"""A question about what someone thinks, says or feels: answered by their reaction to the other person."""
 _MONTH_WORD = re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b", re.I)
 """A query that may name a month without a year: only then are the store's years looked up."""
 _WHEN_WORDS = """yesterday today tomorrow tonight ago last week weekend month year recently monday tuesday
@@ -242,6 +250,17 @@ class Ranker:
                     " AND q.content LIKE '%?%' AND a.status = 'active'",
                     top,
                 ).fetchall()
+                subject = _subject(original, named) if _ASKS_REACTION.search(original) else None
+                if subject is not None:
+                    # "What does Gina think about the studio Jon opened?" is answered by Gina's turn right
+                    # after Jon's turn about the studio: her reaction, which rarely repeats his words.
+                    rows += conn.execute(
+                        "SELECT q.rowid, a.rowid FROM items q JOIN items a INDEXED BY items_by_session"
+                        " ON a.agent = q.agent AND a.session = q.session"
+                        f" AND a.seq = q.seq + 1 AND a.kind = 'turn' WHERE q.rowid IN ({marks}) AND q.kind = 'turn'"
+                        " AND q.speaker IS NOT ? AND a.speaker = ? AND a.status = 'active'",
+                        [*top, subject, subject],
+                    ).fetchall()
             for q_row, a_row in rows:
                 scores[a_row] = scores.get(a_row, 0.0) + REPLY_SHARE * base[q_row]
         features = self._features(list(scores))
@@ -422,6 +441,17 @@ def _vector_query(query: str, name_words: set[str]) -> str:
     pattern = re.compile(r"\b(?:" + "|".join(re.escape(w) for w in sorted(name_words)) + r")(?:'s)?\b", re.I)
     text = " ".join(pattern.sub(" ", query).split())
     return text or query
+
+
+def _subject(query: str, named: set[str]) -> str | None:
+    """The person a query asks about: the only one it names, else the first one not named as an owner ("X's")."""
+    if len(named) == 1:
+        return next(iter(named))
+    lowered = query.lower()
+    owners = {p for p in named if re.search(r"\b" + re.escape(p.lower()) + r"['\u2019]s\b", lowered)}
+    found = [(lowered.find(p.lower().split()[0]), p) for p in named - owners or named]
+    found = [(at, p) for at, p in found if at >= 0]
+    return min(found)[1] if found else None
 
 
 def _named_people(words: list[str], people: _People) -> set[str]:
