@@ -449,8 +449,11 @@ def _subject(query: str, named: set[str]) -> str | None:
         return next(iter(named))
     lowered = query.lower()
     owners = {p for p in named if re.search(r"\b" + re.escape(p.lower()) + r"['\u2019]s\b", lowered)}
-    found = [(lowered.find(p.lower().split()[0]), p) for p in named - owners or named]
-    found = [(at, p) for at, p in found if at >= 0]
+    found = []
+    for person in named - owners or named:
+        first = re.search(r"\b" + re.escape(person.lower().split()[0]) + r"\b", lowered)
+        if first is not None:
+            found.append((first.start(), person))
     return min(found)[1] if found else None
 
 
