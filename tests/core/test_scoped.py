@@ -703,3 +703,19 @@ def test_a_command_block_reason_is_quoted_unchanged() -> None:
     )
     assert verdict.reason == "`bash`: blocked by command policy [write_protected]: writes ../.git/hooks/x."
     assert verdict.rule_id == "command_blocked"
+
+
+def test_decision_by_name_is_given_only_where_no_argument_can_change_it(registry: ToolRegistry) -> None:
+    svc = service(
+        registry,
+        rules={"alpha": "ask", "beta": "deny", "search": "allow", "file_ops(secrets/**)": "deny"},
+        allowed=frozenset({"alpha", "beta", "search", "file_ops", "agent_delete"}),
+    )
+    assert svc.decision_by_name("search") == "allow" == svc.decision_for("search", {})
+    assert svc.decision_by_name("alpha") == "ask" and svc.decision_by_name("beta") == "deny"
+    assert svc.decision_by_name("file_ops") is None  # an argument rule may deny some calls: ask per call
+    assert svc.decision_by_name("agent_delete") == "ask"  # the tool declares it needs approval
+    assert svc.decision_by_name("shell") == "deny"  # outside the allow-set
+    assert svc.decision_by_name("no_such_tool") == "deny"
+    planning = svc.derive(turn=TurnContext(session_key="s1", plan_mode=True))
+    assert planning.decision_by_name("search") == "allow" and planning.decision_by_name("alpha") == "deny"

@@ -67,16 +67,6 @@ async def test_a_turn_given_to_the_service_later_is_the_one_calls_use(env: Env) 
     assert [(t.session_key, t.principal, t.call_id) for t in seen] == [("base", "ana", "c1"), ("later", "bo", "c2")]
 
 
-def test_the_call_id_copy_is_the_same_turn_as_dataclasses_replace() -> None:
-    budget = aleph.Budget(calls=3)
-    turn = dataclasses.replace(BASE, unattended=True, plan_mode=True, caller_role="member", budget=budget)
-    copied = _common._with_call_id(turn, "c9")
-    assert copied == dataclasses.replace(turn, call_id="c9") and copied is not turn
-    assert copied.budget is turn.budget and turn.call_id is None
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        copied.call_id = "other"  # type: ignore[misc]
-
-
 async def test_the_turns_kept_are_bounded_however_many_conversations_call(env: Env) -> None:
     bridge = CallBridge(env.service(turn=BASE))
     for n in range(3 * _common._MAX_TURNS):

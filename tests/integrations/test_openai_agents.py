@@ -169,3 +169,23 @@ async def test_bad_arguments_are_told_to_the_model(env: Env) -> None:
     _, result, _ = await run(env, model)
     assert "text: Field required" in result.final_output
     assert env.book.notes == []
+
+
+async def test_a_tool_allowed_whatever_its_arguments_needs_no_sdk_approval_and_the_others_do(env: Env) -> None:
+    tools = {t.name: t for t in await AlephAgentTools(env.service()).tools()}
+    assert tools["note_add"].needs_approval is False and tools["notes_list"].needs_approval is False
+    assert callable(tools["note_delete"].needs_approval)  # asks: the SDK must ask the chokepoint per call
+
+
+async def test_a_tool_built_as_never_asking_is_refused_not_run_when_the_policy_now_asks(env: Env) -> None:
+    from aleph._policy import PermissionLayer, PermissionPolicy
+
+    service = env.service()
+    tools = AlephAgentTools(service)
+    agent = Agent(name="main", model=ScriptedModel(("note_add", {"text": "milk"})), tools=await tools.tools())
+    ask = PermissionLayer.from_config("global", {"overrides": {"note_add": "ask"}}, workspace=service._cp.workspace)
+    service.policy = PermissionPolicy([ask])  # the policy changed after the tools were taken
+    result = await Runner.run(agent, "add milk", context=Chat("chat-1"))
+    assert not result.interruptions
+    assert "needs a human's approval that this run did not ask for" in result.final_output
+    assert env.book.notes == []

@@ -61,6 +61,55 @@ async def test_a_month_named_without_a_year_finds_that_month_of_every_year(rt: a
     store.close()
 
 
+async def test_a_dated_question_prefers_the_turn_that_opens_a_session_of_that_window(rt: aleph.Aleph) -> None:
+    store = MemoryStore.of(rt)
+    # Stored in order, so ties would rank the opener last; its seq is 5, not 0: "first" is the session's lowest.
+    store.ingest(
+        "alice",
+        [
+            turn("Guess what, I dyed my hair purple last week!", "Nate", "d7", 5, "2022-04-15"),
+            turn("Thanks, it took a while to get used to.", "Nate", "d7", 6, "2022-04-15"),
+            turn("See you soon, take care.", "Nate", "d7", 7, "2022-04-15"),
+            turn("Guess what, I got a new console!", "Nate", "d9", 0, "2022-06-01"),
+        ],
+    )
+    refs = [h.item.ref for h in store.search("alice", "What transformation did Nate undergo in April 2022?").hits]
+    assert refs[0] == "d7:5"
+    assert "d9:0" not in refs[:3]  # an opener outside the window gains nothing
+    store.close()
+
+
+async def test_won_is_a_word_and_a_curly_wont_is_not_won(rt: aleph.Aleph) -> None:
+    store = MemoryStore.of(rt)
+    store.ingest(
+        "alice",
+        [
+            turn("We even won a trophy at the end!", "John", "d1", 0),
+            turn("I won\u2019t quit, whatever happens.", "John", "d2", 0),
+        ],
+    )
+    hits = store.search("alice", "What did the team win?").hits
+    assert [h.item.ref for h in hits] == ["d1:0"]
+    store.close()
+
+
+async def test_a_compound_matches_its_other_spelling(rt: aleph.Aleph) -> None:
+    store = MemoryStore.of(rt)
+    store.ingest(
+        "alice",
+        [
+            turn("It was a nice way to relax after the road trip.", "Mel", "d1", 0),
+            turn("I love it when you make coconut icecream.", "Jo", "d2", 0),
+            turn("We took the trip to the lake by road, slowly.", "Mel", "d3", 0),
+        ],
+    )
+    split = [h.item.ref for h in store.search("alice", "What did Mel do after the roadtrip?").hits]
+    assert split[0] == "d1:0"  # the phrase "road trip", not two words apart
+    joined = [h.item.ref for h in store.search("alice", "Which ice cream does Jo love?").hits]
+    assert joined[0] == "d2:0"
+    store.close()
+
+
 def test_a_month_without_a_year_is_a_window_only_after_a_preposition() -> None:
     from aleph_memory._when import MAX_YEARS, find_window
 
@@ -92,6 +141,26 @@ async def test_the_reply_to_a_turn_that_asks_the_question_outranks_the_turn_befo
     )
     refs = [h.item.ref for h in store.search("alice", "Why did Mel use colours and patterns?", limit=3).hits]
     assert refs.index("d1:2") < refs.index("d1:0")
+    store.close()
+
+
+async def test_what_someone_thinks_is_their_reaction_to_the_other_persons_turn(rt: aleph.Aleph) -> None:
+    store = MemoryStore.of(rt)
+    store.ingest(
+        "alice",
+        [
+            turn("Thanks! The new studio opens tomorrow night.", "Jon", "d1", 0),
+            turn("Congrats, it looks amazing and so welcoming!", "Gina", "d1", 1),
+            turn("See you there, bye!", "Jon", "d1", 2),
+            turn("My own studio needs a new coat of paint.", "Gina", "d2", 0),
+            turn("Good luck with it.", "Jon", "d2", 1),
+        ],
+    )
+    # Gina is the subject (named first; Jon is not named as an owner): her turn after Jon's is her reaction.
+    react = [h.item.ref for h in store.search("alice", "How does Gina describe the studio that Jon opened?").hits]
+    assert react.index("d1:1") < react.index("d2:0")
+    plain = [h.item.ref for h in store.search("alice", "Which studio did Gina mention?").hits]
+    assert plain.index("d2:0") < plain.index("d1:1")
     store.close()
 
 

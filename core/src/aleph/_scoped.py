@@ -437,6 +437,24 @@ class ScopedToolService(Judging, Recording, BaseToolService):
             return "deny"
         return self.decide(entry, input)
 
+    def decision_by_name(self, name: str) -> str | None:
+        """The decision for every call of ``name`` when no input can change it, else ``None``.
+
+        ``allow``/``ask``/``deny`` when the verdict depends on the tool's name alone (no argument rule,
+        argument floor, command policy or plugin vote applies to it); ``None`` when the arguments decide
+        (use :meth:`decision_for` per call). A framework that must know before a call whether it will ask
+        uses it to skip that question for tools that never ask. It holds for this service's policy and
+        registry now: :meth:`execute` still judges every call, so a stale answer can only make a call that
+        now needs a human refuse instead of run.
+        """
+        entry = self._entry(name) if isinstance(name, str) else None
+        if entry is None or not self._is_allowed(entry.name):
+            return "deny"
+        static, needs = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
+        if not needs or self._denied_whatever_the_input(entry, static):
+            return static.action
+        return None
+
     # -- approval ---------------------------------------------------------------------------------
 
     def _grant_scope(self) -> str:

@@ -51,6 +51,33 @@ class TurnContext:
         """The caller is the server operator (role None or ``operator``)."""
         return self.caller_role in (None, "operator")
 
+    def with_call_id(self, call_id: str | None) -> TurnContext:
+        """The same turn for another tool call: every field equal but ``call_id``.
+
+        Equal to ``dataclasses.replace(turn, call_id=call_id)`` at about a third of its cost: a framework
+        integration makes one per tool call. The copy is written out field by field (a loop over the
+        names costs half as much again); a test checks it names every field.
+        """
+        c = _new(TurnContext)
+        _set(c, "session_key", self.session_key)
+        _set(c, "run_id", self.run_id)
+        _set(c, "channel_id", self.channel_id)
+        _set(c, "conversation_id", self.conversation_id)
+        _set(c, "caller_role", self.caller_role)
+        _set(c, "unattended", self.unattended)
+        _set(c, "plan_mode", self.plan_mode)
+        _set(c, "side_question", self.side_question)
+        _set(c, "principal", self.principal)
+        _set(c, "budget", self.budget)
+        _set(c, "idempotency_key", self.idempotency_key)
+        _set(c, "refs", self.refs)
+        _set(c, "call_id", call_id)
+        return c
+
+
+_new = object.__new__
+_set = object.__setattr__
+
 
 _TURN: ContextVar[TurnContext | None] = ContextVar("aleph_turn", default=None)
 

@@ -6,6 +6,7 @@ found the way the ``llm`` command finds it: through llm's plugin manager and the
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from collections.abc import Iterator
@@ -57,8 +58,6 @@ def ledger_rows(workspace: Path) -> list[tuple[str, str, str]]:
     try:
         return [(r.action, r.target, r.outcome) for r in rt.chokepoint.ledger.rows("writer")[1:]]
     finally:
-        import asyncio
-
         asyncio.run(rt.aclose())
 
 
@@ -161,27 +160,83 @@ def test_a_bad_approval_mode_is_refused() -> None:
         Aleph(approval="yolo")
 
 
-def test_a_closed_toolbox_stops_its_loop_thread_runs_nothing_and_can_be_prepared_again(workspace: Path) -> None:
+def worker_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("llm-aleph")]
+
+
+def test_calls_run_on_the_calling_thread_and_a_closed_toolbox_runs_nothing_and_can_be_prepared_again(
+    workspace: Path,
+) -> None:
     (workspace / "aleph.toml").write_text(POLICY)
     box = Aleph(agent="writer")
-
-    def loop_threads() -> list[threading.Thread]:
-        return [t for t in threading.enumerate() if t.name == "llm-aleph"]
-
     try:
         [tool] = [t for t in box.tools() if t.name == "text_stats"]
-        assert len(loop_threads()) == 1
         call = llm.ToolCall(name="text_stats", arguments={"text": "a b"}, tool_call_id="c1")
-        for _ in range(3):  # every call goes to the same loop thread
+        for _ in range(3):
             assert '"words":2' in tool.implementation(llm_tool_call=call, text="a b").replace(" ", "")
-        assert len(loop_threads()) == 1
+        assert worker_threads() == []  # no thread of its own: each call runs the toolbox's loop right here
         box.close()
-        assert loop_threads() == []
         with pytest.raises(RuntimeError, match="closed"):
             tool.implementation(llm_tool_call=call, text="a b")
         text = Scripted(("text_stats", {"text": "one two three"})).chain("count", tools=[box]).text()
-        assert '"words":3' in text.replace(" ", "") and len(loop_threads()) == 1
+        assert '"words":3' in text.replace(" ", "")
         assert [t.name for t in box.tools()].count("text_stats") == 1
     finally:
         box.close()
-    assert loop_threads() == []
+    assert worker_threads() == []
+
+
+def test_a_call_made_under_another_running_event_loop_runs_on_one_worker_and_close_stops_it(workspace: Path) -> None:
+    (workspace / "aleph.toml").write_text(POLICY)
+    box = Aleph(agent="writer")
+    try:
+        [tool] = [t for t in box.tools() if t.name == "text_stats"]
+
+        async def from_a_loop() -> list[str]:  # as llm's async chains call a sync tool: inline, on their loop
+            call = llm.ToolCall(name="text_stats", arguments={"text": "x y z"}, tool_call_id="c1")
+            return [tool.implementation(llm_tool_call=call, text="x y z") for _ in range(2)]
+
+        outputs = asyncio.run(from_a_loop())
+        assert all('"words":3' in out.replace(" ", "") for out in outputs)
+        assert len(worker_threads()) == 1
+        call = llm.ToolCall(name="text_stats", arguments={"text": "a"}, tool_call_id="c2")
+        assert '"words":1' in tool.implementation(llm_tool_call=call, text="a").replace(" ", "")  # and here again
+    finally:
+        box.close()
+    assert worker_threads() == []
+
+
+def test_an_interrupted_call_is_cancelled_and_the_toolbox_still_works(workspace: Path) -> None:
+    (workspace / "aleph.toml").write_text(POLICY)
+    box = Aleph(agent="writer")
+    try:
+        box.prepare()
+        assert box._runtime is not None
+        started: list[str] = []
+
+        @aleph.tool(name="slow_wait", idempotent=True)
+        async def slow_wait() -> str:
+            """Wait a long time."""
+            started.append("slow")
+            try:
+                asyncio.get_running_loop().call_later(0.05, _interrupt_main)
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                started.append("cancelled")
+                raise
+            return "done"
+
+        box._runtime.register(slow_wait)
+        run = box._implementation("slow_wait")
+        with pytest.raises(KeyboardInterrupt):
+            run(llm_tool_call=llm.ToolCall(name="slow_wait", arguments={}, tool_call_id="c1"))
+        assert started == ["slow", "cancelled"]  # the call's task was cancelled, not left pending
+        [tool] = [t for t in box.tools() if t.name == "text_stats"]
+        call = llm.ToolCall(name="text_stats", arguments={"text": "a b"}, tool_call_id="c2")
+        assert '"words":2' in tool.implementation(llm_tool_call=call, text="a b").replace(" ", "")
+    finally:
+        box.close()
+
+
+def _interrupt_main() -> None:
+    raise KeyboardInterrupt

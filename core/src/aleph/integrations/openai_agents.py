@@ -12,7 +12,10 @@
         result = await Runner.run(agent, state)
 
 Each tool's ``needs_approval`` asks the chokepoint (:meth:`aleph.ScopedToolService.decision_for`) whether
-the call would need a human; if so the SDK interrupts the run with its own ``ToolApprovalItem``. An approved
+the call would need a human; if so the SDK interrupts the run with its own ``ToolApprovalItem``. A tool the
+chokepoint allows whatever its arguments (:meth:`aleph.ScopedToolService.decision_by_name`) gets
+``needs_approval=False`` when :meth:`AlephAgentTools.tools` builds it; if the policy changes under a run so
+that such a call would ask, the call is refused (never run unasked): take the tools again. An approved
 call reaches Aleph as an answer for exactly that call (tool + canonical arguments). The SDK's
 ``always_approve=True`` approves a tool for any arguments, which Aleph's gate never does: such a call is
 refused with a message telling the model so, and is never run unseen. :meth:`AlephAgentTools.reject`
@@ -88,6 +91,10 @@ class AlephAgentTools:
     def _function_tool(self, definition: ToolDefinition) -> FunctionTool:
         name = definition.name
         bridge, session_key = self._bridge, self._session_key
+        # A tool every call of which the chokepoint allows, whatever its arguments, never needs the SDK's
+        # approval: the runner is told so once, and no call of it pays for the question. execute still
+        # judges each call; should the policy have changed since, an ask refuses (it never runs unasked).
+        never_asks = bridge.service.decision_by_name(name) == "allow"
 
         async def needs_approval(ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
             # The chokepoint's own decision for this call (what execute will decide), nothing asked or run;
@@ -104,9 +111,10 @@ class AlephAgentTools:
                 return f"invalid input for tool {name}: the arguments must be a JSON object"
             # A standing approval (always_approve) is asked about only where it matters: an approved call,
             # or one the chokepoint asks about. Most calls are neither, and each question costs a lookup.
+            # A tool that never asks was never put to a human by the SDK, so there is no answer to carry.
             standing: bool | None = None
             answer = None
-            if ctx.is_tool_approved(name, ctx.tool_call_id) is True:
+            if not never_asks and ctx.is_tool_approved(name, ctx.tool_call_id) is True:
                 standing = ctx.is_tool_approved(name, _PROBE) is True
                 answer = None if standing else _APPROVED
             try:
@@ -133,7 +141,7 @@ class AlephAgentTools:
             params_json_schema=definition.input_schema,
             on_invoke_tool=invoke,
             strict_json_schema=False,  # Aleph's schemas are sent as they are; Aleph validates the input
-            needs_approval=needs_approval,
+            needs_approval=False if never_asks else needs_approval,
         )
 
     async def reject(self, state: RunState[Any, Any], item: ToolApprovalItem, reason: str | None = None) -> str:

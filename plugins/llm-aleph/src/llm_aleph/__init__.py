@@ -1,16 +1,19 @@
 """Aleph's tools for llm: the ``Aleph`` toolbox (``llm -T Aleph``), every call through Aleph's chokepoint.
 
 llm runs tools synchronously; Aleph is async and keeps per-runtime state (MCP connections, the ledger
-writer), so the toolbox runs one Aleph runtime on one long-lived event loop in a thread of its own and
-hands each call to it (``asyncio.run_coroutine_threadsafe``: no new loop or thread per call). The tools
-keep the names Aleph gives them.
+writer), so the toolbox owns one event loop for its Aleph runtime and runs it on the thread that calls a
+tool, for the length of the call (``run_until_complete`` on the same loop every time: no thread switch and
+no new loop per call). Between calls that loop does not run: an MCP server's notifications wait for the
+next call. A tool called where another event loop is running on the calling thread (llm's async chains
+call a sync tool inline) runs on one worker thread instead, and blocks that loop as any sync tool does.
+The tools keep the names Aleph gives them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
-import dataclasses
+import concurrent.futures
 import threading
 import uuid
 from collections.abc import Callable, Coroutine
@@ -23,43 +26,62 @@ import aleph
 __all__ = ["Aleph", "ApprovalPause", "register_tools"]
 
 APPROVAL_MODES = ("terminal", "pause")
+WORKER_NAME = "llm-aleph"
+"""The name of the one worker thread a toolbox starts when it is called under another running loop."""
 
 _T = TypeVar("_T")
 
 
-class _LoopThread:
-    """One event loop running in a daemon thread for as long as the toolbox is prepared."""
+class _Loop:
+    """The toolbox's event loop: run on the calling thread for each call, by one thread at a time."""
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._serve, name="llm-aleph", daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
+        self._lock = threading.Lock()  # held by the thread running the loop
+        self._worker_lock = threading.Lock()
+        self._worker: concurrent.futures.ThreadPoolExecutor | None = None
 
     def call(self, fn: Callable[..., Coroutine[Any, Any, _T]], *args: Any) -> _T:
-        """Run ``fn(*args)`` on the loop and wait for it (from any thread but the loop's own)."""
-        if threading.current_thread() is self._thread:
-            raise RuntimeError("an Aleph tool was called from the toolbox's own event loop thread")
-        future = asyncio.run_coroutine_threadsafe(fn(*args), self.loop)
-        try:
-            return future.result()
-        except BaseException:  # interrupted (Ctrl-C): the call's task is cancelled, not left running
-            future.cancel()
-            raise
+        """Run ``fn(*args)`` on the loop and return its result (from any thread; blocks until it is done)."""
+        # The loop running on this thread, or None (get_running_loop's own test, without raising on None).
+        running = asyncio._get_running_loop()
+        if running is None:
+            return self._run(fn, args)
+        if running is self.loop:
+            raise RuntimeError("an Aleph tool was called from inside the toolbox's own event loop")
+        # Another loop runs on this thread: ours cannot run here too, so the worker runs it.
+        if self._worker is None:
+            with self._worker_lock:
+                if self._worker is None:
+                    self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=WORKER_NAME)
+        return self._worker.submit(self._run, fn, args).result()
+
+    def _run(self, fn: Callable[..., Coroutine[Any, Any, _T]], args: tuple[Any, ...]) -> _T:
+        with self._lock:
+            if self.loop.is_closed():
+                raise RuntimeError("the Aleph toolbox is closed: prepare it again (or make a new one)")
+            task = self.loop.create_task(fn(*args))
+            try:
+                return self.loop.run_until_complete(task)
+            except BaseException:  # interrupted (Ctrl-C): the call's task is cancelled, not left pending
+                if not task.done():
+                    task.cancel()
+                    self.loop.run_until_complete(asyncio.gather(task, return_exceptions=True))
+                raise
 
     def stop(self) -> None:
-        """Cancel what is still running, stop the loop and join its thread."""
-        if self.loop.is_closed():
-            return
+        """Cancel what is still pending on the loop, close it and stop the worker thread, if any."""
         try:
-            self.call(_drain)
+            if not self.loop.is_closed():
+                self.call(_drain)
         finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join()
-            self.loop.close()
+            with self._lock:
+                if not self.loop.is_closed():
+                    self.loop.close()
+            with self._worker_lock:
+                worker, self._worker = self._worker, None
+            if worker is not None:
+                worker.shutdown(wait=True)
 
 
 async def _drain() -> None:
@@ -108,7 +130,7 @@ class Aleph(llm.Toolbox):  # type: ignore[misc]
             raise ValueError(f"approval must be one of {', '.join(APPROVAL_MODES)}, got {approval!r}")
         self._settings = (config, workspace, agent, session or f"llm-{uuid.uuid4().hex[:12]}", approval)
         self._deferred = aleph.DeferredApprovals()
-        self._loop: _LoopThread | None = None
+        self._loop: _Loop | None = None
         self._runtime: aleph.Aleph | None = None
         self._service: aleph.ScopedToolService | None = None
 
@@ -122,10 +144,10 @@ class Aleph(llm.Toolbox):  # type: ignore[misc]
         return super().tools()
 
     def prepare(self) -> None:
-        """Start Aleph (on its own event loop thread) and add one llm tool per tool the chokepoint lists."""
+        """Start Aleph (on the toolbox's event loop) and add one llm tool per tool the chokepoint lists."""
         if self._loop is not None:
             return
-        self._loop = _LoopThread()
+        self._loop = _Loop()
         atexit.register(self.close)
         try:
             definitions = self._loop.call(self._open)
@@ -168,7 +190,7 @@ class Aleph(llm.Toolbox):  # type: ignore[misc]
     async def _call(self, name: str, arguments: dict[str, Any], call_id: str | None) -> Any:
         assert self._service is not None
         base = self._service.turn or aleph.TurnContext()
-        service = self._service.derive(turn=dataclasses.replace(base, call_id=call_id))
+        service = self._service.derive(turn=base.with_call_id(call_id))
         try:
             output = await service.execute(name, arguments)
         except aleph.ApprovalRequired as exc:
@@ -183,7 +205,7 @@ class Aleph(llm.Toolbox):  # type: ignore[misc]
         self._deferred.answer(fingerprint, answer)
 
     def close(self) -> None:
-        """Close the Aleph runtime and its thread; the toolbox can be prepared again afterwards."""
+        """Close the Aleph runtime and its event loop; the toolbox can be prepared again afterwards."""
         if self._loop is None:
             return
         loop, runtime = self._loop, self._runtime

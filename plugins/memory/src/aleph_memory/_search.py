@@ -1,14 +1,18 @@
 """Ranking memory for a query: full text first, then what the data model knows about each item.
 
-1. **Candidates** come from FTS5 (porter stems, stopwords dropped) over each item's own text and,
+1. **Candidates** come from FTS5 (porter stems, stopwords dropped; a compound also in its other
+   spelling, "roadtrip" / "road trip") over each item's own text and,
    at a fifth of the weight, its neighbouring turns in the same session, confined to the agent;
-   a date the query names adds the items of that window.
+   a date the query names adds the items of that window, and the turn that opens each of its
+   sessions (it catches up on what happened since the last) is preferred.
 2. **People.** A query that names a known speaker is about that person: the name is taken out of
    the lexical query (it matches every turn that greets them) and that speaker's items are preferred.
 3. **Coverage.** Items whose text and neighbours cover more of the query's distinct stems rise: BM25
    alone lets one rare word outweigh a turn that answers the whole question.
 4. **Replies.** A turn that asks what the query asks passes a share of its score to the next turn,
-   its answer; a "when" query prefers turns that say when.
+   its answer; a question about what someone thinks, says or feels passes the same share from the
+   other person's turns to that person's next turn, their reaction; a "when" query prefers turns
+   that say when.
 5. **Sessions.** A session in which several items match is likelier to hold the answer than one
    stray match: each item gains a share of its session's summed top scores.
 6. **Vectors** (when an embedder is configured): every item has its own vector and a turn also a
@@ -28,13 +32,14 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import pairwise
 from typing import Any
 
 from aleph_memory._db import Database
 from aleph_memory._items import CONTEXT_WINDOW, Item, ItemStore, fts_table
 from aleph_memory._providers import Embedder, VectorIndex, _numpy, embed_normalised
 from aleph_memory._text import fts_query, lemma, stem, terms
-from aleph_memory._when import find_window
+from aleph_memory._when import Window, find_window
 
 __all__ = ["Hit", "Ranker", "SearchResult"]
 
@@ -45,6 +50,8 @@ SPEAKER_BOOST = 1.3
 SESSION_WEIGHT = 0.3
 SESSION_TOP = 5
 TIME_WEIGHT = 0.5
+OPENER_WEIGHT = 0.3
+"""In a dated window, a session's first turn (it catches up on what happened since the last one) gains this."""
 WHEN_WEIGHT = 0.4
 """A "when ..." question is answered by a turn that says when (yesterday, last week, on Friday)."""
 REPLY_SHARE = 0.5
@@ -61,9 +68,19 @@ DENSE_CANDIDATES = 150
 VECTOR_WINDOW = 1
 """A turn's context vector embeds it with this many turns on each side (same session)."""
 MAX_QUERY_TERMS = 64
+COMPOUND_PART = 3
+"""The shortest half of a compound split or joined to match its other spelling."""
+COMPOUND_MAX = 24
+"""Longer words are not split (each split is a vocabulary lookup)."""
 
 
 _ASKS_WHEN = re.compile(r"\s*(?:when|what (?:day|date|month|year|time)|how long)\b", re.I)
+_ASKS_REACTION = re.compile(
+    r"\b(?:think|thinks|thought|feel|feels|felt|say|says|said|describe|describes|described|tell|tells|told"
+    r"|react|reacts|reacted)\b",
+    re.I,
+)
+"""A question about what someone thinks, says or feels: answered by their reaction to the other person."""
 _MONTH_WORD = re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b", re.I)
 """A query that may name a month without a year: only then are the store's years looked up."""
 _WHEN_WORDS = """yesterday today tomorrow tonight ago last week weekend month year recently monday tuesday
@@ -239,10 +256,11 @@ class Ranker:
         table = fts_table(agent)
         if lexical and self._has_table(table):
             with self.db.read() as conn:
+                matched = lexical + _compound_forms(conn, table, lexical)
                 rows = conn.execute(
                     f"SELECT rowid, -bm25({table}, 1.0, {CONTEXT_WEIGHT}) AS s FROM {table}"
                     f" WHERE {table} MATCH ? ORDER BY s DESC LIMIT ?",
-                    (_match_expression(conn, table, lexical, self._counts), CANDIDATES),
+                    (_match_expression(conn, table, matched, self._counts), CANDIDATES),
                 ).fetchall()
             top = rows[0][1] if rows and rows[0][1] > 0 else 1.0
             scores = {r: s / top for r, s in rows}
@@ -286,10 +304,22 @@ class Ranker:
                     " AND q.content LIKE '%?%' AND a.status = 'active'",
                     top,
                 ).fetchall()
+                subject = _subject(original, named) if _ASKS_REACTION.search(original) else None
+                if subject is not None:
+                    # "What does Gina think about the studio Jon opened?" is answered by Gina's turn right
+                    # after Jon's turn about the studio: her reaction, which rarely repeats his words.
+                    rows += conn.execute(
+                        "SELECT q.rowid, a.rowid FROM items q JOIN items a INDEXED BY items_by_session"
+                        " ON a.agent = q.agent AND a.session = q.session"
+                        f" AND a.seq = q.seq + 1 AND a.kind = 'turn' WHERE q.rowid IN ({marks}) AND q.kind = 'turn'"
+                        " AND q.speaker IS NOT ? AND a.speaker = ? AND a.status = 'active'",
+                        [*top, subject, subject],
+                    ).fetchall()
             for q_row, a_row in rows:
                 scores[a_row] = scores.get(a_row, 0.0) + REPLY_SHARE * base[q_row]
         features = self._features(list(scores))
         asks_when = bool(_ASKS_WHEN.match(original))
+        openers = self._openers(agent, features, window) if window is not None and OPENER_WEIGHT else {}
         final: dict[int, float] = {}
         for rowid, lex in scores.items():
             f = features.get(rowid)
@@ -305,6 +335,8 @@ class Ranker:
                 value += COVERAGE_WEIGHT * sum(1 for q in padded_stems if q in own) / len(padded_stems)
             if window is not None and f[6] is not None and f[6] in window:
                 value += TIME_WEIGHT
+                if f[2] is not None and f[7] is not None and f[7] == openers.get(f[2]):
+                    value += OPENER_WEIGHT
             if asks_when and any(m in f[8] for m in _WHEN_MARKS):
                 value += WHEN_WEIGHT
             if len(named) == 1 and speaker in named:
@@ -380,6 +412,22 @@ class Ranker:
         if low is None or high is None:
             return None
         return datetime.fromtimestamp(low / 1000, UTC).year, datetime.fromtimestamp(high / 1000, UTC).year
+
+    def _openers(self, agent: str, features: dict[int, _Features], window: Window) -> dict[str, int]:
+        """The first turn's ``seq`` of each session that has a candidate inside ``window``."""
+        sessions = sorted({f[2] for f in features.values() if f[2] is not None and f[6] is not None and f[6] in window})
+        out: dict[str, int] = {}
+        with self.db.read() as conn:
+            for start in range(0, len(sessions), 500):
+                chunk = sessions[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                for name, first in conn.execute(
+                    f"SELECT session, min(seq) FROM items INDEXED BY items_by_session WHERE session IN ({marks})"
+                    " AND agent = ? AND kind = 'turn' AND status = 'active' GROUP BY session",
+                    [*chunk, agent],
+                ):
+                    out[name] = first
+        return out
 
     def _has_table(self, table: str) -> bool:
         if table in self.items._tables:
@@ -493,6 +541,20 @@ def _vector_query(query: str, name_words: set[str]) -> str:
     return text or query
 
 
+def _subject(query: str, named: set[str]) -> str | None:
+    """The person a query asks about: the only one it names, else the first one not named as an owner ("X's")."""
+    if len(named) == 1:
+        return next(iter(named))
+    lowered = query.lower()
+    owners = {p for p in named if re.search(r"\b" + re.escape(p.lower()) + r"['\u2019]s\b", lowered)}
+    found = []
+    for person in named - owners or named:
+        first = re.search(r"\b" + re.escape(person.lower().split()[0]) + r"\b", lowered)
+        if first is not None:
+            found.append((first.start(), person))
+    return min(found)[1] if found else None
+
+
 def _named_people(words: list[str], people: _People) -> set[str]:
     """The known people a query names (every word of the name appears in the query)."""
     present = set(words)
@@ -502,3 +564,26 @@ def _named_people(words: list[str], people: _People) -> set[str]:
             if all(p in present for p in parts):
                 found.add(person)
     return found
+
+
+def _compound_forms(conn: sqlite3.Connection, table: str, words: list[str]) -> list[str]:
+    """The other spelling of each compound in ``words`` that the agent's items use ("roadtrip" / "road trip").
+
+    A long query word that splits into two indexed words is also matched as that phrase, and two
+    consecutive query words are also matched written as one word when that word is indexed. One
+    lookup in the table's vocabulary (its stems) answers every candidate at once.
+    """
+    splits: list[tuple[str, str, str]] = []
+    for word in dict.fromkeys(words):
+        if 2 * COMPOUND_PART <= len(word) <= COMPOUND_MAX and word.isalpha():
+            for i in range(COMPOUND_PART, len(word) - COMPOUND_PART + 1):
+                splits.append((word[:i], word[i:], f"{word[:i]} {word[i:]}"))
+    joins = [a + b for a, b in pairwise(words) if (a + b).isalpha()]
+    wanted = {stem(p) for a, b, _ in splits for p in (a, b)} | {stem(j) for j in joins}
+    if not wanted:
+        return []
+    marks = ",".join("?" * len(wanted))
+    known = {t for (t,) in conn.execute(f"SELECT term FROM {table}_vocab WHERE term IN ({marks})", sorted(wanted))}
+    out = [phrase for a, b, phrase in splits if stem(a) in known and stem(b) in known]
+    out += [j for j in joins if stem(j) in known]
+    return out

@@ -25,7 +25,7 @@ STOPWORDS = frozenset(
     nor not now of off on once only or other our ours ourselves out over own same she should so some such than
     that the their theirs them themselves then there these they this those through to too under until up very
     was we were what when where which while who whom why will with would you your yours yourself yourselves
-    s t d ll m re ve don didn doesn isn wasn aren weren hasn haven hadn won wouldn shouldn couldn can't""".split()
+    s t d ll m re ve don didn doesn isn wasn aren weren hasn haven hadn wouldn shouldn couldn can't""".split()
 )
 """English function words: they carry no topic, and their matches only add noise to BM25."""
 
@@ -52,6 +52,8 @@ _ASCII_WORD = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
 def terms(text: str) -> list[str]:
     """Lowercased content words of ``text`` in order (stopwords and possessive ``'s`` removed)."""
     lowered = text.lower()
+    if "\u2019" in lowered:
+        lowered = lowered.replace("\u2019", "'")
     words = (_ASCII_WORD if lowered.isascii() else _WORD).findall(lowered)
     out = []
     for word in words:
