@@ -2,10 +2,10 @@
 
 llm runs tools synchronously; Aleph is async and keeps per-runtime state (MCP connections, the ledger
 writer), so the toolbox owns one event loop for its Aleph runtime and runs it on the thread that calls a
-tool, for the length of the call (``run_until_complete`` on the same loop every time: no thread switch and
-no new loop per call). Between calls that loop does not run: an MCP server's notifications wait for the
-next call. A tool called where another event loop is running on the calling thread (llm's async chains
-call a sync tool inline) runs on one worker thread instead, and blocks that loop as any sync tool does.
+tool, for the length of the call (the same loop every time: no thread switch and no new loop per call).
+Between calls that loop does not run: an MCP server's notifications wait for the next call. A tool called
+where another event loop is running on the calling thread (llm's async chains call a sync tool inline)
+runs on one worker thread instead, and blocks that loop as any sync tool does.
 The tools keep the names Aleph gives them.
 """
 
@@ -62,7 +62,14 @@ class _Loop:
                 raise RuntimeError("the Aleph toolbox is closed: prepare it again (or make a new one)")
             task = self.loop.create_task(fn(*args))
             try:
-                return self.loop.run_until_complete(task)
+                # One pass of the loop first (stop before run_forever: it polls once and runs what is
+                # ready, the task's first step); most calls finish in it, at half the cost of
+                # run_until_complete's two passes. A call that waits on something goes on until done.
+                self.loop.stop()
+                self.loop.run_forever()
+                if not task.done():
+                    self.loop.run_until_complete(task)
+                return task.result()
             except BaseException:  # interrupted (Ctrl-C): the call's task is cancelled, not left pending
                 if not task.done():
                     task.cancel()
