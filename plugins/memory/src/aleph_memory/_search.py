@@ -17,9 +17,10 @@
    stray match: each item gains a share of its session's summed top scores.
 6. **Vectors** (when an embedder is configured): every item has its own vector and a turn also a
    context vector (the turn with the turns before and after it). The query without the people it
-   names is embedded; the items nearest by the two cosines summed (among the named speaker's items
-   when the query names one) join the candidates, and a 0-1 scaled similarity is added to the
-   finished lexical ranking (its scores over its best).
+   names is embedded; the items nearest by the two cosines summed (among the items of the person
+   the query is about, when it names one or two: see ``_subject``) join the candidates, with the
+   next turn of each nearby turn that asks, and a 0-1 scaled similarity is added to the finished
+   lexical ranking (its scores over its best); that next turn gains half its asker's.
 
 The weights are fixed round numbers. Each signal was kept only when it helped on two LoCoMo
 conversations used to design it and on three others used to confirm it (bench/bench_memory.py).
