@@ -18,7 +18,7 @@
 6. **Vectors** (when an embedder is configured): every item has its own vector and a turn also a
    context vector (the turn with the turns before and after it). The query without the people it
    names is embedded; the items nearest by the two cosines summed (among the items of the person
-   the query is about, when it names one or two: see ``_subject``) join the candidates, with the
+   the query is about, when it names any: see ``_subject``) join the candidates, with the
    next turn of each nearby turn that asks, and a 0-1 scaled similarity is added to the finished
    lexical ranking (its scores over its best); that next turn gains half its asker's.
 
@@ -381,7 +381,7 @@ class Ranker:
         """Scaled vector similarity (0-1) of the candidates; the nearest items join ``scores`` (at 0).
 
         An item's similarity is its own vector's cosine to the query plus its context vector's (the turn
-        with its neighbours). A query about a known person (``gate``: the one it names, or of two the
+        with its neighbours). A query about a known person (``gate``: the one it names, or of several the
         subject, see :func:`_subject`) is about what that person said: the nearest items are taken among
         that speaker's items only (whatever else the vectors find near a name-less question about "her
         pets" is mostly the other person's chatter). A nearby turn that asks passes a share of its
