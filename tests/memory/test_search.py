@@ -161,6 +161,40 @@ def test_a_question_naming_one_person_takes_its_nearest_vectors_among_that_perso
     store.close()
 
 
+def test_a_question_naming_two_people_takes_its_nearest_vectors_among_its_subjects_turns(tmp_path: Path) -> None:
+    pytest.importorskip("numpy")
+    store = MemoryStore(tmp_path / "m.sqlite", embedder=Trigrams())
+    dialog(store, "alice", "d1", [("Nate", "So kittenish today."), ("Joanna", "So kittenish today!")])
+    dialog(store, "alice", "d2", [("Joanna", "The film festival was long.")])
+    # The subject is the first person named who is not named as an owner ("Joanna's").
+    nate = [h.item.ref for h in store.search("alice", "What kittens did Nate buy for Joanna?").hits]
+    assert nate[0] == "d1:0" and "d1:1" not in nate
+    owner = [h.item.ref for h in store.search("alice", "What kittens did Joanna's friend Nate buy?").hits]
+    assert owner[0] == "d1:0" and "d1:1" not in owner
+    joanna = [h.item.ref for h in store.search("alice", "What kittens did Joanna buy for Nate?").hits]
+    assert joanna[0] == "d1:1" and "d1:0" not in joanna
+    store.close()
+
+
+def test_a_turn_that_asks_near_the_question_lifts_its_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("numpy")
+    import aleph_memory._search as search
+
+    store = MemoryStore(tmp_path / "m.sqlite", embedder=Trigrams())
+    # "kittenish" shares no stem with "kittens": only the vectors relate the question to these turns.
+    dialog(store, "alice", "d1", [("Ann", "Are the kittenish twins yours?"), ("Bo", "Yep, three years now!")])
+    for n in range(2, 6):
+        dialog(store, "alice", f"d{n}", [("Cy", f"Kittenish weather on day {n}, kittenish!")])
+
+    def best() -> str | None:
+        return store.search("alice", "How long have they had the kittens?", limit=1).hits[0].item.ref
+
+    assert best() == "d1:1"  # the answer, above the question that found it
+    monkeypatch.setattr(search, "DENSE_REPLY_SHARE", 0.0)
+    assert best() == "d1:0"
+    store.close()
+
+
 async def test_a_configured_embedder_that_is_not_installed_is_a_clear_error(workspace: Path) -> None:
     async with make_runtime(workspace, '[memory]\nembedder = "nope"\n') as rt:
         with pytest.raises(aleph.ExecutionFailed, match=r"embedder not available: .*'nope' is not registered"):

@@ -17,9 +17,10 @@
    stray match: each item gains a share of its session's summed top scores.
 6. **Vectors** (when an embedder is configured): every item has its own vector and a turn also a
    context vector (the turn with the turns before and after it). The query without the people it
-   names is embedded; the items nearest by the two cosines summed (among the named speaker's items
-   when the query names one) join the candidates, and a 0-1 scaled similarity is added to the
-   finished lexical ranking (its scores over its best).
+   names is embedded; the items nearest by the two cosines summed (among the items of the person
+   the query is about, when it names any: see ``_subject``) join the candidates, with the
+   next turn of each nearby turn that asks, and a 0-1 scaled similarity is added to the finished
+   lexical ranking (its scores over its best); that next turn gains half its asker's.
 
 The weights are fixed round numbers. Each signal was kept only when it helped on two LoCoMo
 conversations used to design it and on three others used to confirm it (bench/bench_memory.py).
@@ -65,6 +66,8 @@ CONTEXT_FANOUT = 2 * CONTEXT_WINDOW
 DENSE_WEIGHT = 0.6
 """Vectors join the finished lexical ranking: its scores over its best one, plus this times the scaled similarity."""
 DENSE_CANDIDATES = 150
+DENSE_REPLY_SHARE = 0.5
+"""A turn that asks, among the REPLY_TOP nearest by vector, passes this share of its similarity to the next turn."""
 VECTOR_WINDOW = 1
 """A turn's context vector embeds it with this many turns on each side (same session)."""
 MAX_QUERY_TERMS = 64
@@ -284,7 +287,8 @@ class Ranker:
         mode = "lexical"
         dense: dict[int, float] = {}
         if embedder is not None and lexical:
-            dense = self._dense(embedder, agent, query, name_words, named, scores)
+            gate = _subject(original, named) if named else None
+            dense = self._dense(embedder, agent, query, name_words, gate, scores)
             mode = "hybrid"
         if not scores:
             return SearchResult([], mode, degraded, tuple(sorted(named)))
@@ -371,22 +375,24 @@ class Ranker:
         agent: str,
         query: str,
         name_words: set[str],
-        named: set[str],
+        gate: str | None,
         scores: dict[int, float],
     ) -> dict[int, float]:
         """Scaled vector similarity (0-1) of the candidates; the nearest items join ``scores`` (at 0).
 
         An item's similarity is its own vector's cosine to the query plus its context vector's (the turn
-        with its neighbours). A query that names one known person is about what that person said: the
-        nearest items are taken among that speaker's items only (whatever else the vectors find near a
-        name-less question about "her pets" is mostly the other person's chatter).
+        with its neighbours). A query about a known person (``gate``: the one it names, or of several the
+        subject, see :func:`_subject`) is about what that person said: the nearest items are taken among
+        that speaker's items only (whatever else the vectors find near a name-less question about "her
+        pets" is mostly the other person's chatter). A nearby turn that asks passes a share of its
+        similarity to the next turn, its answer (signal 4, by meaning instead of words).
         """
         np = _numpy()
         index = self.vector_index(embedder, agent)
         qv = embed_normalised(embedder, [_vector_query(query, name_words)])[0]
         ids, sims = index.similarities(qv)
-        if len(named) == 1:
-            mine = index.of_speaker(next(iter(named)))
+        if gate is not None:
+            mine = index.of_speaker(gate)
             if mine.any():
                 ids, sims = ids[mine], sims[mine]
         if not len(ids):
@@ -395,13 +401,36 @@ class Ranker:
         best = np.argpartition(-sims, k - 1)[:k]
         for rowid in ids[best].tolist():
             scores.setdefault(rowid, 0.0)
+        asking = ids[best[np.argsort(-sims[best])[:REPLY_TOP]]].tolist() if DENSE_REPLY_SHARE else []
+        replies = self._replies(asking)
+        for answer in replies.values():
+            scores.setdefault(answer, 0.0)
         # Similarities mean little in absolute terms: scale them so the nearest item scores 1 and the
         # last of the nearest DENSE_CANDIDATES scores 0.
         high, low = float(sims[best].max()), float(sims[best].min())
         spread = (high - low) or 1.0
         wanted = np.isin(ids, np.fromiter(scores, dtype=np.int64, count=len(scores)))
         scaled = np.clip((sims[wanted] - low) / spread, 0.0, 1.0)
-        return dict(zip(ids[wanted].tolist(), scaled.tolist(), strict=True))
+        out = dict(zip(ids[wanted].tolist(), scaled.tolist(), strict=True))
+        for question, answer in replies.items():
+            if question in out:
+                out[answer] = out.get(answer, 0.0) + DENSE_REPLY_SHARE * out[question]
+        return out
+
+    def _replies(self, rowids: list[int]) -> dict[int, int]:
+        """The next turn of each of ``rowids`` that is a turn that asks (holds a ``?``), by the asking turn."""
+        if not rowids:
+            return {}
+        marks = ",".join("?" * len(rowids))
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT q.rowid, a.rowid FROM items q JOIN items a INDEXED BY items_by_session"
+                " ON a.agent = q.agent AND a.session = q.session"
+                f" AND a.seq = q.seq + 1 AND a.kind = 'turn' WHERE q.rowid IN ({marks}) AND q.kind = 'turn'"
+                " AND q.content LIKE '%?%' AND a.status = 'active'",
+                rowids,
+            ).fetchall()
+        return dict(rows)
 
     def _years(self, agent: str) -> tuple[int, int] | None:
         """The first and last year of the agent's items (by ``occurred_at``), or None when it has none."""
