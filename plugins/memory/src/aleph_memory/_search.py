@@ -19,7 +19,8 @@
    context vector (the turn with the turns before and after it). The query without the people it
    names is embedded; the items nearest by the two cosines summed (among the named speaker's items
    when the query names one) join the candidates, and a 0-1 scaled similarity is added to the
-   finished lexical ranking (its scores over its best).
+   finished lexical ranking (its scores over its best). Vectors do not know when a turn was said:
+   a dated query's similarity counts only inside its window, a "when" query's at half weight.
 
 The weights are fixed round numbers. Each signal was kept only when it helped on two LoCoMo
 conversations used to design it and on three others used to confirm it (bench/bench_memory.py).
@@ -65,6 +66,8 @@ CONTEXT_FANOUT = 2 * CONTEXT_WINDOW
 DENSE_WEIGHT = 0.6
 """Vectors join the finished lexical ranking: its scores over its best one, plus this times the scaled similarity."""
 DENSE_CANDIDATES = 150
+WHEN_DENSE = 0.5
+"""A "when" question is answered by turns that say when, which vectors do not see: its similarity counts this much."""
 VECTOR_WINDOW = 1
 """A turn's context vector embeds it with this many turns on each side (same session)."""
 MAX_QUERY_TERMS = 64
@@ -356,10 +359,21 @@ class Ranker:
                     final[rowid] += SESSION_WEIGHT * totals[s] / best
         if dense:
             # Vectors join the finished lexical ranking (added earlier, they would also feed the reply and
-            # session signals: 300 / 369 instead of 303 / 375 questions on LoCoMo's two groups).
+            # session signals: 300 / 369 instead of 303 / 375 questions on LoCoMo's two groups). Time is
+            # the lexical ranking's: a dated question's similarity counts inside its window only, a
+            # "when" question's at WHEN_DENSE.
             best_final = max(final.values(), default=0.0) or 1.0
             for rowid in final:
-                final[rowid] = final[rowid] / best_final + DENSE_WEIGHT * dense.get(rowid, 0.0)
+                d = dense.get(rowid, 0.0)
+                if window is not None:
+                    # Vectors know what a turn is about, not when it was said: for a dated question
+                    # only the window's items take their similarity (the rest keep their lexical rank).
+                    at = features[rowid][6]
+                    if at is None or at not in window:
+                        d = 0.0
+                elif asks_when:
+                    d *= WHEN_DENSE
+                final[rowid] = final[rowid] / best_final + DENSE_WEIGHT * d
         ranked = sorted(final, key=lambda r: (-final[r], -r))[: max(0, limit)]
         items = self.items.by_rowids(ranked)
         hits = [Hit(items[r], round(final[r], 4)) for r in ranked if r in items]
