@@ -230,6 +230,28 @@ def test_a_dated_question_takes_vector_similarity_only_inside_its_window(tmp_pat
     store.close()
 
 
+def test_a_when_question_is_ranked_by_time_not_by_vectors(tmp_path: Path) -> None:
+    pytest.importorskip("numpy")
+    from .test_search import Trigrams
+
+    store = MemoryStore(tmp_path / "m.sqlite", embedder=Trigrams())
+    store.ingest(
+        "alice",
+        [
+            turn("Yesterday we watched a movie at the cinema with my sister and her two kids.", "Jo", "d1", 0),
+            # Worded like the question, so its vector is the nearest; it says nothing of when.
+            turn("When did Jo watch a movie? When did you watch it?", "Jo", "d2", 0),
+            turn("Our garden is full of tomatoes.", "Jo", "d3", 0),
+        ],
+    )
+    question = "When did Jo watch a movie?"
+    lexical = MemoryStore(tmp_path / "m.sqlite")  # the same items, no embedder
+    assert [h.item.ref for h in lexical.search("alice", question, limit=2).hits] == ["d1:0", "d2:0"]
+    assert [h.item.ref for h in store.search("alice", question, limit=2).hits] == ["d1:0", "d2:0"]
+    lexical.close()
+    store.close()
+
+
 def test_word_counts_are_reused_until_the_store_grows_by_a_tenth(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path / "m.sqlite")
     store.ingest("a", [NewItem(f"kiwi note {i}", "fact") for i in range(50)])

@@ -20,7 +20,7 @@
    names is embedded; the items nearest by the two cosines summed (among the named speaker's items
    when the query names one) join the candidates, and a 0-1 scaled similarity is added to the
    finished lexical ranking (its scores over its best). Vectors do not know when a turn was said:
-   a dated query's similarity counts only inside its window, a "when" query's at half weight.
+   a dated query's similarity counts only inside its window, a "when" query's not at all.
 
 The weights are fixed round numbers. Each signal was kept only when it helped on two LoCoMo
 conversations used to design it and on three others used to confirm it (bench/bench_memory.py).
@@ -66,8 +66,6 @@ CONTEXT_FANOUT = 2 * CONTEXT_WINDOW
 DENSE_WEIGHT = 0.6
 """Vectors join the finished lexical ranking: its scores over its best one, plus this times the scaled similarity."""
 DENSE_CANDIDATES = 150
-WHEN_DENSE = 0.5
-"""A "when" question is answered by turns that say when, which vectors do not see: its similarity counts this much."""
 VECTOR_WINDOW = 1
 """A turn's context vector embeds it with this many turns on each side (same session)."""
 MAX_QUERY_TERMS = 64
@@ -361,7 +359,7 @@ class Ranker:
             # Vectors join the finished lexical ranking (added earlier, they would also feed the reply and
             # session signals: 300 / 369 instead of 303 / 375 questions on LoCoMo's two groups). Time is
             # the lexical ranking's: a dated question's similarity counts inside its window only, a
-            # "when" question's at WHEN_DENSE.
+            # "when" question's not at all.
             best_final = max(final.values(), default=0.0) or 1.0
             for rowid in final:
                 d = dense.get(rowid, 0.0)
@@ -372,7 +370,9 @@ class Ranker:
                     if at is None or at not in window:
                         d = 0.0
                 elif asks_when:
-                    d *= WHEN_DENSE
+                    # A "when" question is answered by a turn that says when (and its session's date),
+                    # which only the lexical ranking sees; its vectors' nearest items stay candidates.
+                    d = 0.0
                 final[rowid] = final[rowid] / best_final + DENSE_WEIGHT * d
         ranked = sorted(final, key=lambda r: (-final[r], -r))[: max(0, limit)]
         items = self.items.by_rowids(ranked)
