@@ -208,6 +208,50 @@ async def test_the_vector_query_is_the_question_without_the_people_it_names(work
         assert Recorder.texts == ["When did friends meet at the group?"]
 
 
+def test_a_dated_question_takes_vector_similarity_only_inside_its_window(tmp_path: Path) -> None:
+    pytest.importorskip("numpy")
+    from .test_search import Trigrams
+
+    store = MemoryStore(tmp_path / "m.sqlite", embedder=Trigrams())
+    store.ingest(
+        "alice",
+        [
+            # Worded like the question (its vector is the nearest) but said in August.
+            turn("What movie did you watch? What did you think?", "Jo", "d1", 0, "2022-08-10"),
+            turn("Yesterday I finally saw Little Women at the cinema, a great movie.", "Jo", "d2", 0, "2022-05-01"),
+            turn("Work has been hectic, lots of meetings.", "Jo", "d3", 0, "2022-05-01"),
+            turn("Our garden is full of tomatoes.", "Jo", "d4", 0, "2022-03-01"),
+        ],
+    )
+    undated = store.search("alice", "What movie did Jo watch?", limit=2).hits
+    assert undated[0].item.ref == "d1:0"  # the vectors prefer the August turn
+    dated = store.search("alice", "What movie did Jo watch on 1 May, 2022?", limit=2).hits
+    assert [h.item.ref for h in dated] == ["d2:0", "d1:0"]  # the window's turn wins; the other keeps its rank
+    store.close()
+
+
+def test_a_when_question_is_ranked_by_time_not_by_vectors(tmp_path: Path) -> None:
+    pytest.importorskip("numpy")
+    from .test_search import Trigrams
+
+    store = MemoryStore(tmp_path / "m.sqlite", embedder=Trigrams())
+    store.ingest(
+        "alice",
+        [
+            turn("Yesterday we watched a movie at the cinema with my sister and her two kids.", "Jo", "d1", 0),
+            # Worded like the question, so its vector is the nearest; it says nothing of when.
+            turn("When did Jo watch a movie? When did you watch it?", "Jo", "d2", 0),
+            turn("Our garden is full of tomatoes.", "Jo", "d3", 0),
+        ],
+    )
+    question = "When did Jo watch a movie?"
+    lexical = MemoryStore(tmp_path / "m.sqlite")  # the same items, no embedder
+    assert [h.item.ref for h in lexical.search("alice", question, limit=2).hits] == ["d1:0", "d2:0"]
+    assert [h.item.ref for h in store.search("alice", question, limit=2).hits] == ["d1:0", "d2:0"]
+    lexical.close()
+    store.close()
+
+
 def test_word_counts_are_reused_until_the_store_grows_by_a_tenth(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path / "m.sqlite")
     store.ingest("a", [NewItem(f"kiwi note {i}", "fact") for i in range(50)])

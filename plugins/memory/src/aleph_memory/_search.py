@@ -20,7 +20,9 @@
    names is embedded; the items nearest by the two cosines summed (among the items of the person
    the query is about, when it names any: see ``_subject``) join the candidates, with the
    next turn of each nearby turn that asks, and a 0-1 scaled similarity is added to the finished
-   lexical ranking (its scores over its best); that next turn gains half its asker's.
+   lexical ranking (its scores over its best); that next turn gains half its asker's. Vectors do
+   not know when a turn was said: a dated query's similarity counts only inside its window, a
+   "when" query's not at all.
 
 The weights are fixed round numbers. Each signal was kept only when it helped on two LoCoMo
 conversations used to design it and on three others used to confirm it (bench/bench_memory.py).
@@ -360,10 +362,23 @@ class Ranker:
                     final[rowid] += SESSION_WEIGHT * totals[s] / best
         if dense:
             # Vectors join the finished lexical ranking (added earlier, they would also feed the reply and
-            # session signals: 300 / 369 instead of 303 / 375 questions on LoCoMo's two groups).
+            # session signals: 300 / 369 instead of 303 / 375 questions on LoCoMo's two groups). Time is
+            # the lexical ranking's: a dated question's similarity counts inside its window only, a
+            # "when" question's not at all.
             best_final = max(final.values(), default=0.0) or 1.0
             for rowid in final:
-                final[rowid] = final[rowid] / best_final + DENSE_WEIGHT * dense.get(rowid, 0.0)
+                d = dense.get(rowid, 0.0)
+                if window is not None:
+                    # Vectors know what a turn is about, not when it was said: for a dated question
+                    # only the window's items take their similarity (the rest keep their lexical rank).
+                    at = features[rowid][6]
+                    if at is None or at not in window:
+                        d = 0.0
+                elif asks_when:
+                    # A "when" question is answered by a turn that says when (and its session's date),
+                    # which only the lexical ranking sees; its vectors' nearest items stay candidates.
+                    d = 0.0
+                final[rowid] = final[rowid] / best_final + DENSE_WEIGHT * d
         ranked = sorted(final, key=lambda r: (-final[r], -r))[: max(0, limit)]
         items = self.items.by_rowids(ranked)
         hits = [Hit(items[r], round(final[r], 4)) for r in ranked if r in items]
