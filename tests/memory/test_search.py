@@ -182,12 +182,12 @@ def test_a_turn_that_asks_near_the_question_lifts_its_answer(tmp_path: Path, mon
 
     store = MemoryStore(tmp_path / "m.sqlite", embedder=Trigrams())
     # "kittenish" shares no stem with "kittens": only the vectors relate the question to these turns.
-    dialog(store, "alice", "d1", [("Ann", "Are the kittenish twins yours?"), ("Bo", "Yep, three years now!")])
+    dialog(store, "alice", "d1", [("Ann", "Are the kittenish twins yours?"), ("Bo", "Yep, the twins are ours!")])
     for n in range(2, 6):
         dialog(store, "alice", f"d{n}", [("Cy", f"Kittenish weather on day {n}, kittenish!")])
 
     def best() -> str | None:
-        return store.search("alice", "How long have they had the kittens?", limit=1).hits[0].item.ref
+        return store.search("alice", "Who has the kitten twins?", limit=1).hits[0].item.ref
 
     assert best() == "d1:1"  # the answer, above the question that found it
     monkeypatch.setattr(search, "DENSE_REPLY_SHARE", 0.0)
