@@ -159,6 +159,13 @@ class Judging:
             verdict = self._with_actions(entry, arguments, verdict, depth)
         return verdict
 
+    def _by_name(self, entry: RegisteredTool, static: tuple[Verdict, int]) -> str | None:
+        """The action for every call of ``entry`` when no input can change it (``static``: its name-level verdict)."""
+        verdict, needs = static
+        if not needs or self._denied_whatever_the_input(entry, verdict):
+            return verdict.action
+        return None
+
     def _denied_whatever_the_input(self, entry: RegisteredTool, static: Verdict) -> bool:
         return (
             static.action == "deny"
@@ -291,8 +298,9 @@ class Judging:
     def decide(self, entry: RegisteredTool, input: Mapping[str, Any]) -> str:
         """The action for a call of ``entry`` with ``input`` (``deny`` for input that does not validate)."""
         static = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
-        if not static[1] or self._denied_whatever_the_input(entry, static[0]):
-            return static[0].action
+        by_name = self._by_name(entry, static)
+        if by_name is not None:
+            return by_name
         try:
             prepared = prepare_input(entry, input, self._cp.max_input_bytes)
         except ValidationFailed:

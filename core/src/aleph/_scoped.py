@@ -450,10 +450,7 @@ class ScopedToolService(Judging, Recording, BaseToolService):
         entry = self._entry(name) if isinstance(name, str) else None
         if entry is None or not self._is_allowed(entry.name):
             return "deny"
-        static, needs = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
-        if not needs or self._denied_whatever_the_input(entry, static):
-            return static.action
-        return None
+        return self._by_name(entry, self._cp.static_verdict(self.policy, self.tier, entry, self.turn))
 
     # -- approval ---------------------------------------------------------------------------------
 

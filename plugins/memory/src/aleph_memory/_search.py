@@ -254,6 +254,7 @@ class Ranker:
         people = self._people(agent)
         named = _named_people(words, people)
         name_words = {w for person in named for w in terms(person)}
+        subject = _subject(original, named) if named else None
         lexical = [lemma(w) for w in words if w not in name_words] or [lemma(w) for w in words]
         query_stems = {stem(w) for w in lexical}
         padded_stems = [f" {q} " for q in query_stems]
@@ -289,8 +290,7 @@ class Ranker:
         mode = "lexical"
         dense: dict[int, float] = {}
         if embedder is not None and lexical:
-            gate = _subject(original, named) if named else None
-            dense = self._dense(embedder, agent, query, name_words, gate, scores)
+            dense = self._dense(embedder, agent, query, name_words, subject, scores)
             mode = "hybrid"
         if not scores:
             return SearchResult([], mode, degraded, tuple(sorted(named)))
@@ -299,28 +299,11 @@ class Ranker:
             # words rarely repeat the question's ("Yep, three years now!"): it gets a share of the asker's score.
             base = scores.copy()
             top = sorted(base, key=lambda r: -base[r])[:REPLY_TOP]
-            with self.db.read() as conn:
-                marks = ",".join("?" * len(top))
-                rows = conn.execute(
-                    # Without statistics the planner looks replies up by (agent, kind, status), a scan of every
-                    # turn for each asking turn (30+ ms a query at 20,000 items): name the session index.
-                    "SELECT q.rowid, a.rowid FROM items q JOIN items a INDEXED BY items_by_session"
-                    " ON a.agent = q.agent AND a.session = q.session"
-                    f" AND a.seq = q.seq + 1 AND a.kind = 'turn' WHERE q.rowid IN ({marks}) AND q.kind = 'turn'"
-                    " AND q.content LIKE '%?%' AND a.status = 'active'",
-                    top,
-                ).fetchall()
-                subject = _subject(original, named) if _ASKS_REACTION.search(original) else None
-                if subject is not None:
-                    # "What does Gina think about the studio Jon opened?" is answered by Gina's turn right
-                    # after Jon's turn about the studio: her reaction, which rarely repeats his words.
-                    rows += conn.execute(
-                        "SELECT q.rowid, a.rowid FROM items q JOIN items a INDEXED BY items_by_session"
-                        " ON a.agent = q.agent AND a.session = q.session"
-                        f" AND a.seq = q.seq + 1 AND a.kind = 'turn' WHERE q.rowid IN ({marks}) AND q.kind = 'turn'"
-                        " AND q.speaker IS NOT ? AND a.speaker = ? AND a.status = 'active'",
-                        [*top, subject, subject],
-                    ).fetchall()
+            rows = self._next_turns(top, asking=True)
+            if subject is not None and _ASKS_REACTION.search(original):
+                # "What does Gina think about the studio Jon opened?" is answered by Gina's turn right
+                # after Jon's turn about the studio: her reaction, which rarely repeats his words.
+                rows += self._next_turns(top, reacting=subject)
             for q_row, a_row in rows:
                 scores[a_row] = scores.get(a_row, 0.0) + REPLY_SHARE * base[q_row]
         features = self._features(list(scores))
@@ -417,7 +400,7 @@ class Ranker:
         for rowid in ids[best].tolist():
             scores.setdefault(rowid, 0.0)
         asking = ids[best[np.argsort(-sims[best])[:REPLY_TOP]]].tolist() if DENSE_REPLY_SHARE else []
-        replies = self._replies(asking)
+        replies = dict(self._next_turns(asking, asking=True))
         for answer in replies.values():
             scores.setdefault(answer, 0.0)
         # Similarities mean little in absolute terms: scale them so the nearest item scores 1 and the
@@ -432,20 +415,33 @@ class Ranker:
                 out[answer] = out.get(answer, 0.0) + DENSE_REPLY_SHARE * out[question]
         return out
 
-    def _replies(self, rowids: list[int]) -> dict[int, int]:
-        """The next turn of each of ``rowids`` that is a turn that asks (holds a ``?``), by the asking turn."""
+    def _next_turns(
+        self, rowids: list[int], *, asking: bool = False, reacting: str | None = None
+    ) -> list[tuple[int, int]]:
+        """(turn, the next turn of its session) for each turn among ``rowids``.
+
+        ``asking``: only turns that ask (hold a ``?``), paired with their answer. ``reacting``: only the
+        other person's turns, paired with the next turn when ``reacting`` said it (their reaction).
+        """
         if not rowids:
-            return {}
+            return []
         marks = ",".join("?" * len(rowids))
+        where, params = "", list(rowids)
+        if asking:
+            where += " AND q.content LIKE '%?%'"
+        if reacting is not None:
+            where += " AND q.speaker IS NOT ? AND a.speaker = ?"
+            params += [reacting, reacting]
         with self.db.read() as conn:
-            rows = conn.execute(
+            # Without statistics the planner looks replies up by (agent, kind, status), a scan of every
+            # turn for each asking turn (30+ ms a query at 20,000 items): name the session index.
+            return conn.execute(
                 "SELECT q.rowid, a.rowid FROM items q JOIN items a INDEXED BY items_by_session"
                 " ON a.agent = q.agent AND a.session = q.session"
                 f" AND a.seq = q.seq + 1 AND a.kind = 'turn' WHERE q.rowid IN ({marks}) AND q.kind = 'turn'"
-                " AND q.content LIKE '%?%' AND a.status = 'active'",
-                rowids,
+                f"{where} AND a.status = 'active'",
+                params,
             ).fetchall()
-        return dict(rows)
 
     def _years(self, agent: str) -> tuple[int, int] | None:
         """The first and last year of the agent's items (by ``occurred_at``), or None when it has none."""
