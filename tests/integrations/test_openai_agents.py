@@ -189,3 +189,13 @@ async def test_a_tool_built_as_never_asking_is_refused_not_run_when_the_policy_n
     assert not result.interruptions
     assert "needs a human's approval that this run did not ask for" in result.final_output
     assert env.book.notes == []
+
+
+async def test_a_tool_built_as_never_asking_is_refused_when_the_turn_now_forbids_it(env: Env) -> None:
+    service = env.service()
+    tools = AlephAgentTools(service)
+    agent = Agent(name="main", model=ScriptedModel(("note_add", {"text": "milk"})), tools=await tools.tools())
+    service.turn = aleph.TurnContext(session_key="chat-1", plan_mode=True)  # planning now: nothing mutates
+    result = await Runner.run(agent, "add milk", context=Chat("chat-1"))
+    assert not result.interruptions and "permission denied" in result.final_output
+    assert env.book.notes == []
