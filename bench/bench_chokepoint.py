@@ -16,9 +16,9 @@ from pathlib import Path
 from _util import per_call_us_async
 
 import aleph
+from aleph._chokepoint._permissions import PermissionLayer, PermissionPolicy
+from aleph._chokepoint._scoped import Chokepoint, ScopedToolService
 from aleph._ledger import Ledger
-from aleph._policy import PermissionLayer, PermissionPolicy
-from aleph._scoped import Chokepoint, ScopedToolService
 
 N = 20_000
 

@@ -216,14 +216,14 @@ def main() -> None:
 
 
 def parsers() -> None:
-    """Per-command parse time: aleph._shell_parse against tree-sitter-bash (parse, and parse plus a CST walk)."""
+    """Per-command parse time: aleph._floor._parse against tree-sitter-bash (parse, and parse plus a CST walk)."""
     try:
         import tree_sitter
         import tree_sitter_bash
     except ImportError:
         print("tree-sitter-bash is not installed: pip install tree-sitter tree-sitter-bash")
         return
-    from aleph._shell_parse import Budget, parse
+    from aleph._floor._parse import Budget, parse
 
     parser = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 

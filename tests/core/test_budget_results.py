@@ -240,7 +240,7 @@ def _die_mid_call(workspace: str, db: str, recoverable: bool, ready: Any) -> Non
             original = rt.registry.get("bump")
             assert original is not None
             # Simulate a kill in the window after the effect and before the result is recorded.
-            import aleph._results as results
+            import aleph._chokepoint._results as results
 
             def crash(self: Any, *args: Any) -> None:
                 ready.set()

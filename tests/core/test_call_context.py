@@ -183,7 +183,7 @@ async def test_composite_calls_nest_only_so_deep(workspace: Path) -> None:
 
 
 def test_bad_references_are_refused_naming_them() -> None:
-    from aleph._call import check_refs
+    from aleph._chokepoint._call import check_refs
 
     with pytest.raises(ValueError, match="'Team'"):
         check_refs({"Team": "x"})

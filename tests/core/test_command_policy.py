@@ -7,8 +7,8 @@ import pytest
 import aleph
 from aleph import CommandPolicy, CommandRule, CommandVerdict, ConfigError, load_config
 from aleph._config import CommandPolicyConfig
-from aleph._plugins import PluginManager
-from aleph._shell_analysis import Command, Limits
+from aleph._floor._analysis import Command, Limits
+from aleph._plugins._loader import PluginManager
 
 from .command_corpus import ALL, CWD, HOME, PROTECTED, REFERENCE, Case
 
@@ -446,7 +446,7 @@ def test_word_normalisation_agrees_with_bash(tmp_path: Path) -> None:
     import shutil
     import subprocess
 
-    from aleph._shell_analysis import analyse
+    from aleph._floor._analysis import analyse
 
     bash = shutil.which("bash")
     assert bash is not None, "bash is needed to compare word expansion"
@@ -636,7 +636,7 @@ def _run_stubbed(command: str, tmp_path: Path, stubs: Path, log: Path, work: Pat
 
 
 def test_every_command_bash_runs_is_seen_by_the_analyser(tmp_path: Path) -> None:
-    from aleph._shell_analysis import analyse
+    from aleph._floor._analysis import analyse
 
     stubs, log, work = _stubbed_bash(tmp_path)
     for command in RUNS_RM:

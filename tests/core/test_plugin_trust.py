@@ -12,7 +12,7 @@ import pytest
 
 import aleph
 from aleph._cli import main
-from aleph._plugins import inspect_distribution
+from aleph._plugins._loader import inspect_distribution
 
 PLUGIN = """
 import aleph

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aleph import ConfigError, ToolSource
-from aleph._policy import CallSubjects, PermissionLayer, PermissionPolicy, parse_rule
+from aleph._chokepoint._permissions import CallSubjects, PermissionLayer, PermissionPolicy, parse_rule
 
 WS = "/srv/ws"
 
@@ -199,7 +199,7 @@ def test_server_rules_with_a_tool_glob_match_only_that_servers_tools() -> None:
 
 
 def test_every_tier_has_its_own_model_facing_line() -> None:
-    from aleph._tiers import ExecTier
+    from aleph._chokepoint._tiers import ExecTier
 
     lines = [tier.prompt_line for tier in ExecTier]
     assert len(set(lines)) == 4

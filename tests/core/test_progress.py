@@ -80,8 +80,8 @@ async def test_a_call_through_the_chokepoint_keeps_its_result_when_the_handler_r
 
     registry = aleph.ToolRegistry()
     registry.register(aleph.LoopTool("echo", "Echoes.", {"type": "object"}, echo, facts=aleph.ToolFacts()))
-    from aleph._scoped import Chokepoint, ScopedToolService
-    from aleph._tiers import ExecTier
+    from aleph._chokepoint._scoped import Chokepoint, ScopedToolService
+    from aleph._chokepoint._tiers import ExecTier
 
     service = ScopedToolService(Chokepoint(registry), tier=ExecTier.FULL)
     previous = aleph.set_tool_progress_handler(Broken())

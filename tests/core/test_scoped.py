@@ -24,15 +24,15 @@ from aleph import (
     TransportError,
     ValidationFailed,
 )
-from aleph._approval import ApprovalDecision, ApprovalOutcome, ApprovalResponse
-from aleph._gate import grant_fingerprint, summarize_call
+from aleph._chokepoint._approval import ApprovalDecision, ApprovalOutcome, ApprovalResponse
+from aleph._chokepoint._gate import grant_fingerprint, summarize_call
+from aleph._chokepoint._permissions import PermissionLayer, PermissionPolicy
+from aleph._chokepoint._requesters import ScriptedRequester
+from aleph._chokepoint._scoped import Chokepoint, ScopedToolService
+from aleph._chokepoint._tiers import ExecTier
+from aleph._chokepoint._verdict import PolicyVote
 from aleph._ledger import Ledger
-from aleph._policy import PermissionLayer, PermissionPolicy
-from aleph._requesters import ScriptedRequester
-from aleph._scoped import Chokepoint, ScopedToolService
-from aleph._tiers import ExecTier
 from aleph._turn import TurnContext
-from aleph._verdict import PolicyVote
 
 A = ApprovalOutcome
 calls: list[tuple[str, dict[str, Any]]] = []
@@ -688,8 +688,8 @@ async def test_a_copy_that_overwrites_asks_under_auto(registry: ToolRegistry) ->
 
 
 def test_a_command_block_reason_is_quoted_unchanged() -> None:
-    from aleph._policy import PolicyDecision
-    from aleph._verdict import decide_call
+    from aleph._chokepoint._permissions import PolicyDecision
+    from aleph._chokepoint._verdict import decide_call
 
     verdict = decide_call(
         tool="bash",

@@ -178,7 +178,7 @@ async def test_a_tool_allowed_whatever_its_arguments_needs_no_sdk_approval_and_t
 
 
 async def test_a_tool_built_as_never_asking_is_refused_not_run_when_the_policy_now_asks(env: Env) -> None:
-    from aleph._policy import PermissionLayer, PermissionPolicy
+    from aleph._chokepoint._permissions import PermissionLayer, PermissionPolicy
 
     service = env.service()
     tools = AlephAgentTools(service)

@@ -352,8 +352,8 @@ async def test_rules_name_mcp_tools_by_server_id_however_either_is_spelled(
     make_manager: MakeManager, rule: str
 ) -> None:
     from aleph import PermissionDenied
-    from aleph._policy import PermissionLayer, PermissionPolicy
-    from aleph._scoped import Chokepoint, ScopedToolService
+    from aleph._chokepoint._permissions import PermissionLayer, PermissionPolicy
+    from aleph._chokepoint._scoped import Chokepoint, ScopedToolService
 
     srv = MCPServer("collide")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from aleph import _hookspec
+from aleph._plugins import _hookspec
 
 ALEPH = str(Path(sys.executable).parent / "aleph")
 

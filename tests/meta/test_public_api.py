@@ -30,7 +30,7 @@ def test_error_tree_is_documented_in_the_errors_module() -> None:
 
 
 def test_every_hook_is_documented() -> None:
-    from aleph import _hookspec
+    from aleph._plugins import _hookspec
 
     hooks = [n for n in vars(_hookspec) if n.startswith("aleph_")]
     assert hooks

@@ -13,7 +13,7 @@ Write tools with :class:`AlephTool` or :func:`tool`; ship them as a plugin with 
 
 from __future__ import annotations
 
-from aleph._approval import (
+from aleph._chokepoint._approval import (
     ApprovalDecision,
     ApprovalOutcome,
     ApprovalRequest,
@@ -21,10 +21,18 @@ from aleph._approval import (
     ApprovalResponse,
     DeferredApprovals,
 )
-from aleph._budget import Budget, BudgetExhausted, BudgetUsage
-from aleph._call import CallContext, current_call
-from aleph._command_policy import CommandPolicy, CommandRule, CommandVerdict
+from aleph._chokepoint._budget import Budget, BudgetExhausted, BudgetUsage
+from aleph._chokepoint._call import CallContext, current_call
+from aleph._chokepoint._requesters import ScriptedRequester, TerminalRequester
+from aleph._chokepoint._scoped import Explanation, ScopedToolService
+from aleph._chokepoint._tiers import ExecTier
+from aleph._chokepoint._verdict import PolicyVote
 from aleph._config import AlephConfig, load_config
+from aleph._contract._names import repair_tool_name, suggest_candidates
+from aleph._contract._registry import RegisteredTool, ToolRegistry
+from aleph._contract._service import BaseToolService, NullToolService, ToolService, UnscopedToolService
+from aleph._contract._tool import AlephTool, LoopTool, Tool, ToolArgs, tool
+from aleph._contract._types import ToolDefinition, ToolFacts, ToolOutput, ToolResult, ToolSource
 from aleph._discovery import DeferredSet, ProgressiveDisclosure
 from aleph._discovery._index import ToolIndex
 from aleph._errors import (
@@ -45,13 +53,14 @@ from aleph._errors import (
     TransportError,
     ValidationFailed,
 )
-from aleph._hookspec import hookimpl
+from aleph._floor._policy import CommandPolicy, CommandRule, CommandVerdict
 from aleph._ledger import Ledger, LedgerRecord, LedgerRow, VerifyReport
 from aleph._ledger._events import EventLog
 from aleph._ledger._keystore import Keystore
 from aleph._mcp import McpManager
-from aleph._names import repair_tool_name, suggest_candidates
-from aleph._plugins import PluginContext, ToolRegistrar, inspect_distribution
+from aleph._plugins._hookspec import hookimpl
+from aleph._plugins._loader import PluginContext, ToolRegistrar, inspect_distribution
+from aleph._plugins._trust import HeldPlugin, PluginTrust, TrustRecord, adds_digest
 from aleph._progress import (
     ToolProgressCallback,
     notify_tool_result,
@@ -59,17 +68,8 @@ from aleph._progress import (
     notify_tool_streaming_chunk,
     set_tool_progress_handler,
 )
-from aleph._registry import RegisteredTool, ToolRegistry
-from aleph._requesters import ScriptedRequester, TerminalRequester
 from aleph._runtime import Aleph, load
-from aleph._scoped import Explanation, ScopedToolService
-from aleph._service import BaseToolService, NullToolService, ToolService, UnscopedToolService
-from aleph._tiers import ExecTier
-from aleph._tool import AlephTool, LoopTool, Tool, ToolArgs, tool
-from aleph._trust import HeldPlugin, PluginTrust, TrustRecord, adds_digest
 from aleph._turn import TurnContext, current_session, current_turn
-from aleph._types import ToolDefinition, ToolFacts, ToolOutput, ToolResult, ToolSource
-from aleph._verdict import PolicyVote
 
 __version__ = "0.1.0"
 

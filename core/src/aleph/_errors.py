@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from aleph._approval import ApprovalRequest
+    from aleph._chokepoint._approval import ApprovalRequest
 
 __all__ = [
     "AlephError",

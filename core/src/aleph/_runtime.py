@@ -10,20 +10,20 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from aleph._access import AccessControl, build_chokepoint
-from aleph._approval import ApprovalRequester
+from aleph._chokepoint._approval import ApprovalRequester
+from aleph._chokepoint._layers import AccessControl, build_chokepoint
+from aleph._chokepoint._scoped import DefinitionRewriter, ScopedToolService
+from aleph._chokepoint._tiers import ExecTier
 from aleph._config import AlephConfig, load_config
+from aleph._contract._registry import RegisteredTool, ToolRegistry
+from aleph._contract._tool import Tool
+from aleph._contract._types import ToolSource
 from aleph._discovery import Discovery
 from aleph._mcp import McpManager
 from aleph._mcp._chain import config_identity
-from aleph._plugins import Cleanup, PluginManager
-from aleph._registry import RegisteredTool, ToolRegistry
-from aleph._scoped import DefinitionRewriter, ScopedToolService
-from aleph._tiers import ExecTier
-from aleph._tool import Tool
-from aleph._trust import PluginTrust
+from aleph._plugins._loader import Cleanup, PluginManager
+from aleph._plugins._trust import PluginTrust
 from aleph._turn import TurnContext
-from aleph._types import ToolSource
 
 __all__ = ["Aleph", "load"]
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from aleph._budget import Budget
+    from aleph._chokepoint._budget import Budget
 
 __all__ = ["TurnContext", "current_session", "current_turn"]
 

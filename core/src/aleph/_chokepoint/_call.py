@@ -15,12 +15,12 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
+from aleph._contract._types import ToolOutput
 from aleph._errors import ExecutionFailed
 from aleph._turn import TurnContext
-from aleph._types import ToolOutput
 
 if TYPE_CHECKING:
-    from aleph._scoped import Explanation
+    from aleph._chokepoint._scoped import Explanation
 
 __all__ = ["MAX_REFS", "MAX_SUBCALL_DEPTH", "CallContext", "current_call"]
 

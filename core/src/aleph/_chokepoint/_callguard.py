@@ -13,16 +13,16 @@ import asyncio
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from aleph._budget import BudgetExhausted
+from aleph._chokepoint._budget import BudgetExhausted
+from aleph._chokepoint._gate import grant_fingerprint
+from aleph._chokepoint._results import ResultStore, StoredResult, result_store
+from aleph._contract._types import ToolOutput
 from aleph._errors import ExecutionFailed, PermissionDenied, ToolError, ToolTimeout
-from aleph._gate import grant_fingerprint
-from aleph._results import ResultStore, StoredResult, result_store
-from aleph._types import ToolOutput
 
 if TYPE_CHECKING:
-    from aleph._registry import RegisteredTool
-    from aleph._scoped import ScopedToolService
-    from aleph._tool import Prepared
+    from aleph._chokepoint._scoped import ScopedToolService
+    from aleph._contract._registry import RegisteredTool
+    from aleph._contract._tool import Prepared
 
 __all__ = ["CallGuard", "guard_for"]
 

@@ -24,8 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from aleph._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalRequester, ApprovalResponse
 from aleph._atomic import write_atomic
+from aleph._chokepoint._approval import (
+    ApprovalDecision,
+    ApprovalOutcome,
+    ApprovalRequest,
+    ApprovalRequester,
+    ApprovalResponse,
+)
 from aleph._errors import ApprovalRequired
 
 __all__ = [

@@ -1,6 +1,6 @@
 """The judging half of the chokepoint: one call's verdict from what the call will do.
 
-Everything here judges the call's *validated* arguments (:class:`~aleph._tool.Prepared`), never its
+Everything here judges the call's *validated* arguments (:class:`~aleph._contract._tool.Prepared`), never its
 spelling: path rules see the paths the tool will open with symlinks resolved, field rules compare typed
 values, plugins vote on a frozen copy, and a composite tool's declared actions are each judged under
 their own name.
@@ -15,17 +15,17 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from aleph._boundary import InputProblem, json_input
-from aleph._call import MAX_SUBCALL_DEPTH
+from aleph._chokepoint._boundary import InputProblem, json_input
+from aleph._chokepoint._call import MAX_SUBCALL_DEPTH
+from aleph._chokepoint._permissions import CallSubjects, PermissionPolicy, stricter
+from aleph._chokepoint._tiers import ExecTier
+from aleph._chokepoint._verdict import PolicyVote, Verdict, decide_call
+from aleph._contract._tool import Prepared
 from aleph._errors import ToolError, ValidationFailed
-from aleph._policy import CallSubjects, PermissionPolicy, stricter
-from aleph._tiers import ExecTier
-from aleph._tool import Prepared
-from aleph._verdict import PolicyVote, Verdict, decide_call
 
 if TYPE_CHECKING:
-    from aleph._registry import RegisteredTool
-    from aleph._scoped import Chokepoint, CommandSplitter, Explanation
+    from aleph._chokepoint._scoped import Chokepoint, CommandSplitter, Explanation
+    from aleph._contract._registry import RegisteredTool
     from aleph._turn import TurnContext
 
 __all__ = [
@@ -311,7 +311,7 @@ class Judging:
 
     def explain(self, name: str, input: Mapping[str, Any] | None = None) -> Explanation:
         """The decision for a call without running it: decision, rule, layer, reason, and each action's."""
-        from aleph._scoped import Explanation
+        from aleph._chokepoint._scoped import Explanation
 
         tier = self.tier.id
         entry = self._entry(name) if isinstance(name, str) else None

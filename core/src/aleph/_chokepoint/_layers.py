@@ -15,20 +15,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from aleph._command_policy import CommandPolicy, CommandRule
+from aleph._chokepoint._gate import ApprovalGate
+from aleph._chokepoint._permissions import PermissionLayer, PermissionPolicy
+from aleph._chokepoint._scoped import Chokepoint, CommandChecker, CommandSplitter
+from aleph._chokepoint._tiers import ExecTier, resolve_exec_tier
 from aleph._config import AlephConfig, ToolPermissionsConfig
+from aleph._contract._registry import ToolRegistry, fold_tool_name
+from aleph._contract._types import ToolSource
 from aleph._errors import ConfigError
-from aleph._gate import ApprovalGate
+from aleph._floor._policy import CommandPolicy, CommandRule
+from aleph._floor._wrappers import BUILTINS
 from aleph._ledger import Ledger, ledger_directory
 from aleph._ledger._events import EventLog
-from aleph._plugins import PluginManager
-from aleph._policy import PermissionLayer, PermissionPolicy
-from aleph._registry import ToolRegistry, fold_tool_name
-from aleph._scoped import Chokepoint, CommandChecker, CommandSplitter
-from aleph._shell_wrappers import BUILTINS
-from aleph._tiers import ExecTier, resolve_exec_tier
+from aleph._plugins._loader import PluginManager
 from aleph._turn import TurnContext
-from aleph._types import ToolSource
 
 __all__ = ["AccessControl", "build_chokepoint"]
 

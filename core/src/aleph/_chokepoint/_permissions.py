@@ -33,9 +33,9 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from aleph._config import ToolPermissionsConfig
+from aleph._contract._registry import fold_tool_name
+from aleph._contract._types import ToolSource
 from aleph._errors import ConfigError
-from aleph._registry import fold_tool_name
-from aleph._types import ToolSource
 
 __all__ = [
     "Action",

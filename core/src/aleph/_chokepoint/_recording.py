@@ -11,18 +11,18 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from aleph._call import _CALL, CallContext
-from aleph._gate import grant_fingerprint, redact, summarize_call
+from aleph._chokepoint._call import _CALL, CallContext
+from aleph._chokepoint._gate import grant_fingerprint, redact, summarize_call
+from aleph._contract._types import is_flat_json
 from aleph._ledger import LedgerRecord
-from aleph._types import is_flat_json
 
 if TYPE_CHECKING:
+    from aleph._chokepoint._scoped import Chokepoint
+    from aleph._chokepoint._verdict import Verdict
+    from aleph._contract._registry import RegisteredTool
     from aleph._ledger import LedgerAction, LedgerOutcome
     from aleph._ledger._events import EventKind
-    from aleph._registry import RegisteredTool
-    from aleph._scoped import Chokepoint
     from aleph._turn import TurnContext
-    from aleph._verdict import Verdict
 
 __all__ = ["Recording"]
 

@@ -9,7 +9,7 @@ from typing import TextIO
 
 import anyio
 
-from aleph._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalResponse
+from aleph._chokepoint._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalResponse
 
 __all__ = ["ScriptedRequester", "TerminalRequester"]
 

@@ -21,10 +21,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from aleph._approval import ApprovalOutcome, ApprovalRequest, ApprovalRequester
-from aleph._boundary import InputProblem, json_input
-from aleph._call import _CALL, CallContext
-from aleph._callguard import CallGuard, guard_for
+from aleph._chokepoint._approval import ApprovalOutcome, ApprovalRequest, ApprovalRequester
+from aleph._chokepoint._boundary import InputProblem, json_input
+from aleph._chokepoint._call import _CALL, CallContext
+from aleph._chokepoint._callguard import CallGuard, guard_for
+from aleph._chokepoint._gate import (
+    ApprovalGate,
+    allowed_decisions,
+    escape_for_prompt,
+    grant_fingerprint,
+    summarize_call,
+)
+from aleph._chokepoint._judge import NEEDS_ARGUMENTS, NEEDS_COMMAND, NEEDS_NOTHING, Judging, check_name, prepare_input
+from aleph._chokepoint._permissions import PermissionPolicy
+from aleph._chokepoint._recording import Recording
+from aleph._chokepoint._tiers import ARGUMENT_FLOOR_TOOLS, ExecTier
+from aleph._chokepoint._verdict import PolicyVote, Verdict, decide_call
+from aleph._contract._names import repair_tool_name, suggest_candidates
+from aleph._contract._registry import RegisteredTool, ToolRegistry, fold_tool_name
+from aleph._contract._service import BaseToolService, panic_error
+from aleph._contract._tool import Prepared
+from aleph._contract._types import ToolDefinition, ToolOutput
 from aleph._errors import (
     ApprovalDenied,
     ApprovalExpired,
@@ -37,19 +54,8 @@ from aleph._errors import (
     ToolTimeout,
     TransportError,
 )
-from aleph._gate import ApprovalGate, allowed_decisions, escape_for_prompt, grant_fingerprint, summarize_call
-from aleph._judge import NEEDS_ARGUMENTS, NEEDS_COMMAND, NEEDS_NOTHING, Judging, check_name, prepare_input
-from aleph._names import repair_tool_name, suggest_candidates
-from aleph._policy import PermissionPolicy
 from aleph._progress import call_handler, get_tool_progress_handler
-from aleph._recording import Recording
-from aleph._registry import RegisteredTool, ToolRegistry, fold_tool_name
-from aleph._service import BaseToolService, panic_error
-from aleph._tiers import ARGUMENT_FLOOR_TOOLS, ExecTier
-from aleph._tool import Prepared
 from aleph._turn import _TURN, TurnContext
-from aleph._types import ToolDefinition, ToolOutput
-from aleph._verdict import PolicyVote, Verdict, decide_call
 from aleph._watchdog import run_with_budget
 
 if TYPE_CHECKING:
@@ -634,7 +640,7 @@ def _bounded(text: str) -> str:
 
 
 def _redacted(input: Mapping[str, Any]) -> dict[str, Any]:
-    from aleph._gate import redact_arguments
+    from aleph._chokepoint._gate import redact_arguments
 
     out = redact_arguments(dict(input))
     return out if isinstance(out, dict) else {}

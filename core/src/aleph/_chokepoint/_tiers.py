@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from enum import IntEnum
 from typing import Any
 
-from aleph._policy import Action, PolicyDecision, stricter
-from aleph._types import ToolFacts
+from aleph._chokepoint._permissions import Action, PolicyDecision, stricter
+from aleph._contract._types import ToolFacts
 
 __all__ = [
     "HUMAN_CONTACT_TOOLS",

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from aleph._policy import Action, PolicyDecision
-from aleph._tiers import ExecTier, asks_for_arguments, effective_permission, is_destructive
+from aleph._chokepoint._permissions import Action, PolicyDecision
+from aleph._chokepoint._tiers import ExecTier, asks_for_arguments, effective_permission, is_destructive
+from aleph._contract._types import ToolFacts
 from aleph._turn import TurnContext
-from aleph._types import ToolFacts
 
 __all__ = ["DENY_ADVICE", "PolicyVote", "Verdict", "decide_call"]
 

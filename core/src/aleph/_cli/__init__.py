@@ -39,7 +39,7 @@ from aleph._cli import (
 )
 from aleph._cli._common import EXIT_BROKEN_PIPE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, leaf_errors
 from aleph._errors import AlephError, ConfigError
-from aleph._plugins import PluginManager
+from aleph._plugins._loader import PluginManager
 
 __all__ = ["main"]
 

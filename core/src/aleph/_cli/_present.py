@@ -11,11 +11,11 @@ import sys
 import time
 from typing import TextIO
 
+from aleph._chokepoint._gate import escape_for_prompt
+from aleph._chokepoint._scoped import Explanation
 from aleph._cli._common import EXIT_FAILED, EXIT_REFUSED
 from aleph._errors import PermissionDenied, ToolError
-from aleph._gate import escape_for_prompt
 from aleph._progress import ToolProgressCallback
-from aleph._scoped import Explanation
 
 __all__ = ["StderrProgress", "exit_code", "person_message"]
 

@@ -6,9 +6,9 @@ import argparse
 import re
 import sys
 
+from aleph._chokepoint._gate import ApprovalGate, StandingGrant
 from aleph._cli._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_json
 from aleph._config import load_config
-from aleph._gate import ApprovalGate, StandingGrant
 
 __all__ = ["add_parser"]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from aleph._cli._common import EXIT_FAILED, EXIT_OK, load_runtime, print_json
 from aleph._config import load_config
 from aleph._errors import PluginError
-from aleph._plugins import inspect_distribution
-from aleph._trust import PluginTrust, adds_digest
+from aleph._plugins._loader import inspect_distribution
+from aleph._plugins._trust import PluginTrust, adds_digest
 
 __all__ = ["add_parser"]
 

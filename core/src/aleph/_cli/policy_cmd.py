@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from aleph._chokepoint._tiers import ExecTier
 from aleph._cli._common import load_runtime, parse_json_arg, print_json
-from aleph._names import suggest_candidates
-from aleph._tiers import ExecTier
+from aleph._contract._names import suggest_candidates
 
 if TYPE_CHECKING:
+    from aleph._chokepoint._scoped import Explanation
     from aleph._runtime import Aleph
-    from aleph._scoped import Explanation
 
 __all__ = ["add_parser", "dead_rules"]
 

@@ -11,16 +11,16 @@ from typing import Any
 
 import anyio
 
+from aleph._chokepoint._requesters import TerminalRequester
+from aleph._chokepoint._scoped import ScopedToolService
 from aleph._cli._common import load_runtime, parse_json_arg, print_json
 from aleph._cli._present import StderrProgress, exit_code, person_message
+from aleph._contract._names import suggest_candidates
+from aleph._contract._types import ToolOutput, ToolResult
 from aleph._discovery import RequestBinding, search_tools
 from aleph._discovery._tools import MAX_LIMIT
 from aleph._errors import PermissionDenied, ToolError
-from aleph._names import suggest_candidates
 from aleph._progress import get_tool_progress_handler, set_tool_progress_handler
-from aleph._requesters import TerminalRequester
-from aleph._scoped import ScopedToolService
-from aleph._types import ToolOutput, ToolResult
 
 __all__ = ["add_parser"]
 

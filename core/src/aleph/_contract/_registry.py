@@ -6,9 +6,9 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from aleph._contract._tool import Tool, check_tool_name
+from aleph._contract._types import ToolDefinition, ToolFacts, ToolSource
 from aleph._errors import DuplicateTool
-from aleph._tool import Tool, check_tool_name
-from aleph._types import ToolDefinition, ToolFacts, ToolSource
 
 __all__ = ["RegisteredTool", "ToolRegistry", "fold_tool_name"]
 

@@ -8,10 +8,10 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from aleph._contract._names import suggest_candidates
+from aleph._contract._registry import ToolRegistry
+from aleph._contract._types import ToolDefinition, ToolOutput, ToolResult
 from aleph._errors import ExecutionFailed, ToolError, ToolNotFound
-from aleph._names import suggest_candidates
-from aleph._registry import ToolRegistry
-from aleph._types import ToolDefinition, ToolOutput, ToolResult
 
 __all__ = ["BaseToolService", "NullToolService", "ToolService", "UnscopedToolService", "panic_error"]
 

@@ -19,9 +19,9 @@ import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import PydanticUndefined, to_jsonable_python
 
+from aleph._contract._schema import model_input_schema, schema_problems, validation_errors
+from aleph._contract._types import BUILTIN, ToolDefinition, ToolFacts, ToolOutput, ToolSource, is_flat_json
 from aleph._errors import ExecutionFailed, ValidationFailed
-from aleph._schema import model_input_schema, schema_problems, validation_errors
-from aleph._types import BUILTIN, ToolDefinition, ToolFacts, ToolOutput, ToolSource, is_flat_json
 
 __all__ = ["AlephTool", "LoopTool", "Prepared", "Tool", "ToolArgs", "check_tool_name", "facts_declared", "tool"]
 

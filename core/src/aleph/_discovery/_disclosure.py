@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from aleph._types import ToolDefinition
+from aleph._contract._types import ToolDefinition
 
 __all__ = [
     "ALWAYS_CORE",

@@ -26,8 +26,8 @@ else:
 
     np = _Numpy()
 
+from aleph._contract._types import ToolDefinition
 from aleph._discovery._tokens import search_terms, term_counts
-from aleph._types import ToolDefinition
 
 __all__ = ["K1", "B", "SearchHit", "TermCache", "ToolIndex", "document_text"]
 

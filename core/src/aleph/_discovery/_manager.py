@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aleph._config import ToolsConfig
+from aleph._contract._registry import RegisteredTool, ToolRegistry
 from aleph._discovery._deferred import DeferredSet
 from aleph._discovery._disclosure import (
     ALWAYS_CORE,
@@ -25,11 +26,10 @@ from aleph._discovery._disclosure import (
 from aleph._discovery._index import TermCache, ToolIndex
 from aleph._discovery._sessions import SessionKnobs, SessionStore
 from aleph._discovery._tools import RequestBinding, request_tools
-from aleph._registry import RegisteredTool, ToolRegistry
 from aleph._turn import TurnContext
 
 if TYPE_CHECKING:
-    from aleph._scoped import DefinitionRewriter, ScopedToolService
+    from aleph._chokepoint._scoped import DefinitionRewriter, ScopedToolService
 
 __all__ = ["Discovery", "RequestDiscovery"]
 

@@ -10,8 +10,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from aleph._chokepoint._tiers import ExecTier
 from aleph._discovery._disclosure import MODES, SessionMode
-from aleph._tiers import ExecTier
 
 __all__ = ["MAX_SESSION_KEY", "SessionKnobs", "SessionStore"]
 

@@ -10,18 +10,18 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from aleph._contract._names import suggest_candidates
+from aleph._contract._registry import RegisteredTool, ToolRegistry
+from aleph._contract._types import BUILTIN, ToolDefinition, ToolFacts, ToolOutput, ToolSource
 from aleph._discovery._disclosure import MODES
 from aleph._discovery._index import ToolIndex
 from aleph._discovery._sessions import SessionStore
 from aleph._errors import ExecutionFailed, ValidationFailed
-from aleph._names import suggest_candidates
-from aleph._registry import RegisteredTool, ToolRegistry
-from aleph._types import BUILTIN, ToolDefinition, ToolFacts, ToolOutput, ToolSource
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
 
-    from aleph._scoped import ScopedToolService
+    from aleph._chokepoint._scoped import ScopedToolService
 
 __all__ = [
     "DEFAULT_LIMIT",

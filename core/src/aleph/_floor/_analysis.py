@@ -17,7 +17,7 @@ import posixpath
 import re
 from dataclasses import dataclass, field, replace
 
-from aleph._shell_parse import (
+from aleph._floor._parse import (
     Budget,
     BudgetExceeded,
     Compound,
@@ -32,7 +32,7 @@ from aleph._shell_parse import (
     Word,
     parse,
 )
-from aleph._shell_wrappers import SHELLS, Arg, Argv, Text, unmodelled, unwrap
+from aleph._floor._wrappers import SHELLS, Arg, Argv, Text, unmodelled, unwrap
 
 __all__ = [
     "SHELLS",

@@ -1,7 +1,7 @@
 """The command-policy floor: what a shell command may never do, whatever tier or rule allows the tool.
 
-:class:`CommandPolicy` parses the command with a real shell grammar (:mod:`aleph._shell_parse`),
-lists every command it would run (:mod:`aleph._shell_analysis`) and judges each one:
+:class:`CommandPolicy` parses the command with a real shell grammar (:mod:`aleph._floor._parse`),
+lists every command it would run (:mod:`aleph._floor._analysis`) and judges each one:
 
 * **hardline** rules block under every enforcement mode, even with ``enabled = false``
   (device wipes, fork bombs, recursive delete of ``/`` or home, writes into protected files);
@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from aleph._command_rules import DEFAULT_RULES, GUARDS, HARDLINE, Builtin, Env
 from aleph._errors import ConfigError
-from aleph._shell_analysis import Analysis, Command, Limits, analyse
+from aleph._floor._analysis import Analysis, Command, Limits, analyse
+from aleph._floor._rules import DEFAULT_RULES, GUARDS, HARDLINE, Builtin, Env
 
 if TYPE_CHECKING:
     from aleph._config import CommandPolicyConfig

@@ -1,8 +1,8 @@
 """The built-in command-policy rules: hardline rules, cannot-prove-safe guards and the default tunable rules.
 
-Each rule is a predicate over one analysed :class:`~aleph._shell_analysis.Command`; the knowledge of
+Each rule is a predicate over one analysed :class:`~aleph._floor._analysis.Command`; the knowledge of
 what a program does with its arguments (what ``rm -r`` deletes, where ``dd of=`` or ``sort -o``
-writes, which ``git -c`` keys run programs) lives here. :mod:`aleph._command_policy` combines them.
+writes, which ``git -c`` keys run programs) lives here. :mod:`aleph._floor._policy` combines them.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from aleph._shell_analysis import SHELLS, Arg, Command, resolve
-from aleph._shell_wrappers import KNOWN_PROGRAMS, UNWRAPPED, argument_programs, is_interpreter
+from aleph._floor._analysis import SHELLS, Arg, Command, resolve
+from aleph._floor._wrappers import KNOWN_PROGRAMS, UNWRAPPED, argument_programs, is_interpreter
 
 __all__ = ["DEFAULT_RULES", "GUARDS", "HARDLINE", "Builtin", "Env", "Tier"]
 

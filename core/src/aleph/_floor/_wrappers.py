@@ -2,7 +2,7 @@
 
 :func:`unwrap` maps one program and its expanded arguments to what it runs next: an argument list
 (:class:`Argv`), shell code to parse (:class:`Text`), or something that cannot be known
-(:class:`Opaque`). The walker in :mod:`aleph._shell_analysis` judges each of them as a command of its own.
+(:class:`Opaque`). The walker in :mod:`aleph._floor._analysis` judges each of them as a command of its own.
 """
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from aleph._contract._tool import LoopTool
+from aleph._contract._types import ToolFacts
 from aleph._errors import ExecutionFailed, ValidationFailed
 from aleph._mcp._hygiene import expand_template, template_variables, truncate_description
-from aleph._tool import LoopTool
-from aleph._types import ToolFacts
 
 if TYPE_CHECKING:
     import mcp_types as types

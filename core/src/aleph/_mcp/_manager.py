@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from aleph._config import McpConfig
+from aleph._contract._registry import ToolRegistry
+from aleph._contract._tool import LoopTool
+from aleph._contract._types import ToolFacts, ToolSource
 from aleph._errors import DuplicateTool
 from aleph._mcp._captools import CAPABILITY_TOOLS, build_capability_tool, build_template_tool
 from aleph._mcp._hygiene import (
@@ -30,9 +33,6 @@ from aleph._mcp._hygiene import (
 )
 from aleph._mcp._pins import PinStore
 from aleph._mcp._status import ServerStatus
-from aleph._registry import ToolRegistry
-from aleph._tool import LoopTool
-from aleph._types import ToolFacts, ToolSource
 
 if TYPE_CHECKING:
     import mcp_types as types

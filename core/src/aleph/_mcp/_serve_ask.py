@@ -28,7 +28,7 @@ from typing import Any
 import mcp_types as types
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
-from aleph._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalResponse
+from aleph._chokepoint._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalResponse
 
 __all__ = [
     "APPROVAL_KEY",

@@ -35,13 +35,13 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aleph._config import McpServerConfig
+from aleph._contract._types import ToolOutput
 from aleph._errors import ExecutionFailed, ToolError, ToolNotFound, ToolTimeout, TransportError, ValidationFailed
 from aleph._mcp._chain import CHAIN_ENV, child_chain
 from aleph._mcp._eof import watched_stdio
 from aleph._mcp._hygiene import cap_text, expand_vars
 from aleph._mcp._status import ServerStatus, State
 from aleph._progress import notify_tool_streaming_chunk
-from aleph._types import ToolOutput
 
 if TYPE_CHECKING:
     from aleph._mcp._manager import McpManager

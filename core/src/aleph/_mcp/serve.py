@@ -30,7 +30,9 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from aleph._approval import ApprovalOutcome, ApprovalRequest, ApprovalResponse, DeferredApprovals
+from aleph._chokepoint._approval import ApprovalOutcome, ApprovalRequest, ApprovalResponse, DeferredApprovals
+from aleph._contract._service import panic_error
+from aleph._contract._types import ToolDefinition
 from aleph._errors import ApprovalRequired, ToolError
 from aleph._mcp._oauth import is_loopback_host
 from aleph._mcp._serve_ask import (
@@ -45,9 +47,7 @@ from aleph._mcp._serve_ask import (
 )
 from aleph._mcp._serve_roots import ROOTS_WAIT_S, RootWorkspaces
 from aleph._progress import ToolProgressCallback, get_tool_progress_handler, set_tool_progress_handler
-from aleph._service import panic_error
 from aleph._turn import TurnContext
-from aleph._types import ToolDefinition
 
 if TYPE_CHECKING:
     from aleph._runtime import Aleph

@@ -2,7 +2,7 @@
 
 Hooks are few, typed and synchronous: they register things and make decisions, and do no
 I/O. Runtime behaviour lives on :class:`~aleph.ToolService`. Core never calls ``pm.hook``
-directly; it goes through :class:`~aleph._plugins.PluginManager`.
+directly; it goes through :class:`~aleph._plugins._loader.PluginManager`.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from aleph._approval import ApprovalRequester
-    from aleph._command_policy import CommandRule
+    from aleph._chokepoint._approval import ApprovalRequester
+    from aleph._chokepoint._verdict import PolicyVote
     from aleph._config import AlephConfig
-    from aleph._plugins import PluginContext, ToolRegistrar
+    from aleph._contract._types import ToolFacts, ToolSource
+    from aleph._floor._policy import CommandRule
+    from aleph._plugins._loader import PluginContext, ToolRegistrar
     from aleph._turn import TurnContext
-    from aleph._types import ToolFacts, ToolSource
-    from aleph._verdict import PolicyVote
 
 __all__ = ["NAME", "hookimpl", "hookspec"]
 

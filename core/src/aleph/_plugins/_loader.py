@@ -19,22 +19,22 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pluggy
 
-from aleph import _hookspec
+from aleph._contract._registry import ToolRegistry
+from aleph._contract._tool import Tool
+from aleph._contract._types import ToolSource
 from aleph._errors import PluginError
 from aleph._ledger import ledger_directory
-from aleph._registry import ToolRegistry
-from aleph._tool import Tool
-from aleph._trust import HeldPlugin, PluginTrust, adds_digest, canonical_distribution, plugin_adds
-from aleph._types import ToolSource
+from aleph._plugins import _hookspec
+from aleph._plugins._trust import HeldPlugin, PluginTrust, adds_digest, canonical_distribution, plugin_adds
 
 if TYPE_CHECKING:
-    from aleph._approval import ApprovalRequester
+    from aleph._chokepoint._approval import ApprovalRequester
+    from aleph._chokepoint._scoped import ScopedToolService
+    from aleph._chokepoint._tiers import ExecTier
     from aleph._config import AlephConfig
     from aleph._ledger import Ledger
     from aleph._ledger._events import EventLog
     from aleph._runtime import Aleph
-    from aleph._scoped import ScopedToolService
-    from aleph._tiers import ExecTier
     from aleph._turn import TurnContext
 
 __all__ = [
@@ -563,7 +563,7 @@ class PluginManager:
 
 
 def inspect_distribution(config: AlephConfig, distribution: str, path: Path | None = None) -> dict[str, Any]:
-    """What ``distribution`` would add (see :func:`aleph._trust.plugin_adds`).
+    """What ``distribution`` would add (see :func:`aleph._plugins._trust.plugin_adds`).
 
     It is found by loading the distribution into a scratch plugin manager and registry that nothing
     else uses; its trust record is not consulted.

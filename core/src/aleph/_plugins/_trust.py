@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from aleph._atomic import write_atomic
 
 if TYPE_CHECKING:
-    from aleph._registry import RegisteredTool
+    from aleph._contract._registry import RegisteredTool
 
 __all__ = ["HeldPlugin", "PluginTrust", "TrustRecord", "adds_digest", "canonical_distribution", "plugin_adds"]
 

@@ -24,7 +24,7 @@ from aleph import (
     ToolOutput,
     TurnContext,
 )
-from aleph._gate import grant_fingerprint
+from aleph._chokepoint._gate import grant_fingerprint
 
 __all__ = ["CallBridge", "approval_payload", "missing", "response_from"]
 

@@ -27,12 +27,12 @@ from typing import Any, ClassVar
 import pytest
 from jsonschema import Draft202012Validator
 
+from aleph._contract._schema import schema_problems
+from aleph._contract._service import UnscopedToolService
+from aleph._contract._tool import facts_declared
+from aleph._contract._types import ToolDefinition, ToolFacts
 from aleph._errors import ValidationFailed
 from aleph._runtime import Aleph, load
-from aleph._schema import schema_problems
-from aleph._service import UnscopedToolService
-from aleph._tool import facts_declared
-from aleph._types import ToolDefinition, ToolFacts
 
 __all__ = ["ToolContractTests", "isolated_runtime", "strict_schema_problems"]
 
