@@ -5,10 +5,11 @@ from pathlib import Path
 
 import aleph_channels.plugin
 import pytest
-from .servers import IrcPerson, Ngircd
 
 import aleph
 from aleph.testing import isolated_runtime
+
+from .servers import IrcPerson, Ngircd
 
 
 @pytest.fixture

@@ -183,7 +183,7 @@ def http_server(
             self.wfile.write(data)
             recorded.arrived.set()
 
-        do_GET = do_POST = _serve  # noqa: N815 (http.server's names)
+        do_GET = do_POST = _serve
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
