@@ -101,8 +101,12 @@ async def test_media_send_mails_a_workspace_file_as_an_attachment(mail, workspac
 
 @pytest.mark.parametrize(
     ("path", "why"),
-    [("../outside.txt", "outside the workspace"), ("link.txt", "outside the workspace"),
-     (".aleph-data/channels/pairings.sqlite3", "Aleph's own files"), ("missing.txt", "no file")],
+    [
+        ("../outside.txt", "outside the workspace"),
+        ("link.txt", "outside the workspace"),
+        (".aleph-data/channels/pairings.sqlite3", "Aleph's own files"),
+        ("missing.txt", "no file"),
+    ],
 )
 async def test_media_send_is_confined_to_the_workspace(mail, workspace: Path, path: str, why: str) -> None:
     rt, _, _ = mail

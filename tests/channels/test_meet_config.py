@@ -24,8 +24,12 @@ from .servers import http_server
 pytestmark = pytest.mark.anyio
 
 PARTICIPANTS = [
-    {"name": f"conferenceRecords/c1/participants/p{i}", "signedinUser": {"user": f"users/{i}", "displayName": f"P{i}"},
-     "earliestStartTime": "2026-12-01T10:00:00Z", "latestEndTime": "2026-12-01T11:00:00Z"}
+    {
+        "name": f"conferenceRecords/c1/participants/p{i}",
+        "signedinUser": {"user": f"users/{i}", "displayName": f"P{i}"},
+        "earliestStartTime": "2026-12-01T10:00:00Z",
+        "latestEndTime": "2026-12-01T11:00:00Z",
+    }
     for i in range(150)
 ] + [{"name": "conferenceRecords/c1/participants/anon", "anonymousUser": {"displayName": "Guest"}}]
 
@@ -38,14 +42,30 @@ def meet_api(request: Any, body: bytes) -> tuple[int, Any]:
     path = url.path.removeprefix("/v2/")
     if request.command == "POST" and path == "spaces":
         config = json.loads(body)["config"]
-        return 200, {"name": "spaces/abc", "meetingUri": "https://meet.google.com/abc-defg-hij",
-                     "meetingCode": "abc-defg-hij", "config": config}
+        return 200, {
+            "name": "spaces/abc",
+            "meetingUri": "https://meet.google.com/abc-defg-hij",
+            "meetingCode": "abc-defg-hij",
+            "config": config,
+        }
     if path == "spaces/abc":
-        return 200, {"name": "spaces/abc", "meetingUri": "https://meet.google.com/abc-defg-hij",
-                     "meetingCode": "abc-defg-hij", "config": {"accessType": "TRUSTED"}}
+        return 200, {
+            "name": "spaces/abc",
+            "meetingUri": "https://meet.google.com/abc-defg-hij",
+            "meetingCode": "abc-defg-hij",
+            "config": {"accessType": "TRUSTED"},
+        }
     if path == "conferenceRecords" and query.get("filter") == 'space.name="spaces/abc"':
-        return 200, {"conferenceRecords": [{"name": "conferenceRecords/c1", "startTime": "2026-12-01T10:00:00Z",
-                                            "endTime": "2026-12-01T11:00:00Z", "space": "spaces/abc"}]}
+        return 200, {
+            "conferenceRecords": [
+                {
+                    "name": "conferenceRecords/c1",
+                    "startTime": "2026-12-01T10:00:00Z",
+                    "endTime": "2026-12-01T11:00:00Z",
+                    "space": "spaces/abc",
+                }
+            ]
+        }
     if path == "conferenceRecords/c1/participants":
         start = int(query.get("pageToken") or 0)
         size = int(query["pageSize"])
@@ -55,10 +75,18 @@ def meet_api(request: Any, body: bytes) -> tuple[int, Any]:
     if path == "conferenceRecords/c1/transcripts":
         return 200, {"transcripts": [{"name": "conferenceRecords/c1/transcripts/t1", "state": "FILE_GENERATED"}]}
     if path == "conferenceRecords/c1/transcripts/t1/entries":
-        return 200, {"transcriptEntries": [
-            {"name": "conferenceRecords/c1/transcripts/t1/entries/e1", "participant": "conferenceRecords/c1/participants/p1",
-             "text": "Let's ship on Friday.", "languageCode": "en-US", "startTime": "2026-12-01T10:05:00Z",
-             "endTime": "2026-12-01T10:05:03Z"}]}
+        return 200, {
+            "transcriptEntries": [
+                {
+                    "name": "conferenceRecords/c1/transcripts/t1/entries/e1",
+                    "participant": "conferenceRecords/c1/participants/p1",
+                    "text": "Let's ship on Friday.",
+                    "languageCode": "en-US",
+                    "startTime": "2026-12-01T10:05:00Z",
+                    "endTime": "2026-12-01T10:05:03Z",
+                }
+            ]
+        }
     return 404, {"error": {"code": 404, "status": "NOT_FOUND"}}
 
 
@@ -80,8 +108,12 @@ async def test_google_meet_creates_a_space_and_reads_a_conference(workspace: Pat
     config, recorded = meet
     async with runtime(workspace, config) as rt:
         space = await call(rt, action="create_space", access_type="OPEN")
-        assert space["space"] == {"name": "spaces/abc", "meeting_uri": "https://meet.google.com/abc-defg-hij",
-                                  "meeting_code": "abc-defg-hij", "access_type": "OPEN"}
+        assert space["space"] == {
+            "name": "spaces/abc",
+            "meeting_uri": "https://meet.google.com/abc-defg-hij",
+            "meeting_code": "abc-defg-hij",
+            "access_type": "OPEN",
+        }
         conferences = await call(rt, action="list_conferences", space="abc")
         assert [c["name"] for c in conferences["conferences"]] == ["conferenceRecords/c1"]
         people = await call(rt, action="participants", conference="conferenceRecords/c1", max_items=2000)
@@ -121,7 +153,10 @@ async def test_google_meet_names_a_malformed_conference(workspace: Path, meet) -
     ("toml", "message"),
     [
         ('[channel_adapters.x]\nkind = "telegram"\n', "unknown adapter kind 'telegram'"),
-        ('[channel_adapters.x]\nkind = "irc"\nhost = "irc.example.org"\ntls = false\n', "only for a server on loopback"),
+        (
+            '[channel_adapters.x]\nkind = "irc"\nhost = "irc.example.org"\ntls = false\n',
+            "only for a server on loopback",
+        ),
         ('[channel_adapters.x]\nkind = "irc"\nhost = "127.0.0.1"\nnick = "9bad nick"\n', "nick"),
         ('[channel_adapters.x]\nkind = "webhook"\n', "url_env"),
         ("[channel_pairing]\ncode_ttl_s = 5\n", "code_ttl_s"),
