@@ -163,7 +163,7 @@ class Recorded:
 def http_server(
     handle: Callable[[BaseHTTPRequestHandler, bytes], tuple[int, Any]],
 ) -> tuple[str, Recorded, Callable[[], None]]:
-    """A threaded HTTP server on loopback calling ``handle(request, body) -> (status, json)``; returns (base URL, log, stop)."""
+    """A threaded HTTP server on loopback: ``handle(request, body) -> (status, json)``; (base URL, log, stop)."""
     recorded = Recorded()
 
     class Handler(BaseHTTPRequestHandler):

@@ -6,9 +6,9 @@ import asyncio
 import json
 import re
 import smtplib
+from email import policy
 from email.message import EmailMessage
 from email.parser import BytesParser
-from email import policy
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ class MailServer:
         self.messages: asyncio.Queue[EmailMessage] = asyncio.Queue()
         self.loop = asyncio.get_running_loop()
 
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         message = BytesParser(policy=policy.default).parsebytes(envelope.original_content or envelope.content)
         self.loop.call_soon_threadsafe(self.messages.put_nowait, message)
         return "250 OK"

@@ -171,7 +171,7 @@ def test_bad_configuration_names_the_key(workspace: Path, toml: str, message: st
 class TestChannelsContract(ToolContractTests):
     plugin = aleph_channels.plugin
     families = ("ask_user", "channel", "media", "google_meet")
-    no_example: dict[str, str] = {  # noqa: RUF012
+    no_example: dict[str, str] = {
         "ask_user": "needs a person on a channel; tests/channels/test_irc.py asks one on a real IRC server",
         "media_send": "needs a channel adapter; tested against real SMTP and webhook servers",
         "google_meet": "needs Google; tested against a stand-in of the Meet REST API",

@@ -11,8 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 
 def read_until(fd: int, marker: bytes, timeout: float = 60) -> bytes:
     seen = b""
