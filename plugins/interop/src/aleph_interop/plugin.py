@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import aleph
+from aleph.integrations.a2a import A2AClient
+from aleph_interop._a2a import A2AAgents, A2ADelegate, AgentBook
 from aleph_interop._acp_tools import AcpDelegate, AcpSessions, AcpSwitch
 from aleph_interop._config import InteropSettings
 
@@ -19,4 +21,11 @@ def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginCon
     hidden = [context.data_dir.resolve(), Path("~/.config/aleph").expanduser()]
     sessions = AcpSessions(dict(settings.acp_agents), context.workspace, hidden)
     context.add_cleanup(sessions.close_all)
-    register(AcpDelegate(sessions), AcpSwitch(sessions))
+    book = AgentBook(context.data_dir / "interop" / "a2a_agents.sqlite3")
+
+    async def close_book() -> None:
+        book.close()
+
+    context.add_cleanup(close_book)
+    client = A2AClient()
+    register(AcpDelegate(sessions), AcpSwitch(sessions), A2AAgents(book, client), A2ADelegate(book, client))
