@@ -8,7 +8,9 @@ import aleph
 from aleph.integrations.a2a import A2AClient
 from aleph_interop._a2a import A2AAgents, A2ADelegate, AgentBook
 from aleph_interop._acp_tools import AcpDelegate, AcpSessions, AcpSwitch
+from aleph_interop._clawhub import Clawhub
 from aleph_interop._config import InteropSettings
+from aleph_interop._moa import Moa
 
 __all__ = ["aleph_register_tools"]
 
@@ -28,4 +30,11 @@ def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginCon
 
     context.add_cleanup(close_book)
     client = A2AClient()
-    register(AcpDelegate(sessions), AcpSwitch(sessions), A2AAgents(book, client), A2ADelegate(book, client))
+    register(
+        AcpDelegate(sessions),
+        AcpSwitch(sessions),
+        A2AAgents(book, client),
+        A2ADelegate(book, client),
+        Moa(settings.moa),
+        Clawhub(settings.clawhub, context.data_dir / "interop" / "clawhub-staging"),
+    )
