@@ -43,7 +43,8 @@ class Proc:
             env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
             start_new_session=True,
         )
-        threading.Thread(target=self._pump, daemon=True).start()
+        self._pump_thread = threading.Thread(target=self._pump, daemon=True)
+        self._pump_thread.start()
 
     def _pump(self) -> None:
         assert self.p.stdout is not None
@@ -82,6 +83,9 @@ class Proc:
         except subprocess.TimeoutExpired:
             os.killpg(self.p.pid, signal.SIGKILL)
             self.p.wait()
+        self._pump_thread.join(timeout=30)
+        if self.p.stdout is not None:
+            self.p.stdout.close()
 
 
 class Cluster:

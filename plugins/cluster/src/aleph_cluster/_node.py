@@ -33,7 +33,7 @@ log = logging.getLogger("aleph.cluster.node")
 
 NODE_OP = "aleph_node"
 """The comm operation the node service answers."""
-RECORDED = {"invoke": "node_invoke", "put_end": "node_file", "get_begin": "node_file"}
+RECORDED = {"invoke": "node_invoke", "put_end": "node_file", "get_begin": "node_file", "drain": "node_manage"}
 """Request kinds that are a row in the node's ledger (by the center tool they serve)."""
 LEDGER_AGENT = "cluster-node"
 """The node's ledger chain for cluster requests (rows carry the calling principal)."""
@@ -121,7 +121,9 @@ class NodeService:
             message = exc.reason if isinstance(exc, aleph.PermissionDenied) else str(exc)
             reply = self._reply(req, error={"kind": exc.kind, "message": message})
         if req.kind in RECORDED:
+            # durable before the center hears of it: nothing is reported done that the node has not recorded
             await self._record(req, outcome, reply["result_digest"])
+            await self.ledger.flush()
         if extra is not None:
             reply["data"] = extra
         return reply

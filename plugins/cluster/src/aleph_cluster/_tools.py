@@ -391,7 +391,9 @@ class NodeManageTool(AlephTool[NodeManageArgs]):
             key = reply.node_key
             tags = check_tags(list(args.tags if args.tags is not None else info.get("tags") or []))
             center.store.join(args.node, key, tags)
-            annotate(reply)
+            call = aleph.current_call()
+            if call is not None:  # a read on the node, so no node row to cross-check: name what was pinned
+                call.annotate(node=args.node, identity_fp=str(info.get("identity_fp", ""))[:64])
             return {"node": args.node, "joined": True, "identity_fp": info.get("identity_fp"), "tags": tags}
         worker, rec = await center.resolve(args.node, for_work=False)
         if args.action == "tag":
