@@ -191,13 +191,15 @@ class Center:
         timeout: float,
         data: bytes | None = None,
         request_id: str | None = None,
+        principal: str | None = None,
     ) -> RemoteReply:
         """Sign ``body`` as a ``kind`` request for the calling principal, send it, verify the reply.
 
         ``pinned_key`` None (join only) accepts whichever key the node signs with; the caller pins it.
         """
         call = aleph.current_call()
-        principal = (call.agent if call is not None else None) or "default"
+        if principal is None:  # the principal the host bound to this call, never a tool argument
+            principal = (call.agent if call is not None else None) or "default"
         channel = (call.channel if call is not None else None) or ""
         req, text = Request.make(
             node=worker.name,
