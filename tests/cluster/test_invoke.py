@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
 
+import psutil
 import pytest
 from _harness import Cluster, join
 from aleph_cluster import crosscheck
@@ -21,6 +21,14 @@ async def until(predicate, what: str, timeout: float = 30.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.05)
+
+
+def running_command(text: str) -> bool:
+    """A process of this machine runs ``text`` (nodes share it, so their sandboxed processes are visible)."""
+    for proc in psutil.process_iter(["cmdline"]):
+        if " ".join(proc.info["cmdline"] or ()) == text:
+            return True
+    return False
 
 
 def node_rows(cluster: Cluster, name: str) -> list[aleph.LedgerRow]:
@@ -91,7 +99,7 @@ def test_cancelling_the_call_kills_the_remote_process(cluster: Cluster) -> None:
     marker = "31.4159"
 
     def remote_sleepers() -> bool:
-        return subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True).returncode == 0
+        return running_command(f"sleep {marker}")
 
     async def run() -> None:
         async with rt:
@@ -144,7 +152,7 @@ def test_a_worker_killed_mid_call_is_an_error_naming_it_within_the_timeout(clust
             )
 
             async def running() -> bool:
-                return subprocess.run(["pgrep", "-f", "sleep 27.18"], capture_output=True).returncode == 0
+                return running_command("sleep 27.18")
 
             await until(running, "the command to start on the victim")
             victim.kill()  # SIGKILL to the worker's whole process group

@@ -158,9 +158,12 @@ class Center:
         self.backend = backend
         self.store = store
         self.signer = signer
+        self._background: set[asyncio.Future[None]] = set()
 
     async def aclose(self) -> None:
         """Close the backend and the store."""
+        for task in list(self._background):
+            task.cancel()
         await self.backend.aclose()
         self.store.close()
 
@@ -256,6 +259,12 @@ class Center:
             node_key=key,
             data=reply.get("data"),
         )
+
+    def cancel_later(self, worker: WorkerInfo, pinned_key: bytes, target: str) -> None:
+        """Send a cancel in the background (the caller reports its error now, not after a connect timeout)."""
+        task = asyncio.ensure_future(self.cancel(worker, pinned_key, target))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def cancel(self, worker: WorkerInfo, pinned_key: bytes, target: str) -> None:
         """Ask the node to cancel request ``target`` (its process group is killed); best effort."""

@@ -9,6 +9,7 @@ The path a rule sees is therefore the path that is opened.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from collections.abc import Iterator
@@ -124,6 +125,13 @@ class ConfinedDir:
                     raise ConfinementError(f"{path} exists and is not a regular file")
                 if not overwrite:
                     raise ConfinementError(f"{path} exists; pass overwrite=true to replace it")
+            try:  # same file system: the finished file is moved into place, not copied
+                os.chmod(source, 0o644)
+                os.rename(source, name, dst_dir_fd=parent)
+                return
+            except OSError as exc:
+                if exc.errno != errno.EXDEV:
+                    raise
             tmp = f".{name[:200]}.aleph-part-{os.getpid()}-{id(source):x}"
             out = os.open(
                 tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=parent

@@ -222,8 +222,11 @@ async def invoke_one(
     request_id = new_request_id()
     try:
         reply = await center.request(worker, rec.identity_key, "invoke", body, timeout=wait, request_id=request_id)
-    except (asyncio.CancelledError, NodeError):
-        await asyncio.shield(center.cancel(worker, rec.identity_key, request_id))
+    except asyncio.CancelledError:
+        await asyncio.shield(center.cancel(worker, rec.identity_key, request_id))  # kill it before we return
+        raise
+    except NodeError:
+        center.cancel_later(worker, rec.identity_key, request_id)  # a silent node may still run it; do not wait
         raise
     if record:
         annotate(reply)
