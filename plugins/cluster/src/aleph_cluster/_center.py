@@ -123,10 +123,13 @@ class DaskBackend:
 
     async def send(self, address: str, request: bytes, signature: bytes, data: bytes | None, timeout: float) -> dict:
         """One signed request to the worker at ``address``; raises ``OSError``/``TimeoutError`` on failure."""
+        from distributed.protocol import to_serialize
+
         pool = await self._pool()
         kwargs: dict[str, Any] = {"request": request, "signature": signature}
         if data is not None:
-            kwargs["data"] = data
+            # a frame of its own, not a msgpack field: about twice the throughput for chunk-sized bytes
+            kwargs["data"] = to_serialize(data)
         return await asyncio.wait_for(getattr(pool(address), NODE_OP)(**kwargs), timeout)
 
     async def retire(self, address: str) -> None:
@@ -257,7 +260,7 @@ class Center:
             result_digest=rdigest,
             node_sig=bytes(reply["node_sig"]).hex(),
             node_key=key,
-            data=reply.get("data"),
+            data=bytes(reply["data"]) if reply.get("data") is not None else None,
         )
 
     def cancel_later(self, worker: WorkerInfo, pinned_key: bytes, target: str) -> None:

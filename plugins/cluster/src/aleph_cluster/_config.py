@@ -90,7 +90,7 @@ class ClusterConfig(BaseModel):
     max_nodes_per_call: int = Field(default=256, ge=1, le=10_000)
     max_file_mb: int = Field(default=4096, ge=1, le=1_048_576)
     """Largest file ``node_file`` moves."""
-    chunk_kib: int = Field(default=4096, ge=64, le=65_536)
+    chunk_kib: int = Field(default=16_384, ge=64, le=65_536)
     """Transfer chunk size."""
     max_output_bytes: int = Field(default=65_536, ge=1024, le=16 * 1024 * 1024)
     """Per stream: stdout and stderr a node returns are cut to this, head and tail kept."""

@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from distributed.protocol import to_serialize
+
 import aleph
 from aleph_cluster._config import NodeConfig
 from aleph_cluster._confine import ConfinedDir, ConfinementError
@@ -96,13 +98,15 @@ class NodeService:
 
     # -- the comm handler ------------------------------------------------------------------------
 
-    async def handle(self, comm: Any, request: bytes = b"", signature: bytes = b"", data: bytes | None = None) -> dict:
+    async def handle(self, comm: Any, request: bytes = b"", signature: bytes = b"", data: Any = None) -> dict:
         """Answer one ``aleph_node`` operation (Dask passes the comm first)."""
         _, role = peer_identity(getattr(comm, "extra_info", {}).get("peercert"))
         if role != ROLE_CENTER:
             log.warning("refused an aleph_node request from a peer whose certificate role is %r", role)
             return {"error": {"kind": "wire", "message": f"node {self.name} answers the center only"}}
         try:
+            if data is not None and not isinstance(data, bytes):
+                data = bytes(data)  # a frame may arrive as a memoryview
             req = Request.open(request, signature, center_key=self.center_key, node=self.name)
             self.replay.admit(req)
         except WireError as exc:
@@ -125,7 +129,7 @@ class NodeService:
             await self._record(req, outcome, reply["result_digest"])
             await self.ledger.flush()
         if extra is not None:
-            reply["data"] = extra
+            reply["data"] = to_serialize(extra)  # a frame of its own (see DaskBackend.send)
         return reply
 
     def _reply(self, req: Request, *, result: Any = None, error: dict[str, str] | None = None) -> dict[str, Any]:
