@@ -23,6 +23,8 @@ from aleph_cluster._wire import REQUEST_DOMAIN, Request, digest, reply_message, 
 __all__ = ["Backend", "Center", "DaskBackend", "NodeError", "RemoteReply", "WorkerInfo"]
 
 NODE_OP = "aleph_node"
+WORKERS_TTL = 1.0
+"""Seconds the scheduler's membership is reused between calls (node_list always asks afresh)."""
 
 
 class NodeError(Exception):
@@ -162,6 +164,20 @@ class Center:
         self.store = store
         self.signer = signer
         self._background: set[asyncio.Future[None]] = set()
+        self._workers: tuple[float, dict[str, WorkerInfo]] | None = None
+
+    async def workers(self, *, fresh: bool = False) -> dict[str, WorkerInfo]:
+        """The scheduler's workers, reused for up to a second (a call to a node that left fails and refreshes)."""
+        now = time.monotonic()
+        if not fresh and self._workers is not None and now - self._workers[0] < WORKERS_TTL:
+            return self._workers[1]
+        workers = await asyncio.wait_for(self.backend.workers(), self.config.connect_timeout_seconds)
+        self._workers = (now, workers)
+        return workers
+
+    def forget_workers(self) -> None:
+        """Drop the cached membership (after a node failed or joined or left)."""
+        self._workers = None
 
     async def aclose(self) -> None:
         """Close the backend and the store."""
@@ -173,7 +189,9 @@ class Center:
     async def resolve(self, name: str, *, for_work: bool = True) -> tuple[WorkerInfo, NodeRecord]:
         """The live worker and the joined record of node ``name``; refuses unknown, pending or draining nodes."""
         try:
-            workers = await asyncio.wait_for(self.backend.workers(), self.config.connect_timeout_seconds)
+            workers = await self.workers()
+            if name not in workers:  # it may have connected since the membership was read
+                workers = await self.workers(fresh=True)
         except (OSError, TimeoutError) as exc:
             raise NodeError(name, f"the scheduler {self.config.scheduler} is not reachable: {exc}") from None
         record = self.store.get(name)
@@ -221,12 +239,14 @@ class Center:
         try:
             reply = await self.backend.send(worker.address, text, signature, data, timeout)
         except TimeoutError:
+            self.forget_workers()
             raise NodeError(
                 worker.name, f"node {worker.name} did not answer within {timeout:g}s; the call is not reported as done"
             ) from None
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a closed comm, a refused TLS handshake, a dead worker
+            self.forget_workers()
             waited = time.monotonic() - started
             raise NodeError(
                 worker.name,

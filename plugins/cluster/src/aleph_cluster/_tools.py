@@ -380,7 +380,7 @@ class NodeManageTool(AlephTool[NodeManageArgs]):
 
     async def _act(self, center: Center, args: NodeManageArgs) -> dict[str, Any]:
         if args.action == "join":
-            workers = await center.backend.workers()
+            workers = await center.workers(fresh=True)
             worker = workers.get(args.node)
             if worker is None:
                 raise NodeError(args.node, f"no node named {args.node!r} is connected", kind="missing")
@@ -419,5 +419,6 @@ class NodeManageTool(AlephTool[NodeManageArgs]):
             await asyncio.sleep(0.2)  # polling the node's own count: it has no event to subscribe to
         await center.backend.retire(worker.address)
         center.store.forget(args.node)
+        center.forget_workers()
         annotate(reply)
         return {"node": args.node, "left": True, "abandoned_calls": running}
