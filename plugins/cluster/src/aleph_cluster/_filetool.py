@@ -9,6 +9,8 @@ live under one folder per principal on the center, partial pushes likewise on th
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import os
 import time
@@ -91,6 +93,7 @@ class NodeFileTool(AlephTool[NodeFileArgs]):
         self, center: Center, worker: WorkerInfo, key: bytes, args: NodeFileArgs
     ) -> tuple[dict[str, Any], RemoteReply]:
         fd, size = await anyio.to_thread.run_sync(self.workspace.open_read, args.local_path)
+        pending: asyncio.Future[tuple[bytes, str]] | None = None
         try:
             limit = center.config.max_file_mb * 1024 * 1024
             if size > limit:
@@ -101,15 +104,31 @@ class NodeFileTool(AlephTool[NodeFileArgs]):
             tid, offset = begin.result["transfer"], int(begin.result["offset"])
             resumed_from = offset
             chunk = center.config.chunk_kib * 1024
-            while offset < size:
-                data = await anyio.to_thread.run_sync(os.pread, fd, chunk, offset)
+
+            def read(at: int) -> tuple[bytes, str]:
+                data = os.pread(fd, chunk, at)
+                return data, hashlib.sha256(data).hexdigest()
+
+            # the next chunk is read and hashed while the current one is on the wire
+            pending = asyncio.ensure_future(asyncio.to_thread(read, offset)) if offset < size else None
+            while pending is not None:
+                data, digest = await pending
+                pending = None
                 if not data:
                     raise aleph.ExecutionFailed(self.NAME, f"{args.local_path} shrank while it was being sent")
-                body = {"transfer": tid, "offset": offset, "chunk_sha256": hashlib.sha256(data).hexdigest()}
+                following = offset + len(data)
+                if following < size:
+                    pending = asyncio.ensure_future(asyncio.to_thread(read, following))
+                body = {"transfer": tid, "offset": offset, "chunk_sha256": digest}
                 reply = await self._ask(center, worker, key, "put_chunk", body, data)
                 offset = int(reply.result["offset"])
+                if offset != following:
+                    raise aleph.ExecutionFailed(self.NAME, f"node {worker.name} holds {offset} bytes, not {following}")
             end = await self._ask(center, worker, key, "put_end", {**common, "transfer": tid})
         finally:
+            if pending is not None:  # never close the descriptor under a read still running
+                with contextlib.suppress(BaseException):
+                    await pending
             os.close(fd)
         out = {
             "direction": "push",
@@ -139,6 +158,7 @@ class NodeFileTool(AlephTool[NodeFileArgs]):
             part.write_bytes(b"")
         offset = resumed_from = part.stat().st_size
         chunk = center.config.chunk_kib * 1024
+        running = hashlib.sha256() if offset == 0 else None  # a resumed pull is hashed from the file at the end
         with open(part, "ab") as out_file:
             while offset < size:
                 body = {"path": args.remote_path, "offset": offset, "length": min(chunk, size - offset)}
@@ -148,8 +168,10 @@ class NodeFileTool(AlephTool[NodeFileArgs]):
                 if not data or hashlib.sha256(data).hexdigest() != meta.get("chunk_sha256"):
                     raise aleph.ExecutionFailed(self.NAME, f"chunk at {offset} from node {worker.name} is damaged")
                 await anyio.to_thread.run_sync(out_file.write, data)
+                if running is not None:
+                    running.update(data)
                 offset += len(data)
-        got = await anyio.to_thread.run_sync(_sha_of, part)
+        got = running.hexdigest() if running is not None else await anyio.to_thread.run_sync(_sha_of, part)
         if got != sha:
             part.unlink(missing_ok=True)
             raise aleph.ExecutionFailed(

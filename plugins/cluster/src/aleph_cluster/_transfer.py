@@ -8,6 +8,7 @@ SHA-256 the center announced before it is moved into the workspace; a mismatch d
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import os
 import re
@@ -19,6 +20,7 @@ from aleph_cluster._confine import ConfinedDir, ConfinementError, check_relative
 __all__ = ["MAX_CHUNK", "ConfinementError", "TransferError", "Transfers", "file_sha256", "transfer_id"]
 
 MAX_CHUNK = 64 * 1024 * 1024
+_MAX_HASHERS = 1024
 _SHA = re.compile(r"[0-9a-f]{64}")
 
 
@@ -47,6 +49,9 @@ class Transfers:
         self.workspace = workspace
         self.partial_dir = Path(partial_dir)
         self.max_bytes = max_bytes
+        # The whole-file SHA-256 of an upload, kept up to date as chunks arrive in order, so the final
+        # check needs no second pass over the file; lost on restart (the final check then reads it).
+        self._hashers: collections.OrderedDict[Path, tuple[int, Any]] = collections.OrderedDict()
 
     def _owner_dir(self, principal: str) -> Path:
         # One folder per principal: the single place a transfer is filtered by its owner.
@@ -82,6 +87,9 @@ class Transfers:
             offset = 0
         if offset == 0:
             part.write_bytes(b"")
+            self._hashers[part] = (0, hashlib.sha256())
+            while len(self._hashers) > _MAX_HASHERS:
+                self._hashers.popitem(last=False)
         return {"transfer": tid, "offset": offset}
 
     def put_chunk(self, principal: str, body: dict[str, Any], data: bytes) -> dict[str, Any]:
@@ -103,6 +111,10 @@ class Transfers:
             raise TransferError(f"upload exceeds this node's limit of {self.max_bytes} bytes")
         with open(part, "ab") as f:
             f.write(data)
+        running = self._hashers.get(part)
+        if running is not None and running[0] == have:
+            running[1].update(data)
+            self._hashers[part] = (have + len(data), running[1])
         return {"offset": have + len(data)}
 
     def put_end(self, principal: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -115,12 +127,16 @@ class Transfers:
         part = self._part(principal, tid)
         if not part.exists():
             raise TransferError(f"no upload {tid}")
-        fd = os.open(part, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            have = os.fstat(fd).st_size
-            got = file_sha256(fd)
-        finally:
-            os.close(fd)
+        have = part.stat().st_size
+        running = self._hashers.pop(part, None)
+        if running is not None and running[0] == have:
+            got = running[1].hexdigest()
+        else:
+            fd = os.open(part, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                got = file_sha256(fd)
+            finally:
+                os.close(fd)
         if have != size or got != sha:
             part.unlink()
             raise TransferError(f"{path}: received {have} bytes with sha256 {got}, expected {size} bytes {sha}")
