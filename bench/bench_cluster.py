@@ -84,6 +84,13 @@ async def bench(cluster: Cluster, rounds: int) -> None:
                 await alice.execute("node_invoke", {"node": "n1", "command": "true"})
             base = percentile(await timed(submit_true, rounds), 0.5)
             print(f"{'baseline: Dask submit of `true` (1 worker)':<46} p50 {base:8.2f} ms")
+            center = await rt.registry.get("node_invoke").tool.handle.get("node_invoke")  # type: ignore[union-attr]
+            pool = await center.backend._pool()
+
+            async def bare_rpc() -> None:
+                await pool(addr["n1"]).identity()
+
+            line("bare Dask comm round trip to a worker", await timed(bare_rpc, rounds), base, "(no checks, no work)")
             line(
                 "node_list (8 nodes)",
                 await timed(lambda: alice.execute("node_list", {}), rounds),
@@ -93,7 +100,7 @@ async def bench(cluster: Cluster, rounds: int) -> None:
             inv = await timed(lambda: alice.execute("node_invoke", {"node": "n0", "command": "true"}), rounds)
             line("node_invoke `true`, bwrap + transaction", inv, base, "target <= 30 ms")
             inv_plain = await timed(lambda: alice.execute("node_invoke", {"node": "n1", "command": "true"}), rounds)
-            line("node_invoke `true`, node tier full, no sandbox", inv_plain, base)
+            line("node_invoke `true`, node tier full, no sandbox", inv_plain, base, "(checks + exec, no sandbox)")
             many_base = percentile(await timed(submit_many, max(10, rounds // 3)), 0.5)
             print(f"{'baseline: Dask submit of `true` on 8 workers':<46} p50 {many_base:8.2f} ms")
             many = await timed(
