@@ -10,6 +10,7 @@ import pytest
 from _harness import Cluster, join
 from aleph_cluster import crosscheck
 from aleph_cluster._node import LEDGER_AGENT
+from aleph_cluster._wire import new_request_id
 
 import aleph
 
@@ -217,3 +218,42 @@ def test_unknown_and_pending_nodes_are_refused_by_name(cluster: Cluster) -> None
         "last_seen_seconds",
         "health",
     }
+
+
+def test_only_the_principal_that_started_a_call_can_cancel_it(cluster: Cluster) -> None:
+    rt = cluster.center()
+
+    async def run() -> tuple[object, object]:
+        async with rt:
+            center = await rt.registry.get("node_invoke").tool.handle.get("node_invoke")  # type: ignore[union-attr]
+            worker, rec = await center.resolve("node-a")
+            rid = new_request_id()
+            call = asyncio.ensure_future(
+                center.request(
+                    worker,
+                    rec.identity_key,
+                    "invoke",
+                    {"command": "sleep 33.3"},
+                    timeout=60,
+                    request_id=rid,
+                    principal="alice",
+                )
+            )
+
+            async def started() -> bool:
+                return running_command("sleep 33.3")
+
+            await until(started, "alice's command to start")
+            by_bob = await center.request(
+                worker, rec.identity_key, "cancel", {"target": rid}, timeout=10, principal="bob"
+            )
+            still = running_command("sleep 33.3")
+            by_alice = await center.request(
+                worker, rec.identity_key, "cancel", {"target": rid}, timeout=10, principal="alice"
+            )
+            reply = await call
+            return (by_bob.result, still), (by_alice.result, reply.error)
+
+    (bob, still), (alice, error) = asyncio.run(run())
+    assert bob == {"cancelled": False} and still  # bob's cancel answers like an unknown id and stops nothing
+    assert alice == {"cancelled": True} and error is not None and error["kind"] == "cancelled"

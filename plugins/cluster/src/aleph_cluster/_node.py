@@ -85,6 +85,8 @@ class NodeService:
         )
         self.replay = Replay()
         self.running: dict[str, asyncio.Task[Any]] = {}
+        self._owners: dict[str, str] = {}
+        """Request id -> the principal it runs for: a cancel from anyone else answers like an unknown id."""
         self.draining = False
         self.started_ms = int(time.time() * 1000)
 
@@ -149,7 +151,8 @@ class NodeService:
         if kind == "info":
             return self._info(), None
         if kind == "cancel":
-            task = self.running.get(str(body.get("target", "")))
+            target = str(body.get("target", ""))
+            task = self.running.get(target) if self._owners.get(target) == req.principal else None
             if task is not None:
                 task.cancel()
             return {"cancelled": task is not None}, None
@@ -215,6 +218,7 @@ class NodeService:
         service = self.runtime.tool_service(agent=req.principal, channel="cluster", turn=turn, tier=tier)
         task = asyncio.ensure_future(service.execute("bash", args))
         self.running[req.id] = task
+        self._owners[req.id] = req.principal
         try:
             output = await asyncio.wait_for(asyncio.shield(task), timeout + 10)
         except TimeoutError:
@@ -230,6 +234,7 @@ class NodeService:
             raise aleph.Cancelled("node_invoke") from None
         finally:
             self.running.pop(req.id, None)
+            self._owners.pop(req.id, None)
         return output.value if isinstance(output.value, dict) else {"output": output.value}
 
     async def _record(self, req: Request, outcome: str, result_digest: str) -> None:
