@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import ssl
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -52,7 +52,7 @@ class TlsFiles(BaseModel):
         return [str(p) for p in (self.ca_file, self.cert_file, self.key_file) if not p.is_file()]
 
 
-def security_for(files: TlsFiles, role: Literal["client", "worker", "scheduler"]) -> object:
+def security_for(files: TlsFiles, role: Literal["client", "worker", "scheduler"]) -> Any:
     """A ``distributed.Security`` that requires TLS 1.2+ with these files for ``role``."""
     from distributed.security import Security
 

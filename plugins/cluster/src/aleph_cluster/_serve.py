@@ -112,7 +112,7 @@ async def run_node(config_path: Path, *, workspace: Path | None = None, ready: A
     if node.port:
         kwargs["port"] = node.port
     with no_plain_http(files):  # type: ignore[attr-defined]
-        worker = Worker(node.scheduler, plugins={plugin}, dashboard=False, **kwargs)
+        worker = Worker(node.scheduler, plugins=(plugin,), dashboard=False, **kwargs)
         await worker
     if plugin.service is None:  # a failed setup is only logged by Dask: a node without its service must not run
         await worker.close()
