@@ -75,7 +75,7 @@ class AlephNodePlugin(WorkerPlugin):
             await self.service.aclose()
 
 
-def no_plain_http(files: TlsFiles) -> object:
+def no_plain_http(files: TlsFiles) -> Any:
     """Dask config for the HTTP listener every scheduler and worker opens: no routes, and TLS, never plaintext."""
     import dask
 
@@ -111,7 +111,7 @@ async def run_node(config_path: Path, *, workspace: Path | None = None, ready: A
         kwargs["host"] = node.host
     if node.port:
         kwargs["port"] = node.port
-    with no_plain_http(files):  # type: ignore[attr-defined]
+    with no_plain_http(files):
         worker = Worker(node.scheduler, plugins=(plugin,), dashboard=False, **kwargs)
         await worker
     if plugin.service is None:  # a failed setup is only logged by Dask: a node without its service must not run
@@ -141,7 +141,7 @@ async def run_scheduler(tls_dir: Path, *, host: str, port: int) -> None:
     _, role = read_identity(files.cert_file)
     if role != ROLE_SCHEDULER:
         raise aleph.ConfigError(f"{files.cert_file} has role {role!r}, not {ROLE_SCHEDULER!r}")
-    with no_plain_http(files):  # type: ignore[attr-defined]
+    with no_plain_http(files):
         scheduler = Scheduler(
             host=host, port=port, protocol="tls", security=security_for(files, "scheduler"), dashboard=False
         )
