@@ -153,3 +153,38 @@ def test_a_chunk_that_does_not_match_its_signed_sha256_is_refused(cluster: Clust
             return reply.error["message"]
 
     assert "does not match its signed sha256" in asyncio.run(run())
+
+
+def test_chunks_arriving_out_of_order_are_written_in_order(cluster: Cluster) -> None:
+    rt = cluster.center()
+    data = payload(2 * 1024 * 1024)
+    first, second = data[: 1024 * 1024], data[1024 * 1024 :]
+
+    async def run() -> tuple[int, int, str, str]:
+        async with rt:
+            center = await rt.registry.get("node_file").tool.handle.get("node_file")  # type: ignore[union-attr]
+            worker, rec = await center.resolve("node-a")
+            common = {
+                "path": "ordered.bin",
+                "size": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "overwrite": True,
+            }
+            begin = await center.request(worker, rec.identity_key, "put_begin", {**common, "resume": False}, timeout=10)
+            tid = begin.result["transfer"]
+
+            async def chunk(offset: int, block: bytes):
+                body = {"transfer": tid, "offset": offset, "chunk_sha256": hashlib.sha256(block).hexdigest()}
+                return await center.request(worker, rec.identity_key, "put_chunk", body, timeout=10, data=block)
+
+            far = await chunk(512 * 1024 * 1024, b"x")  # beyond what a node keeps in memory ahead
+            early = await chunk(len(first), second)
+            late = await chunk(0, first)
+            end = await center.request(worker, rec.identity_key, "put_end", {**common, "transfer": tid}, timeout=10)
+            return early.result["offset"], late.result["offset"], end.result["sha256"], far.error["message"]
+
+    held_after_early, held_after_late, sha, far = asyncio.run(run())
+    assert (held_after_early, held_after_late) == (0, len(data))
+    assert sha == hashlib.sha256(data).hexdigest()
+    assert (cluster.node_dir("node-a") / "workspace" / "ordered.bin").read_bytes() == data
+    assert "too far ahead" in far

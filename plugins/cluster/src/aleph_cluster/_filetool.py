@@ -10,7 +10,6 @@ live under one folder per principal on the center, partial pushes likewise on th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import os
 import time
@@ -29,6 +28,9 @@ from aleph_cluster._tools import annotate, raise_node_error, raise_remote_error
 from aleph_cluster._transfer import file_sha256, transfer_id
 
 __all__ = ["NodeFileTool"]
+
+_WINDOW = 3
+"""Chunks of one push in flight at once."""
 
 
 class NodeFileArgs(ToolArgs):
@@ -93,7 +95,6 @@ class NodeFileTool(AlephTool[NodeFileArgs]):
         self, center: Center, worker: WorkerInfo, key: bytes, args: NodeFileArgs
     ) -> tuple[dict[str, Any], RemoteReply]:
         fd, size = await anyio.to_thread.run_sync(self.workspace.open_read, args.local_path)
-        pending: asyncio.Future[tuple[bytes, str]] | None = None
         try:
             limit = center.config.max_file_mb * 1024 * 1024
             if size > limit:
@@ -109,27 +110,29 @@ class NodeFileTool(AlephTool[NodeFileArgs]):
                 data = os.pread(fd, chunk, at)
                 return data, hashlib.sha256(data).hexdigest()
 
-            # the next chunk is read and hashed while the current one is on the wire
-            pending = asyncio.ensure_future(asyncio.to_thread(read, offset)) if offset < size else None
-            while pending is not None:
-                data, digest = await pending
-                pending = None
-                if not data:
-                    raise aleph.ExecutionFailed(self.NAME, f"{args.local_path} shrank while it was being sent")
-                following = offset + len(data)
-                if following < size:
-                    pending = asyncio.ensure_future(asyncio.to_thread(read, following))
-                body = {"transfer": tid, "offset": offset, "chunk_sha256": digest}
-                reply = await self._ask(center, worker, key, "put_chunk", body, data)
-                offset = int(reply.result["offset"])
-                if offset != following:
-                    raise aleph.ExecutionFailed(self.NAME, f"node {worker.name} holds {offset} bytes, not {following}")
+            # a few chunks in flight on their own connections: the node keeps early ones in memory and
+            # writes in order, and the next chunk is read and hashed while the others are on the wire
+            inflight: set[asyncio.Future[RemoteReply]] = set()
+            try:
+                while offset < size or inflight:
+                    while offset < size and len(inflight) < _WINDOW:
+                        data, digest = await asyncio.to_thread(read, offset)
+                        if not data:
+                            raise aleph.ExecutionFailed(self.NAME, f"{args.local_path} shrank while it was being sent")
+                        body = {"transfer": tid, "offset": offset, "chunk_sha256": digest}
+                        inflight.add(asyncio.ensure_future(self._ask(center, worker, key, "put_chunk", body, data)))
+                        offset += len(data)
+                    done, inflight = await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
+                    for task in done:
+                        task.result()  # a refused chunk stops the transfer
+            finally:
+                for task in inflight:
+                    task.cancel()
+                if inflight:
+                    await asyncio.gather(*inflight, return_exceptions=True)
             end = await self._ask(center, worker, key, "put_end", {**common, "transfer": tid})
         finally:
-            if pending is not None:  # never close the descriptor under a read still running
-                with contextlib.suppress(BaseException):
-                    await pending
-            os.close(fd)
+            os.close(fd)  # every read was awaited above: none still uses the descriptor
         out = {
             "direction": "push",
             "node": worker.name,

@@ -12,6 +12,7 @@ import collections
 import hashlib
 import os
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,9 @@ from aleph_cluster._confine import ConfinedDir, ConfinementError, check_relative
 __all__ = ["MAX_CHUNK", "ConfinementError", "TransferError", "Transfers", "file_sha256", "transfer_id"]
 
 MAX_CHUNK = 64 * 1024 * 1024
-_MAX_HASHERS = 1024
+_MAX_UPLOADS = 1024
+MAX_AHEAD = 128 * 1024 * 1024
+"""How far ahead of the bytes held in order an early chunk may be (the center keeps a few in flight)."""
 _SHA = re.compile(r"[0-9a-f]{64}")
 
 
@@ -42,6 +45,18 @@ def file_sha256(fd: int) -> str:
     return h.hexdigest()
 
 
+class _Upload:
+    """An upload in progress: bytes on disk up to ``held``, chunks that arrived early, the running hash."""
+
+    def __init__(self, held: int, fresh: bool) -> None:
+        self.lock = threading.Lock()
+        self.held = held
+        self.early: dict[int, bytes] = {}
+        # The whole-file SHA-256 kept up to date as bytes land in order, so the final check needs no
+        # second pass over the file; a resumed upload (or one from before a restart) is read at the end.
+        self.hasher: Any = hashlib.sha256() if fresh else None
+
+
 class Transfers:
     """Uploads into, and downloads from, one node's workspace."""
 
@@ -49,9 +64,8 @@ class Transfers:
         self.workspace = workspace
         self.partial_dir = Path(partial_dir)
         self.max_bytes = max_bytes
-        # The whole-file SHA-256 of an upload, kept up to date as chunks arrive in order, so the final
-        # check needs no second pass over the file; lost on restart (the final check then reads it).
-        self._hashers: collections.OrderedDict[Path, tuple[int, Any]] = collections.OrderedDict()
+        self._uploads: collections.OrderedDict[Path, _Upload] = collections.OrderedDict()
+        self._lock = threading.Lock()
 
     def _owner_dir(self, principal: str) -> Path:
         # One folder per principal: the single place a transfer is filtered by its owner.
@@ -63,6 +77,16 @@ class Transfers:
         if not re.fullmatch(r"[0-9a-f]{32}", tid):
             raise TransferError("transfer id must be 32 hex characters")
         return self._owner_dir(principal) / f"{tid}.part"
+
+    def _upload(self, part: Path, *, fresh: bool = False) -> _Upload:
+        with self._lock:
+            upload = None if fresh else self._uploads.get(part)
+            if upload is None:
+                upload = _Upload(0 if fresh else part.stat().st_size, fresh)
+                self._uploads[part] = upload
+                while len(self._uploads) > _MAX_UPLOADS:
+                    self._uploads.popitem(last=False)
+            return upload
 
     # -- push: center -> node -------------------------------------------------------------------
 
@@ -87,13 +111,16 @@ class Transfers:
             offset = 0
         if offset == 0:
             part.write_bytes(b"")
-            self._hashers[part] = (0, hashlib.sha256())
-            while len(self._hashers) > _MAX_HASHERS:
-                self._hashers.popitem(last=False)
+        self._upload(part, fresh=offset == 0).early.clear()
         return {"transfer": tid, "offset": offset}
 
     def put_chunk(self, principal: str, body: dict[str, Any], data: bytes) -> dict[str, Any]:
-        """Write one chunk at its offset; the chunk's SHA-256 must match what the signed request says."""
+        """Take one chunk; its SHA-256 must match what the signed request says.
+
+        Chunks may arrive out of order (the center keeps a few in flight): one that comes early waits in
+        memory (at most ``MAX_AHEAD`` bytes ahead) and the file is always written in order, so it never
+        has holes and an interrupted upload resumes from its size. Returns the bytes held in order.
+        """
         tid, offset, chunk_sha = body.get("transfer"), body.get("offset"), body.get("chunk_sha256")
         if not isinstance(data, bytes) or len(data) > MAX_CHUNK:
             raise TransferError(f"a chunk is bytes of at most {MAX_CHUNK}")
@@ -104,18 +131,23 @@ class Transfers:
         part = self._part(principal, tid)
         if not part.exists():
             raise TransferError(f"no upload {tid} (start it with put_begin)")
-        have = part.stat().st_size
-        if offset != have:
-            raise TransferError(f"chunk at offset {offset}, but the upload holds {have} bytes")
-        if have + len(data) > self.max_bytes:
-            raise TransferError(f"upload exceeds this node's limit of {self.max_bytes} bytes")
-        with open(part, "ab") as f:
-            f.write(data)
-        running = self._hashers.get(part)
-        if running is not None and running[0] == have:
-            running[1].update(data)
-            self._hashers[part] = (have + len(data), running[1])
-        return {"offset": have + len(data)}
+        upload = self._upload(part)
+        with upload.lock:
+            if offset < upload.held or offset in upload.early:
+                raise TransferError(f"chunk at offset {offset} was already received")
+            if offset + len(data) > self.max_bytes:
+                raise TransferError(f"upload exceeds this node's limit of {self.max_bytes} bytes")
+            if offset - upload.held > MAX_AHEAD:
+                raise TransferError(f"chunk at offset {offset} is too far ahead of the {upload.held} bytes held")
+            upload.early[offset] = data
+            with open(part, "ab") as f:
+                while upload.held in upload.early:
+                    block = upload.early.pop(upload.held)
+                    f.write(block)
+                    if upload.hasher is not None:
+                        upload.hasher.update(block)
+                    upload.held += len(block)
+            return {"offset": upload.held}
 
     def put_end(self, principal: str, body: dict[str, Any]) -> dict[str, Any]:
         """Check the whole upload's size and SHA-256, then move it into the workspace atomically."""
@@ -128,9 +160,10 @@ class Transfers:
         if not part.exists():
             raise TransferError(f"no upload {tid}")
         have = part.stat().st_size
-        running = self._hashers.pop(part, None)
-        if running is not None and running[0] == have:
-            got = running[1].hexdigest()
+        with self._lock:
+            upload = self._uploads.pop(part, None)
+        if upload is not None and upload.hasher is not None and upload.held == have and not upload.early:
+            got = upload.hasher.hexdigest()
         else:
             fd = os.open(part, os.O_RDONLY | os.O_CLOEXEC)
             try:
