@@ -128,14 +128,32 @@ def read_epub(data: io.BytesIO, job: Job, ex: Extraction) -> None:
         item = book.get_item_with_id(idref)
         if item is not None and item.get_type() == ebooklib.ITEM_DOCUMENT:
             chapters.append(item)
+    titles = _toc_titles(book.toc)
     for n in ex.select(len(chapters), job, "chapter"):
         if ex.full or ex.out_of_time(n, job):
             break
         item = chapters[n - 1]
         soup = _soup(item.get_content())
-        title = getattr(item, "title", "") or (soup.title.string if soup.title is not None else "")
-        label = " ".join(str(title or "").split()) or item.get_name()
+        heading = soup.find(["h1", "h2", "h3"])
+        title = titles.get(item.get_name()) or (heading.get_text(" ") if heading is not None else "")
+        label = " ".join(str(title).split()) or item.get_name()
         ex.add_page(n, _html_into(soup, ex, n), label=label)
+
+
+def _toc_titles(toc: Any, depth: int = 0) -> dict[str, str]:
+    """Chapter file → its title in the book's table of contents (first entry wins)."""
+    out: dict[str, str] = {}
+    for entry in toc if isinstance(toc, list | tuple) else ():
+        if isinstance(entry, tuple) and len(entry) == 2 and depth < 8:
+            section, children = entry
+            for key, value in _toc_titles([section, *children], depth + 1).items():
+                out.setdefault(key, value)
+            continue
+        href = str(getattr(entry, "href", "") or "").split("#", 1)[0]
+        title = str(getattr(entry, "title", "") or "")
+        if href and title:
+            out.setdefault(href, title)
+    return out
 
 
 # -- images --------------------------------------------------------------------------------------

@@ -77,7 +77,7 @@ def sniff(fd: int, name: str) -> tuple[str, str]:
 
 def _zip_kind(fd: int, name: str) -> str:
     try:
-        with zipfile.ZipFile(os.fdopen(os.dup(fd), "rb")) as archive:
+        with os.fdopen(os.dup(fd), "rb") as stream, zipfile.ZipFile(stream) as archive:
             names = set(archive.namelist())
             if "mimetype" in names and archive.getinfo("mimetype").file_size < 100:
                 if archive.read("mimetype").strip() == b"application/epub+zip":
