@@ -61,16 +61,16 @@ async def test_a_corrupt_pdf_is_a_clear_error(workspace: Path, call: Call) -> No
 
 async def test_a_corrupt_image_is_a_clear_error(workspace: Path, call: Call) -> None:
     (workspace / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + os.urandom(300))
-    with pytest.raises(ExecutionFailed, match="'broken.png' is"):
+    with pytest.raises(ExecutionFailed, match=r"'broken.png' is"):
         await call("document_extract", path="broken.png")
-    with pytest.raises(ExecutionFailed, match="'broken.png' is"):
+    with pytest.raises(ExecutionFailed, match=r"'broken.png' is"):
         await call("media_understand", path="broken.png")
 
 
 async def test_an_image_declaring_too_many_pixels_is_refused_undecoded(workspace: Path, call: Call) -> None:
     (workspace / "bomb.png").write_bytes(png_claiming(60_000, 60_000))
     for tool in ("document_extract", "media_understand"):
-        with pytest.raises(ExecutionFailed, match="'bomb.png'.*(pixel|decompression bomb)"):
+        with pytest.raises(ExecutionFailed, match=r"'bomb.png'.*(pixel|decompression bomb)"):
             await call(tool, path="bomb.png")
 
 
@@ -99,10 +99,10 @@ async def test_a_damaged_office_document_is_a_clear_error(workspace: Path, call:
     with zipfile.ZipFile(workspace / "bad.docx", "w") as z:
         z.writestr("[Content_Types].xml", "<Types")
         z.writestr("word/document.xml", "<w:document>")
-    with pytest.raises(ExecutionFailed, match="'bad.docx'"):
+    with pytest.raises(ExecutionFailed, match=r"'bad.docx'"):
         await call("document_extract", path="bad.docx")
     (workspace / "plain.zip").write_bytes(_zip_of({"a.txt": b"hello"}))
-    with pytest.raises(ExecutionFailed, match="ZIP archive but not a DOCX, XLSX, PPTX or EPUB"):
+    with pytest.raises(ExecutionFailed, match=r"ZIP archive but not a DOCX, XLSX, PPTX or EPUB"):
         await call("document_extract", path="plain.zip")
 
 
@@ -116,17 +116,17 @@ def _zip_of(members: dict[str, bytes]) -> bytes:
 
 async def test_binary_that_is_no_document_is_refused_by_name(workspace: Path, call: Call) -> None:
     (workspace / "blob.bin").write_bytes(b"\x00\x01\x02" * 1000)
-    with pytest.raises(ExecutionFailed, match="'blob.bin' is not a document format"):
+    with pytest.raises(ExecutionFailed, match=r"'blob.bin' is not a document format"):
         await call("document_extract", path="blob.bin")
 
 
 async def test_wrong_audio_format_is_a_clear_error(workspace: Path, call: Call) -> None:
     need("ffprobe", "ffmpeg")
     (workspace / "song.mp3").write_bytes(os.urandom(5000))
-    with pytest.raises(ExecutionFailed, match="'song.mp3' is not an audio or video file ffmpeg can read"):
+    with pytest.raises(ExecutionFailed, match=r"'song.mp3' is not an audio or video file ffmpeg can read"):
         await call("audio_transcribe", path="song.mp3")
     make_pdf(workspace / "doc.wav", ["not sound"])
-    with pytest.raises(ExecutionFailed, match="'doc.wav' is not an audio or video file"):
+    with pytest.raises(ExecutionFailed, match=r"'doc.wav' is not an audio or video file"):
         await call("audio_transcribe", path="doc.wav")
 
 
@@ -139,7 +139,7 @@ async def test_a_playlist_cannot_make_ffmpeg_read_outside_the_workspace(
     (workspace / "list.m3u8").write_text(f"#EXTM3U\n#EXTINF:1,\n{outside}\n")
     (workspace / "cat.txt").write_text(f"ffconcat version 1.0\nfile '{outside}'\n")
     for name in ("list.m3u8", "cat.txt"):
-        with pytest.raises(ExecutionFailed, match="not an audio or video file"):
+        with pytest.raises(ExecutionFailed, match=r"not an audio or video file"):
             await call("media_understand", path=name)
 
 
@@ -177,20 +177,20 @@ async def test_a_symlink_inside_the_workspace_is_followed(workspace: Path, call:
 async def test_special_files_and_bad_paths_are_refused(workspace: Path, call: Call) -> None:
     os.mkfifo(workspace / "pipe")
     (workspace / "dir").mkdir()
-    with pytest.raises(ExecutionFailed, match="not a regular file"):
+    with pytest.raises(ExecutionFailed, match=r"not a regular file"):
         await call("document_extract", path="pipe")
-    with pytest.raises(ExecutionFailed, match="is a directory"):
+    with pytest.raises(ExecutionFailed, match=r"is a directory"):
         await call("document_extract", path="dir")
-    with pytest.raises(ExecutionFailed, match="does not exist"):
+    with pytest.raises(ExecutionFailed, match=r"does not exist"):
         await call("document_extract", path="missing.pdf")
-    with pytest.raises(ValidationFailed, match="NUL"):
+    with pytest.raises(ValidationFailed, match=r"NUL"):
         await call("document_extract", path="a\x00b.pdf")
 
 
 async def test_files_over_the_input_limit_are_refused_unread(workspace: Path) -> None:
     (workspace / "big.txt").write_bytes(b"x" * 5000)
     async with make_runtime(workspace, "[media]\nmax_input_bytes = 4096\n") as rt:
-        with pytest.raises(ExecutionFailed, match="more than the 4,096-byte limit"):
+        with pytest.raises(ExecutionFailed, match=r"more than the 4,096-byte limit"):
             await caller(rt)("document_extract", path="big.txt")
 
 

@@ -36,14 +36,14 @@ async def test_page_ranges_read_only_the_pages_asked_for(workspace: Path, call: 
 
 async def test_a_range_past_the_end_names_the_page_count(workspace: Path, call: Call) -> None:
     make_pdf(workspace / "a.pdf", ["one", "two"])
-    with pytest.raises(aleph.ExecutionFailed, match="has 2 pages; none of pages='5-9'"):
+    with pytest.raises(aleph.ExecutionFailed, match=r"has 2 pages; none of pages='5-9'"):
         await call("document_extract", path="a.pdf", pages="5-9")
 
 
 @pytest.mark.parametrize("spec", ["abc", "3-1", "0", "1-2-3", ",".join(["1"] * 300)])
 async def test_a_malformed_page_spec_is_refused_naming_pages(workspace: Path, call: Call, spec: str) -> None:
     make_pdf(workspace / "a.pdf", ["one"])
-    with pytest.raises(ValidationFailed, match="pages"):
+    with pytest.raises(ValidationFailed, match=r"pages"):
         await call("document_extract", path="a.pdf", pages=spec)
 
 
