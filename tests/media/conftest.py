@@ -25,9 +25,9 @@ def caller(
 ) -> Call:
     """``await call(tool, **input)`` through the real chokepoint as ``agent`` in ``session`` → parsed output."""
 
-    async def run(name: str, **payload: Any) -> Any:
+    async def run(tool: str, /, **payload: Any) -> Any:
         service = rt.tool_service(agent=agent, turn=aleph.TurnContext(session_key=session), requester=requester)
-        out = await service.execute(name, payload)
+        out = await service.execute(tool, payload)
         return json.loads(out.text)
 
     return run

@@ -124,7 +124,7 @@ class ArtifactListTool(AlephTool[ArtifactListArgs]):
 
 
 class ArtifactUnpublishArgs(ToolArgs):
-    id: str = Field(max_length=200)
+    id: str = Field(max_length=100, pattern=r"^(sha256:|aleph-artifact://sha256/)?[0-9a-fA-F]{64}$")
     """The artifact's id (its sha256, also accepted as ``sha256:<hex>`` or its ``aleph-artifact://`` uri)."""
 
 
