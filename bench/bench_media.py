@@ -27,6 +27,7 @@ import aleph
 
 PAGES = 100
 REPEAT = 5
+PDF_ROUNDS = 15
 SPEECH = (
     "the birch canoe slid on the smooth planks. glue the sheet to the dark blue background. "
     "it is easy to tell the depth of a well. these days a chicken leg is a rare dish. "
@@ -149,9 +150,15 @@ async def run(ws: Path) -> None:
         make_pdf(ws / "book.pdf")
         direct_pdf(ws / "book.pdf")
         await tool("document_extract", path="book.pdf")  # warm both (imports, first PDFium load)
-        bare = best(lambda: direct_pdf(ws / "book.pdf"))
-        via = await best_async(lambda: tool("document_extract", path="book.pdf"))
-        print(f"document_extract, {PAGES}-page PDF (best of {REPEAT}):")
+        bare, via = float("inf"), float("inf")
+        for _ in range(PDF_ROUNDS):  # interleaved, best of each: a busy shared host skews whole runs
+            start = time.perf_counter()
+            direct_pdf(ws / "book.pdf")
+            bare = min(bare, time.perf_counter() - start)
+            start = time.perf_counter()
+            await tool("document_extract", path="book.pdf")
+            via = min(via, time.perf_counter() - start)
+        print(f"document_extract, {PAGES}-page PDF (best of {PDF_ROUNDS}, interleaved):")
         print(f"  pypdfium2 directly     {bare * 1000:8.1f} ms  {PAGES / bare:8.0f} pages/s")
         print(f"  document_extract       {via * 1000:8.1f} ms  {PAGES / via:8.0f} pages/s")
         print(f"  ratio                  {via / bare:8.2f}x   (target <= 1.2x)")
@@ -167,7 +174,9 @@ async def run(ws: Path) -> None:
         print(f"  document_extract       {via_ocr * 1000:8.1f} ms  (render + OCR)  ratio {via_ocr / bare_ocr:.2f}x")
 
         # -- speech ----------------------------------------------------------------------------
-        subprocess.run(["espeak-ng", "-v", "en-us", "-s", "140", "-w", str(ws / "speech.wav"), SPEECH], check=True)
+        subprocess.run(
+            ["espeak-ng", "-v", "en-us", "-s", "120", "-g", "8", "-w", str(ws / "speech.wav"), SPEECH], check=True
+        )
         hyp_direct, direct_s = direct_transcribe(ws / "speech.wav")
         import json
 
