@@ -187,6 +187,17 @@ async def test_special_files_and_bad_paths_are_refused(workspace: Path, call: Ca
         await call("document_extract", path="a\x00b.pdf")
 
 
+async def test_markup_past_the_markup_limit_is_refused_before_parsing(workspace: Path) -> None:
+    (workspace / "page.html").write_text("<p>" + "x" * 5000 + "</p>")
+    make_docx(workspace / "r.docx")
+    async with make_runtime(workspace, "[media]\nmax_markup_bytes = 4096\n") as rt:
+        call = caller(rt)
+        with pytest.raises(ExecutionFailed, match=r"'page.html' is 5,007 bytes, more than .*max_markup_bytes"):
+            await call("document_extract", path="page.html")
+        with pytest.raises(ExecutionFailed, match=r"'r.docx' holds [\d,]+ bytes of XML, more than .*max_markup_bytes"):
+            await call("document_extract", path="r.docx")
+
+
 async def test_files_over_the_input_limit_are_refused_unread(workspace: Path) -> None:
     (workspace / "big.txt").write_bytes(b"x" * 5000)
     async with make_runtime(workspace, "[media]\nmax_input_bytes = 4096\n") as rt:

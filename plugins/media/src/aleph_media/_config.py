@@ -18,6 +18,9 @@ class MediaConfig(BaseModel):
     """Largest file any media tool opens."""
     max_uncompressed_bytes: int = Field(default=256 * MiB, ge=1024, le=8192 * MiB)
     """Largest total uncompressed size of a ZIP container (DOCX, XLSX, PPTX, EPUB), checked before parsing."""
+    max_markup_bytes: int = Field(default=64 * MiB, ge=1024, le=4096 * MiB)
+    """Largest markup a parser builds a tree of: an HTML, Markdown or text file, or the XML/XHTML parts of one
+    DOCX, XLSX, PPTX or EPUB together (parsers need several times this in memory)."""
     max_zip_members: int = Field(default=10_000, ge=10, le=1_000_000)
     """Most members a ZIP container may hold."""
     max_compression_ratio: int = Field(default=200, ge=10, le=100_000)

@@ -37,10 +37,10 @@ class DocumentExtractArgs(ToolArgs):
     PDF page; "never" returns only the text layer."""
 
 
-def read_bounded(fd: int, size: int, limit: int, name: str) -> bytes:
-    """The whole file, refusing it unread when it is larger than ``limit`` bytes."""
+def read_bounded(fd: int, size: int, limit: int, name: str, key: str = "max_input_bytes") -> bytes:
+    """The whole file, refusing it unread when it is larger than ``limit`` bytes (``[media] key``)."""
     if size > limit:
-        raise MediaError(f"{name!r} is {size:,} bytes, more than the {limit:,}-byte limit ([media] max_input_bytes)")
+        raise MediaError(f"{name!r} is {size:,} bytes, more than the {limit:,}-byte limit ([media] {key})")
     chunks = []
     left = limit + 1
     offset = 0
@@ -112,7 +112,10 @@ class DocumentExtractTool(AlephTool[DocumentExtractArgs]):
             # PDFium reads the already-open (confined) file through its /proc magic link: the same inode.
             read_pdf(f"/proc/self/fd/{f.fd}", job, ex)
             return
-        data = read_bounded(f.fd, f.size, self.config.max_input_bytes, f.rel)
+        if fmt in _ZIPPED or fmt == "image":
+            data = read_bounded(f.fd, f.size, self.config.max_input_bytes, f.rel)
+        else:  # parsed into a tree: the markup limit applies to the whole file
+            data = read_bounded(f.fd, f.size, self.config.max_markup_bytes, f.rel, "max_markup_bytes")
         if fmt in _ZIPPED:
             stream = io.BytesIO(data)
             check_zip(stream, f.rel, self.config)

@@ -33,6 +33,7 @@ _IMAGE_MAGIC = (
     (b"MM\x00*", "image/tiff"),
     (b"BM", "image/bmp"),
 )
+_MARKUP_PARTS = (".xml", ".rels", ".xhtml", ".html", ".htm", ".opf", ".ncx", ".vml")
 _MARKDOWN_EXT = (".md", ".markdown", ".mdown", ".mkd")
 _HTML_EXT = (".html", ".htm", ".xhtml")
 
@@ -105,15 +106,22 @@ def check_zip(stream: IO[bytes], name: str, config: MediaConfig) -> None:
         stream.seek(0)
     if len(members) > config.max_zip_members:
         raise MediaError(f"{name!r} holds {len(members)} ZIP members (limit {config.max_zip_members}); refused unread")
-    total = 0
+    total = markup = 0
     for member in members:
         total += member.file_size
+        if member.filename.lower().endswith(_MARKUP_PARTS):
+            markup += member.file_size
         ratio = member.file_size / max(member.compress_size, 1)
         if member.file_size > 1 << 20 and ratio > config.max_compression_ratio:
             raise MediaError(
                 f"{name!r} looks like a zip bomb: member {member.filename[:80]!r} expands {ratio:,.0f}x "
                 f"to {member.file_size:,} bytes (limit {config.max_compression_ratio}x); refused unread"
             )
+    if markup > config.max_markup_bytes:
+        raise MediaError(
+            f"{name!r} holds {markup:,} bytes of XML, more than the {config.max_markup_bytes:,}-byte limit "
+            "([media] max_markup_bytes); refused unread"
+        )
     if total > config.max_uncompressed_bytes:
         raise MediaError(
             f"{name!r} would expand to {total:,} bytes (limit {config.max_uncompressed_bytes:,}, "
