@@ -125,6 +125,22 @@ async def test_a_describer_gets_keyframes_and_the_sound_of_a_video(workspace: Pa
     assert item.audio is not None and len(item.audio) == pytest.approx(3 * 16_000 * 2, rel=0.05)
 
 
+async def test_a_failing_describer_leaves_the_facts_and_names_the_failure(workspace: Path) -> None:
+    class Broken:
+        @aleph.hookimpl
+        def aleph_media_describers(self, register: Any) -> None:
+            async def describe(item: MediaItem) -> str:
+                raise ConnectionError("model server down")
+
+            register("flaky", describe)
+
+    text_image("x").save(workspace / "a.png")
+    async with make_runtime(workspace, plugins=(Broken(),)) as rt:
+        out = await caller(rt)("media_understand", path="a.png", ocr=False)
+    assert out["width"] == 900 and out["description"] is None
+    assert out["missing"] == ["description: the describer 'flaky' failed: ConnectionError: model server down"]
+
+
 async def test_describe_false_skips_the_model(workspace: Path) -> None:
     text_image("x").save(workspace / "a.png")
     model = Describer()

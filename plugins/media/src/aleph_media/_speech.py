@@ -142,7 +142,12 @@ class AudioTranscribeTool(AlephTool[AudioTranscribeArgs]):
             if engine == Pocketsphinx.name:
                 segments, cut = await in_thread(self.builtin.transcribe, pcm, deadline)
             else:
-                raw = await self.engines[engine](SpeechAudio(pcm, args.language))
+                try:
+                    raw = await self.engines[engine](SpeechAudio(pcm, args.language))
+                except Exception as exc:  # the plugged-in engine's own failure, named
+                    raise MediaError(
+                        f"speech engine {engine!r} failed: {type(exc).__name__}: {str(exc)[:300]}"
+                    ) from None
                 segments = _checked(raw, engine, seconds)
         out: dict[str, Any] = {"path": span["path"], "engine": engine, "language": args.language}
         out.update(start=args.start, duration=round(seconds, 3))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -72,12 +72,18 @@ class MediaUnderstandTool(AlephTool[MediaUnderstandArgs]):
         if isinstance(chosen, str):
             facts["missing"].append(f"description: {chosen}")
             facts["description"] = None
-        else:
+        elif item is not None:
             name, describe = chosen
-            with guard(self.NAME):
+            try:
                 text = await describe(item)
-            facts["description"] = str(text)
-            facts["described_by"] = name
+            except Exception as exc:  # the host's model failed: the measured facts still stand
+                facts["missing"].append(
+                    f"description: the describer {name!r} failed: {type(exc).__name__}: {exc}"[:600]
+                )
+                facts["description"] = None
+            else:
+                facts["description"] = str(text)
+                facts["described_by"] = name
         if not facts["missing"]:
             del facts["missing"]
         return facts
@@ -133,7 +139,7 @@ class MediaUnderstandTool(AlephTool[MediaUnderstandArgs]):
         if not video and not audio:
             kinds = ", ".join(str(s["type"]) for s in summary["streams"])
             raise MediaError(f"{f.rel!r} holds neither audio nor video (streams: {kinds})")
-        kind = "video" if video else "audio"
+        kind: Literal["audio", "video"] = "video" if video else "audio"
         media_type = _media_type(summary.get("container", ""), kind)
         out: dict[str, Any] = {"path": f.rel, "kind": kind, "media_type": media_type, "size": f.size, **summary}
         missing: list[str] = []
