@@ -23,15 +23,23 @@ class PageSpec:
 
     ranges: tuple[tuple[int, int | None], ...]
 
-    def numbers(self, count: int) -> list[int]:
-        """The asked-for page numbers that exist, in order, each once."""
+    def numbers(self, count: int, most: int) -> list[int]:
+        """The asked-for page numbers that exist, in order, each once; at most ``most`` of them.
+
+        The work is bounded by ``most`` and the number of ranges, never by the page count a file claims.
+        """
         seen: set[int] = set()
-        out = []
+        out: list[int] = []
         for start, end in self.ranges:
-            for n in range(start, min(end if end is not None else count, count) + 1):
+            last = min(end if end is not None else count, count)
+            n = start
+            while n <= last and len(out) < most:
                 if n not in seen:
                     seen.add(n)
                     out.append(n)
+                n += 1
+                if n <= last and n in seen:  # skip a run already taken by an earlier range
+                    n = _next_free(seen, n, last)
         return out
 
 
@@ -130,15 +138,18 @@ class Extraction:
     def select(self, count: int, job: Job, unit: str = "page") -> list[int]:
         """The page numbers to read out of ``count``: the asked-for ones, capped at ``max_pages`` (noted)."""
         self.page_count = count
-        wanted = job.pages.numbers(count) if job.pages is not None else list(range(1, count + 1))
+        cap = job.config.max_pages
+        if job.pages is not None:
+            wanted = job.pages.numbers(count, cap + 1)
+        else:
+            wanted = list(range(1, min(count, cap + 1) + 1))
         if job.pages is not None and not wanted:
             raise MediaError(f"{job.name!r} has {count} {unit}s; none of pages={_spec(job.pages)!r} exists")
-        cap = job.config.max_pages
         if len(wanted) > cap:
             rest = wanted[cap]
             self.truncated = True
             self.notes.append(
-                f"{len(wanted)} {unit}s asked for, {cap} read ([media] max_pages); continue with pages='{rest}-'"
+                f"more than {cap} {unit}s asked for, {cap} read ([media] max_pages); continue with pages='{rest}-'"
             )
             wanted = wanted[:cap]
         return wanted
@@ -170,6 +181,13 @@ class Extraction:
         if self.notes:
             out["notes"] = self.notes
         return out
+
+
+def _next_free(seen: set[int], n: int, last: int) -> int:
+    # Overlapping ranges: jump over pages already taken; the set holds at most ``most`` numbers.
+    while n <= last and n in seen:
+        n += 1
+    return n
 
 
 def _spec(spec: PageSpec) -> str:
