@@ -130,3 +130,22 @@ async def test_artifacts_survive_a_restart(workspace: Path) -> None:
         art = (await caller(rt)("artifact_publish", path="a.txt"))["artifact"]
     async with make_runtime(workspace) as rt:
         assert (await caller(rt)("artifact_list"))["artifacts"] == [art]
+
+
+async def test_artifact_read_describes_an_owned_artifact_and_inlines_small_ones(
+    workspace: Path, rt: aleph.Aleph
+) -> None:
+    import base64
+
+    (workspace / "small.txt").write_bytes(b"tiny")
+    (workspace / "large.bin").write_bytes(b"\1" * (64 * 1024))
+    alice, bob = caller(rt, "alice"), caller(rt, "bob")
+    small = (await alice("artifact_publish", path="small.txt"))["artifact"]
+    large = (await alice("artifact_publish", path="large.bin"))["artifact"]
+    out = await alice("artifact_read", id=small["uri"], content=True)
+    assert out["artifact"] == small and base64.b64decode(out["content_base64"]) == b"tiny"
+    assert "content_base64" not in await alice("artifact_read", id=small["id"])
+    big = await alice("artifact_read", id=large["id"], content=True)
+    assert "content_base64" not in big and large["uri"] in big["note"]
+    with pytest.raises(ExecutionFailed, match=f"artifact {small['id']} not found"):
+        await bob("artifact_read", id=small["id"])

@@ -12,6 +12,8 @@ from aleph.testing import ToolContractTests, isolated_runtime
 
 from .makers import make_pdf, need, text_image
 
+HELLO_SHA256 = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+
 
 def tone(path: Path, seconds: float = 1.0, rate: int = 16_000) -> None:
     """A 440 Hz tone as 16-bit mono WAV (stdlib only)."""
@@ -37,6 +39,7 @@ class TestMediaContract(ToolContractTests):
         make_pdf(workspace / "report.pdf", ["Page one", "Page two"])
         text_image("CONTRACT").save(workspace / "scan.png")
         tone(workspace / "tone.wav")
+        (workspace / "note.txt").write_bytes(b"hello")
         return isolated_runtime(workspace, self.plugin, config_toml=self.config_toml)
 
     def examples(self) -> list[tuple[str, dict[str, object]]]:
@@ -45,5 +48,7 @@ class TestMediaContract(ToolContractTests):
             ("media_understand", {"path": "scan.png", "ocr": False}),
             ("audio_transcribe", {"path": "tone.wav"}),
             ("artifact_publish", {"path": "report.pdf"}),
+            ("artifact_publish", {"path": "note.txt"}),
+            ("artifact_read", {"id": HELLO_SHA256, "content": True}),
             ("artifact_list", {"all_sessions": True}),
         ]

@@ -25,7 +25,7 @@ from typing import Any
 
 from aleph_media._base import MediaError
 
-__all__ = ["Artifact", "ArtifactStore"]
+__all__ = ["Artifact", "ArtifactStore", "blob_path", "check_id"]
 
 SCHEMA_VERSION = 1
 _HEX = re.compile(r"^[0-9a-f]{64}$")
@@ -91,6 +91,11 @@ def check_id(value: str) -> str:
     return text
 
 
+def blob_path(root: Path, sha256: str) -> Path:
+    """Where the bytes with this digest live under the family's folder ``root``."""
+    return root / "blobs" / "sha256" / sha256[:2] / sha256
+
+
 class ArtifactStore:
     """Content-addressed artifacts under ``root`` (the family's folder in the data directory)."""
 
@@ -152,7 +157,7 @@ class ArtifactStore:
         return self._blob(sha256) if self.get(owner, sha256) is not None else None
 
     def _blob(self, sha256: str) -> Path:
-        return self.blobs / sha256[:2] / sha256
+        return blob_path(self.root, sha256)
 
     # -- publish / unpublish ---------------------------------------------------------------------
 

@@ -59,5 +59,7 @@ class MediaConfig(BaseModel):
     default: the first registered."""
     max_artifact_bytes: int = Field(default=512 * MiB, ge=1024, le=65_536 * MiB)
     """Largest file ``artifact_publish`` accepts."""
+    max_resource_bytes: int = Field(default=64 * MiB, ge=1024, le=4096 * MiB)
+    """Largest artifact ``aleph serve`` hands an MCP client as a resource (it travels base64-encoded)."""
     max_artifacts_listed: int = Field(default=500, ge=1, le=100_000)
     """Most artifacts one ``artifact_list`` returns."""

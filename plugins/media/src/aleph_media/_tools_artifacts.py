@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import mimetypes
 import os
 from typing import Any
@@ -16,9 +17,12 @@ from aleph_media._config import MediaConfig
 from aleph_media._confine import Workspace
 from aleph_media._sniff import image_type
 
-__all__ = ["ArtifactListTool", "ArtifactPublishTool", "ArtifactUnpublishTool", "caller"]
+__all__ = ["ArtifactListTool", "ArtifactPublishTool", "ArtifactReadTool", "ArtifactUnpublishTool", "caller"]
 
 DEFAULT_AGENT = "main"
+INLINE_BYTES = 48 * 1024
+"""Largest artifact ``artifact_read`` returns inline (base64 stays under the default output budget)."""
+_ID_PATTERN = r"^(sha256:|aleph-artifact://sha256/)?[0-9a-fA-F]{64}$"
 
 
 def caller() -> tuple[str, str]:
@@ -124,7 +128,7 @@ class ArtifactListTool(AlephTool[ArtifactListArgs]):
 
 
 class ArtifactUnpublishArgs(ToolArgs):
-    id: str = Field(max_length=100, pattern=r"^(sha256:|aleph-artifact://sha256/)?[0-9a-fA-F]{64}$")
+    id: str = Field(max_length=100, pattern=_ID_PATTERN)
     """The artifact's id (its sha256, also accepted as ``sha256:<hex>`` or its ``aleph-artifact://`` uri)."""
 
 
@@ -152,3 +156,44 @@ class ArtifactUnpublishTool(AlephTool[ArtifactUnpublishArgs]):
             raise ExecutionFailed(self.NAME, f"artifact {sha256} not found")
         _annotate(sha256)
         return {"unpublished": gone.to_json()}
+
+
+class ArtifactReadArgs(ToolArgs):
+    id: str = Field(max_length=100, pattern=_ID_PATTERN)
+    """The artifact's id (its sha256, also accepted as ``sha256:<hex>`` or its ``aleph-artifact://`` uri)."""
+    content: bool = False
+    """Also return the bytes, base64-encoded (artifacts up to 48 KiB; larger ones are read as MCP resources)."""
+
+
+class ArtifactReadTool(AlephTool[ArtifactReadArgs]):
+    NAME = "artifact_read"
+    DESCRIPTION = (
+        "Look up one of your artifacts by id: name, size, media type, who published it and when; with "
+        "content=true also its bytes (base64, up to 48 KiB). aleph serve reads artifacts for MCP clients "
+        "through this tool. Read-only."
+    )
+    Args = ArtifactReadArgs
+    FACTS = ToolFacts(idempotent=True, concurrent_safe=True, inline=True, tags=("media", "artifacts", "read"))
+
+    def __init__(self, store: ArtifactStore) -> None:
+        self.store = store
+
+    async def call(self, args: ArtifactReadArgs) -> dict[str, Any]:
+        sha256 = check_id(args.id)
+        owner, _ = caller()
+        found = self.store.get(owner, sha256)
+        if found is None:
+            raise ExecutionFailed(self.NAME, f"artifact {sha256} not found")
+        out: dict[str, Any] = {"artifact": found.to_json()}
+        if args.content:
+            if found.size > INLINE_BYTES:
+                out["note"] = (
+                    f"{found.size:,} bytes is more than the {INLINE_BYTES:,} returned inline; MCP clients of "
+                    f"aleph serve read it as the resource {found.uri}"
+                )
+            else:
+                path = self.store.blob_path(owner, sha256)
+                if path is None:
+                    raise ExecutionFailed(self.NAME, f"artifact {sha256} not found")
+                out["content_base64"] = base64.b64encode(await in_thread(path.read_bytes)).decode("ascii")
+        return out

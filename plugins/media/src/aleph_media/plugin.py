@@ -11,11 +11,12 @@ from aleph_media._config import MediaConfig
 from aleph_media._confine import Workspace
 from aleph_media._documents import DocumentExtractTool
 from aleph_media._ocr import Ocr
+from aleph_media._resources import SCHEME, ArtifactResources
 from aleph_media._speech import AudioTranscribeTool, Pocketsphinx, SpeechEngine
-from aleph_media._tools_artifacts import ArtifactListTool, ArtifactPublishTool, ArtifactUnpublishTool
+from aleph_media._tools_artifacts import ArtifactListTool, ArtifactPublishTool, ArtifactReadTool, ArtifactUnpublishTool
 from aleph_media._understand import Describer, MediaUnderstandTool
 
-__all__ = ["ALEPH_HOOKSPECS", "aleph_register_tools"]
+__all__ = ["ALEPH_HOOKSPECS", "aleph_mcp_resources", "aleph_register_tools"]
 
 ALEPH_PLUGIN_NAME = "media"
 ALEPH_HOOKSPECS = (hookspec,)
@@ -57,5 +58,14 @@ def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginCon
         AudioTranscribeTool(ws, config, Pocketsphinx(), engines),
         ArtifactPublishTool(ws, config, store),
         ArtifactListTool(config, store),
+        ArtifactReadTool(store),
         ArtifactUnpublishTool(store),
     )
+
+
+@aleph.hookimpl
+def aleph_mcp_resources(register: Any, config: aleph.AlephConfig) -> None:
+    """Offer the served principal's artifacts to MCP clients of ``aleph serve`` as ``aleph-artifact://`` resources."""
+    section = config.section("media", MediaConfig)
+    source = ArtifactResources(config.data_dir / "media", section.max_resource_bytes)
+    register(SCHEME, source.list, source.read)
