@@ -38,7 +38,7 @@ def probe(fd: int, name: str, timeout: float) -> dict[str, Any]:
         timeout=timeout,
         pass_fds=(fd,),
         max_output=4 << 20,
-        what=f"{name!r} is not an audio or video file ffmpeg can read",
+        what=f"{name!r} is not an audio or video file ffmpeg can read (documents: use document_extract)",
     )
     try:
         data: dict[str, Any] = json.loads(out)
