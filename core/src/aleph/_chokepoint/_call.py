@@ -20,7 +20,7 @@ from aleph._errors import ExecutionFailed
 from aleph._turn import TurnContext
 
 if TYPE_CHECKING:
-    from aleph._chokepoint._scoped import Explanation
+    from aleph._chokepoint._shared import Explanation
 
 __all__ = ["MAX_REFS", "MAX_SUBCALL_DEPTH", "CallContext", "current_call"]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from aleph._chokepoint._gate import ApprovalGate
 from aleph._chokepoint._permissions import PermissionLayer, PermissionPolicy
-from aleph._chokepoint._scoped import Chokepoint, CommandChecker, CommandSplitter
+from aleph._chokepoint._shared import Chokepoint, CommandChecker, CommandSplitter
 from aleph._chokepoint._tiers import ExecTier, resolve_exec_tier
 from aleph._config import AlephConfig, ToolPermissionsConfig
 from aleph._contract._registry import ToolRegistry, fold_tool_name

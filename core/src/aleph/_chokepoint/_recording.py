@@ -17,7 +17,7 @@ from aleph._contract._types import is_flat_json
 from aleph._ledger import LedgerRecord
 
 if TYPE_CHECKING:
-    from aleph._chokepoint._scoped import Chokepoint
+    from aleph._chokepoint._shared import Chokepoint
     from aleph._chokepoint._verdict import Verdict
     from aleph._contract._registry import RegisteredTool
     from aleph._ledger import LedgerAction, LedgerOutcome
