@@ -35,6 +35,7 @@ from aleph._chokepoint._recording import Recording
 from aleph._chokepoint._shared import Chokepoint, CommandChecker, CommandSplitter, DefinitionRewriter, Explanation
 from aleph._chokepoint._tiers import ExecTier
 from aleph._chokepoint._verdict import Verdict
+from aleph._chokepoint._who import Identity, principal_for
 from aleph._contract._names import repair_tool_name, suggest_candidates
 from aleph._contract._registry import RegisteredTool, fold_tool_name
 from aleph._contract._service import BaseToolService, panic_error
@@ -52,6 +53,7 @@ from aleph._errors import (
     ToolTimeout,
     TransportError,
 )
+from aleph._principal import Principal
 from aleph._progress import call_handler, get_tool_progress_handler
 from aleph._turn import _TURN, TurnContext
 from aleph._watchdog import run_with_budget
@@ -76,8 +78,8 @@ class _Unset:
 _UNSET = _Unset()
 
 
-class ScopedToolService(Judging, Recording, BaseToolService):
-    """The per-request tool service: one agent, one channel, one turn, one tier."""
+class ScopedToolService(Identity, Judging, Recording, BaseToolService):
+    """The per-request tool service: one principal (agent, channel, session, role, chain), one turn, one tier."""
 
     def __init__(
         self,
@@ -93,8 +95,11 @@ class ScopedToolService(Judging, Recording, BaseToolService):
         rewriters: Sequence[DefinitionRewriter] = (),
         deferred: Any = None,
         extra_tools: Mapping[str, RegisteredTool] | None = None,
+        principal: Principal | None = None,
     ) -> None:
         self._cp = chokepoint
+        self.principal = principal if principal is not None else principal_for(agent, channel, turn)
+        """Who is calling: fixed for the service's life (a new turn may name its session, nothing else)."""
         self.policy = policy if policy is not None else PermissionPolicy([])
         self.tier = tier
         self.agent = agent
@@ -113,15 +118,23 @@ class ScopedToolService(Judging, Recording, BaseToolService):
         turn: TurnContext | _Unset | None = _UNSET,
         requester: ApprovalRequester | _Unset | None = _UNSET,
     ) -> ScopedToolService:
-        """The same service (policy, tier, agent, channel, allow-set, discovery) for another turn or requester.
+        """The same service (principal, policy, tier, allow-set, discovery) for another turn or requester.
 
         Framework integrations build one per tool call: the turn carries the framework's session key and
-        call id, the requester the framework's own approval answer. Cheap: nothing is recomputed.
+        call id, the requester the framework's own approval answer. Cheap: nothing is recomputed. The
+        principal stays; a turn naming another session moves it to that session only if the session is
+        unused or the principal's own (:class:`~aleph.PermissionDenied` otherwise).
         """
         clone = object.__new__(type(self))  # copy.copy's reduce protocol costs ~5x this on every framework call
         clone.__dict__.update(self.__dict__)
         if not isinstance(turn, _Unset):
             clone.turn = turn
+            session = turn.session_key if turn is not None else ""
+            if session and session != self.principal.session:
+                if not self.claim_session(session):
+                    raise PermissionDenied("session", f"session {session!r} belongs to another agent")
+                clone.principal = dataclasses.replace(self.principal, session=session)
+                clone._scope = None
         if not isinstance(requester, _Unset):
             clone.requester = requester
         return clone
@@ -141,7 +154,7 @@ class ScopedToolService(Judging, Recording, BaseToolService):
 
     def _visible(self, entry: RegisteredTool) -> bool:
         """Listed exactly when some call of the tool could be allowed (or asked about)."""
-        if not self._is_allowed(entry.name):
+        if not self._is_allowed(entry.name) or (entry.facts.requires_role and self._role_refusal(entry)):
             return False
         verdict, _ = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
         if verdict.action != "deny":
@@ -180,6 +193,7 @@ class ScopedToolService(Judging, Recording, BaseToolService):
             int(self.tier),
             plan,
             self.allowed,
+            self.principal.role,
             self._cp.registry.generation,
             deferred_gen,
             self.deferred,
@@ -259,6 +273,11 @@ class ScopedToolService(Judging, Recording, BaseToolService):
                 entry = self._entry(repaired[0])
             if entry is None or not self._is_allowed(entry.name):
                 raise ToolNotFound(name, suggestions=suggest_candidates(name, offered))
+        if entry.facts.requires_role is not None:
+            refusal = self._role_refusal(entry)
+            if refusal is not None:
+                await self._record_role_refusal(entry, input, refusal)
+                raise PermissionDenied(entry.name, refusal)
         known = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
         static, needs = known
         if static.action == "deny" and self._denied_whatever_the_input(entry, static):
@@ -283,7 +302,7 @@ class ScopedToolService(Judging, Recording, BaseToolService):
     def decision_for(self, name: str, input: Mapping[str, Any]) -> str:
         """The decision (``allow``/``ask``/``deny``) for a call of ``name`` with ``input``; nothing is asked or run."""
         entry = self._entry(name) if isinstance(name, str) else None
-        if entry is None or not self._is_allowed(entry.name):
+        if entry is None or not self._is_allowed(entry.name) or self._role_refusal(entry):
             return "deny"
         return self.decide(entry, input)
 
@@ -298,28 +317,16 @@ class ScopedToolService(Judging, Recording, BaseToolService):
         now needs a human refuse instead of run.
         """
         entry = self._entry(name) if isinstance(name, str) else None
-        if entry is None or not self._is_allowed(entry.name):
+        if entry is None or not self._is_allowed(entry.name) or self._role_refusal(entry):
             return "deny"
         return self._by_name(entry, self._cp.static_verdict(self.policy, self.tier, entry, self.turn))
 
     # -- approval ---------------------------------------------------------------------------------
 
-    def _grant_scope(self) -> str:
-        """Whom a session grant or a remembered denial belongs to: this agent, on this channel, in this session.
-
-        Without a session key it is this service alone, so the breaker and "refused again" still hold.
-        """
-        session = self.turn.session_key if self.turn is not None else ""
-        if not session:
-            if self._scope is None:
-                self._scope = f"service:{uuid.uuid4().hex}"
-            return self._scope
-        return f"{self.agent or ''}\x1f{self.channel or ''}\x1f{session}"
-
     async def _approve(self, entry: RegisteredTool, input: Mapping[str, Any], verdict: Verdict) -> None:
         name = entry.name
-        operator = self.turn.caller_is_operator() if self.turn is not None else True
-        fp = grant_fingerprint(name, input)
+        operator = self.principal.is_operator()
+        fp = self._bound_fingerprint(grant_fingerprint(name, input))
         request = ApprovalRequest(
             tool_name=name,
             summary=summarize_call(name, input),
@@ -375,7 +382,14 @@ class ScopedToolService(Judging, Recording, BaseToolService):
             call_handler(handler, handler.on_tool_start, name, summarize_call(name, prepared.arguments))
         token = _TURN.set(self.turn) if self.turn is not None else None
         call = CallContext(
-            self, name, agent=self.agent, channel=self.channel, turn=self.turn, parent=_CALL.get(), decision=action
+            self,
+            name,
+            agent=self.agent,
+            channel=self.channel,
+            turn=self.turn,
+            parent=_CALL.get(),
+            decision=action,
+            principal=self.principal,
         )
         call_token = _CALL.set(call)
         try:

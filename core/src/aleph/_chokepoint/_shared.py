@@ -6,7 +6,7 @@ here and shared by every :class:`~aleph.ScopedToolService` built over it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from aleph._chokepoint._approval import ApprovalRequester
 from aleph._chokepoint._gate import ApprovalGate
 from aleph._chokepoint._judge import NEEDS_ARGUMENTS, NEEDS_COMMAND, NEEDS_NOTHING
+from aleph._chokepoint._owners import SessionOwners
 from aleph._chokepoint._permissions import PermissionPolicy
 from aleph._chokepoint._tiers import ARGUMENT_FLOOR_TOOLS, ExecTier
 from aleph._chokepoint._verdict import PolicyVote, Verdict, decide_call
@@ -92,6 +93,10 @@ class Chokepoint:
     default_requester: ApprovalRequester | None = None
     max_input_bytes: int = 1_000_000
     max_output_chars: int = 100_000
+    owners: SessionOwners = field(default_factory=lambda: SessionOwners(None))
+    """Which agent owns each session key."""
+    delegator: Callable[..., Awaitable[Any]] | None = None
+    """The delegation door (set by the runtime): ``(service, agent, *, purpose, budget, turn) -> service``."""
     _static: dict[tuple[int, int, int], dict[str, tuple[Verdict, int]]] = field(default_factory=dict)
     # (static key, tool, command-policy verdict) -> the call's verdict, for NEEDS_COMMAND tools.
     _by_command: dict[tuple[Any, ...], Verdict] = field(default_factory=dict)
