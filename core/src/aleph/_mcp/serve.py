@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import logging
 import os
 import secrets
@@ -36,7 +37,13 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from aleph._chokepoint._approval import ApprovalOutcome, ApprovalRequest, ApprovalResponse, DeferredApprovals
+from aleph._chokepoint._approval import (
+    ApprovalDecision,
+    ApprovalOutcome,
+    ApprovalRequest,
+    ApprovalResponse,
+    DeferredApprovals,
+)
 from aleph._contract._service import panic_error
 from aleph._contract._types import ToolDefinition
 from aleph._errors import ApprovalRequired, ToolError
@@ -284,6 +291,9 @@ class AlephMcpServer:
                 return _text_result(_no_elicitation(request), error=True)
             if modern:
                 # 2026-07-28: never wait inside a round; the client asks its user and retries with the answer.
+                if session is None:  # no session on this wire: "for this session" would be a promise not kept
+                    kept = tuple(d for d in request.allowed_decisions if d is not ApprovalDecision.ALLOW_SESSION)
+                    request = dataclasses.replace(request, allowed_decisions=kept)
                 elicit, offered = elicit_request(request)
                 state = AskState(
                     request.fingerprint, session or "", new_nonce(), tuple(offered), who, _client_binding(ctx)
