@@ -68,6 +68,12 @@ class Identity:
             "Do not retry; ask the operator to run it."
         )
 
+    def _who_asks(self, summary: str) -> str:
+        """An approval summary that names the chain when the caller acts for others (the human sees for whom)."""
+        if not self.principal.chain:
+            return summary
+        return f"{self.principal.agent} on behalf of {', '.join(self.principal.agents[1:])}: {summary}"
+
     def _grant_scope(self) -> str:
         """Whom a session grant or a remembered denial belongs to: this principal (chain included) in its session.
 
