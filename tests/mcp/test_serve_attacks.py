@@ -187,13 +187,15 @@ HEADERS = {
 
 
 class TestHostileFramesOverHttp:
-    async def test_an_oversized_body_is_refused_and_the_server_keeps_serving(self, workspace: Path) -> None:
+    @pytest.mark.parametrize("era", ["2026-07-28", "legacy"])
+    async def test_an_oversized_body_is_refused_and_the_server_keeps_serving(self, workspace: Path, era: str) -> None:
+        headers = HEADERS if era != "legacy" else {k: v for k, v in HEADERS.items() if k != "MCP-Protocol-Version"}
         async with serving(workspace, "") as url:
             async with httpx2.AsyncClient(timeout=60) as http:
                 big = b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"pad":"' + b"x" * (MIN_FRAME_BYTES * 2)
-                response = await http.post(url, content=big + b'"}}', headers=HEADERS)
+                response = await http.post(url, content=big + b'"}}', headers=headers)
                 assert response.status_code == 413
-            async with client(url, "auto") as c:
+            async with client(url, "auto" if era != "legacy" else "legacy") as c:
                 assert not (await c.call_tool("text_stats", {"text": "still here"})).is_error
 
     @pytest.mark.parametrize(
