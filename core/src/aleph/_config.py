@@ -112,6 +112,11 @@ class AgentConfig(_Section):
     """If set, the only tools this agent may see or call (an empty list allows nothing)."""
     exec_tier: Literal["plan", "ask", "auto", "full"] | None = None
     """This agent's default execution tier."""
+    bounded_by: list[str] = []
+    """Agents this agent never holds more than: each call is judged by their layers too (most restrictive wins).
+
+    ``agent_create`` sets it to the creating agent, so an agent made by a restricted agent stays as restricted.
+    """
     accepts_delegation_from: list[str] = []
     """Agents that may have this agent act for them without asking an operator (``"*"``: any agent).
 
@@ -344,13 +349,16 @@ class AlephConfig(BaseModel):
     @property
     def data_dir(self) -> Path:
         """The resolved data directory (not created here)."""
-        if self.workspace.data_dir:
-            return (self._base_dir / self.workspace.data_dir).expanduser().resolve()
-        env = os.environ.get("ALEPH_DATA_DIR")
-        if env:
-            return Path(env).expanduser().resolve()
-        xdg = os.environ.get("XDG_DATA_HOME")
-        return (Path(xdg) if xdg else Path.home() / ".local" / "share") / "aleph"
+        return _data_dir(self._base_dir, self.workspace.data_dir, os.environ)
+
+    @property
+    def managed_file(self) -> Path:
+        """The operator-owned configuration Aleph's own tools write (``<data_dir>/managed/config.toml``).
+
+        It is read over the user and project files (under ``ALEPH__`` overrides) when it belongs to this
+        user, nobody else may write it, and the data directory was not chosen by the project file.
+        """
+        return self.data_dir / "managed" / "config.toml"
 
     @property
     def plugin_folders(self) -> list[Path]:
@@ -377,6 +385,34 @@ class AlephConfig(BaseModel):
             return model.model_validate(raw)
         except ValidationError as exc:
             raise _config_error(exc, self, prefix=(name,)) from None
+
+
+def _data_dir(base_dir: Path, setting: str | None, env: Mapping[str, str]) -> Path:
+    if setting:
+        return (base_dir / setting).expanduser().resolve()
+    value = env.get("ALEPH_DATA_DIR")
+    if value:
+        return Path(value).expanduser().resolve()
+    xdg = env.get("XDG_DATA_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".local" / "share") / "aleph"
+
+
+def _managed_layer(
+    merged: Mapping[str, Any], origins: Mapping[str, str], project: Path | None, base_dir: Path, env: Mapping[str, str]
+) -> Path | None:
+    """The managed file to read, or None (absent, not safely owned, or its place chosen by the project file)."""
+    workspace = merged.get("workspace")
+    setting = workspace.get("data_dir") if isinstance(workspace, Mapping) else None
+    if setting is not None and project is not None and origins.get("workspace.data_dir") == str(project):
+        return None  # a project could otherwise plant the operator's own configuration
+    path = _data_dir(base_dir, setting if isinstance(setting, str) else None, env) / "managed" / "config.toml"
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise ConfigError("the managed configuration must belong to you and be writable by you alone", file=str(path))
+    return path
 
 
 def _user_config_path(env: Mapping[str, str]) -> Path:
@@ -498,6 +534,11 @@ def load_config(
     for layer in layers:
         _merge(merged, _read_toml(layer), str(layer), origins)
         files.append(str(layer))
+    project_file = layers[-1] if layers and layers[-1] != user else None
+    managed = _managed_layer(merged, origins, project_file, base_dir, env)
+    if managed is not None:
+        _merge(merged, _read_toml(managed), str(managed), origins)
+        files.append(str(managed))
     for origin, tree in _env_overrides(env):
         _merge(merged, tree, origin, origins)
 

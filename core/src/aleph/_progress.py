@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
@@ -39,6 +40,8 @@ _lock = threading.Lock()
 _handler: ToolProgressCallback | None = None
 _failed: set[int] = set()  # ids of handlers whose failure was logged already
 log = logging.getLogger("aleph")
+CHUNK_SCRUBBER: ContextVar[Callable[[str], str] | None] = ContextVar("aleph_chunk_scrubber", default=None)
+"""Set by the chokepoint while a call that was given secret values runs: chunks pass through it."""
 
 
 def set_tool_progress_handler(handler: ToolProgressCallback | None) -> ToolProgressCallback | None:
@@ -82,4 +85,5 @@ def notify_tool_streaming_chunk(tool_name: str, chunk: str) -> None:
     """Pass a chunk of live output to the handler (if any). The handler runs outside the lock."""
     handler = get_tool_progress_handler()
     if handler is not None:
-        call_handler(handler, handler.on_tool_streaming_chunk, tool_name, chunk)
+        scrub = CHUNK_SCRUBBER.get()
+        call_handler(handler, handler.on_tool_streaming_chunk, tool_name, scrub(chunk) if scrub else chunk)

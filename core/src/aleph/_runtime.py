@@ -65,9 +65,13 @@ class Aleph:
         """State shared by every scoped service: approval grants, ledger, event log, caches."""
         self.chokepoint.owners = SessionOwners(config.data_dir / "session_owners.sqlite3")
         self.chokepoint.delegator = Delegator(self.access)
+        for scheme, resolver in plugins.secret_resolvers:
+            self.chokepoint.secrets.add(scheme, resolver)
         self.discovery = Discovery(config.tools, registry, config.data_dir)
         """``[tools]`` discovery: search index, disclosure rewriters, deferred sets, session knobs."""
         self._cleanups = cleanups
+        self._config_path: str | os.PathLike[str] | None = None
+        self._workspace: str | os.PathLike[str] | None = None
         self._closed = False
         self._services: list[asyncio.Task[None]] = []
         plugins.runtime = self
@@ -118,6 +122,21 @@ class Aleph:
         if self.chokepoint.events is not None:
             self.chokepoint.events.close()
         self.chokepoint.owners.close()
+
+    def reload_config(self) -> AlephConfig:
+        """Read the configuration files again and put their permission layers in force; returns the new config.
+
+        Services built after this judge by the new layers, agents and tiers (a running service keeps the
+        policy it was built with). A bad file raises :class:`~aleph.ConfigError` and changes nothing.
+        Plugins keep the copy of the configuration they registered their tools with.
+        """
+        config = load_config(self._config_path, workspace=self._workspace)
+        access = AccessControl(config)  # validates every layer before anything is replaced
+        self.config, self.access = config, access
+        self.chokepoint.delegator = Delegator(access)
+        self.chokepoint._static.clear()
+        self.chokepoint._lists.clear()
+        return config
 
     def register(self, tool: Tool, *, source: ToolSource | None = None) -> RegisteredTool:
         """Add one tool owned by the program itself."""
@@ -172,8 +191,10 @@ class Aleph:
             rewriters, deferred = setup.rewriters, setup.deferred
             if tier is None:
                 tier = setup.knobs.exec_tier
-        if principal.chain:  # a principal acting for others: the whole chain's policy, never the agent's alone
-            agents = principal.agents
+        agents = self.access.bounds(principal.agents)
+        if principal.chain or len(agents) > len(
+            principal.agents
+        ):  # acting for others, or bounded: every agent's policy, never one alone
             policy = self.access.chain_policy(agents, channel, channel_permissions)
             allowed = self.access.chain_allowed(agents)
             resolved = min(self.access.tier(a, channel, tier, turn) for a in agents)
@@ -250,4 +271,6 @@ def load(
     cleanups: list[Cleanup] = []
     manager.register_tools(registry, plugin_config, cleanups)
     mcp = McpManager(config.mcp, registry, config.data_dir, chain_id=config_identity(config))
-    return Aleph(config, manager, registry, cleanups, mcp)
+    runtime = Aleph(config, manager, registry, cleanups, mcp)
+    runtime._config_path, runtime._workspace = config_path, workspace
+    return runtime

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from aleph._chokepoint._approval import ApprovalOutcome, ApprovalRequest
 from aleph._chokepoint._budget import Budget, BudgetExhausted
 from aleph._chokepoint._gate import allowed_decisions, escape_for_prompt, grant_fingerprint
-from aleph._chokepoint._permissions import PermissionLayer, PermissionPolicy
+from aleph._chokepoint._permissions import PermissionPolicy
 from aleph._chokepoint._scoped import ScopedToolService
 from aleph._errors import ApprovalDenied, PermissionDenied
 from aleph._ledger import LedgerRecord
@@ -84,8 +84,9 @@ class Delegator:
         child = parent.acting_as(agent, session=session)
         child_budget = _child_budget(service, child, limits)
         child_turn = _child_turn(service.turn, turn, child, child_budget)
-        tier = min(service.tier, self.access.tier(agent, parent.channel, None, child_turn))
-        allowed = _intersect(service.allowed, self.access.allowed(agent))
+        bounded = self.access.bounds((agent,))  # the delegate and every agent it is bounded by
+        tier = min(service.tier, *(self.access.tier(a, parent.channel, None, child_turn) for a in bounded))
+        allowed = _intersect(service.allowed, self.access.chain_allowed(bounded))
         delegated = ScopedToolService(
             service._cp,
             policy=self._policy(service.policy, agent),
@@ -102,8 +103,8 @@ class Delegator:
 
     def _policy(self, base: PermissionPolicy, agent: str) -> PermissionPolicy:
         """The delegating policy's layers plus ``agent``'s own (cached per pair, bounded)."""
-        layer: PermissionLayer | None = self.access.agent_layers.get(agent)
-        if layer is None:
+        layers = [self.access.agent_layers[a] for a in self.access.bounds((agent,)) if a in self.access.agent_layers]
+        if not layers:
             return base
         key = (base.token, agent)
         hit = self._policies.get(key)
@@ -111,7 +112,7 @@ class Delegator:
             with self._lock:
                 if len(self._policies) >= _POLICY_CACHE:
                     self._policies.clear()
-                hit = self._policies.setdefault(key, PermissionPolicy([*base.layers, layer]))
+                hit = self._policies.setdefault(key, PermissionPolicy([*base.layers, *layers]))
         return hit
 
     async def _consent(self, service: ScopedToolService, agent: str, purpose: str) -> None:

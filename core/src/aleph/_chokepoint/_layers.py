@@ -114,6 +114,18 @@ class AccessControl:
         names = self.config.agents[agent].allowed_tools
         return None if names is None else frozenset(fold_tool_name(n) for n in names)
 
+    def bounds(self, agents: tuple[str, ...]) -> tuple[str, ...]:
+        """``agents`` then every agent they are ``bounded_by`` (transitively, each once): whose layers all apply."""
+        out = list(dict.fromkeys(agents))
+        i = 0
+        while i < len(out):
+            settings = self.config.agents.get(out[i])
+            for bound in settings.bounded_by if settings is not None else ():
+                if bound not in out:
+                    out.append(bound)
+            i += 1
+        return tuple(out)
+
     def accepts_delegation(self, agent: str, delegators: tuple[str, ...]) -> bool:
         """Whether ``agent`` accepts acting for every one of ``delegators`` (its ``accepts_delegation_from``)."""
         settings = self.config.agents.get(agent)

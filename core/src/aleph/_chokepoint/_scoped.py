@@ -32,6 +32,7 @@ from aleph._chokepoint._gate import (
 from aleph._chokepoint._judge import Judging, check_name, prepare_input
 from aleph._chokepoint._permissions import PermissionPolicy
 from aleph._chokepoint._recording import Recording
+from aleph._chokepoint._secrets import Substitution
 from aleph._chokepoint._shared import Chokepoint, CommandChecker, CommandSplitter, DefinitionRewriter, Explanation
 from aleph._chokepoint._tiers import ExecTier
 from aleph._chokepoint._verdict import Verdict
@@ -52,9 +53,10 @@ from aleph._errors import (
     ToolNotFound,
     ToolTimeout,
     TransportError,
+    ValidationFailed,
 )
 from aleph._principal import Principal
-from aleph._progress import call_handler, get_tool_progress_handler
+from aleph._progress import CHUNK_SCRUBBER, call_handler, get_tool_progress_handler
 from aleph._turn import _TURN, TurnContext
 from aleph._watchdog import run_with_budget
 
@@ -392,15 +394,32 @@ class ScopedToolService(Identity, Judging, Recording, BaseToolService):
             principal=self.principal,
         )
         call_token = _CALL.set(call)
+        secret = None
         try:
+            # Judged, approved and recorded with handles; only the run itself gets the values.
+            secret, running = self._with_secrets(entry, prepared) if self._cp.secrets else (None, prepared)
+            scrub_token = CHUNK_SCRUBBER.set(secret.scrub) if secret is not None else None
             try:
-                output = await self._attempt(entry, prepared, budget_ms, cancel)
-            except ToolError as exc:
-                if not (facts.idempotent and exc.is_retryable and not isinstance(exc, Cancelled)):
-                    raise
-                await asyncio.sleep(RETRY_DELAY_S)
-                output = await self._attempt(entry, prepared, budget_ms, cancel)
+                try:
+                    output = await self._attempt(entry, running, budget_ms, cancel)
+                except ToolError as exc:
+                    if not (facts.idempotent and exc.is_retryable and not isinstance(exc, Cancelled)):
+                        raise
+                    await asyncio.sleep(RETRY_DELAY_S)
+                    output = await self._attempt(entry, running, budget_ms, cancel)
+            finally:
+                if scrub_token is not None:
+                    CHUNK_SCRUBBER.reset(scrub_token)
+            if secret is not None:
+                output = ToolOutput(secret.scrub_value(output.value), secret.scrub_value(output.metadata))
         except ToolError as exc:
+            if secret is not None and secret.scrub(str(exc)) != str(exc):
+                exc = ExecutionFailed(name, _bounded(secret.scrub(str(exc))))
+                if handler is not None:
+                    call_handler(handler, handler.on_tool_result, name, str(exc)[:200], False)
+                if not facts.idempotent or call.annotated:
+                    await self._record_execution(entry, prepared.arguments, "error", str(exc), call.refs)
+                raise exc from None
             if handler is not None:
                 call_handler(handler, handler.on_tool_result, name, str(exc)[:200], False)
             if not facts.idempotent or call.annotated:
@@ -420,6 +439,16 @@ class ScopedToolService(Identity, Judging, Recording, BaseToolService):
             if fault is not None:  # the call ran, but nothing records it: say so with its result
                 output.metadata.setdefault("warnings", []).append(fault)
         return self._bound_output(name, output)
+
+    def _with_secrets(self, entry: RegisteredTool, prepared: Prepared) -> tuple[Substitution | None, Prepared]:
+        """The input with secret handles replaced by their values (after the verdict), or the input itself."""
+        try:
+            sub = self._cp.secrets.substitute(entry.name, prepared.raw, prepared.arguments, self.principal)
+        except ValueError as exc:
+            raise ValidationFailed(entry.name, str(exc)) from None
+        if sub is None:
+            return None, prepared
+        return sub, prepare_input(entry, sub.raw, self._cp.max_input_bytes)
 
     async def _attempt(
         self, entry: RegisteredTool, prepared: Prepared, budget_ms: int, cancel: asyncio.Event | None

@@ -16,6 +16,7 @@ from aleph._chokepoint._gate import ApprovalGate
 from aleph._chokepoint._judge import NEEDS_ARGUMENTS, NEEDS_COMMAND, NEEDS_NOTHING
 from aleph._chokepoint._owners import SessionOwners
 from aleph._chokepoint._permissions import PermissionPolicy
+from aleph._chokepoint._secrets import SecretResolvers
 from aleph._chokepoint._tiers import ARGUMENT_FLOOR_TOOLS, ExecTier
 from aleph._chokepoint._verdict import PolicyVote, Verdict, decide_call
 from aleph._contract._registry import RegisteredTool, ToolRegistry
@@ -96,6 +97,8 @@ class Chokepoint:
     owners: SessionOwners = field(default_factory=lambda: SessionOwners(None))
     """Which agent owns each session key."""
     delegator: Callable[..., Awaitable[Any]] | None = None
+    secrets: SecretResolvers = field(default_factory=SecretResolvers)
+    """Resolvers of secret handles (``{{scheme:name}}``), put into a call after its verdict."""
     """The delegation door (set by the runtime): ``(service, agent, *, purpose, budget, turn) -> service``."""
     _static: dict[tuple[int, int, int], dict[str, tuple[Verdict, int]]] = field(default_factory=dict)
     # (static key, tool, command-policy verdict) -> the call's verdict, for NEEDS_COMMAND tools.

@@ -30,6 +30,7 @@ from aleph._plugins._trust import HeldPlugin, PluginTrust, adds_digest, canonica
 if TYPE_CHECKING:
     from aleph._chokepoint._approval import ApprovalRequester
     from aleph._chokepoint._scoped import ScopedToolService
+    from aleph._chokepoint._secrets import SecretResolver
     from aleph._chokepoint._tiers import ExecTier
     from aleph._config import AlephConfig
     from aleph._ledger import Ledger
@@ -159,6 +160,36 @@ class PluginContext:
         """The runtime's session event log; usable at call time only."""
         return self._runtime().chokepoint.events
 
+    def plugins_report(self) -> dict[str, Any]:
+        """Loaded (with their hooks), failed, blocked and held plugins, as ``aleph plugins --json`` prints them."""
+        if self._manager is None:
+            return {}
+        report = self._manager.report()
+        for entry in report["loaded"]:
+            plugin = self._manager._pm.get_plugin(entry["name"])
+            callers = self._manager._pm.get_hookcallers(plugin) if plugin is not None else None
+            entry["hooks"] = sorted(caller.name for caller in callers or ())
+        return report
+
+    def current_config(self) -> AlephConfig:
+        """A copy of the configuration in force now (after any :meth:`reload_config`); usable at call time only."""
+        return self._runtime().config.model_copy(deep=True)
+
+    def reload_config(self) -> AlephConfig:
+        """Read the configuration files again and put them in force (see :meth:`aleph.Aleph.reload_config`)."""
+        return self._runtime().reload_config()
+
+    def add_secret_resolver(self, scheme: str, resolver: SecretResolver) -> None:
+        """Resolve ``{{scheme:name}}`` handles in tool arguments with ``resolver``.
+
+        The chokepoint judges and records a call with the handle; only after its verdict and approval
+        does it ask ``resolver`` for the value, and it scrubs the value from the call's result, error and
+        progress chunks. See ``docs/admin.md`` ("Secret handles").
+        """
+        if self._manager is None:
+            raise RuntimeError("this plugin context has no plugin manager")
+        self._manager.secret_resolvers.append((scheme, resolver))
+
     def add_service(self, name: str, factory: Service) -> None:
         """Run ``await factory()`` in the background while the runtime's services are started.
 
@@ -271,6 +302,8 @@ class PluginManager:
         self.runtime: Aleph | None = None
         """The runtime these plugins serve, once it is built (plugin contexts reach it at call time)."""
         self.services: list[tuple[str, Service]] = []
+        self.secret_resolvers: list[tuple[str, SecretResolver]] = []
+        """``(scheme, resolver)`` pairs plugins added; the runtime installs them in its chokepoint."""
         for name in self.disabled:
             self._pm.set_blocked(name)
 
