@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 import httpx
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from aleph import (
     AlephTool,
@@ -73,11 +73,28 @@ def html_to_markdown(html: str) -> tuple[str | None, str]:
     return title or None, re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
+_HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}")
+_RESERVED_HEADERS = frozenset(("host", "content-length", "transfer-encoding", "connection", "upgrade"))
+
+
 class WebFetchArgs(ToolArgs):
     url: str = Field(max_length=8192)
     """The http:// or https:// URL to fetch."""
     raw: bool = False
     """Return the body as received instead of converting HTML to markdown."""
+    headers: dict[str, str] = Field(default_factory=dict, max_length=32)
+    """Extra request headers (e.g. ``Authorization``), sent to this URL only: a redirect is followed without them.
+    A value may be a vault handle such as ``{{vault:github_token}}`` (see docs/admin.md)."""
+
+    @field_validator("headers")
+    @classmethod
+    def _check_headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, text in value.items():
+            if not _HEADER_NAME.fullmatch(name) or name.lower() in _RESERVED_HEADERS:
+                raise ValueError(f"header {name!r}: not a header this tool may set")
+            if len(text) > 8192 or any(c in text for c in "\r\n\x00"):
+                raise ValueError(f"header {name!r}: the value is too long or holds a line break")
+        return value
 
 
 class WebFetchTool(AlephTool[WebFetchArgs]):
@@ -144,7 +161,10 @@ class WebFetchTool(AlephTool[WebFetchArgs]):
                 host_header = url.netloc.decode("ascii").rsplit("@", 1)[-1]
                 pinned = url.copy_with(host=ip)
                 extensions = {"sni_hostname": url.host} if url.scheme == "https" else {}
-                headers = {"Host": host_header, "User-Agent": self.config.user_agent, "Accept": "*/*"}
+                headers = {"User-Agent": self.config.user_agent, "Accept": "*/*"}
+                if not redirects:  # the caller's headers (credentials, often) go to the URL it named only
+                    headers.update(args.headers)
+                headers["Host"] = host_header
                 try:
                     async with client.stream("GET", pinned, headers=headers, extensions=extensions) as resp:
                         if resp.is_redirect and "location" in resp.headers:
@@ -154,7 +174,8 @@ class WebFetchTool(AlephTool[WebFetchArgs]):
                             redirects.append(str(url))
                             call = current_call()
                             if call is not None:  # every hop meets the rules the first URL met
-                                await call.authorize(self.NAME, {**args.model_dump(mode="json"), "url": str(url)})
+                                hop = {**args.model_dump(mode="json"), "url": str(url), "headers": {}}
+                                await call.authorize(self.NAME, hop)
                             continue
                         body, truncated = await _read_capped(resp, cap)
                         return self._result(args, url, resp, body, truncated, redirects)
