@@ -32,7 +32,10 @@ async def test_an_agent_created_by_a_restricted_agent_holds_no_more_than_its_cre
                 "agent_create",
                 {
                     "name": "helper",
-                    "tool_permissions": {"default": "allow", "overrides": {"read_config_guide": "allow"}},
+                    "tool_permissions": {
+                        "default": "allow",
+                        "overrides": [{"rule": "read_config_guide", "action": "allow"}],
+                    },
                 },
             )
         )

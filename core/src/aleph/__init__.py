@@ -23,9 +23,9 @@ from aleph._chokepoint._approval import (
 )
 from aleph._chokepoint._budget import Budget, BudgetExhausted, BudgetUsage
 from aleph._chokepoint._call import CallContext, current_call, current_principal
-from aleph._chokepoint._secrets import SecretResolver
 from aleph._chokepoint._requesters import ScriptedRequester, TerminalRequester
 from aleph._chokepoint._scoped import Explanation, ScopedToolService
+from aleph._chokepoint._secrets import SecretResolver
 from aleph._chokepoint._tiers import ExecTier
 from aleph._chokepoint._verdict import PolicyVote
 from aleph._config import AlephConfig, load_config

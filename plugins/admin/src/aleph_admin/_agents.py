@@ -21,11 +21,18 @@ from aleph_admin._state import AGENT_NAME, AdminState, caller, missing_agent
 __all__ = ["AgentCreate", "AgentDelete", "AgentInfo", "AgentList", "AgentSwitch", "agent_table", "apply_managed"]
 
 
+class RuleArg(ToolArgs):
+    rule: str = Field(max_length=400)
+    """A tool name, glob or tool with an argument specifier (``bash(git status)``)."""
+    action: Literal["allow", "ask", "deny"]
+    """What the rule decides."""
+
+
 class PermissionsArg(ToolArgs):
     default: Literal["allow", "ask", "deny"] = "allow"
     """Action for tools no override names."""
-    overrides: dict[str, Literal["allow", "ask", "deny"]] = Field(default_factory=dict, max_length=500)
-    """Rule → action, as in ``[agents.<name>.tool_permissions.overrides]``."""
+    overrides: list[RuleArg] = Field(default_factory=list, max_length=500)
+    """Rules, as in ``[agents.<name>.tool_permissions.overrides]``."""
 
 
 class AgentCreateArgs(ToolArgs):
@@ -45,7 +52,11 @@ def agent_table(args: AgentCreateArgs, creator: str) -> dict[str, Any]:
     """The ``[agents.<name>]`` table ``agent_create`` writes."""
     table: dict[str, Any] = {"bounded_by": [creator], "accepts_delegation_from": [creator]}
     if args.tool_permissions is not None:
-        table["tool_permissions"] = args.tool_permissions.model_dump()
+        permissions = args.tool_permissions
+        table["tool_permissions"] = {
+            "default": permissions.default,
+            "overrides": {r.rule: r.action for r in permissions.overrides},
+        }
     if args.allowed_tools is not None:
         table["allowed_tools"] = list(args.allowed_tools)
     if args.exec_tier is not None:
@@ -56,7 +67,8 @@ def agent_table(args: AgentCreateArgs, creator: str) -> dict[str, Any]:
 def apply_managed(state: AdminState, tool: str, dotted: str, value: Any) -> tuple[str, str]:
     """Set ``dotted`` in the managed file and put it in force; undone when core rejects it. (before, after)."""
     managed = state.managed
-    before = managed.text()
+    snapshot = managed.snapshot()
+    before = snapshot or ""
     doc = managed.document()
     try:
         set_path(doc, dotted, value)
@@ -67,7 +79,7 @@ def apply_managed(state: AdminState, tool: str, dotted: str, value: Any) -> tupl
     try:
         state.context.reload_config()
     except aleph.ConfigError as exc:
-        managed.write(before)
+        managed.restore(snapshot)
         state.context.reload_config()
         raise aleph.ExecutionFailed(tool, f"the configuration would not load, nothing was changed: {exc}") from None
     return before, after

@@ -80,8 +80,8 @@ class IdentityArgs(ToolArgs):
     it had; export a signed identity card; verify_card checks a card (from this or another Aleph)."""
     agent: str | None = Field(default=None, max_length=64)
     """Yourself (default) or an agent you created."""
-    card: dict[str, Any] | None = None
-    """The card to check (verify_card)."""
+    card: str | None = Field(default=None, max_length=20_000)
+    """The card to check, as the JSON text export returned (verify_card)."""
 
 
 class AgentIdentity(AlephTool[IdentityArgs]):
@@ -98,10 +98,14 @@ class AgentIdentity(AlephTool[IdentityArgs]):
 
     async def call(self, args: IdentityArgs) -> dict[str, Any]:
         if args.action == "verify_card":
-            if args.card is None:
-                raise aleph.ExecutionFailed(self.NAME, "card: give the card to verify")
-            ok, why = verify_card(args.card)
-            return {"valid": ok, "reason": why, "agent": args.card.get("agent")}
+            try:
+                card = json.loads(args.card or "")
+            except json.JSONDecodeError as exc:
+                raise aleph.ExecutionFailed(self.NAME, f"card: not JSON ({exc})") from None
+            if not isinstance(card, dict):
+                raise aleph.ExecutionFailed(self.NAME, "card: a JSON object, as export returned it")
+            ok, why = verify_card(card)
+            return {"valid": ok, "reason": why, "agent": card.get("agent")}
         who = caller(self.NAME)
         agent = args.agent or who.owner
         if agent != who.owner and not self.state.store.owned("agents", who.owner, agent):

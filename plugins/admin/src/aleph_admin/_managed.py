@@ -41,6 +41,17 @@ class ManagedFile:
         except FileNotFoundError:
             return ""
 
+    def restore(self, text: str | None) -> None:
+        """Put back what :meth:`snapshot` returned (None: the file did not exist)."""
+        if text is None:
+            self.path.unlink(missing_ok=True)
+        else:
+            self.write(text)
+
+    def snapshot(self) -> str | None:
+        """The file's text, or None when it does not exist."""
+        return self.text() if self.path.exists() else None
+
     def document(self) -> tomlkit.TOMLDocument:
         """The parsed file (comments and order kept)."""
         return tomlkit.parse(self.text())

@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 import httpx
-from pydantic import Field, field_validator
+from pydantic import Field, model_validator
 
 from aleph import (
     AlephTool,
@@ -77,24 +77,29 @@ _HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}")
 _RESERVED_HEADERS = frozenset(("host", "content-length", "transfer-encoding", "connection", "upgrade"))
 
 
+class Header(ToolArgs):
+    name: str = Field(max_length=128)
+    """The header's name, e.g. ``Authorization`` (not Host, Content-Length, Transfer-Encoding, Connection, Upgrade)."""
+    value: str = Field(max_length=8192)
+    """Its value (no line breaks)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Header:
+        if not _HEADER_NAME.fullmatch(self.name) or self.name.lower() in _RESERVED_HEADERS:
+            raise ValueError(f"header {self.name!r}: not a header this tool may set")
+        if any(c in self.value for c in "\r\n\x00"):
+            raise ValueError(f"header {self.name!r}: the value holds a line break")
+        return self
+
+
 class WebFetchArgs(ToolArgs):
     url: str = Field(max_length=8192)
     """The http:// or https:// URL to fetch."""
     raw: bool = False
     """Return the body as received instead of converting HTML to markdown."""
-    headers: dict[str, str] = Field(default_factory=dict, max_length=32)
+    headers: list[Header] = Field(default_factory=list, max_length=32)
     """Extra request headers (e.g. ``Authorization``), sent to this URL only: a redirect is followed without them.
     A value may be a vault handle such as ``{{vault:github_token}}`` (see docs/admin.md)."""
-
-    @field_validator("headers")
-    @classmethod
-    def _check_headers(cls, value: dict[str, str]) -> dict[str, str]:
-        for name, text in value.items():
-            if not _HEADER_NAME.fullmatch(name) or name.lower() in _RESERVED_HEADERS:
-                raise ValueError(f"header {name!r}: not a header this tool may set")
-            if len(text) > 8192 or any(c in text for c in "\r\n\x00"):
-                raise ValueError(f"header {name!r}: the value is too long or holds a line break")
-        return value
 
 
 class WebFetchTool(AlephTool[WebFetchArgs]):
@@ -163,7 +168,7 @@ class WebFetchTool(AlephTool[WebFetchArgs]):
                 extensions = {"sni_hostname": url.host} if url.scheme == "https" else {}
                 headers = {"User-Agent": self.config.user_agent, "Accept": "*/*"}
                 if not redirects:  # the caller's headers (credentials, often) go to the URL it named only
-                    headers.update(args.headers)
+                    headers.update((h.name, h.value) for h in args.headers)
                 headers["Host"] = host_header
                 try:
                     async with client.stream("GET", pinned, headers=headers, extensions=extensions) as resp:
@@ -174,7 +179,7 @@ class WebFetchTool(AlephTool[WebFetchArgs]):
                             redirects.append(str(url))
                             call = current_call()
                             if call is not None:  # every hop meets the rules the first URL met
-                                hop = {**args.model_dump(mode="json"), "url": str(url), "headers": {}}
+                                hop = {**args.model_dump(mode="json"), "url": str(url), "headers": []}
                                 await call.authorize(self.NAME, hop)
                             continue
                         body, truncated = await _read_capped(resp, cap)
