@@ -66,6 +66,11 @@ def agent_table(args: AgentCreateArgs, creator: str) -> dict[str, Any]:
 
 def apply_managed(state: AdminState, tool: str, dotted: str, value: Any) -> tuple[str, str]:
     """Set ``dotted`` in the managed file and put it in force; undone when core rejects it. (before, after)."""
+    with state.managed.locked():
+        return _apply(state, tool, dotted, value)
+
+
+def _apply(state: AdminState, tool: str, dotted: str, value: Any) -> tuple[str, str]:
     managed = state.managed
     snapshot = managed.snapshot()
     before = snapshot or ""

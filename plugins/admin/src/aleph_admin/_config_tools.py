@@ -69,14 +69,15 @@ class SelfConfig(AlephTool[SelfConfigArgs]):
             if change is None:
                 raise aleph.ExecutionFailed(self.NAME, f"no configuration change {args.change_id}")
             managed = self.state.managed
-            before = managed.text()
-            managed.write(change["before"])
-            try:
-                self.state.context.reload_config()
-            except aleph.ConfigError as exc:
-                managed.write(before)
-                self.state.context.reload_config()
-                raise aleph.ExecutionFailed(self.NAME, f"the earlier configuration no longer loads: {exc}") from None
+            with managed.locked():
+                before = managed.text()
+                managed.write(change["before"])
+                try:
+                    self.state.context.reload_config()
+                except aleph.ConfigError as exc:
+                    managed.write(before)
+                    self.state.context.reload_config()
+                    raise aleph.ExecutionFailed(self.NAME, f"the earlier configuration does not load: {exc}") from None
             new_id = self.state.store.add_change(
                 who.describe(),
                 "rollback",

@@ -12,9 +12,12 @@ rejects is undone before the call returns, so nothing is left half-written.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import tempfile
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,7 @@ _ACTION = {"allow": 0, "ask": 1, "deny": 2}
 _TIER = {"plan": 0, "ask": 1, "auto": 2, "full": 3}
 _ROLE = {"guest": 0, "member": 1, "operator": 2}
 _MISSING = object()
+_THREADS = threading.Lock()
 
 
 class ManagedFile:
@@ -33,6 +37,17 @@ class ManagedFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the file's write lock (threads and processes): read-modify-write never interleaves."""
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with _THREADS, open(self.path.parent / ".lock", "a+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
 
     def text(self) -> str:
         """The file's text ("" when it does not exist)."""
