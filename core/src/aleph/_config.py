@@ -260,6 +260,8 @@ class LedgerConfig(_Section):
     """Where chains and keys live; default ``<data_dir>/ledger``."""
     checkpoint_every: int = Field(default=100, ge=1, le=1_000_000)
     """Write a signed checkpoint every N rows."""
+    on_failure: Literal["refuse", "continue"] = "refuse"
+    """While the ledger cannot record (disk full, permissions): ``refuse`` mutating calls or ``continue`` unrecorded."""
 
 
 class ApprovalConfig(_Section):

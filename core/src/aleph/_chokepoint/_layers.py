@@ -117,7 +117,11 @@ def build_chokepoint(config: AlephConfig, registry: ToolRegistry, plugins: Plugi
     data_dir = config.data_dir
     ledger = None
     if config.ledger.enabled:
-        ledger = Ledger(ledger_directory(config), checkpoint_every=config.ledger.checkpoint_every)
+        ledger = Ledger(
+            ledger_directory(config),
+            checkpoint_every=config.ledger.checkpoint_every,
+            on_failure=config.ledger.on_failure,
+        )
     check, split = _command_floor(config, registry, plugins)
 
     return Chokepoint(

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from aleph._errors import AlephError
+from aleph._ledger._durability import Ack, Reserve, describe_os_error, is_full
 from aleph._ledger._format import (
     ACTIONS,
     IDENTITY_ACTIONS,
@@ -106,7 +107,17 @@ class _Later:
         self.build = build
 
 
-_Item = LedgerRecord | _Later | _Flush | _Sync | _Stop
+class _Durable:
+    """A record (or a deferred one) whose caller waits on ``ack`` until its row is durable."""
+
+    __slots__ = ("ack", "item")
+
+    def __init__(self, item: LedgerRecord | _Later, ack: Ack) -> None:
+        self.item = item
+        self.ack = ack
+
+
+_Item = LedgerRecord | _Later | _Durable | _Flush | _Sync | _Stop
 
 
 @dataclass(slots=True)
@@ -174,13 +185,17 @@ class ChainWriter:
     checkpoint_every: int
     lost_appends: int
     faults: dict[str, str]
+    failure: str | None
+    reserve: Reserve
     _queue: queue.SimpleQueue[_Item]
     _lock: threading.Lock
     _chains: dict[str, _Chain]
+    _last_loss: str
 
     def _lose(self, count: int, why: str) -> None:
         with self._lock:
             self.lost_appends += count
+            self._last_loss = why
         logger.error("ledger: %d record(s) not stored: %s", count, why)
 
     def _build(self, later: _Later) -> LedgerRecord | None:
@@ -213,15 +228,26 @@ class ChainWriter:
                 for item in batch:
                     if isinstance(item, _Flush):
                         item.event.set()
+                    elif isinstance(item, _Durable):
+                        item.ack.settle("the ledger's writer failed on this batch (see the log)")
             if stop:
                 return
 
     def _process(self, batch: list[_Item]) -> bool:
         per_agent: dict[str, list[LedgerRecord | _Sync]] = {}
         flushes: list[_Flush] = []
+        acks: dict[str, list[tuple[LedgerRecord, Ack]]] = {}
         stop = False
         for item in batch:
-            if isinstance(item, _Flush):
+            if isinstance(item, _Durable):
+                inner = item.item
+                record = self._build(inner) if isinstance(inner, _Later) else inner
+                if record is None:
+                    item.ack.settle(f"the ledger could not build the row: {self._last_loss}")
+                    continue
+                per_agent.setdefault(record.agent_id, []).append(record)
+                acks.setdefault(record.agent_id, []).append((record, item.ack))
+            elif isinstance(item, _Flush):
                 flushes.append(item)
             elif isinstance(item, _Stop):
                 stop = True
@@ -232,7 +258,9 @@ class ChainWriter:
             else:  # a record (or a wrongly typed object, which _commit counts as lost)
                 per_agent.setdefault(getattr(item, "agent_id", ""), []).append(item)
         for agent_id, items in per_agent.items():
-            self._commit(agent_id, items)
+            stored = self._commit(agent_id, items)
+            for record, ack in acks.get(agent_id, ()):
+                ack.settle(None if id(record) in stored else self._last_loss)
         if stop:
             for chain in self._chains.values():
                 self._final_checkpoint(chain)
@@ -432,34 +460,39 @@ class ChainWriter:
             state[3] = True
         return active
 
-    def _commit(self, agent_id: str, items: list[LedgerRecord | _Sync]) -> None:
+    def _commit(self, agent_id: str, items: list[LedgerRecord | _Sync]) -> set[int]:
+        """Write ``items`` to the agent's chain; returns the ids of the records now durable."""
         records = sum(1 for item in items if not isinstance(item, _Sync))
         try:
-            self._commit_locked(agent_id, items, records)
+            return self._commit_locked(agent_id, items, records)
         except Exception as exc:  # an unexpected failure loses this agent's batch, never the writer
             logger.exception("ledger: unexpected failure writing the chain of agent %r", agent_id)
             self._lose(records, f"unexpected {type(exc).__name__}: {exc}")
+            return set()
 
-    def _commit_locked(self, agent_id: str, items: list[LedgerRecord | _Sync], records: int) -> None:
+    def _commit_locked(self, agent_id: str, items: list[LedgerRecord | _Sync], records: int) -> set[int]:
         try:
             chain = self._open_chain(agent_id)
-        except (OSError, ValueError, AlephError) as exc:
+        except OSError as exc:
+            self._fail(records, describe_os_error(exc, exc.filename or self.chains_dir))
+            return set()
+        except (ValueError, AlephError) as exc:
             self._lose(records, f"cannot open the chain of agent {agent_id!r}: {exc}")
-            return
+            return set()
         if chain.broken:
             self._lose(records, chain.broken)
-            return
+            return set()
         fcntl.flock(chain.fd, fcntl.LOCK_EX)
         try:
             if os.fstat(chain.fd).st_size != chain.size:
                 broken = self._load_state(chain)  # another process appended since our last batch
                 if broken:
                     self._lose(records, broken)
-                    return
+                    return set()
             # seq, head hash, signer fingerprint, revocation recorded, checkpoints due (seq, head, signer)
             state: list[Any] = [chain.seq, chain.head, chain.signer_fp, chain.revoked, []]
             lines: list[_Pending] = []
-            stored = 0
+            stored: set[int] = set()
             signer: Signer | None = None
             for position, item in enumerate(items):
                 try:
@@ -486,7 +519,7 @@ class ChainWriter:
                             refs=_clip_refs(item.refs),
                         )
                     )
-                    stored += 1
+                    stored.add(id(item))
                 except KeystoreError as exc:
                     # A key that no longer matches the chain cannot vouch for anything: stop this chain, loudly.
                     why = f"the ledger of agent {agent_id!r} stopped taking rows: {exc}"
@@ -499,25 +532,51 @@ class ChainWriter:
                 except AlephError as exc:
                     self._lose(1 if isinstance(item, LedgerRecord) else 0, f"agent {agent_id!r}: {exc}")
             if not lines:
-                return
+                return stored
             data = _seal(lines)
             try:
-                written = 0
-                while written < len(data):
-                    written += os.write(chain.fd, data[written:])
-                os.fsync(chain.fd)
+                self._write_batch(chain, data)
             except OSError as exc:
-                # Leave no partial row behind: the chain must stay verifiable after a failed write.
-                with contextlib.suppress(OSError):
-                    os.ftruncate(chain.fd, chain.size)
-                self._lose(stored, f"writing {chain.path} failed: {exc}")
-                return
+                why = describe_os_error(exc, chain.path)
+                if not (is_full(exc) and self.reserve.release()):
+                    self._fail(len(stored), why)
+                    return set()
+                # The disk is full: the reserve's space takes these rows (their calls already ran), and
+                # the ledger reports itself unavailable until the reserve can be made again.
+                logger.error("ledger: %s; wrote the pending rows into the reserve", why)
+                self.failure = why
+                try:
+                    self._write_batch(chain, data)
+                except OSError as again:
+                    self._fail(len(stored), describe_os_error(again, chain.path))
+                    return set()
             chain.size += len(data)
             chain.seq, chain.head, chain.signer_fp, chain.revoked = state[:4]
             # Checkpoints follow the rows they vouch for onto the disk, never precede them.
             self._write_checkpoints(chain, state[4])
+            return stored
         finally:
             fcntl.flock(chain.fd, fcntl.LOCK_UN)
+
+    def _write_batch(self, chain: _Chain, data: bytes) -> None:
+        """Append ``data`` and fsync; on failure cut back to the last complete row and re-raise."""
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(chain.fd, data[written:])
+            os.fsync(chain.fd)
+        except OSError:
+            # Leave no partial row behind: the chain must stay verifiable after a failed write.
+            with contextlib.suppress(OSError):
+                os.ftruncate(chain.fd, chain.size)
+            raise
+
+    def _fail(self, count: int, why: str) -> None:
+        """The ledger cannot write: ``count`` records are lost and it reports itself unavailable."""
+        if self.failure != why:
+            logger.error("ledger: cannot record: %s", why)
+        self.failure = why
+        self._lose(count, why)
 
     def _write_checkpoints(self, chain: _Chain, due: list[tuple[int, bytes, str]]) -> None:
         if not due:

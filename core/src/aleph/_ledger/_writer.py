@@ -17,20 +17,23 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import json
 import logging
+import os
 import queue
 import threading
 import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 import anyio.to_thread
 
-from aleph._ledger._chainwriter import ChainWriter, _Chain, _Flush, _Item, _Later, _Stop, _Sync
+from aleph._ledger._chainwriter import ChainWriter, _Chain, _Durable, _Flush, _Item, _Later, _Stop, _Sync
+from aleph._ledger._durability import Ack, Reserve, describe_os_error
 from aleph._ledger._format import (
     CHECKPOINT_DOMAIN,
     HASH_DOMAIN,
@@ -97,13 +100,29 @@ class Ledger(ChainWriter):
     """Per-agent signed hash chains under ``directory``; see the module docstring for the format.
 
     :meth:`append` and :meth:`append_nowait` never raise: a record that cannot be stored is logged
-    and counted in :attr:`lost_appends`. :meth:`flush` is a durability barrier; :meth:`aclose`
-    (or :meth:`close`) drains the queue and writes a final checkpoint per agent.
+    and counted in :attr:`lost_appends`. ``append(record, durable=True)`` returns only once the row
+    is fsync'd (or says why it could not be stored); :meth:`flush` is a durability barrier for
+    everything queued before it; :meth:`aclose` (or :meth:`close`) drains the queue and writes a
+    final checkpoint per agent. :attr:`failure` says why the ledger cannot record now (full disk,
+    permissions); :meth:`ready` checks again. ``on_failure`` is what the chokepoint does meanwhile.
     """
 
-    def __init__(self, directory: Path, *, checkpoint_every: int = 100, keystore: Keystore | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        checkpoint_every: int = 100,
+        keystore: Keystore | None = None,
+        on_failure: Literal["refuse", "continue"] = "refuse",
+    ) -> None:
         if not 1 <= checkpoint_every <= 1_000_000:
             raise ValueError(f"checkpoint_every must be between 1 and 1000000, got {checkpoint_every}")
+        if on_failure not in ("refuse", "continue"):
+            raise ValueError(f"on_failure must be 'refuse' or 'continue', got {on_failure!r}")
+        self.on_failure = on_failure
+        """While the ledger cannot record: ``refuse`` mutating calls (fail closed) or ``continue`` with a warning."""
+        self.failure: str | None = None
+        """Why the ledger cannot record now (None when it can); set by the writer, cleared by :meth:`ready`."""
         self.directory = Path(directory)
         self.chains_dir = self.directory / "chains"
         self.keystore = keystore if keystore is not None else Keystore(self.directory / "keys")
@@ -118,6 +137,9 @@ class Ledger(ChainWriter):
         self._closed = False
         self._chains: dict[str, _Chain] = {}
         self._room_lock = anyio.Lock()
+        self._last_loss = ""
+        self.reserve = Reserve(self.directory / "reserve")
+        self._reserve_ok = False
 
     # ---- caller side -------------------------------------------------------------------------
 
@@ -138,12 +160,46 @@ class Ledger(ChainWriter):
             return False
         return True
 
-    async def append(self, record: LedgerRecord) -> None:
-        """Queue ``record``; waits only while the queue is full. Never raises."""
+    async def append(self, record: LedgerRecord, *, durable: bool = False) -> str | None:
+        """Queue ``record``; waits only while the queue is full. Never raises.
+
+        With ``durable``, returns once the row is written and fsync'd: None then, or why the record
+        could not be stored (the chokepoint answers a mutating call only after this).
+        """
         if not self._accepting():
-            return
+            return "the ledger is closed"
+        if durable:
+            return await self._durable(record)
         if not self._offer(record):
             await self._append_when_room(record)
+        return None
+
+    async def _durable(self, item: LedgerRecord | _Later) -> str | None:
+        ack = Ack()
+        wrapped = _Durable(item, ack)
+        if not self._offer(wrapped) and not await self._append_when_room(wrapped):
+            return self._last_loss
+        return await ack.wait()
+
+    async def ready(self, agent_id: str | None = None) -> str | None:
+        """None when the ledger can record (for ``agent_id``) now, else why not; checks again if it could not."""
+        fault = self.faults.get(agent_id) if agent_id is not None else None
+        if fault is not None:
+            return fault
+        if self.failure is None and self._reserve_ok:
+            return None
+        return await anyio.to_thread.run_sync(self.probe)
+
+    def probe(self) -> str | None:
+        """Check that the ledger can write (its reserve made, its directory writable); updates :attr:`failure`."""
+        problem = self.reserve.make()
+        if problem is None:
+            target = self.chains_dir if self.chains_dir.is_dir() else self.directory
+            if not os.access(target, os.W_OK):
+                problem = describe_os_error(PermissionError(errno.EACCES, "Permission denied"), target)
+        self.failure = problem
+        self._reserve_ok = problem is None
+        return problem
 
     def _offer(self, item: _Item) -> bool:
         """Queue ``item`` unless QUEUE_SIZE items wait (threads may overshoot that by a few)."""
@@ -152,29 +208,36 @@ class Ledger(ChainWriter):
         self._queue.put(item)
         return True
 
-    async def _append_when_room(self, record: LedgerRecord) -> None:
+    async def _append_when_room(self, record: LedgerRecord | _Durable) -> bool:
         # Backpressure. One task at a time waits, in a worker thread, until the writer has drained
         # half the queue; the others wait on the lock and then find room without a thread hop each.
         async with self._room_lock:
             while not self._offer(record):
                 if not await anyio.to_thread.run_sync(self._wait_for_room):
                     self._lose(1, "the writer made no progress for 60 s")
-                    return
+                    return False
+        return True
 
-    async def append_later(self, agent_id: str, build: Callable[[], LedgerRecord]) -> None:
+    async def append_later(
+        self, agent_id: str, build: Callable[[], LedgerRecord], *, durable: bool = False
+    ) -> str | None:
         """Queue a record for ``agent_id`` that the writer thread makes with ``build()``. Never raises.
 
         The summary and fingerprint are then computed off the caller's path. ``build`` must read only
         values nobody can change after this call; a record it cannot build is counted lost.
+        ``durable`` waits for the row's fsync, as for :meth:`append`.
         """
         if not self._accepting():
-            return
+            return "the ledger is closed"
         later = _Later(agent_id, build)
+        if durable:
+            return await self._durable(later)
         if self._offer(later):
-            return
+            return None
         record = self._build(later)  # the queue is full: build it here and wait for room like append()
         if record is not None:
             await self._append_when_room(record)
+        return None
 
     def _wait_for_room(self) -> bool:
         # Polling (1 ms) from the one waiting thread is simpler than a condition shared with the queue's own lock.
@@ -251,8 +314,10 @@ class Ledger(ChainWriter):
                 item = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if isinstance(item, LedgerRecord | _Later):
+            if isinstance(item, LedgerRecord | _Later | _Durable):
                 self._lose(1, "appended while the ledger was closing")
+                if isinstance(item, _Durable):
+                    item.ack.settle("appended while the ledger was closing")
             elif isinstance(item, _Flush):
                 item.event.set()
 
