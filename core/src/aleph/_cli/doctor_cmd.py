@@ -101,7 +101,19 @@ def _ledger_check(rt: Aleph) -> tuple[str, str]:
         return "fail", "; ".join(problems)
     if not os.access(directory, os.W_OK):
         return "fail", f"{directory} is not writable: mutating calls cannot be recorded"
-    return "ok", f"{directory}: {len(agents)} chain(s), each signable with the key that signed its last row"
+    cannot = ledger.probe()  # the same check the chokepoint makes before a mutating call runs
+    if cannot is not None:
+        effect = (
+            'mutating calls are refused until it can ([ledger] on_failure = "refuse")'
+            if rt.config.ledger.on_failure == "refuse"
+            else 'mutating calls run unrecorded ([ledger] on_failure = "continue")'
+        )
+        return "fail", f"{directory}: the ledger cannot record: {cannot}; {effect}"
+    return "ok", (
+        f"{directory}: {len(agents)} chain(s), each signable with the key that signed its last row; "
+        f"can record (reserve of {ledger.reserve.size // 1024} KiB in place, "
+        f"on_failure = {rt.config.ledger.on_failure})"
+    )
 
 
 def _workspace_check(rt: Aleph) -> tuple[str, str]:

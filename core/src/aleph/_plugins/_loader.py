@@ -25,6 +25,7 @@ from aleph._contract._types import ToolSource
 from aleph._errors import PluginError
 from aleph._ledger import ledger_directory
 from aleph._plugins import _hookspec
+from aleph._plugins._retry import call_retrying
 from aleph._plugins._trust import HeldPlugin, PluginTrust, adds_digest, canonical_distribution, plugin_adds
 
 if TYPE_CHECKING:
@@ -208,6 +209,14 @@ class PluginContext:
         if self._manager is None:
             raise RuntimeError("this plugin context has no plugin manager")
         return self._manager.load_distribution(distribution, path)
+
+
+def _roll_back(registry: ToolRegistry, registrar: ToolRegistrar, cleanups: list[Cleanup], mark: int) -> None:
+    """Undo what a registration that is about to be retried did: its tools and cleanups."""
+    for tool_name in registrar.names:
+        registry.unregister(tool_name)
+    registrar.names.clear()
+    del cleanups[mark:]
 
 
 def _kwargs(impl: Any, **kwargs: Any) -> dict[str, Any]:
@@ -498,7 +507,11 @@ class PluginManager:
             mark = len(cleanups)
             try:
                 context = PluginContext(config, name, cleanups, self)
-                impl.function(**_kwargs(impl, register=registrar, context=context))
+                call_retrying(
+                    name,
+                    lambda: impl.function(**_kwargs(impl, register=registrar, context=context)),  # noqa: B023
+                    lambda: _roll_back(registry, registrar, cleanups, mark),  # noqa: B023
+                )
             except Exception as exc:
                 for tool_name in registrar.names:
                     registry.unregister(tool_name)
