@@ -46,14 +46,23 @@ class TempJournal:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
 
-    def note(self, parent_rel: str, tmp_name: str) -> str:
-        """Note a temporary file about to be created; returns the note's name for :meth:`drop`."""
+    def note(self, parent_rel: str, tmp_name: str) -> str | None:
+        """Note a temporary file about to be created; returns the note's name for :meth:`drop`.
+
+        None when the note cannot be written (the data directory is full or read-only): the write goes
+        on without it, since the note only helps clean up after a crash.
+        """
         name = f"{os.getpid()}.{secrets.token_hex(8)}"
-        fd = os.open(self.directory / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:
-            os.write(fd, json.dumps([parent_rel, tmp_name]).encode())
-        finally:
-            os.close(fd)
+            fd = os.open(self.directory / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, json.dumps([parent_rel, tmp_name]).encode())
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            log.warning("files: cannot note a temporary file in %s (%s); writing without the note", self.directory, exc)
+            self.drop(name)
+            return None
         return name
 
     def drop(self, name: str) -> None:
