@@ -7,6 +7,7 @@ The data directory is a small tmpfs mounted by the test (root is needed; under C
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ import pytest
 
 import aleph
 
-from ._servers import write_config
+from ._servers import ALEPH, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -79,6 +80,11 @@ async def test_a_full_data_directory_stops_mutating_calls_with_the_cause_and_los
             assert "not run: the audit ledger cannot record it: the disk holding the ledger is full" in error
             assert "panicked" not in error
             assert not (workspace / path).exists()  # refused before it ran: nothing happened
+        doctor = subprocess.run([ALEPH, "doctor", "--json"], cwd=workspace, capture_output=True, text=True)
+        checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+        assert "fail" == checks["core.ledger"]["status"] and 1 == doctor.returncode
+        assert "the ledger cannot record: the disk holding the ledger is full" in checks["core.ledger"]["detail"]
+        assert "mutating calls are refused" in checks["core.ledger"]["detail"]
         read = await svc.call("file_read", {"path": "before.txt"})
         assert read.success and "room" in str(read.output)  # reads go on
         remembered = await svc.call("remember", {"action": "add", "content": "The build runs on 4 workers"})

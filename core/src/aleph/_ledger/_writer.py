@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 import anyio.to_thread
 
+from aleph._atomic import write_atomic
 from aleph._ledger._chainwriter import ChainWriter, _Chain, _Durable, _Flush, _Item, _Later, _Stop, _Sync
 from aleph._ledger._durability import Ack, Reserve, describe_os_error
 from aleph._ledger._format import (
@@ -188,15 +189,25 @@ class Ledger(ChainWriter):
             return fault
         if self.failure is None and self._reserve_ok:
             return None
-        return await anyio.to_thread.run_sync(self.probe)
+        return await anyio.to_thread.run_sync(self.probe, agent_id)
 
-    def probe(self) -> str | None:
-        """Check that the ledger can write (its reserve made, its directory writable); updates :attr:`failure`."""
+    def probe(self, agent_id: str | None = None) -> str | None:
+        """Check that the ledger can write; updates :attr:`failure` and returns it (None: it can).
+
+        The reserve must be in place (or the filesystem unable to preallocate), the directory writable,
+        and ``agent_id``'s chain file (when given) open for appending.
+        """
         problem = self.reserve.make()
         if problem is None:
             target = self.chains_dir if self.chains_dir.is_dir() else self.directory
             if not os.access(target, os.W_OK):
                 problem = describe_os_error(PermissionError(errno.EACCES, "Permission denied"), target)
+        if problem is None and agent_id is not None and self.chains_dir.is_dir():
+            path = self._chain_paths(check_agent_id(agent_id))[0]
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600))
+            except OSError as exc:
+                problem = describe_os_error(exc, path)
         self.failure = problem
         self._reserve_ok = problem is None
         return problem
@@ -393,4 +404,4 @@ class Ledger(ChainWriter):
         head = self.rows(agent_id, limit=1)[-1]
         signer = self.keystore.signer_for(agent_id, head.signer_fp)
         data = json.dumps(signed_checkpoint(signer, head.seq, bytes.fromhex(head.hash)), indent=1) + "\n"
-        Path(path).write_text(data, encoding="utf-8")
+        write_atomic(path, data, mode=0o644)
