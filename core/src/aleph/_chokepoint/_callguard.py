@@ -18,6 +18,7 @@ from aleph._chokepoint._gate import grant_fingerprint
 from aleph._chokepoint._results import ResultStore, StoredResult, result_store
 from aleph._contract._types import ToolOutput
 from aleph._errors import ExecutionFailed, PermissionDenied, ToolError, ToolTimeout
+from aleph._ledger._durability import UnrecordedCall
 
 if TYPE_CHECKING:
     from aleph._chokepoint._scoped import ScopedToolService
@@ -112,6 +113,8 @@ class CallGuard:
                 )
         try:
             output = await self._bounded(entry, prepared, cancel, action)
+        except UnrecordedCall:
+            raise  # it ran: the claim stays, so the key is never run again as if nothing had happened
         except ToolError:
             store.abandon(key)  # the tool reported failure: a later retry under the same key may run it
             raise

@@ -19,6 +19,7 @@ from aleph._chokepoint._gate import grant_fingerprint, redact, summarize_call
 from aleph._contract._types import is_flat_json
 from aleph._errors import ExecutionFailed
 from aleph._ledger import LedgerRecord
+from aleph._ledger._durability import UnrecordedCall
 
 if TYPE_CHECKING:
     from aleph._chokepoint._scoped import Chokepoint
@@ -135,7 +136,7 @@ class Recording:
         if unrecorded is None:
             return
         if getattr(self._cp.ledger, "on_failure", "refuse") == "refuse":
-            raise ExecutionFailed(
+            raise UnrecordedCall(
                 name,
                 f"it ran and its effect is real, but the audit ledger could not record it: {unrecorded}. "
                 "Do not run it again: check its effect instead. Calls that change something are refused until "

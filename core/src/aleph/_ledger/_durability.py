@@ -22,10 +22,20 @@ from pathlib import Path
 
 import anyio.to_thread
 
-__all__ = ["RESERVE_BYTES", "Ack", "Reserve", "describe_os_error"]
+from aleph._errors import ExecutionFailed
+
+__all__ = ["RESERVE_BYTES", "Ack", "Reserve", "UnrecordedCall", "describe_os_error", "is_full"]
 
 RESERVE_BYTES = 1 << 20
 """Space kept back for rows of calls that already ran when the disk fills (about 1,000 rows)."""
+
+
+class UnrecordedCall(ExecutionFailed):
+    """A call that ran (its effect is real) but whose ledger row could not be stored: never a success.
+
+    The result store keeps such a call's idempotency claim, so a retry under the same key is not run
+    again as if nothing had happened.
+    """
 
 
 def _resolve(future: asyncio.Future[str | None], error: str | None) -> None:
