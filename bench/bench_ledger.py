@@ -81,7 +81,7 @@ async def ledger_run(directory: Path, recs: list[LedgerRecord]) -> tuple[float, 
 
 
 SESSION_CALLS = int(os.environ.get("BENCH_SESSION_CALLS", "200"))
-PAIRS = int(os.environ.get("BENCH_PAIRS", "5"))
+PAIRS = int(os.environ.get("BENCH_PAIRS", "7"))
 
 
 async def sessions_run(directory: Path, sessions: int, durable: bool) -> float:
@@ -152,10 +152,11 @@ def main() -> None:
                 befores.append(asyncio.run(sessions_run(directory, sessions, durable=False)))
                 afters.append(asyncio.run(sessions_run(directory, sessions, durable=True)))
             before, after = statistics.median(befores), statistics.median(afters)
+            ratios = [a / b for a, b in zip(afters, befores, strict=True)]
             target = "  (target <= 1.3x)" if sessions == 8 else ""
             print(
                 f"{sessions} session(s): answered at once {before:8.0f} µs   answered once durable {after:8.0f} µs"
-                f"   ratio {after / before:5.2f}x{target}"
+                f"   ratio {after / before:5.2f}x{target}   (pairs {min(ratios):.2f}x..{max(ratios):.2f}x)"
             )
 
 
