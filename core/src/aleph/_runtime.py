@@ -21,7 +21,8 @@ from aleph._contract._types import ToolSource
 from aleph._discovery import Discovery
 from aleph._mcp import McpManager
 from aleph._mcp._chain import config_identity
-from aleph._plugins._loader import Cleanup, PluginManager
+from aleph._plugins._context import Cleanup
+from aleph._plugins._loader import PluginManager
 from aleph._plugins._trust import PluginTrust
 from aleph._turn import TurnContext
 
