@@ -27,10 +27,11 @@ from aleph._chokepoint._scoped import Explanation, ScopedToolService
 from aleph._chokepoint._tiers import ExecTier
 from aleph._chokepoint._verdict import PolicyVote
 from aleph._config import AlephConfig, load_config
+from aleph._contract._function import tool
 from aleph._contract._names import repair_tool_name, suggest_candidates
 from aleph._contract._registry import RegisteredTool, ToolRegistry
 from aleph._contract._service import BaseToolService, NullToolService, ToolService, UnscopedToolService
-from aleph._contract._tool import AlephTool, LoopTool, Tool, ToolArgs, tool
+from aleph._contract._tool import AlephTool, LoopTool, Tool, ToolArgs
 from aleph._contract._types import ToolDefinition, ToolFacts, ToolOutput, ToolResult, ToolSource
 from aleph._discovery import DeferredSet, ProgressiveDisclosure
 from aleph._discovery._index import ToolIndex

@@ -7,13 +7,14 @@ module, and it imports neither of them nor the runtime.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aleph._contract._registry import ToolRegistry
-from aleph._contract._tool import Tool
+from aleph._contract._tool import Tool, ToolContractError, contract_problem
 from aleph._contract._types import ToolSource
 from aleph._ledger import ledger_directory
 from aleph._plugins._trust import HeldPlugin, PluginTrust
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from aleph._ledger import Ledger
     from aleph._ledger._events import EventLog
     from aleph._turn import TurnContext
+
+log = logging.getLogger("aleph.plugins")
 
 __all__ = ["Cleanup", "LoadedPlugin", "PluginContext", "PluginHost", "RuntimeHandle", "Service", "ToolRegistrar"]
 
@@ -73,12 +76,19 @@ class PluginHost(Protocol):
 
 @dataclass(slots=True)
 class LoadedPlugin:
-    """A plugin that loaded: its entry-point name, distribution and the tools it registered."""
+    """A plugin that loaded: its entry-point name, distribution, the tools it registered and those it held.
+
+    ``held_tools`` maps a tool that broke the tool contract to why (its siblings loaded); ``note`` says
+    why a plugin adds no tools (no ``@aleph.hookimpl`` marker found, or a plugin of other hooks only).
+    """
 
     name: str
     distribution: str | None = None
     version: str | None = None
     tools: list[str] = field(default_factory=list)
+    held_tools: dict[str, str] = field(default_factory=dict)
+    hooks: list[str] = field(default_factory=list)
+    note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """JSON form for ``aleph plugins --json``."""
@@ -87,22 +97,55 @@ class LoadedPlugin:
             "distribution": self.distribution,
             "version": self.version,
             "tools": list(self.tools),
+            "held_tools": dict(self.held_tools),
+            "hooks": list(self.hooks),
+            "note": self.note,
         }
 
 
 class ToolRegistrar:
-    """The ``register`` callable a plugin receives: ``register(tool, ...)``; records ownership."""
+    """The ``register`` callable a plugin receives: ``register(tool, ...)``; records ownership.
 
-    def __init__(self, registry: ToolRegistry, source: ToolSource) -> None:
+    Every registration is checked here, where core receives it: something that is not a tool fails the
+    plugin (its error names the plugin and the hook); a tool that breaks the tool contract (no
+    description, a bad name) is held, named with the reason in ``held``, and the plugin's other tools load.
+    """
+
+    def __init__(self, registry: ToolRegistry, source: ToolSource, plugin: str = "") -> None:
         self._registry = registry
         self._source = source
+        self._plugin = plugin or source.plugin_id or "aleph"
         self.names: list[str] = []
+        self.held: dict[str, str] = {}
 
     def __call__(self, *tools: Tool) -> None:
         """Register each tool under this plugin."""
         for tool in tools:
-            entry = self._registry.register(tool, source=self._source)
+            if not isinstance(tool, Tool):
+                raise TypeError(
+                    f"plugin {self._plugin!r}: aleph_register_tools passed {_shown(tool)} to register(), "
+                    "not a tool (an AlephTool, an @aleph.tool function or a LoopTool)"
+                )
+            problem = contract_problem(tool)
+            if problem is not None:
+                self._hold(tool, problem)
+                continue
+            try:
+                entry = self._registry.register(tool, source=self._source)
+            except ToolContractError as exc:
+                self._hold(tool, str(exc))
+                continue
             self.names.append(entry.name)
+
+    def _hold(self, tool: Tool, problem: str) -> None:
+        name = getattr(type(tool), "NAME", None) or getattr(tool, "name", None) or type(tool).__name__
+        self.held[str(name)] = problem
+        log.warning("plugin %r: tool %s is held: %s", self._plugin, name, problem)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 80 else text[:79] + '…'}"
 
 
 @dataclass(slots=True)

@@ -64,6 +64,29 @@ class FailedPlugin:
         }
 
 
+def _why_no_tools(plugin: object, hooks: list[str]) -> str | None:
+    """Why a plugin will add no tools, named for its author; None when it implements tool registration."""
+    if "aleph_register_tools" in hooks:
+        return None
+    if hooks:
+        return f"adds no tools: a plugin of other hooks only ({', '.join(hooks)}), e.g. a policy-only plugin"
+    unmarked = sorted(
+        name
+        for name in dir(plugin)
+        if name.startswith("aleph_") and callable(getattr(plugin, name, None)) and not _marked(plugin, name)
+    )
+    if unmarked:
+        return (
+            f"registers nothing: no @aleph.hookimpl marker found on {', '.join(unmarked)} "
+            "(decorate each hook function with @aleph.hookimpl)"
+        )
+    return "registers nothing: no @aleph.hookimpl marker found (it implements no aleph hook)"
+
+
+def _marked(plugin: object, name: str) -> bool:
+    return getattr(getattr(plugin, name, None), f"{_hookspec.NAME}_impl", None) is not None
+
+
 def _kwargs(impl: Any, **kwargs: Any) -> dict[str, Any]:
     """Only the hook arguments this implementation asks for (pluggy's own calling convention)."""
     return {k: v for k, v in kwargs.items() if k in impl.argnames}
@@ -165,7 +188,8 @@ class PluginManager:
         except Exception as exc:
             self._fail(name, "validate", exc, distribution, version)
             return False
-        self.loaded[name] = LoadedPlugin(name, distribution, version)
+        hooks = sorted({impl.name for impl in self._pm.get_hookcallers(plugin) or []})
+        self.loaded[name] = LoadedPlugin(name, distribution, version, hooks=hooks, note=_why_no_tools(plugin, hooks))
         return True
 
     def load_entry_points(self, group: str = "aleph", folders: Iterable[Path] = ()) -> None:
@@ -348,7 +372,7 @@ class PluginManager:
             if only is not None and name not in only:
                 continue
             source = ToolSource.builtin() if name == "aleph" else ToolSource.plugin(name)
-            registrar = ToolRegistrar(registry, source)
+            registrar = ToolRegistrar(registry, source, name)
             mark = len(cleanups)
             try:
                 context = PluginContext(config, name, cleanups, self)
@@ -359,8 +383,12 @@ class PluginManager:
                 del cleanups[mark:]
                 self._fail(name, "register", exc)
                 continue
+            if registrar.held and self.strict:
+                held = "; ".join(f"{tool}: {why}" for tool, why in registrar.held.items())
+                raise PluginError(f"plugin {name!r} registered tools that break the tool contract: {held}")
             if name in self.loaded:
                 self.loaded[name].tools.extend(registrar.names)
+                self.loaded[name].held_tools.update(registrar.held)
                 self._registered.add(name)
                 self._check_trusted(name, registry)
         for name in list(only if only is not None else self.loaded):
