@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import TextIO
@@ -108,12 +110,48 @@ class TerminalRequester:
             return line or None
         while True:
             # A terminal in canonical mode is readable once a whole line was typed (or at Ctrl-D).
-            await anyio.wait_readable(fd)
+            await _readable_or_interrupted(fd)
             try:
                 data = os.read(fd, MAX_LINE)
             except BlockingIOError:
                 continue
             return data.decode(errors="replace") if data else None
+
+
+async def _readable_or_interrupted(fd: int) -> None:
+    """Wait until ``fd`` is readable; Ctrl-C (SIGINT) while waiting raises KeyboardInterrupt at once.
+
+    While a person is being asked, the prompt owns SIGINT: the event loop's own signal handling wakes
+    the loop through its wakeup descriptor whatever the main thread is doing, and the interrupt ends the
+    wait here, directly. Left to the default path, a SIGINT delivered the instant the prompt appears had
+    to travel as a cancellation of the program's main task through the approval timeout's task and the
+    caller's task group, and could be absorbed on the way; the call then waited for an answer forever.
+    """
+    loop = asyncio.get_running_loop()
+    interrupted = loop.create_future()
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        loop.add_signal_handler(signal.SIGINT, _settle, interrupted)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no unix signals
+        await anyio.wait_readable(fd)
+        return
+    readable = loop.create_future()
+    try:
+        loop.add_reader(fd, _settle, readable)
+        try:
+            await asyncio.wait((readable, interrupted), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            loop.remove_reader(fd)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        signal.signal(signal.SIGINT, previous)  # the program's own handler again (asyncio.run's, or Python's)
+    if interrupted.done():
+        raise KeyboardInterrupt
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class DeferredApprovals:
