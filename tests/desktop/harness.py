@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from aleph_desktop import HeadlessSession
+from aleph_desktop._x11 import X11Display
 
 APPS = Path(__file__).parent / "apps"
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, which has python3-gi and python3-tk
@@ -69,12 +70,27 @@ class Harness:
         script = {"gtk": "gtk_form.py", "tk": "tk_form.py"}[app]
         self.procs[app] = self.session.launch([SYSTEM_PYTHON, str(APPS / script), str(path)])
         deadline = time.monotonic() + 20
+        ready = self._gtk_ready if app == "gtk" else self._tk_ready
         while time.monotonic() < deadline:
-            if path.exists() and (app != "gtk" or await self._gtk_ready()):
-                await asyncio.sleep(0.3)
+            # Ready means what the tasks need: the form's state file, and its widgets on the accessibility
+            # bus (GTK) or its window mapped on the display (Tk, driven through X11).
+            if path.exists() and await ready():
                 return
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.05)  # poll interval of the condition above
         raise RuntimeError(f"{app} form did not start")
+
+    async def _tk_ready(self) -> bool:
+        def mapped() -> bool:
+            display = X11Display(self.session.display)
+            try:
+                return any(w.title == "Tk Form" and w.width > 1 for w in display.windows())
+            finally:
+                display.close()
+
+        try:
+            return await asyncio.to_thread(mapped)
+        except Exception:
+            return False
 
     async def _gtk_ready(self) -> bool:
         try:
