@@ -101,6 +101,13 @@ class Harness:
             return False
         return bool(out["elements"])
 
+    async def _has(self, role: str, name: str | None, app: str) -> bool:
+        query = {"role": role, "app": app, **({"name": name} if name else {})}
+        try:
+            return bool((await self.execute("desktop_ax_query_by_role", query))["elements"])
+        except Exception:
+            return False
+
     def restart(self, app: str) -> None:
         proc = self.procs.pop(app, None)
         if proc is not None:
@@ -143,15 +150,8 @@ class Harness:
         )
         try:
             deadline = time.monotonic() + 15
-            while time.monotonic() < deadline:
-                try:
-                    found = await self.execute("desktop_ax_query_by_role", {"role": "push button", "app": "zenity"})
-                    if found["elements"]:
-                        break
-                except Exception:
-                    pass
-                await asyncio.sleep(0.1)
-            await asyncio.sleep(0.2)
+            while time.monotonic() < deadline and not await self._has("push button", None, "zenity"):
+                await asyncio.sleep(0.05)  # poll interval of the condition
             for step in task.steps:
                 await self.execute("desktop", {"observe": "none", "target_app": "zenity", **step})
             try:
@@ -174,16 +174,12 @@ class Harness:
         env = {f"XDG_{kind}_HOME": str(home / kind.lower()) for kind in ("CONFIG", "DATA", "CACHE", "STATE")}
         proc = self.session.launch(["mousepad", str(document)], env=env)
         try:
+            # Ready once the document and the menus are on the accessibility bus (the menus come later).
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
-                try:
-                    found = await self.execute("desktop_ax_query_by_role", {"role": "text", "app": "mousepad"})
-                    if found["elements"]:
-                        break
-                except Exception:
-                    pass
-                await asyncio.sleep(0.1)
-            await asyncio.sleep(0.3)
+                if await self._has("text", None, "mousepad") and await self._has("menu item", "Save", "mousepad"):
+                    break
+                await asyncio.sleep(0.05)  # poll interval of the condition above
             for step in task.steps:
                 await self.execute("desktop", {"observe": "none", "target_app": "mousepad", **step})
             state: dict[str, Any] = {}
