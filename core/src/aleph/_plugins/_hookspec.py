@@ -64,7 +64,9 @@ def aleph_tool_policy(
 
     Return ``PolicyVote("deny", reason)`` or ``PolicyVote("ask", reason)`` to tighten the decision, or None
     to abstain. Votes can only tighten: "allow" does not exist, and a deny from any plugin wins. A hook
-    that raises is treated as an "ask" vote (fail closed). Must be fast and do no I/O.
+    that raises is treated as an "ask" vote (fail closed); a result that is neither None nor such a vote
+    (``PolicyVote("Deny", ...)``, a tuple, a string) refuses the call, naming the plugin and this hook.
+    Must be fast and do no I/O.
     """
 
 
