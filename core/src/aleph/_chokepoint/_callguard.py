@@ -21,14 +21,14 @@ from aleph._errors import ExecutionFailed, PermissionDenied, ToolError, ToolTime
 from aleph._ledger._durability import UnrecordedCall
 
 if TYPE_CHECKING:
-    from aleph._chokepoint._scoped import ScopedToolService
+    from aleph._chokepoint._roles import RunningService
     from aleph._contract._registry import RegisteredTool
     from aleph._contract._tool import Prepared
 
 __all__ = ["CallGuard", "guard_for"]
 
 
-def guard_for(service: ScopedToolService) -> CallGuard | None:
+def guard_for(service: RunningService) -> CallGuard | None:
     """A guard when the service's turn carries a budget or an idempotency key, else None."""
     turn = service.turn
     if turn is None or (turn.budget is None and turn.idempotency_key is None):
@@ -39,7 +39,7 @@ def guard_for(service: ScopedToolService) -> CallGuard | None:
 class CallGuard:
     """One call's budget charge and idempotency claim (see the module docstring)."""
 
-    def __init__(self, service: ScopedToolService) -> None:
+    def __init__(self, service: RunningService) -> None:
         self.service = service
         self.turn = service.turn
         assert self.turn is not None

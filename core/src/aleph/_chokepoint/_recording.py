@@ -22,7 +22,7 @@ from aleph._ledger import LedgerRecord
 from aleph._ledger._durability import UnrecordedCall
 
 if TYPE_CHECKING:
-    from aleph._chokepoint._scoped import Chokepoint
+    from aleph._chokepoint._roles import Stores
     from aleph._chokepoint._verdict import Verdict
     from aleph._contract._registry import RegisteredTool
     from aleph._contract._types import ToolOutput
@@ -52,9 +52,13 @@ def _safe_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str | None:
 class Recording:
     """The recording half of :class:`~aleph.ScopedToolService` (a mixin: it reads the service's fields)."""
 
-    _cp: Chokepoint
     agent: str | None
     turn: TurnContext | None
+
+    if TYPE_CHECKING:  # the service's chokepoint, read-only here: only its stores are used
+
+        @property
+        def _cp(self) -> Stores: ...
 
     def _agent_id(self) -> str:
         return self.agent or "default"

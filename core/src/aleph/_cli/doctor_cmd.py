@@ -129,11 +129,20 @@ def _plugins_check(rt: Aleph) -> tuple[str, str]:
     report = rt.plugins.report()
     failed = [f"{p['name']} at {p['stage']}: {p['error']}" for p in report["failed"]]
     held = [f"{p['name']}: {p['reason']}" for p in report["held"]]
+    held += [f"{p['name']} tool {t}: {why}" for p in report["loaded"] for t, why in p["held_tools"].items()]
+    notes = [f"{p['name']} {p['note']}" for p in report["loaded"] if p["note"]]
     loaded = len(report["loaded"])
     if failed:
         return "fail", f"{len(failed)} failed ({'; '.join(failed)}); {loaded} loaded"
-    if held:
-        return "warn", f"{loaded} loaded, {len(held)} held back ({'; '.join(held)}): `aleph plugins` says why"
+    unmarked = [n for n in notes if "no @aleph.hookimpl marker" in n]
+    if held or unmarked:
+        why = "; ".join(held + unmarked)
+        return (
+            "warn",
+            f"{loaded} loaded, {len(held) + len(unmarked)} held back or empty ({why}): `aleph plugins` says why",
+        )
+    if notes:
+        return "ok", f"{loaded} loaded ({'; '.join(notes)})"
     return "ok", f"{loaded} loaded"
 
 
