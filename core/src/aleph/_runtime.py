@@ -25,12 +25,13 @@ from aleph._discovery import Discovery
 from aleph._errors import PermissionDenied
 from aleph._mcp import McpManager
 from aleph._mcp._chain import config_identity
-from aleph._plugins._loader import Cleanup, PluginManager
+from aleph._plugins._context import Cleanup
+from aleph._plugins._loader import PluginManager
 from aleph._plugins._trust import PluginTrust
 from aleph._principal import Principal
 from aleph._turn import TurnContext
 
-__all__ = ["Aleph", "load"]
+__all__ = ["Aleph", "load", "runtime_for"]
 
 log = logging.getLogger("aleph")
 
@@ -70,8 +71,6 @@ class Aleph:
         self.discovery = Discovery(config.tools, registry, config.data_dir)
         """``[tools]`` discovery: search index, disclosure rewriters, deferred sets, session knobs."""
         self._cleanups = cleanups
-        self._config_path: str | os.PathLike[str] | None = None
-        self._workspace: str | os.PathLike[str] | None = None
         self._closed = False
         self._services: list[asyncio.Task[None]] = []
         plugins.runtime = self
@@ -130,7 +129,8 @@ class Aleph:
         policy it was built with). A bad file raises :class:`~aleph.ConfigError` and changes nothing.
         Plugins keep the copy of the configuration they registered their tools with.
         """
-        config = load_config(self._config_path, workspace=self._workspace)
+        path, workspace = self.config._loaded_with
+        config = load_config(path, workspace=workspace)
         access = AccessControl(config)  # validates every layer before anything is replaced
         self.config, self.access = config, access
         self.chokepoint.delegator = Delegator(access)
@@ -253,6 +253,13 @@ def load(
     :param strict: re-raise plugin failures (default ``$ALEPH_STRICT_PLUGINS=1`` or ``[plugins] strict``).
     """
     config = load_config(config_path, workspace=workspace)
+    return runtime_for(config, plugins=plugins, entry_points=entry_points, strict=strict)
+
+
+def runtime_for(
+    config: AlephConfig, *, plugins: Iterable[object] = (), entry_points: bool = True, strict: bool | None = None
+) -> Aleph:
+    """:func:`load` for a configuration already read (``aleph config check`` reads it leniently first)."""
     if strict is None:
         strict = os.environ.get("ALEPH_STRICT_PLUGINS", "") not in ("", "0") or config.plugins.strict
     disabled = set(config.plugins.disable)
@@ -271,6 +278,4 @@ def load(
     cleanups: list[Cleanup] = []
     manager.register_tools(registry, plugin_config, cleanups)
     mcp = McpManager(config.mcp, registry, config.data_dir, chain_id=config_identity(config))
-    runtime = Aleph(config, manager, registry, cleanups, mcp)
-    runtime._config_path, runtime._workspace = config_path, workspace
-    return runtime
+    return Aleph(config, manager, registry, cleanups, mcp)
