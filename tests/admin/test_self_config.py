@@ -147,3 +147,19 @@ async def test_read_config_guide_answers_one_section_and_names_the_sections_for_
         assert "bounded_by" in text and "[policies]" not in text
         wrong = await service.call("read_config_guide", {"section": "nope"})
         assert not wrong.success and "policies" in (wrong.error or "")
+
+
+async def test_a_guest_may_tighten_only_its_own_layer(make_runtime: Callable[..., aleph.Aleph]) -> None:
+    async with make_runtime(BASE) as rt:
+        guest = rt.tool_service(agent="visitor", turn=aleph.TurnContext(caller_role="guest"), requester=approving())
+        other = await guest.call(
+            "self_config",
+            {"action": "update_config", "config_path": "agents.worker.tool_permissions.default", "value": "deny"},
+        )
+        assert not other.success and other.error_kind == "permission_denied"
+        assert rt.tool_service(agent="worker").decision_for("agent_list", {}) == "allow"
+        own = await guest.call(
+            "self_config",
+            {"action": "update_config", "config_path": "agents.visitor.tool_permissions.default", "value": "deny"},
+        )
+        assert own.success, own.error

@@ -115,7 +115,7 @@ class AgentCreate(AlephTool[AgentCreateArgs]):
         table = agent_table(args, who.owner)
         before, after = apply_managed(self.state, self.NAME, f"agents.{args.name}", table)
         if args.name not in self.state.context.current_config().agents:
-            self.state.managed.write(before)
+            self.state.managed.restore(before or None)
             self.state.context.reload_config()
             raise aleph.ExecutionFailed(
                 self.NAME,

@@ -95,9 +95,18 @@ def aleph_tool_policy(
     return _VOTED[tool](state, input, turn, agent, channel)
 
 
-def _self_config(state: AdminState, input: Mapping[str, Any], *_: Any) -> aleph.PolicyVote | None:
-    if input.get("action") != "update_config":
+def _self_config(
+    state: AdminState, input: Mapping[str, Any], turn: aleph.TurnContext | None, agent: str | None, channel: Any
+) -> aleph.PolicyVote | None:
+    if input.get("action") not in ("update_config", "rollback_config"):
         return None
+    role = _role(state, turn, channel)
+    own = f"agents.{agent or 'default'}."
+    if role != "operator" and not str(input.get("config_path") or "").startswith(own):
+        # Even a tightening of someone else's layer can stop them working: only an operator does that.
+        return aleph.PolicyVote("deny", f"a {role} may change only its own layer ({own}*); this caller is a {role}")
+    if input.get("action") == "rollback_config":
+        return None  # core's floor asks a human for every rollback
     config = state.context.current_config()
     in_force = config.model_dump(mode="json") | config.plugin_sections()
     lines = loosening(in_force, str(input.get("config_path") or ""), _plain(input.get("value")))
