@@ -2,7 +2,7 @@
 
 Hooks are few, typed and synchronous: they register things and make decisions, and do no
 I/O. Runtime behaviour lives on :class:`~aleph.ToolService`. Core never calls ``pm.hook``
-directly; it goes through :class:`~aleph._plugins._loader.PluginManager`.
+directly; it goes through ``aleph._plugins._loader.PluginManager``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from aleph._config import AlephConfig
     from aleph._contract._types import ToolFacts, ToolSource
     from aleph._floor._policy import CommandRule
-    from aleph._plugins._loader import PluginContext, ToolRegistrar
+    from aleph._plugins._context import PluginContext, ToolRegistrar
     from aleph._turn import TurnContext
 
 __all__ = ["NAME", "hookimpl", "hookspec"]
@@ -64,7 +64,9 @@ def aleph_tool_policy(
 
     Return ``PolicyVote("deny", reason)`` or ``PolicyVote("ask", reason)`` to tighten the decision, or None
     to abstain. Votes can only tighten: "allow" does not exist, and a deny from any plugin wins. A hook
-    that raises is treated as an "ask" vote (fail closed). Must be fast and do no I/O.
+    that raises is treated as an "ask" vote (fail closed); a result that is neither None nor such a vote
+    (``PolicyVote("Deny", ...)``, a tuple, a string) refuses the call, naming the plugin and this hook.
+    Must be fast and do no I/O.
     """
 
 
@@ -111,4 +113,22 @@ def aleph_doctor_checks(register: Callable[[str, Callable[[], tuple[str, str]]],
         ``"fail"``.
     :param config: the runtime's configuration.
     Registration itself must do no I/O. The result is ignored.
+    """
+
+
+@hookspec
+def aleph_mcp_resources(register: Callable[..., None], config: AlephConfig) -> None:
+    """Called when ``aleph serve`` starts serving a runtime, to collect what a family offers MCP clients as resources.
+
+    :param register: call ``register(scheme, list_resources, read_resource)`` once per URI scheme the
+        plugin owns (``"aleph-artifact"`` serves ``aleph-artifact://...``). At request time
+        ``await list_resources(service)`` returns ``[{"uri", "name", "mime_type"?, "size"?, "description"?}]``
+        and ``await read_resource(service, uri)`` returns ``(data, mime_type)`` (``bytes``, or ``str`` for
+        text) or None when there is no such resource. ``service`` is the connection's scoped tool service:
+        both callables act only through it (by calling the family's own tools), so the principal's
+        permissions, approvals and the ledger apply exactly as for ``tools/call``; a :class:`~aleph.ToolError`
+        they raise reaches the client as an error. A scheme registered twice is an error.
+    :param config: the served runtime's configuration (its data directory, the family's section).
+    Registration itself must do no I/O. The result is ignored. Without any registration ``aleph serve``
+    advertises no resources capability.
     """
