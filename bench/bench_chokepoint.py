@@ -4,10 +4,10 @@ Run: python bench/bench_chokepoint.py
 Targets (issue 3): overhead of the full chokepoint for an allowed async call with a 200-rule merged policy
 <= 25 µs over the registry-only call; building a ScopedToolService over 300 tools <= 200 µs; a mutating call
 with the ledger on <= 150 µs amortised, and 1,000 concurrent mutating calls lose no row and verify.
-Issue 26: what the principal costs per call (<= 1 µs) against the same call without it, measured in the same run.
 Since issue 28 a mutating call is answered only once its row is fsync'd, so calls made one after another
 pay one fsync each (the 150 µs target was set for rows queued and answered at once); bench_ledger.py
 measures that cost against the earlier path with real file_write calls at 1 and 8 sessions.
+Issue 26: what the principal costs per call (<= 1 µs) against the same call without it, measured in the same run.
 """
 
 from __future__ import annotations

@@ -77,6 +77,14 @@ class Recording:
     principal: Principal
     _ptext: tuple[Principal, str] | None = None
 
+    if TYPE_CHECKING:  # the service's chokepoint, read-only here: only its stores are used
+
+        @property
+        def _cp(self) -> Stores: ...
+
+    def _agent_id(self) -> str:
+        return self.agent or "default"
+
     def _principal_text(self) -> str:
         """:func:`principal_field` of this service's principal, computed once per principal."""
         cached = self._ptext
@@ -85,14 +93,6 @@ class Recording:
         text = principal_field(self.principal)
         self._ptext = (self.principal, text)
         return text
-
-    if TYPE_CHECKING:  # the service's chokepoint, read-only here: only its stores are used
-
-        @property
-        def _cp(self) -> Stores: ...
-
-    def _agent_id(self) -> str:
-        return self.agent or "default"
 
     async def _record_refusal(
         self, entry: RegisteredTool, arguments: Mapping[str, Any], reason: str, verdict: Verdict
