@@ -146,3 +146,26 @@ async def test_a_swapped_signing_key_stops_the_chain_loudly_and_verify_reports_i
         assert not report.ok and report.first_bad_seq == before + 1
         assert "no longer matches" in (report.reason or "")
         assert RAN == ["one", "two", "three"]
+
+
+@pytest.mark.anyio
+async def test_a_one_time_answer_approves_one_call_even_when_handed_back_again(workspace: Path) -> None:
+    async with runtime(workspace) as rt:
+        with pytest.raises(aleph.ApprovalRequired) as info:
+            await rt.tool_service(requester=aleph.DeferredApprovals()).execute("deploy", {"target": "prod"})
+        fingerprint = info.value.request.fingerprint
+        once = aleph.ApprovalResponse(ApprovalOutcome.APPROVED, once_id="answer-1")
+        await rt.tool_service(requester=aleph.DeferredApprovals({fingerprint: once})).execute(
+            "deploy", {"target": "prod"}
+        )
+        with pytest.raises(aleph.ApprovalUnavailable, match="already used"):
+            await rt.tool_service(requester=aleph.DeferredApprovals({fingerprint: once})).execute(
+                "deploy", {"target": "prod"}
+            )
+        # A one-time answer never sticks as a grant, and another id is another human answer.
+        other = aleph.ApprovalResponse(ApprovalOutcome.APPROVED, once_id="answer-2")
+        await rt.tool_service(requester=aleph.DeferredApprovals({fingerprint: other})).execute(
+            "deploy", {"target": "prod"}
+        )
+    assert RAN == ["prod", "prod"]
+    assert (rt.config.data_dir / "approvals" / "used.sqlite").is_file()

@@ -70,6 +70,9 @@ class ApprovalResponse:
 
     outcome: ApprovalOutcome
     deny_reason: str | None = None
+    once_id: str | None = None
+    """A one-time id for an answer a caller may hand back more than once (a framework's saved run state):
+    the gate records it as used by the call it approves, and an id already used never approves again."""
 
 
 @runtime_checkable

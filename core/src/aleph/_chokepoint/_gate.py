@@ -32,6 +32,7 @@ from aleph._chokepoint._approval import (
     ApprovalRequester,
     ApprovalResponse,
 )
+from aleph._chokepoint._once import OnceLedger
 from aleph._errors import ApprovalRequired
 
 __all__ = [
@@ -205,6 +206,8 @@ HINTS: dict[str, str] = {
     "and let the user decide how to proceed.",
     "timeout": "The approval request for this action expired with no answer — nobody appears to be at the "
     "keyboard. Do not silently retry it; surface the blocker to the user and stop.",
+    "already_used": "This approval was given once and was already used by the call it approved; a resumed, "
+    "replayed or copied run does not run that call again. Ask the user to approve it anew if it must run again.",
     "unreachable": "This run is unattended (no human is watching it) — interactive approval is unavailable, so "
     "confirm-gated tools are auto-denied. Use a non-interactive approach, or hand back to the user.",
 }
@@ -257,6 +260,8 @@ class ApprovalGate:
         self._always: dict[str, StandingGrant] = {}
         self._always_seen: tuple[int, int] | None = None
         self._refresh_always()
+        self.once = OnceLedger(always_file.with_name("used.sqlite") if always_file is not None else None)
+        """One-time answers already spent (see :class:`~aleph._chokepoint._once.OnceLedger`)."""
 
     # -- grants ---------------------------------------------------------------------------------
 
@@ -463,6 +468,11 @@ class ApprovalGate:
             log.error("approval requester %r: %s", type(requester).__name__, why)
             return GateOutcome(False, ApprovalOutcome.DENIED, "Nobody", why, why, waited, True)
         outcome = response.outcome
+        if outcome is ApprovalOutcome.APPROVED and response.once_id is not None:
+            # Recorded before the call runs, so two resumes racing from one saved state run it at most once.
+            if not await asyncio.to_thread(self.once.consume, response.once_id):
+                why = "this one-time approval was already used"
+                return GateOutcome(False, ApprovalOutcome.UNAVAILABLE, "Nobody", why, HINTS["already_used"], waited)
         if outcome.is_approved:
             self._grant(session_key, request, outcome, honors_always)
             self._record_approval(session_key)
