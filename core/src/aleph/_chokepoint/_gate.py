@@ -34,6 +34,7 @@ from aleph._chokepoint._approval import (
 )
 from aleph._chokepoint._once import OnceLedger
 from aleph._errors import ApprovalRequired
+from aleph._seal import StateSeal
 
 __all__ = [
     "FLOOR_RULES",
@@ -250,8 +251,14 @@ class _SessionDenials:
 class ApprovalGate:
     """Grants and denials shared by every scoped service of one runtime. Thread-safe."""
 
-    def __init__(self, always_file: Path | None = None, *, timeout: float | None = None) -> None:
+    def __init__(
+        self, always_file: Path | None = None, *, timeout: float | None = None, seal: StateSeal | None = None
+    ) -> None:
         self.timeout = timeout
+        if seal is None and always_file is not None:
+            seal = StateSeal(always_file.parent.parent / "ledger" / "keys", "approval-grants")
+        self._seal = seal
+        """Seals the grants file: one another process edited (or wrote before seals existed) grants nothing."""
         """Seconds a requester may take to answer; None waits as long as it takes."""
         self._lock = threading.Lock()
         self._session_grants: OrderedDict[str, set[str]] = OrderedDict()
@@ -345,7 +352,15 @@ class ApprovalGate:
         grants: dict[str, StandingGrant] = {}
         if seen is not None:
             try:
-                data = json.loads(path.read_text())
+                raw = path.read_bytes()
+                if self._seal is not None and not self._seal.matches(str(path), raw):
+                    log.warning(
+                        "the approval grants file %s was not written by Aleph (its seal does not match); "
+                        "its standing approvals are ignored until granted again",
+                        path,
+                    )
+                    raise ValueError("unsealed")
+                data = json.loads(raw)
                 info = data.get("grants", {})
                 for fp in data["fingerprints"]:
                     meta = info.get(fp, {}) if isinstance(info, dict) else {}
@@ -364,7 +379,10 @@ class ApprovalGate:
             "grants": {g.fingerprint: {"tool": g.tool, "summary": g.summary, "at": g.granted_at} for g in grants},
         }
         try:
-            write_atomic(self._always_file, json.dumps(body))
+            data = json.dumps(body).encode("utf-8")
+            write_atomic(self._always_file, data)
+            if self._seal is not None:
+                self._seal.record(str(self._always_file), data)
             st = self._always_file.stat()
             with self._lock:
                 self._always_seen = (st.st_mtime_ns, st.st_size)

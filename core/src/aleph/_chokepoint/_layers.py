@@ -28,6 +28,7 @@ from aleph._floor._wrappers import BUILTINS
 from aleph._ledger import Ledger, ledger_directory
 from aleph._ledger._events import EventLog
 from aleph._plugins._loader import PluginManager
+from aleph._seal import state_seal
 from aleph._turn import TurnContext
 
 __all__ = ["AccessControl", "build_chokepoint"]
@@ -122,7 +123,11 @@ def build_chokepoint(config: AlephConfig, registry: ToolRegistry, plugins: Plugi
 
     return Chokepoint(
         registry,
-        gate=ApprovalGate(data_dir / "approvals" / "always.json", timeout=config.approval.timeout),
+        gate=ApprovalGate(
+            data_dir / "approvals" / "always.json",
+            timeout=config.approval.timeout,
+            seal=state_seal(config, "approval-grants"),
+        ),
         workspace=str(config.workspace_root),
         data_dir=data_dir,
         ledger=ledger,
