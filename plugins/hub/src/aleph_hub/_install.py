@@ -26,7 +26,14 @@ from aleph_hub._pip import (
     pip_uninstall,
     unsatisfied,
 )
-from aleph_hub._receipts import ReceiptError, find_distribution, remove_installed, take_receipt, verify_receipt
+from aleph_hub._receipts import (
+    ReceiptError,
+    compile_bytecode,
+    find_distribution,
+    remove_installed,
+    take_receipt,
+    verify_receipt,
+)
 from aleph_hub._state import HubState, consent
 
 __all__ = ["HubInstallRun", "HubInstallVerify", "verify_all"]
@@ -224,6 +231,7 @@ class HubInstallRun(AlephTool[InstallArgs]):
         try:
             for entry in lock:
                 base, files = take_receipt(find_distribution(entry.name, folder))
+                files.update(compile_bytecode(base, files))
                 self.state.store.put_receipt(
                     {
                         "distribution": entry.name,
@@ -285,7 +293,7 @@ def verify_all(state: HubState, names: list[str] | None = None) -> list[dict[str
         for other in receipts:
             if other is not receipt and other["location"] == receipt["location"]:
                 others.update(other["files"])
-        found = verify_receipt(base, receipt["files"], others)
+        found = verify_receipt(base, receipt["files"], others, whole_folder=receipt["target"] == "folder")
         problems = [f"{k}: {len(v)}" for k, v in found.items() if v]
         lockfile = state.locks_dir() / f"{receipt['distribution']}.lock"
         reports.append(
