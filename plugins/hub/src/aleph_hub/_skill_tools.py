@@ -15,6 +15,7 @@ import aleph
 from aleph import AlephTool, ToolArgs, ToolDefinition, ToolFacts
 from aleph_hub._archive import ArchiveError, remove_tree, unpack_source
 from aleph_hub._scan import disclose_skill
+from aleph_hub._skill_pin import approved_content, pin_installed, pin_state, read_verified, skill_content
 from aleph_hub._skills import MAX_RESOURCE_BYTES, Skill, discover, skill_files, validate_skill_dir
 from aleph_hub._state import HubState, consent
 
@@ -106,6 +107,7 @@ class SkillList(AlephTool[ListArgs]):
                 item["disabled"] = True
             if st.get("archived"):
                 item["archived"] = True
+            item.update(pin_state(self.state, s))
             out.append(item)
         return {"success": True, "count": len(out), "total": len(skills), "skills": out}
 
@@ -158,8 +160,11 @@ class SkillRead(AlephTool[ReadArgs]):
         size = target.stat().st_size
         if size > MAX_RESOURCE_BYTES:
             raise aleph.ExecutionFailed(self.NAME, f"File too large: {size} bytes (max: {MAX_RESOURCE_BYTES} bytes)")
+        # Served only as a human approved it, whatever wrote the folder; the bytes served are the ones checked.
+        approved = await approved_content(self.state, self.NAME, skill)
+        data = read_verified(approved, root, target.relative_to(root).as_posix(), self.NAME)
         try:
-            content = target.read_bytes().decode("utf-8")
+            content = data.decode("utf-8")
         except UnicodeDecodeError:
             raise aleph.ExecutionFailed(
                 self.NAME, f"'{args.file_name}' is a binary file ({size} bytes); open it at {target} with a file tool"
@@ -313,6 +318,10 @@ class SkillInstall(AlephTool[InstallArgs]):
             raise aleph.ExecutionFailed(
                 self.NAME, f"skill '{name}' is already installed at {dest}; pass overwrite=true"
             )
+        cfg = self.state.config
+        content = skill_content(named, max_files=cfg.max_skill_files, max_bytes=cfg.max_skill_bytes, tool=self.NAME)
+        disclosure["content_digest"] = content.digest
+        disclosure["all_entries"] = sorted(content.files)
         digest = aleph.adds_digest(disclosure)
         await consent(self.NAME, "skill", f"{name} from {args.source} into {dest_root}", digest, disclosure)
         backup = staging / ".previous"
@@ -324,6 +333,7 @@ class SkillInstall(AlephTool[InstallArgs]):
             if backup.exists():
                 os.replace(backup, dest)
             raise
+        pin_installed(self.state, dest, content.digest, self.NAME)  # the human approved exactly these bytes
         return {
             "success": True,
             "message": f"Skill '{name}' installed at {dest}",

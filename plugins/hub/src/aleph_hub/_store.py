@@ -17,7 +17,7 @@ from typing import Any
 
 __all__ = ["HubStore"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS catalog (
@@ -44,6 +44,12 @@ CREATE TABLE IF NOT EXISTS skill_state (
     archived INTEGER NOT NULL DEFAULT 0,
     uses INTEGER NOT NULL DEFAULT 0,
     views INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS skill_pins (
+    location TEXT PRIMARY KEY,      -- the skill folder, resolved
+    digest TEXT NOT NULL,           -- "sha256:..." of every entry of the folder a human approved
+    seal TEXT NOT NULL,             -- HMAC of (location, digest) under the runtime's keystore secret
+    approved_at REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS receipts (
     distribution TEXT PRIMARY KEY,  -- canonical name
@@ -174,6 +180,19 @@ class HubStore:
         """Drop ``skill_id``'s state."""
         with self.transaction() as db:
             db.execute("DELETE FROM skill_state WHERE id = ?", (skill_id,))
+
+    def skill_pin(self, location: str) -> dict[str, Any] | None:
+        """The approved digest of the skill folder ``location`` and its seal, or None."""
+        rows = self.query("SELECT * FROM skill_pins WHERE location = ?", (location,))
+        return dict(rows[0]) if rows else None
+
+    def put_skill_pin(self, location: str, digest: str, seal: str) -> None:
+        """Record that a human approved the skill folder ``location`` as it hashes to ``digest``."""
+        with self.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO skill_pins (location, digest, seal, approved_at) VALUES (?,?,?,?)",
+                (location, digest, seal, time.time()),
+            )
 
     # -- receipts --------------------------------------------------------------------------
 
