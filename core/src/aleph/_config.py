@@ -1,9 +1,10 @@
 """Configuration: TOML files (user, then project) with environment overrides, validated by pydantic.
 
 Precedence, lowest first: built-in defaults → the user file (``$XDG_CONFIG_HOME/aleph/config.toml``)
-→ the project file (``aleph.toml`` in the workspace, ``$ALEPH_CONFIG``, or an explicit path) →
-environment variables ``ALEPH__SECTION__KEY=value`` (the value is read as a TOML value when it
-parses as one, else as a string). A bad value fails at load with the file, the key and the reason.
+→ the project file (``$ALEPH_CONFIG`` or an explicit path; or ``aleph.toml`` in the workspace, which only
+tightens unless the operator trusts it, see :mod:`aleph._config_tighten`) → environment variables
+``ALEPH__SECTION__KEY=value`` (the value is read as a TOML value when it parses as one, else as a
+string). A bad value fails at load with the file, the key and the reason.
 
 Sections core does not know (``[browser]``, ``[files]``, ...) belong to plugins, which validate
 them through :meth:`AlephConfig.section`.
@@ -11,6 +12,7 @@ them through :meth:`AlephConfig.section`.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import tomllib
@@ -20,7 +22,9 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from aleph._config_tighten import copy_table, record_changes, tighten
 from aleph._errors import ConfigError
+from aleph._workspace_trust import WorkspaceTrust
 
 __all__ = [
     "DEFAULT_CORE_TOOLS",
@@ -40,6 +44,8 @@ __all__ = [
     "WorkspaceConfig",
     "load_config",
 ]
+
+log = logging.getLogger("aleph.config")
 
 Action = Literal["allow", "ask", "deny"]
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -314,6 +320,24 @@ class AlephConfig(BaseModel):
     _files: list[str] = PrivateAttr(default_factory=list)
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _claimed: set[str] = PrivateAttr(default_factory=set)
+    _workspace_layers: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
+    _workspace_file: tuple[str, bool, list[str]] | None = PrivateAttr(default=None)
+
+    @property
+    def workspace_layers(self) -> dict[str, dict[str, Any]]:
+        """Restricting permission tables from an untrusted workspace file (``global``, ``agent:<n>``, ``channel:<n>``).
+
+        The chokepoint adds each as one more layer; across layers the most restrictive decision wins.
+        """
+        return dict(self._workspace_layers)
+
+    @property
+    def workspace_file(self) -> dict[str, Any] | None:
+        """The workspace's own ``aleph.toml``: ``{"file", "trusted", "ignored"}``, or None when none was read."""
+        if self._workspace_file is None:
+            return None
+        file, trusted, ignored = self._workspace_file
+        return {"file": file, "trusted": trusted, "ignored": list(ignored)}
 
     @property
     def files(self) -> list[str]:
@@ -346,6 +370,13 @@ class AlephConfig(BaseModel):
             return Path(env).expanduser().resolve()
         xdg = os.environ.get("XDG_DATA_HOME")
         return (Path(xdg) if xdg else Path.home() / ".local" / "share") / "aleph"
+
+    @property
+    def key_dir(self) -> Path:
+        """The keystore directory: ``<ledger dir>/keys`` (``[ledger] directory`` or ``<data_dir>/ledger``)."""
+        if self.ledger.directory:
+            return (self._base_dir / self.ledger.directory).expanduser().resolve() / "keys"
+        return self.data_dir / "ledger" / "keys"
 
     @property
     def plugin_folders(self) -> list[Path]:
@@ -467,8 +498,16 @@ def load_config(
     workspace: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     user_file: bool = True,
+    workspace_file: bool = True,
 ) -> AlephConfig:
-    """Read, merge and validate the configuration. Raises :class:`ConfigError` naming file, key and reason."""
+    """Read, merge and validate the configuration. Raises :class:`ConfigError` naming file, key and reason.
+
+    The user file, an explicit ``path`` (or ``$ALEPH_CONFIG``) and ``ALEPH__*`` variables are the operator's.
+    A workspace's own ``aleph.toml`` (read when no explicit file is given) is the operator's only once they
+    trusted it (``aleph config trust``, bound to its path and bytes, or ``ALEPH_TRUST_WORKSPACE_CONFIG=1``);
+    otherwise it may only tighten what the operator configured (:mod:`aleph._config_tighten`).
+    ``workspace_file=False`` reads the operator's sources only.
+    """
     env = os.environ if env is None else env
     merged: dict[str, Any] = {}
     origins: dict[str, str] = {}
@@ -480,6 +519,7 @@ def load_config(
     if user_file and user.is_file():
         layers.append(user)
     explicit = path if path is not None else env.get("ALEPH_CONFIG")
+    found: Path | None = None
     if explicit:
         project = Path(explicit).expanduser()
         if not project.is_file():
@@ -487,20 +527,73 @@ def load_config(
         layers.append(project)
         if workspace is None:
             base_dir = project.resolve().parent
-    elif (base_dir / "aleph.toml").is_file():
-        layers.append(base_dir / "aleph.toml")
+    elif workspace_file and (base_dir / "aleph.toml").is_file():
+        found = base_dir / "aleph.toml"
 
     for layer in layers:
         _merge(merged, _read_toml(layer), str(layer), origins)
         files.append(str(layer))
-    for origin, tree in _env_overrides(env):
-        _merge(merged, tree, origin, origins)
+    overrides = _env_overrides(env)
+    if found is None:
+        return _validated(_with_env(merged, origins, overrides), origins, files, base_dir)
 
+    data = _read_bytes(found)
+    try:
+        theirs = tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"not valid TOML: {exc}", file=str(found)) from None
+    operator_origins = dict(origins)
+    operator = _validated(_with_env(copy_table(merged), operator_origins, overrides), operator_origins, files, base_dir)
+    trusted = env.get("ALEPH_TRUST_WORKSPACE_CONFIG", "") not in ("", "0") or WorkspaceTrust.at(
+        operator.data_dir, operator.key_dir
+    ).trusted(found, data)
+    files.append(str(found))
+    as_if_trusted = copy_table(merged)
+    trusted_origins = dict(origins)
+    _merge(as_if_trusted, theirs, str(found), trusted_origins)
+    # Validated whole either way: a bad workspace file is an error naming it, trusted or not.
+    config = _validated(_with_env(as_if_trusted, trusted_origins, overrides), trusted_origins, files, base_dir)
+    if trusted:
+        config._workspace_file = (str(found), True, [])
+        return config
+    before = _with_env(merged, origins, overrides)
+    tightened = tighten(before, theirs, AlephConfig().model_dump())
+    record_changes(before, tightened.config, str(found), origins)
+    config = _validated(tightened.config, origins, files, base_dir)
+    config._workspace_layers = tightened.layers
+    config._workspace_file = (str(found), False, tightened.ignored)
+    if tightened.ignored:
+        log.warning(
+            "%s is not trusted, so it may only tighten the configuration; not applied: %s "
+            "(trust it with `aleph config trust %s`)",
+            found,
+            "; ".join(tightened.ignored),
+            found.parent,
+        )
+    return config
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from None
+
+
+def _with_env(
+    merged: dict[str, Any], origins: dict[str, str], overrides: list[tuple[str, dict[str, Any]]]
+) -> dict[str, Any]:
+    for origin, tree in overrides:
+        _merge(merged, tree, origin, origins)
+    return merged
+
+
+def _validated(merged: dict[str, Any], origins: dict[str, str], files: list[str], base_dir: Path) -> AlephConfig:
     try:
         config = AlephConfig.model_validate(merged)
     except ValidationError as exc:
         raise _config_error(exc, None, origins) from None
     config._origins = origins
-    config._files = files
+    config._files = list(files)
     config._base_dir = base_dir
     return config

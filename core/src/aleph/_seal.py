@@ -16,14 +16,10 @@ import hmac
 import os
 import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from aleph._atomic import write_atomic
 
-if TYPE_CHECKING:
-    from aleph._config import AlephConfig
-
-__all__ = ["StateSeal", "state_seal"]
+__all__ = ["StateSeal"]
 
 _SECRET = "state-seal.secret"
 _WITNESSES = "seals"
@@ -107,10 +103,3 @@ class StateSeal:
         if recorded is None:
             return None
         return data is not None and self.verify(data, recorded)
-
-
-def state_seal(config: AlephConfig, purpose: str) -> StateSeal:
-    """The seal for ``purpose`` under the keystore of ``config``'s ledger directory (``<ledger dir>/keys``)."""
-    from aleph._ledger._writer import ledger_directory
-
-    return StateSeal(ledger_directory(config) / "keys", purpose)

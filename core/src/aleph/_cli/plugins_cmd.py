@@ -12,7 +12,7 @@ from aleph._config import load_config
 from aleph._errors import PluginError
 from aleph._plugins._loader import inspect_distribution
 from aleph._plugins._trust import PluginTrust, adds_digest
-from aleph._seal import state_seal
+from aleph._seal import StateSeal
 
 __all__ = ["add_parser"]
 
@@ -80,7 +80,7 @@ def _one(args: argparse.Namespace) -> int:
         if input(f"Approve {adds['distribution']} {adds['version']}? [y/N] ").strip().lower() not in ("y", "yes"):
             print("not approved")
             return 1
-    trust = PluginTrust(config.data_dir / "plugins" / "trust.json", state_seal(config, "plugin-trust"))
+    trust = PluginTrust(config.data_dir / "plugins" / "trust.json", StateSeal(config.key_dir, "plugin-trust"))
     record = trust.trust(adds, source="cli")
     if args.json:
         print_json(record.to_json())

@@ -26,7 +26,7 @@ from aleph._errors import PluginError
 from aleph._ledger import ledger_directory
 from aleph._plugins import _hookspec
 from aleph._plugins._trust import HeldPlugin, PluginTrust, adds_digest, canonical_distribution, plugin_adds
-from aleph._seal import StateSeal, state_seal
+from aleph._seal import StateSeal
 
 if TYPE_CHECKING:
     from aleph._chokepoint._approval import ApprovalRequester
@@ -199,7 +199,7 @@ class PluginContext:
         HMAC under the runtime's keystore secret, out of reach of sandboxed tools: seal what a human
         approved, and treat a record whose seal does not verify as never approved.
         """
-        return state_seal(self.config, f"plugin-{self.plugin_name}-{purpose}")
+        return StateSeal(self.config.key_dir, f"plugin-{self.plugin_name}-{purpose}")
 
     @property
     def plugin_trust(self) -> PluginTrust:
