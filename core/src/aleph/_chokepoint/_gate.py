@@ -486,7 +486,9 @@ class ApprovalGate:
             log.error("approval requester %r: %s", type(requester).__name__, why)
             return GateOutcome(False, ApprovalOutcome.DENIED, "Nobody", why, why, waited, True)
         outcome = response.outcome
-        if outcome is ApprovalOutcome.APPROVED and response.once_id is not None:
+        # A carried answer is spent once whatever it approved: a session or standing grant it made lives on in
+        # the gate itself (and covers later calls before any requester is asked), never in the replayed answer.
+        if outcome.is_approved and response.once_id is not None:
             # Recorded before the call runs, so two resumes racing from one saved state run it at most once.
             if not await asyncio.to_thread(self.once.consume, response.once_id):
                 why = "this one-time approval was already used"

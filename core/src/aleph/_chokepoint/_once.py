@@ -1,4 +1,4 @@
-"""One-time approvals: an "allow once" answer carried by a framework is spent by the call it approved.
+"""One-time approvals: an answer carried by a framework is spent by the call it approved.
 
 A framework that suspends on an ask keeps the human's answer in its own state (an OpenAI Agents
 ``RunState``, pydantic-ai's deferred results, a LangGraph checkpoint) and hands it back when the run
