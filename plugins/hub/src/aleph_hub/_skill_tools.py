@@ -14,7 +14,7 @@ from pydantic import Field
 import aleph
 from aleph import AlephTool, ToolArgs, ToolDefinition, ToolFacts
 from aleph_hub._archive import ArchiveError, remove_tree, unpack_source
-from aleph_hub._scan import disclose_skill
+from aleph_hub._scan import disclose_skill, scan_text
 from aleph_hub._skill_pin import approved_content, pin_installed, pin_state, read_verified, skill_content
 from aleph_hub._skills import MAX_RESOURCE_BYTES, Skill, discover, skill_files, validate_skill_dir
 from aleph_hub._state import HubState, consent
@@ -108,6 +108,11 @@ class SkillList(AlephTool[ListArgs]):
             if st.get("archived"):
                 item["archived"] = True
             item.update(pin_state(self.state, s))
+            if item["approval"] != "approved":
+                # Not yet approved: its own words reach the model only when the scan finds nothing in them.
+                flagged = sorted({f.id for f in scan_text(f"{s.name}\n{s.description}", "SKILL.md")})
+                if flagged:
+                    item["description"] = f"(withheld until a human approves this skill: {', '.join(flagged)})"
             out.append(item)
         return {"success": True, "count": len(out), "total": len(skills), "skills": out}
 
