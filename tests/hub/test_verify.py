@@ -7,10 +7,13 @@ with write access to that folder would, and checks verify reports it.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import importlib.machinery
 import importlib.util
+import json
 import marshal
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -160,3 +163,20 @@ def test_verify_reports_every_file_that_can_run_and_no_receipt_lists(
     report = verify(tmp_path, local_index)
     assert report["ok"] is False
     assert report[kind], report
+
+
+def test_a_receipt_rewritten_to_match_a_planted_file_verifies_as_tampered(
+    tmp_path: Path, installed: Path, local_index: LocalIndex
+) -> None:
+    plugin = installed / "aleph_greet" / "plugin.py"
+    plugin.write_text(plugin.read_text() + "\nimport os\n")
+    db = sqlite3.connect(tmp_path / ".aleph-data" / "hub.sqlite")
+    with db:
+        (files,) = db.execute("SELECT files FROM receipts WHERE distribution = 'aleph-greet'").fetchone()
+        forged = json.loads(files)
+        forged["aleph_greet/plugin.py"] = hashlib.sha256(plugin.read_bytes()).hexdigest()
+        db.execute("UPDATE receipts SET files = ? WHERE distribution = 'aleph-greet'", (json.dumps(forged),))
+    db.close()
+    report = verify(tmp_path, local_index)
+    assert report["modified"] == []  # the forged receipt matches the disk ...
+    assert report["receipt_sealed"] is False and report["ok"] is False  # ... but it is not the hub's
