@@ -263,7 +263,8 @@ class RecallContextTool(FamilyTool):
         # an item stored by another path (a transcript, a compaction, an older scanner) is withheld.
         withheld = []
         for h in hits:
-            threat = scan(h.item.content, transcript=h.item.kind in ("turn", "chunk"))
+            shown = "\n".join(v for v in (h.item.content, h.item.subject, h.item.speaker) if v)
+            threat = scan(shown, transcript=h.item.kind in ("turn", "chunk"))
             if threat is not None:
                 withheld.append({"id": h.item.id, "reason": f"withheld by the threat scanner ({threat})"})
         if withheld:
