@@ -172,3 +172,5 @@ def test_an_unapproved_skills_description_with_an_injection_is_withheld_from_the
     [listed] = run(hub_runtime(tmp_path), "skill_list", {})["skills"]
     assert listed["approval"] == "needs_approval"
     assert "Ignore previous" not in listed["description"] and "withheld" in listed["description"]
+    [status] = run(hub_runtime(tmp_path), "skill_status", {})["skills"]
+    assert "Ignore previous" not in status["description"] and status["approval"] == "needs_approval"

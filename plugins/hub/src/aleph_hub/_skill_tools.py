@@ -56,6 +56,16 @@ def _skill_text(skill: Skill) -> str:
     return " ".join([skill.name.replace("-", " "), skill.description, *extra])
 
 
+def shown_description(skill: Skill, approval: str) -> str:
+    """The description a listing shows: a skill nobody approved keeps its words only if the scan flags nothing."""
+    if approval == "approved":
+        return skill.description
+    flagged = sorted({f.id for f in scan_text(f"{skill.name}\n{skill.description}", "SKILL.md")})
+    if flagged:
+        return f"(withheld until a human approves this skill: {', '.join(flagged)})"
+    return skill.description
+
+
 def rank_skills(skills: list[Skill], query: str, limit: int) -> list[tuple[Skill, float]]:
     """Skills ranked by BM25 (core's tool index) over name, description and when-to-use."""
     by_id = {s.id: s for s in skills}
@@ -108,11 +118,7 @@ class SkillList(AlephTool[ListArgs]):
             if st.get("archived"):
                 item["archived"] = True
             item.update(pin_state(self.state, s))
-            if item["approval"] != "approved":
-                # Not yet approved: its own words reach the model only when the scan finds nothing in them.
-                flagged = sorted({f.id for f in scan_text(f"{s.name}\n{s.description}", "SKILL.md")})
-                if flagged:
-                    item["description"] = f"(withheld until a human approves this skill: {', '.join(flagged)})"
+            item["description"] = shown_description(s, item["approval"])
             out.append(item)
         return {"success": True, "count": len(out), "total": len(skills), "skills": out}
 
@@ -237,10 +243,12 @@ class SkillStatus(AlephTool[StatusArgs]):
             missing = eligibility(s)
             disabled = st.get("enabled") == 0 or st.get("scope") == "disabled" or bool(st.get("archived"))
             eligible = not any(missing.values())
+            approval = pin_state(self.state, s)
             entry = {
                 "id": s.id,
                 "name": s.name,
-                "description": s.description,
+                "description": shown_description(s, approval["approval"]),
+                **approval,
                 "source": s.source,
                 "location": str(s.location),
                 "eligible": eligible,
