@@ -90,7 +90,7 @@ def test_the_human_sees_every_entry_and_the_digest_then_the_exact_bytes_are_serv
     [asked] = human.shown
     assert asked.tool_name == "hub_consent"
     shown = str(asked.arguments)
-    assert ".env.sh" in shown and "content_digest" in shown
+    assert ".env.sh" in shown and "pinned_digest" in shown
     listed = run(hub_runtime(tmp_path), "skill_list", {})
     assert listed["skills"][0]["approval"] == "approved"
 
@@ -159,7 +159,7 @@ def test_a_skill_installed_with_consent_is_served_without_asking_twice(tmp_path:
     (src / "SKILL.md").write_text(skill_md("tidy", "Tidy the desk."))
     human = Recorder([ApprovalOutcome.APPROVED])
     run(hub_runtime(tmp_path), "skill_install", {"source": str(src)}, human)
-    assert len(human.shown) == 1 and "content_digest" in str(human.shown[0].arguments)
+    assert len(human.shown) == 1 and "pinned_digest" in str(human.shown[0].arguments)
     assert "Tidy the desk." in run(hub_runtime(tmp_path), "skill_read", {"skill_id": "tidy"})["content"]
 
 

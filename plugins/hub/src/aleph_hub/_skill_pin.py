@@ -130,8 +130,9 @@ async def approved_content(state: HubState, tool: str, skill: Skill) -> SkillCon
         raise aleph.PermissionDenied(
             tool, f"skill '{skill.id}' is not served: the security scan found dangerous content ({', '.join(ids)})"
         )
-    disclosure["content_digest"] = content.digest
-    disclosure["all_entries"] = sorted(content.files)
+    # Keys sort after name and description, so a prompt cut short still shows what the skill is.
+    disclosure["pinned_digest"] = content.digest
+    disclosure["pinned_entries"] = sorted(content.files)
     disclosure["location"] = str(location)
     disclosure["source"] = skill.source
     what = f"skill {skill.id} at {location}: new, or changed since a human approved it"

@@ -333,8 +333,8 @@ class SkillInstall(AlephTool[InstallArgs]):
             )
         cfg = self.state.config
         content = skill_content(named, max_files=cfg.max_skill_files, max_bytes=cfg.max_skill_bytes, tool=self.NAME)
-        disclosure["content_digest"] = content.digest
-        disclosure["all_entries"] = sorted(content.files)
+        disclosure["pinned_digest"] = content.digest
+        disclosure["pinned_entries"] = sorted(content.files)
         digest = aleph.adds_digest(disclosure)
         await consent(self.NAME, "skill", f"{name} from {args.source} into {dest_root}", digest, disclosure)
         backup = staging / ".previous"
