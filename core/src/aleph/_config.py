@@ -22,7 +22,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from aleph._config_tighten import copy_table, record_changes, tighten
+from aleph._config_merge import copy_table, drop_invalid, env_overrides, merge, record_changes, with_env
+from aleph._config_tighten import tighten
 from aleph._errors import ConfigError
 from aleph._workspace_trust import WorkspaceTrust
 
@@ -266,6 +267,8 @@ class LedgerConfig(_Section):
     """Where chains and keys live; default ``<data_dir>/ledger``."""
     checkpoint_every: int = Field(default=100, ge=1, le=1_000_000)
     """Write a signed checkpoint every N rows."""
+    on_failure: Literal["refuse", "continue"] = "refuse"
+    """While the ledger cannot record (disk full, permissions): ``refuse`` mutating calls or ``continue`` unrecorded."""
 
 
 class ApprovalConfig(_Section):
@@ -420,47 +423,6 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from None
 
 
-def _merge(
-    base: dict[str, Any], over: Mapping[str, Any], origin: str, origins: dict[str, str], prefix: str = ""
-) -> None:
-    for key, value in over.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
-            _merge(base[key], value, origin, origins, dotted + ".")
-        else:
-            base[key] = dict(value) if isinstance(value, Mapping) else value
-            origins[dotted] = origin
-            if isinstance(value, Mapping):
-                _record_leaves(value, origin, origins, dotted + ".")
-
-
-def _record_leaves(table: Mapping[str, Any], origin: str, origins: dict[str, str], prefix: str) -> None:
-    for key, value in table.items():
-        origins[f"{prefix}{key}"] = origin
-        if isinstance(value, Mapping):
-            _record_leaves(value, origin, origins, f"{prefix}{key}.")
-
-
-def _env_overrides(env: Mapping[str, str]) -> list[tuple[str, dict[str, Any]]]:
-    out = []
-    for name in sorted(env):
-        if not name.startswith("ALEPH__"):
-            continue
-        path = [p.lower() for p in name[len("ALEPH__") :].split("__") if p]
-        if not path:
-            continue
-        raw = env[name]
-        try:
-            value: Any = tomllib.loads(f"v = {raw}")["v"]
-        except tomllib.TOMLDecodeError:
-            value = raw
-        tree: dict[str, Any] = {path[-1]: value}
-        for part in reversed(path[:-1]):
-            tree = {part: tree}
-        out.append((f"env {name}", tree))
-    return out
-
-
 def _config_error(
     exc: ValidationError,
     config: AlephConfig | None,
@@ -489,7 +451,9 @@ def _config_error(
         first_key, first_file = first_key or key, first_file or where
     if len(messages) == 1:
         return ConfigError(messages[0].split(": ", 2)[2], file=first_file, key=first_key)
-    return ConfigError("invalid configuration:\n  " + "\n  ".join(messages))
+    error = ConfigError("invalid configuration:\n  " + "\n  ".join(messages))
+    error.problems = tuple(messages)
+    return error
 
 
 def load_config(
@@ -499,6 +463,7 @@ def load_config(
     env: Mapping[str, str] | None = None,
     user_file: bool = True,
     workspace_file: bool = True,
+    problems: list[str] | None = None,
 ) -> AlephConfig:
     """Read, merge and validate the configuration. Raises :class:`ConfigError` naming file, key and reason.
 
@@ -507,6 +472,9 @@ def load_config(
     trusted it (``aleph config trust``, bound to its path and bytes, or ``ALEPH_TRUST_WORKSPACE_CONFIG=1``);
     otherwise it may only tighten what the operator configured (:mod:`aleph._config_tighten`).
     ``workspace_file=False`` reads the operator's sources only.
+
+    With ``problems`` (``aleph config check``), a key that does not validate is reported there and left
+    out, so one run finds every problem; a file that does not parse still raises.
     """
     env = os.environ if env is None else env
     merged: dict[str, Any] = {}
@@ -531,11 +499,11 @@ def load_config(
         found = base_dir / "aleph.toml"
 
     for layer in layers:
-        _merge(merged, _read_toml(layer), str(layer), origins)
+        merge(merged, _read_toml(layer), str(layer), origins)
         files.append(str(layer))
-    overrides = _env_overrides(env)
+    overrides = env_overrides(env)
     if found is None:
-        return _validated(_with_env(merged, origins, overrides), origins, files, base_dir)
+        return _validated(with_env(merged, origins, overrides), origins, files, base_dir, problems)
 
     data = _read_bytes(found)
     try:
@@ -543,23 +511,25 @@ def load_config(
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"not valid TOML: {exc}", file=str(found)) from None
     operator_origins = dict(origins)
-    operator = _validated(_with_env(copy_table(merged), operator_origins, overrides), operator_origins, files, base_dir)
+    operator = _validated(
+        with_env(copy_table(merged), operator_origins, overrides), operator_origins, files, base_dir, problems
+    )
     trusted = env.get("ALEPH_TRUST_WORKSPACE_CONFIG", "") not in ("", "0") or WorkspaceTrust.at(
         operator.data_dir, operator.key_dir
     ).trusted(found, data)
     files.append(str(found))
     as_if_trusted = copy_table(merged)
     trusted_origins = dict(origins)
-    _merge(as_if_trusted, theirs, str(found), trusted_origins)
+    merge(as_if_trusted, theirs, str(found), trusted_origins)
     # Validated whole either way: a bad workspace file is an error naming it, trusted or not.
-    config = _validated(_with_env(as_if_trusted, trusted_origins, overrides), trusted_origins, files, base_dir)
+    config = _validated(with_env(as_if_trusted, trusted_origins, overrides), trusted_origins, files, base_dir, problems)
     if trusted:
         config._workspace_file = (str(found), True, [])
         return config
-    before = _with_env(merged, origins, overrides)
+    before = with_env(merged, origins, overrides)
     tightened = tighten(before, theirs, AlephConfig().model_dump())
     record_changes(before, tightened.config, str(found), origins)
-    config = _validated(tightened.config, origins, files, base_dir)
+    config = _validated(tightened.config, origins, files, base_dir, problems)
     config._workspace_layers = tightened.layers
     config._workspace_file = (str(found), False, tightened.ignored)
     if tightened.ignored:
@@ -580,19 +550,26 @@ def _read_bytes(path: Path) -> bytes:
         raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from None
 
 
-def _with_env(
-    merged: dict[str, Any], origins: dict[str, str], overrides: list[tuple[str, dict[str, Any]]]
-) -> dict[str, Any]:
-    for origin, tree in overrides:
-        _merge(merged, tree, origin, origins)
-    return merged
-
-
-def _validated(merged: dict[str, Any], origins: dict[str, str], files: list[str], base_dir: Path) -> AlephConfig:
-    try:
-        config = AlephConfig.model_validate(merged)
-    except ValidationError as exc:
-        raise _config_error(exc, None, origins) from None
+def _validated(
+    merged: dict[str, Any],
+    origins: dict[str, str],
+    files: list[str],
+    base_dir: Path,
+    problems: list[str] | None = None,
+) -> AlephConfig:
+    found: list[str] = []
+    while True:
+        try:
+            config = AlephConfig.model_validate(merged)
+            break
+        except ValidationError as exc:
+            if problems is None:
+                raise _config_error(exc, None, origins) from None
+            found.extend(_config_error(exc, None, origins).problems)
+            if not drop_invalid(merged, exc):
+                raise _config_error(exc, None, origins) from None
+    if problems is not None:  # the same key judged in two views of the configuration is reported once
+        problems.extend(p for p in found if p not in problems)
     config._origins = origins
     config._files = list(files)
     config._base_dir = base_dir

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Tightened", "copy_table", "record_changes", "tighten"]
+__all__ = ["Tightened", "tighten"]
 
 _TIERS = {"plan": 0, "ask": 1, "auto": 2, "full": 3}
 _ENFORCEMENT = {"off": 0, "warn": 1, "block": 2}
@@ -245,22 +245,3 @@ def _sandbox(out: dict[str, Any], table: dict[str, Any], result: Tightened) -> N
             policy[key] = value  # an invalid value or key: validation names it
     sandbox["command_policy"] = policy
     out["sandbox"] = sandbox
-
-
-def copy_table(table: dict[str, Any]) -> dict[str, Any]:
-    """A deep copy of a TOML table (tables and arrays copied, values shared)."""
-    return {
-        k: copy_table(v) if isinstance(v, dict) else (list(v) if isinstance(v, list) else v) for k, v in table.items()
-    }
-
-
-def record_changes(before: Mapping[str, Any], after: Mapping[str, Any], origin: str, origins: dict[str, str]) -> None:
-    """Name ``origin`` for every leaf the workspace file changed (so errors and ``origin()`` point at it)."""
-    for key, value in after.items():
-        old = before.get(key)
-        if isinstance(value, Mapping) and isinstance(old, Mapping):
-            sub: dict[str, str] = {}
-            record_changes(old, value, origin, sub)
-            origins.update({f"{key}.{k}": v for k, v in sub.items()})
-        elif value != old:
-            origins[key] = origin
