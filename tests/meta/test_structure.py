@@ -26,7 +26,6 @@ OVERSIZED_TODAY: frozenset[str] = frozenset(
         "core/src/aleph/_floor/_rules.py",
         "core/src/aleph/_floor/_wrappers.py",
         # the ledger writer: the ledger split
-        "core/src/aleph/_ledger/_writer.py",
         # aleph serve's MCP server: the MCP split
         "core/src/aleph/_mcp/_server.py",
         # the chokepoint's scoped service and permission rules: the chokepoint split

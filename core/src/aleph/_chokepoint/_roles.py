@@ -113,7 +113,9 @@ class RunningService(Protocol):
         detail: str,
         rule: str | None,
         refs: Mapping[str, str] | None = None,
-    ) -> None: ...
+        *,
+        durable: bool = False,
+    ) -> str | None: ...
 
     async def _run(
         self, entry: RegisteredTool, prepared: Prepared, cancel: asyncio.Event | None, action: str = "allow"

@@ -15,13 +15,13 @@ import logging
 import os
 import queue
 import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aleph._errors import AlephError
+from aleph._ledger._clip import MAX_DETAIL, MAX_SHORT, MAX_TARGET, _clip, _clip_opt, _clip_refs, _now_ms
 from aleph._ledger._durability import Ack, Reserve, describe_os_error, is_full
 from aleph._ledger._format import (
     ACTIONS,
@@ -41,40 +41,11 @@ __all__ = ["ChainWriter"]
 
 logger = logging.getLogger("aleph.ledger")
 
-MAX_TARGET = 256
-MAX_DETAIL = 4096
-MAX_SHORT = 256
-MAX_REFS = 16
-MAX_REF_KEY = 32
-_TRUNCATED = "… [truncated]"
 _MAX_OPEN_CHAINS = 256
 SIGN_EVERY = 64
 """A signature at least every this many rows of a chain (see :func:`_seal`)."""
 # A row is at most ~10 KiB (fields are clipped), so the last signed row is within this window.
 _TAIL_WINDOW = 1 << 20
-
-
-def _clip(value: str, limit: int) -> str:
-    if type(value) is str and len(value) <= limit and value.isascii():
-        return value  # the common case, kept cheap: it runs for several fields of every row
-    text = value if isinstance(value, str) else str(value)
-    # Lone surrogates cannot be stored as UTF-8; replace rather than lose the row.
-    text = text.encode("utf-8", "replace").decode("utf-8")
-    return text if len(text) <= limit else text[: limit - len(_TRUNCATED)] + _TRUNCATED
-
-
-def _clip_opt(value: str | None, limit: int) -> str | None:
-    return None if value is None else _clip(value, limit)
-
-
-def _clip_refs(refs: Mapping[str, str] | None) -> dict[str, str] | None:
-    if not refs:
-        return None
-    return {_clip(str(k), MAX_REF_KEY): _clip(str(v), MAX_SHORT) for k, v in list(refs.items())[:MAX_REFS]}
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class _Flush:
