@@ -22,6 +22,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from aleph._config_managed import data_dir_for, managed_layer
 from aleph._config_merge import copy_table, drop_invalid, env_overrides, merge, record_changes, with_env
 from aleph._config_tighten import tighten
 from aleph._errors import ConfigError
@@ -333,7 +334,6 @@ class AlephConfig(BaseModel):
     _files: list[str] = PrivateAttr(default_factory=list)
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _claimed: set[str] = PrivateAttr(default_factory=set)
-    _loaded_with: tuple[Any, Any] = PrivateAttr(default=(None, None))  # (path, workspace): what reload reads
     _workspace_layers: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
     _workspace_file: tuple[str, bool, list[str]] | None = PrivateAttr(default=None)
 
@@ -377,7 +377,7 @@ class AlephConfig(BaseModel):
     @property
     def data_dir(self) -> Path:
         """The resolved data directory (not created here)."""
-        return _data_dir(self._base_dir, self.workspace.data_dir, os.environ)
+        return data_dir_for(self._base_dir, self.workspace.data_dir, os.environ)
 
     @property
     def managed_file(self) -> Path:
@@ -420,34 +420,6 @@ class AlephConfig(BaseModel):
             return model.model_validate(raw)
         except ValidationError as exc:
             raise _config_error(exc, self, prefix=(name,)) from None
-
-
-def _data_dir(base_dir: Path, setting: str | None, env: Mapping[str, str]) -> Path:
-    if setting:
-        return (base_dir / setting).expanduser().resolve()
-    value = env.get("ALEPH_DATA_DIR")
-    if value:
-        return Path(value).expanduser().resolve()
-    xdg = env.get("XDG_DATA_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".local" / "share") / "aleph"
-
-
-def _managed_layer(
-    merged: Mapping[str, Any], origins: Mapping[str, str], project: Path | None, base_dir: Path, env: Mapping[str, str]
-) -> Path | None:
-    """The managed file to read, or None (absent, not safely owned, or its place chosen by the project file)."""
-    workspace = merged.get("workspace")
-    setting = workspace.get("data_dir") if isinstance(workspace, Mapping) else None
-    if setting is not None and project is not None and origins.get("workspace.data_dir") == str(project):
-        return None  # a project could otherwise plant the operator's own configuration
-    path = _data_dir(base_dir, setting if isinstance(setting, str) else None, env) / "managed" / "config.toml"
-    try:
-        info = path.stat()
-    except OSError:
-        return None
-    if info.st_uid != os.getuid() or info.st_mode & 0o022:
-        raise ConfigError("the managed configuration must belong to you and be writable by you alone", file=str(path))
-    return path
 
 
 def _user_config_path(env: Mapping[str, str]) -> Path:
@@ -519,23 +491,6 @@ def load_config(
     With ``problems`` (``aleph config check``), a key that does not validate is reported there and left
     out, so one run finds every problem; a file that does not parse still raises.
     """
-    config = _load_config(
-        path, workspace=workspace, env=env, user_file=user_file, workspace_file=workspace_file, problems=problems
-    )
-    config._loaded_with = (path, workspace)
-    return config
-
-
-def _load_config(
-    path: str | os.PathLike[str] | None = None,
-    *,
-    workspace: str | os.PathLike[str] | None = None,
-    env: Mapping[str, str] | None = None,
-    user_file: bool = True,
-    workspace_file: bool = True,
-    problems: list[str] | None = None,
-) -> AlephConfig:
-    """:func:`load_config` without remembering its arguments."""
     env = os.environ if env is None else env
     merged: dict[str, Any] = {}
     origins: dict[str, str] = {}
@@ -562,7 +517,7 @@ def _load_config(
         merge(merged, _read_toml(layer), str(layer), origins)
         files.append(str(layer))
     project_file = layers[-1] if layers and layers[-1] != user else None
-    managed = _managed_layer(merged, origins, project_file, base_dir, env)
+    managed = managed_layer(merged, origins, project_file, base_dir, env)
     managed_table = _read_toml(managed) if managed is not None else None
     if managed is not None and managed_table is not None:
         merge(merged, managed_table, str(managed), origins)

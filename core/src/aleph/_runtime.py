@@ -72,6 +72,7 @@ class Aleph:
         self.discovery = Discovery(config.tools, registry, config.data_dir)
         """``[tools]`` discovery: search index, disclosure rewriters, deferred sets, session knobs."""
         self._cleanups = cleanups
+        self._load_args: tuple[str | os.PathLike[str] | None, str | os.PathLike[str] | None] = (None, None)
         self._closed = False
         self._services: list[asyncio.Task[None]] = []
         plugins.runtime = self
@@ -130,7 +131,7 @@ class Aleph:
         policy it was built with). A bad file raises :class:`~aleph.ConfigError` and changes nothing.
         Plugins keep the copy of the configuration they registered their tools with.
         """
-        path, workspace = self.config._loaded_with
+        path, workspace = self._load_args
         config = load_config(path, workspace=workspace)
         access = AccessControl(config)  # validates every layer before anything is replaced
         self.config, self.access = config, access
@@ -254,7 +255,9 @@ def load(
     :param strict: re-raise plugin failures (default ``$ALEPH_STRICT_PLUGINS=1`` or ``[plugins] strict``).
     """
     config = load_config(config_path, workspace=workspace)
-    return runtime_for(config, plugins=plugins, entry_points=entry_points, strict=strict)
+    runtime = runtime_for(config, plugins=plugins, entry_points=entry_points, strict=strict)
+    runtime._load_args = (config_path, workspace)  # what reload_config reads again
+    return runtime
 
 
 def runtime_for(
