@@ -20,6 +20,7 @@ class TestTeamsContract(ToolContractTests):
         "task_update": "needs a task id; covered in tests/teams/test_tools.py",
         "task_comment": "needs a task id; covered in tests/teams/test_tools.py",
         "task_read_artifact": "needs a task id; covered in tests/teams/test_tools.py",
+        "task_submit": "needs a task id (a missing one is refused); covered in tests/teams/test_tools.py",
         "task_review": "needs a task id; covered in tests/teams/test_tools.py",
         "workflow_step_review": "needs a task id; covered in tests/teams/test_tools.py",
         "team_status": "needs a team id; covered in tests/teams/test_tools.py",
@@ -45,7 +46,6 @@ class TestTeamsContract(ToolContractTests):
             ("task_create", {"subject": "loose task", "priority": "high"}),
             ("task_list", {}),
             ("task_wait", {"task_ids": ["missing"], "timeout_seconds": 1}),
-            ("task_submit", {"task_id": "free-form", "artifact_type": "report", "title": "t", "content": "c"}),
             (
                 "workflow",
                 {

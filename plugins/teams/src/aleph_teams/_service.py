@@ -179,6 +179,7 @@ class Scheduler:
                     description=job["prompt"],
                     owner=job["agent_id"],
                     metadata={"cron_job": job["id"], "schedule_run": run_id},
+                    created_by=job["created_by"],
                 )
                 outcome = await self.host.run_task(
                     task["id"], timeout_seconds=self.config.lease_seconds, unattended=True
@@ -243,6 +244,7 @@ class Scheduler:
             description=prompt,
             owner=beat["agent_id"],
             metadata={"heartbeat_id": beat["id"], "schedule_run": run_id},
+            created_by=beat["created_by"],
         )
         try:
             outcome = await self.host.run_task(task["id"], timeout_seconds=self.config.lease_seconds, unattended=True)

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from aleph_teams._store._schema import SCHEMA_VERSION, schema
+from aleph_teams._store._schema import SCHEMA_VERSION, migrations, schema
 from aleph_teams._store._wake import SocketBus, Wakeup
 
 __all__ = ["Database", "IntegrityError", "PostgresDatabase", "SqliteDatabase", "Tx", "open_database"]
@@ -113,6 +113,9 @@ class SqliteDatabase:
                 )
             for statement in schema("sqlite"):
                 tx.execute(statement)
+            if found is not None:
+                for statement in migrations("sqlite", int(found[0])):
+                    tx.execute(statement)
             tx.execute(
                 "INSERT INTO teams_meta (key, value) VALUES ('schema_version', ?) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -199,6 +202,9 @@ class PostgresDatabase:
             found = tx.one("SELECT value FROM teams_meta WHERE key = 'schema_version'")
             if found is not None and int(found[0]) > SCHEMA_VERSION:
                 raise RuntimeError(f"the database has teams schema {found[0]}, newer than this aleph-teams")
+            if found is not None:
+                for statement in migrations("postgres", int(found[0])):
+                    tx.execute(statement)
             tx.execute(
                 "INSERT INTO teams_meta (key, value) VALUES ('schema_version', ?) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
