@@ -12,7 +12,7 @@ import math
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
 
 import anyio.to_thread
 import docstring_parser
@@ -519,6 +519,7 @@ def tool(
     max_duration_ms: int | None = None,
     tags: tuple[str, ...] | list[str] = (),
     inline: bool = False,
+    requires_role: Literal["operator", "member", "guest"] | None = None,
 ) -> Callable[[Callable[..., Any]], AlephTool[BaseModel]]: ...
 
 
@@ -534,6 +535,7 @@ def tool(
     max_duration_ms: int | None = None,
     tags: tuple[str, ...] | list[str] = (),
     inline: bool = False,
+    requires_role: Literal["operator", "member", "guest"] | None = None,
 ) -> AlephTool[BaseModel] | Callable[[Callable[..., Any]], AlephTool[BaseModel]]:
     """Turn a typed function (sync or async) into an :class:`AlephTool`.
 
@@ -548,6 +550,7 @@ def tool(
         max_duration_ms=max_duration_ms,
         tags=tuple(tags),
         inline=inline,
+        requires_role=requires_role,
     )
 
     def build(func: Callable[..., Any]) -> AlephTool[BaseModel]:
