@@ -78,6 +78,7 @@ async def test_session_new_on_another_agents_session_key_is_refused_and_changes_
         store.append_message("alice-chat", "user", "my PIN is 1234", agent="alice")
     finally:
         store.close()
+    await caller(rt, agent="alice", session="alice-chat")("session_list")  # core binds the key to alice
     mallory = caller(rt, agent="mallory", session="alice-chat")
     for name, payload in (
         ("session_new", {"topic": "hijack"}),
@@ -89,8 +90,7 @@ async def test_session_new_on_another_agents_session_key_is_refused_and_changes_
         text = await refusal(mallory, name, **payload)
         assert "belongs to another agent" in text, name
         assert "1234" not in text
-    events = await mallory("recall_events", query="PIN")
-    assert events["hits"] == [] and "No active session context" in events["note"]
+    assert "belongs to another agent" in await refusal(mallory, "recall_events", query="PIN")
     listed = await caller(rt, agent="alice", session="alice-chat")("session_list")
     (row,) = listed["sessions"]
     assert row["key"] == "alice-chat" and "closed_at" not in row and "topic" not in row
@@ -107,6 +107,21 @@ async def test_the_next_epoch_key_of_another_agent_is_not_taken_over(rt: aleph.A
     assert "shared" not in {
         s["key"] for s in (await caller(rt, agent="mallory", session="m")("session_list"))["sessions"]
     }
+
+
+async def test_a_session_a_host_wrote_for_one_agent_is_not_anothers(rt: aleph.Aleph) -> None:
+    """Core has never seen the key (only the host's transcript has): the family's own table still refuses."""
+    store = MemoryStore.of(rt)
+    try:
+        store.append_message("host-chat", "user", "the PIN is 1234", agent="alice")
+    finally:
+        store.close()
+    mallory = caller(rt, agent="mallory", session="host-chat")
+    assert "belongs to another agent" in await refusal(mallory, "session_new", topic="hijack")
+    events = await mallory("recall_events", query="PIN")
+    assert events["hits"] == [] and "No active session context" in events["note"]
+    sent = caller(rt, agent="mallory", session="m2")
+    assert "No session found" in await refusal(sent, "session_send", session_key="host-chat", message="x")
 
 
 async def test_a_hosts_transcript_for_another_agents_session_is_refused(rt: aleph.Aleph) -> None:

@@ -10,7 +10,7 @@ from pydantic import Field
 import aleph
 from aleph_memory._base import FamilyTool, in_thread
 from aleph_memory._items import NewItem, now_ms
-from aleph_memory._provenance import CallInfo, annotate, call_info
+from aleph_memory._provenance import CallInfo, annotate, call_info, owns_session
 from aleph_memory._sessions import KEY, ForeignSession, SessionStore, extract
 
 __all__ = [
@@ -46,10 +46,16 @@ class SessionTool(FamilyTool):
             )
         return call
 
-    async def own(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """Run a session write in a worker thread; another agent's session key is refused, nothing changed."""
+    async def own(self, fn: Any, key: str, *args: Any, **kwargs: Any) -> Any:
+        """Run a write to session ``key`` in a worker thread; another agent's session is refused, nothing changed.
+
+        Core's binding of sessions to agents decides first; the family's own table (sessions a host
+        wrote through :class:`~aleph_memory.MemoryStore`) must agree.
+        """
         try:
-            return await in_thread(fn, *args, **kwargs)
+            if not owns_session(key, claim=True):
+                raise ForeignSession(key)
+            return await in_thread(fn, key, *args, **kwargs)
         except ForeignSession as exc:
             raise aleph.PermissionDenied(
                 self.NAME, f"{exc}: a session is opened, renamed, compacted or closed only by the agent it belongs to"
@@ -158,6 +164,8 @@ class SessionSendTool(SessionTool):
         if KEY.fullmatch(args.session_key) is None:
             raise aleph.ValidationFailed(self.NAME, f"session_key: invalid session key {args.session_key!r}")
         target = await in_thread(self.sessions.get, args.session_key, owner=call.agent)
+        if target is not None and not owns_session(args.session_key, claim=True):
+            target = None
         if target is None:  # another agent's session answers like a missing key
             raise aleph.ExecutionFailed(
                 self.NAME,
