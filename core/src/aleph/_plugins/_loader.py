@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from aleph._config import AlephConfig
     from aleph._ledger import Ledger
     from aleph._ledger._events import EventLog
+    from aleph._principal import Principal
     from aleph._runtime import Aleph
     from aleph._turn import TurnContext
 
@@ -135,12 +136,18 @@ class PluginContext:
         turn: TurnContext | None = None,
         requester: ApprovalRequester | None = None,
         tier: str | ExecTier | None = None,
+        principal: Principal | None = None,
     ) -> ScopedToolService:
         """A permission-checked tool service of this runtime (e.g. to run a team member's calls as that agent).
 
-        The same as :meth:`aleph.Aleph.tool_service`; usable at call time only.
+        The same as :meth:`aleph.Aleph.tool_service`; usable at call time only. ``principal`` rebuilds a
+        delegated principal a family stored (a schedule running for its creator): the whole chain's
+        policy applies, as for :meth:`aleph.CallContext.delegate`, whose consent the family obtained when
+        the work was set up.
         """
-        return self._runtime().tool_service(agent=agent, channel=channel, turn=turn, requester=requester, tier=tier)
+        return self._runtime().tool_service(
+            agent=agent, channel=channel, turn=turn, requester=requester, tier=tier, principal=principal
+        )
 
     @property
     def ledger(self) -> Ledger | None:
