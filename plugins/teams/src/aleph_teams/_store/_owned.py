@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from aleph import Principal
+from aleph_teams._acting import chain_record
 from aleph_teams._store._common import StoreError
 from aleph_teams._store._teams import TeamStore
 
@@ -50,13 +52,14 @@ _RESOLVED = frozenset(
 
 
 class OwnedStore:
-    """:class:`TeamStore` filtered for principal ``who`` (the running call's agent)."""
+    """:class:`TeamStore` filtered for ``principal`` (the running call's): ``who`` is the owner key it filters by."""
 
-    __slots__ = ("_store", "who")
+    __slots__ = ("_store", "principal", "who")
 
-    def __init__(self, store: TeamStore, who: str) -> None:
+    def __init__(self, store: TeamStore, principal: Principal) -> None:
         self._store = store
-        self.who = who
+        self.principal = principal
+        self.who = principal.owner
 
     def __getattr__(self, name: str) -> Any:
         if name in _RESOLVED:
@@ -116,7 +119,9 @@ class OwnedStore:
         """Create a task in a team this principal belongs to (or without a team), owned by this principal."""
         if team_id is not None and not self._member_of(team_id, fields.get("tx")):  # tx: inside a bulk write
             raise StoreError(f"team `{team_id}` not found")
-        return self._store.create_task(team_id=team_id, created_by=self.who, **fields)
+        return self._store.create_task(
+            team_id=team_id, created_by=self.who, acting_for=chain_record(self.principal), **fields
+        )
 
     def update_task(self, task_id: str, **fields: Any) -> dict[str, Any] | None:
         """Change a reachable task; None as for a missing one."""
@@ -231,7 +236,7 @@ class OwnedStore:
 
     def create_cron(self, job: dict[str, Any]) -> dict[str, Any]:
         """A cron job created by this principal."""
-        return self._store.create_cron({**job, "created_by": self.who})
+        return self._store.create_cron({**job, "created_by": self.who, "acting_for": chain_record(self.principal)})
 
     def get_cron(self, job_id: str) -> dict[str, Any] | None:
         """One of this principal's cron jobs, or None."""
@@ -252,7 +257,9 @@ class OwnedStore:
 
     def create_heartbeat(self, beat: dict[str, Any]) -> dict[str, Any]:
         """A heartbeat created by this principal."""
-        return self._store.create_heartbeat({**beat, "created_by": self.who})
+        return self._store.create_heartbeat(
+            {**beat, "created_by": self.who, "acting_for": chain_record(self.principal)}
+        )
 
     def get_heartbeat(self, beat_id: str) -> dict[str, Any] | None:
         """One of this principal's heartbeats, or None."""

@@ -12,11 +12,11 @@ __all__ = ["ScheduleStore"]
 _CRON_COLS = (
     "id, name, prompt, schedule, agent_id, enabled, missed, next_run, running_until, run_count, last_run_at, "
     "last_status, last_error, run_requested, source_channel_id, source_conversation_id, created_at, updated_at, "
-    "created_by"
+    "created_by, acting_for"
 )
 _HB_COLS = (
     "id, name, agent_id, enabled, interval_ms, probe, next_run, running_until, last_probe_at, last_probe_result, "
-    "last_l2_at, last_l2_status, consecutive_errors, last_error, created_at, updated_at, created_by"
+    "last_l2_at, last_l2_status, consecutive_errors, last_error, created_at, updated_at, created_by, acting_for"
 )
 
 
@@ -105,8 +105,8 @@ class ScheduleStore:
         with self.db.write() as tx:
             tx.execute(
                 "INSERT INTO cron_jobs (id, name, prompt, schedule, agent_id, enabled, missed, next_run, "
-                "source_channel_id, source_conversation_id, created_at, updated_at, created_by) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "source_channel_id, source_conversation_id, created_at, updated_at, created_by, acting_for) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     job_id,
                     job["name"],
@@ -121,6 +121,7 @@ class ScheduleStore:
                     ts,
                     ts,
                     job["created_by"],
+                    job.get("acting_for", "[]"),
                 ),
             )
         found = self.get_cron(job_id)
@@ -169,7 +170,7 @@ class ScheduleStore:
         with self.db.write() as tx:
             tx.execute(
                 "INSERT INTO heartbeats (id, name, agent_id, enabled, interval_ms, probe, next_run, created_at, "
-                "updated_at, created_by) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                "updated_at, created_by, acting_for) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     task_id,
                     task["name"],
@@ -181,6 +182,7 @@ class ScheduleStore:
                     ts,
                     ts,
                     task["created_by"],
+                    task.get("acting_for", "[]"),
                 ),
             )
         found = self.get_heartbeat(task_id)

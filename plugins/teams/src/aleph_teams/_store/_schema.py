@@ -5,7 +5,8 @@ from __future__ import annotations
 __all__ = ["SCHEMA_VERSION", "migrations", "schema"]
 
 SCHEMA_VERSION = 2
-"""2: owners (``created_by``) on tasks, cron jobs and heartbeats; workflows keyed by owner; artifacts' team."""
+"""2: owners (``created_by``) and the chain they acted for (``acting_for``) on tasks, cron jobs and heartbeats;
+workflows keyed by owner; artifacts' team."""
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS teams_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -23,7 +24,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     result TEXT, metadata TEXT NOT NULL DEFAULT '{{}}', budget TEXT NOT NULL DEFAULT '{{}}',
     used_calls INTEGER NOT NULL DEFAULT 0, used_tokens BIGINT NOT NULL DEFAULT 0, used_cost {float} NOT NULL DEFAULT 0,
     steps INTEGER NOT NULL DEFAULT 0, created_at {float} NOT NULL, started_at {float}, completed_at {float},
-    locked_by TEXT, locked_at {float}, created_by TEXT NOT NULL DEFAULT '');
+    locked_by TEXT, locked_at {float}, created_by TEXT NOT NULL DEFAULT '', acting_for TEXT NOT NULL DEFAULT '[]');
 CREATE INDEX IF NOT EXISTS tasks_by_team ON tasks (team_id, status);
 CREATE TABLE IF NOT EXISTS task_dependencies (
     task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
@@ -71,13 +72,14 @@ CREATE TABLE IF NOT EXISTS cron_jobs (
     enabled INTEGER NOT NULL DEFAULT 1, missed TEXT NOT NULL DEFAULT 'run_once', next_run {float},
     running_until {float}, run_count INTEGER NOT NULL DEFAULT 0, last_run_at {float}, last_status TEXT, last_error TEXT,
     run_requested INTEGER NOT NULL DEFAULT 0, source_channel_id TEXT, source_conversation_id TEXT,
-    created_at {float} NOT NULL, updated_at {float} NOT NULL, created_by TEXT NOT NULL DEFAULT '');
+    created_at {float} NOT NULL, updated_at {float} NOT NULL, created_by TEXT NOT NULL DEFAULT '',
+    acting_for TEXT NOT NULL DEFAULT '[]');
 CREATE TABLE IF NOT EXISTS heartbeats (
     id TEXT PRIMARY KEY, name TEXT NOT NULL, agent_id TEXT NOT NULL, enabled INTEGER NOT NULL DEFAULT 1,
     interval_ms BIGINT NOT NULL, probe TEXT NOT NULL, next_run {float}, running_until {float},
     last_probe_at {float}, last_probe_result TEXT, last_l2_at {float}, last_l2_status TEXT,
     consecutive_errors INTEGER NOT NULL DEFAULT 0, last_error TEXT, created_at {float} NOT NULL,
-    updated_at {float} NOT NULL, created_by TEXT NOT NULL DEFAULT '');
+    updated_at {float} NOT NULL, created_by TEXT NOT NULL DEFAULT '', acting_for TEXT NOT NULL DEFAULT '[]');
 CREATE TABLE IF NOT EXISTS schedule_runs (
     id TEXT PRIMARY KEY, kind TEXT NOT NULL, job_id TEXT NOT NULL, due_at {float} NOT NULL, started_at {float} NOT NULL,
     ended_at {float}, status TEXT NOT NULL, output TEXT, error TEXT, UNIQUE (kind, job_id, due_at));
@@ -91,14 +93,17 @@ _DIALECTS = {
 
 # From version 1: every stored object gets its owner. Rows written before owners existed are given to
 # the agent they ran as (a schedule's agent, a task's owner) or to the default agent "main" (workflows),
-# never to nobody, so an upgrade loses nothing and widens nothing.
+# so an upgrade loses nothing; with no recorded chain they run as a guest (see aleph_teams._acting).
 _TO_2 = """
 ALTER TABLE tasks ADD COLUMN created_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE tasks ADD COLUMN acting_for TEXT NOT NULL DEFAULT '[]';
 UPDATE tasks SET created_by = COALESCE(owner, 'main');
 ALTER TABLE task_artifacts ADD COLUMN team_id TEXT;
 ALTER TABLE cron_jobs ADD COLUMN created_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE cron_jobs ADD COLUMN acting_for TEXT NOT NULL DEFAULT '[]';
 UPDATE cron_jobs SET created_by = agent_id;
 ALTER TABLE heartbeats ADD COLUMN created_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE heartbeats ADD COLUMN acting_for TEXT NOT NULL DEFAULT '[]';
 UPDATE heartbeats SET created_by = agent_id;
 CREATE TABLE workflows_v2 (
     owner TEXT NOT NULL, name TEXT NOT NULL, definition TEXT NOT NULL, updated_at {float} NOT NULL,

@@ -24,7 +24,8 @@ __all__ = ["TaskStore"]
 
 _TASK_COLS = (
     "id, team_id, subject, description, status, owner, priority, result, metadata, budget, "
-    "used_calls, used_tokens, used_cost, steps, created_at, started_at, completed_at, locked_by, locked_at, created_by"
+    "used_calls, used_tokens, used_cost, steps, created_at, started_at, completed_at, locked_by, locked_at, "
+    "created_by, acting_for"
 )
 _BUDGET_KEYS = ("calls", "wall_seconds", "tokens", "cost")
 
@@ -155,12 +156,14 @@ class TaskStore:
         status: str = "pending",
         task_id: str | None = None,
         created_by: str = "",
+        acting_for: str = "[]",
         tx: Tx | None = None,
     ) -> dict[str, Any]:
         """Create a task; dependencies must exist (so no cycle can form) and a budget must fit its owner's pool.
 
         ``created_by`` is the principal that asked for it: a task without a team is reachable by its creator
-        and its owner only.
+        and its owner only. ``acting_for`` is the creator's chain (``aleph_teams._acting``): the task runs as
+        its owner acting for it.
         """
         if tx is None:
             with self.db.write() as wtx:
@@ -176,6 +179,7 @@ class TaskStore:
                     status=status,
                     task_id=task_id,
                     created_by=created_by,
+                    acting_for=acting_for,
                     tx=wtx,
                 )
         if not subject.strip():
@@ -198,7 +202,7 @@ class TaskStore:
         ts = now()
         tx.execute(
             "INSERT INTO tasks (id, team_id, subject, description, status, owner, priority, metadata, budget, "
-            "created_at, started_at, created_by) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            "created_at, started_at, created_by, acting_for) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 task_id,
                 team_id,
@@ -212,6 +216,7 @@ class TaskStore:
                 ts,
                 ts if status == "in_progress" else None,
                 created_by or owner or "",
+                acting_for,
             ),
         )
         for dep in deps:

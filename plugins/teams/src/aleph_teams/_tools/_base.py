@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any, ClassVar, TypeVar
 
 import aleph
 from aleph import AlephTool, ExecutionFailed, ToolArgs, ValidationFailed
+from aleph_teams._acting import caller_principal, consent
 from aleph_teams._member import TeamsHost
 from aleph_teams._store import StoreError
 from aleph_teams._store._owned import OwnedStore
@@ -15,17 +17,13 @@ __all__ = ["ArgsT", "TeamsTool", "caller", "drop_empty", "json_object", "refs"]
 
 ArgsT = TypeVar("ArgsT", bound=ToolArgs)
 
-DEFAULT_AGENT = "main"
-"""The caller when a call names no agent (a program calling without ``agent=``)."""
-
 
 def caller() -> str:
-    """The principal of the running call: the owner of everything this family stores for it.
+    """The owner key of the running call's principal: everything this family stores for it is owned by it.
 
-    The one function the family asks "who is calling"; ``main`` when the call names no agent.
+    ``main`` when the host named no agent (see :func:`aleph_teams._acting.caller_principal`).
     """
-    call = aleph.current_call()
-    return call.agent if call is not None and call.agent else DEFAULT_AGENT
+    return caller_principal().owner
 
 
 def refs(**values: Any) -> None:
@@ -68,7 +66,7 @@ class TeamsTool(AlephTool[ArgsT]):
     @property
     def store(self) -> OwnedStore:
         """The family's store as the calling principal sees it (what it does not own looks missing)."""
-        return OwnedStore(self.host.store, caller())
+        return OwnedStore(self.host.store, caller_principal())
 
     def fail(self, message: str) -> ExecutionFailed:
         """An error for the model (raise it)."""
@@ -97,6 +95,18 @@ class TeamsTool(AlephTool[ArgsT]):
     def reachable(self, task: dict[str, Any], who: str) -> bool:
         """Whether ``who`` (the caller) reaches ``task`` (see :class:`OwnedStore`)."""
         return who == caller() and self.store.reachable(task)
+
+    async def consent_to_join(self, team_name: str, leader: str, agent_ids: Iterable[str]) -> None:
+        """Each agent other than the caller must accept running this team's work for the caller (core's door).
+
+        An ACP reference (``acp:<harness>``) is an external CLI session the team starts itself, not a
+        principal of this install: it runs as itself acting for the task's creator, with no consent to ask.
+        """
+        for agent in dict.fromkeys(agent_ids):
+            if not agent.startswith("acp:"):
+                await consent(
+                    self.NAME, agent, f"join team '{team_name}' led by {leader} and run the tasks it is given"
+                )
 
     def store_error(self, exc: StoreError) -> ExecutionFailed:
         """A store refusal as this tool's error."""

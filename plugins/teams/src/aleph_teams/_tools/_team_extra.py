@@ -119,6 +119,7 @@ class TeamFromTemplateTool(TeamsTool[TeamFromTemplateArgs]):
         for w in tpl.workers:
             if check_agent_id(w.id):
                 raise self.fail(f"team_from_template: materialization failed: {check_agent_id(w.id)}")
+        await self.consent_to_join(args.team_name, leader, [leader, *(w.id for w in tpl.workers)])
         try:
             team = self.store.create_team(
                 name=args.team_name,
@@ -215,9 +216,9 @@ class TeamSnapshotTool(TeamsTool[TeamSnapshotArgs]):
             return {"meta": meta, "payload": payload}
         if act == "delete":
             return {"snapshot_id": meta["snapshot_id"], "existed": self.store.delete_snapshot(meta["snapshot_id"])}
-        return self._restore(meta, payload, args.apply)
+        return await self._restore(meta, payload, args.apply)
 
-    def _restore(self, meta: dict[str, Any], payload: dict[str, Any], apply: bool) -> dict[str, Any]:
+    async def _restore(self, meta: dict[str, Any], payload: dict[str, Any], apply: bool) -> dict[str, Any]:
         team = self.store.get_team(meta["team_id"])
         assert team is not None
         now_members = {m["agent_id"] for m in team["members"]}
@@ -233,6 +234,7 @@ class TeamSnapshotTool(TeamsTool[TeamSnapshotArgs]):
             and (existing[t["id"]]["stored_status"] == "in_progress" or existing[t["id"]]["stored_status"] in TERMINAL)
         ]
         if apply:
+            await self.consent_to_join(team["name"], team["leader_id"], add)
             try:
                 for a in add:
                     m = then[a]
