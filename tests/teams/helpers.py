@@ -117,7 +117,7 @@ TEAM_AGENTS = (
     *("analyst", "architect", "critic", "developer", "optimist", "researcher"),
     *("reviewer", "security", "skeptic", "tester", "writer"),
 )
-"""Agents the tests enrol in teams; each accepts delegation from ``lead``, ``main`` and ``boss`` (see :func:`consents`)."""
+"""Agents the tests enrol in teams; each accepts delegation from ``lead``, ``main`` and ``boss`` (:func:`consents`)."""
 
 
 def consents(agents: tuple[str, ...] = TEAM_AGENTS, *, accepts: tuple[str, ...] = ("lead", "main", "boss")) -> str:
