@@ -285,3 +285,15 @@ async def _delegate_with_consent(rt: aleph.Aleph, svc: aleph.ScopedToolService, 
     """Delegate to an agent whose config does not list the chain: an operator approves once."""
     approving = svc.derive(requester=ScriptedRequester([ApprovalOutcome.APPROVED]))
     return await approving.delegate(agent, purpose="join")
+
+
+class TestPrompts:
+    @pytest.mark.anyio
+    async def test_an_approval_asked_for_a_chain_names_on_whose_behalf(self, workspace: Path) -> None:
+        extra = '[policies.tool_permissions.overrides]\nread_note = "ask"\n'
+        async with runtime(workspace, extra) as rt:
+            asked = ScriptedRequester([ApprovalOutcome.APPROVED])
+            alice = rt.tool_service(agent="alice", turn=turn("a"), requester=asked)
+            admin = await alice.delegate("admin", purpose="read the note")
+            assert (await admin.execute("read_note", {})).text == "note"
+        assert asked.requests[-1].summary.startswith("admin on behalf of alice: ")

@@ -249,3 +249,18 @@ class TestGrants:
             with pytest.raises(aleph.ApprovalUnavailable):
                 await bob.execute("whoami", {})
         assert len(asked.requests) == 1
+
+
+class TestStoredPrincipals:
+    def test_a_principal_round_trips_through_json(self) -> None:
+        p = Principal("alice", "chat", "s1", "member", (), "ana").acting_as("bob", session="b1")
+        assert Principal.from_json(json.loads(json.dumps(p.to_json()))) == p
+
+    @pytest.mark.parametrize(
+        "data",
+        [[], {"agent": ""}, {"agent": "a", "role": "root"}, {"agent": "a", "chain": "x"}, {"agent": 3}],
+        ids=["not-object", "no-agent", "bad-role", "bad-chain", "agent-not-text"],
+    )
+    def test_a_malformed_stored_principal_is_refused(self, data: object) -> None:
+        with pytest.raises(ValueError):
+            Principal.from_json(data)

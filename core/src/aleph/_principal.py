@@ -138,6 +138,34 @@ class Principal:
             where.append(f"user {self.user}")
         return f"{who} ({', '.join(where)})"
 
+    @classmethod
+    def from_json(cls, data: object) -> Principal:
+        """A principal from :meth:`to_json`'s form (a family that stores who scheduled something reads it back).
+
+        Raises ``ValueError`` naming what is wrong; a chain's links are stored flat.
+        """
+        if not isinstance(data, dict):
+            raise ValueError("a principal must be a JSON object")
+        chain = data.get("chain") or []
+        if not isinstance(chain, list):
+            raise ValueError("a principal's chain must be a list")
+        text = {k: data.get(k) for k in ("agent", "channel", "session", "user")}
+        for key, value in text.items():
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"a principal's {key} must be a string")
+        role = data.get("role", "operator")
+        return cls(
+            str(text["agent"] or ""),
+            text["channel"],
+            text["session"],
+            role,  # checked by __post_init__
+            tuple(
+                cls.from_json({**link, "chain": []}) if isinstance(link, dict) else cls.from_json(link)
+                for link in chain
+            ),
+            text["user"],
+        )
+
     def to_json(self) -> dict[str, object]:
         """JSON form (ledger rows, events, ``aleph policy explain``)."""
         return {

@@ -38,8 +38,22 @@ def _safe_summary(tool: str, arguments: Mapping[str, Any]) -> str:
 
 
 def principal_field(principal: Principal) -> str:
-    """The ledger's ``principal`` field: the principal and its whole chain as canonical JSON."""
-    return dumps_json(principal.to_json())
+    """The ledger's ``principal`` field: the principal and its whole chain as canonical JSON.
+
+    Compact (unset fields and an empty chain left out), so a long chain does not swell every row.
+    """
+    return dumps_json(_compact(principal))
+
+
+def _compact(principal: Principal) -> dict[str, Any]:
+    out: dict[str, Any] = {"agent": principal.agent, "role": principal.role}
+    for key in ("channel", "session", "user"):
+        value = getattr(principal, key)
+        if value:
+            out[key] = value
+    if principal.chain:
+        out["chain"] = [_compact(p) for p in principal.chain]
+    return out
 
 
 def _safe_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str | None:

@@ -329,7 +329,7 @@ class ScopedToolService(Identity, Judging, Recording, BaseToolService):
         fp = self._bound_fingerprint(grant_fingerprint(name, input))
         request = ApprovalRequest(
             tool_name=name,
-            summary=summarize_call(name, input),
+            summary=self._who_asks(summarize_call(name, input)),
             reason=escape_for_prompt(verdict.reason),
             rule_id=verdict.rule_id,
             allowed_decisions=allowed_decisions(verdict.rule_id, operator),

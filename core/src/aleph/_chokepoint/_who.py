@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Self
 
+from aleph._chokepoint._gate import grant_fingerprint
 from aleph._errors import PermissionDenied
 from aleph._principal import Principal
 
@@ -67,6 +68,12 @@ class Identity:
             "Do not retry; ask the operator to run it."
         )
 
+    def _who_asks(self, summary: str) -> str:
+        """An approval summary that names the chain when the caller acts for others (the human sees for whom)."""
+        if not self.principal.chain:
+            return summary
+        return f"{self.principal.agent} on behalf of {', '.join(self.principal.agents[1:])}: {summary}"
+
     def _grant_scope(self) -> str:
         """Whom a session grant or a remembered denial belongs to: this principal (chain included) in its session.
 
@@ -89,6 +96,14 @@ class Identity:
         """
         agents = "\x1e".join(self.principal.agents)
         return hashlib.sha256(f"{fingerprint}\x1f{agents}".encode()).hexdigest()[:32]
+
+    def approval_fingerprint(self, name: str, arguments: Mapping[str, Any]) -> str:
+        """The fingerprint an approval request for ``name`` with ``arguments`` carries for this principal.
+
+        A deferred answer (:class:`~aleph.DeferredApprovals`) is keyed by it: a framework resuming a
+        suspended call answers exactly that call, for exactly this principal.
+        """
+        return self._bound_fingerprint(grant_fingerprint(name, arguments))
 
     def claim_session(self, key: str) -> bool:
         """Bind session ``key`` to this principal's owner if unused; whether it belongs to it now.

@@ -136,14 +136,14 @@ class PluginContext:
         turn: TurnContext | None = None,
         requester: ApprovalRequester | None = None,
         tier: str | ExecTier | None = None,
+        *,
         principal: Principal | None = None,
     ) -> ScopedToolService:
         """A permission-checked tool service of this runtime (e.g. to run a team member's calls as that agent).
 
-        The same as :meth:`aleph.Aleph.tool_service`; usable at call time only. ``principal`` rebuilds a
-        delegated principal a family stored (a schedule running for its creator): the whole chain's
-        policy applies, as for :meth:`aleph.CallContext.delegate`, whose consent the family obtained when
-        the work was set up.
+        The same as :meth:`aleph.Aleph.tool_service`; usable at call time only. Work done for another
+        principal goes through :meth:`aleph.CallContext.delegate` (or this service's ``delegate``), never
+        through a service built for the other agent directly.
         """
         return self._runtime().tool_service(
             agent=agent, channel=channel, turn=turn, requester=requester, tier=tier, principal=principal

@@ -24,7 +24,6 @@ from aleph import (
     ToolOutput,
     TurnContext,
 )
-from aleph._chokepoint._gate import grant_fingerprint
 
 __all__ = ["CallBridge", "approval_payload", "missing", "response_from"]
 
@@ -138,12 +137,13 @@ class CallBridge:
         answer: ApprovalResponse | None = None,
     ) -> ScopedToolService:
         """The service for one call; ``answer`` (the human's decision) covers exactly this call's arguments."""
-        requester = (
-            self._no_answer if answer is None else DeferredApprovals({grant_fingerprint(name, arguments): answer})
+        service = self.service.derive(
+            turn=self.turn(session_key=session_key, run_id=run_id, call_id=call_id), requester=self._no_answer
         )
-        return self.service.derive(
-            turn=self.turn(session_key=session_key, run_id=run_id, call_id=call_id), requester=requester
-        )
+        if answer is not None:
+            # The chokepoint asks under the fingerprint bound to the service's principal: answer that one.
+            service.requester = DeferredApprovals({service.approval_fingerprint(name, arguments): answer})
+        return service
 
     async def execute(
         self,
