@@ -134,3 +134,42 @@ async def test_a_hosts_transcript_for_another_agents_session_is_refused(rt: alep
         assert store.sessions.messages("alice-chat", owner="mallory") == []
     finally:
         store.close()
+
+
+async def test_a_private_note_does_not_exist_for_another_agent(rt: aleph.Aleph, workspace: Any) -> None:
+    alice = caller(rt, agent="alice", session="alice-notes")
+    await alice(
+        "note_manage", action="create", path="plans/heist", title="Heist", content="vault code 4711", private=True
+    )
+    await alice("note_manage", action="create", path="plans/picnic", title="Picnic", content="Links [[plans/heist]].")
+    mallory = caller(rt, agent="mallory", session="mallory-notes")
+    listed = await mallory("note_manage", action="list")
+    assert [n["path"] for n in listed["notes"]] == ["plans/picnic"]
+    assert (await mallory("note_manage", action="query", query="vault code"))["notes"] == []
+    assert (await mallory("memory_browse", path="plans"))["entries"] == ["picnic"]
+    orient = await mallory("note_orient")
+    assert "heist" not in orient["index"].lower() and "heist" not in orient["recent_log"]
+    assert (await mallory("note_graph_query", op="schema"))["total_notes"] == 1
+    for name, payload in (
+        ("note_manage", {"action": "get"}),
+        ("note_manage", {"action": "update", "content": "mine now"}),
+        ("note_manage", {"action": "delete"}),
+        ("note_manage", {"action": "rename", "new_path": "plans/taken"}),
+        ("memory_browse", {"action": "read"}),
+        ("note_graph_query", {"op": "neighbors"}),
+    ):
+        field = "target" if name == "note_graph_query" else "path"
+        foreign = await refusal(mallory, name, **payload, **{field: "plans/heist"})
+        missing = await refusal(mallory, name, **payload, **{field: "plans/nothere"})
+        assert foreign == missing.replace("nothere", "heist"), name
+    # writing over it is refused, never done
+    assert "already exists" in await refusal(mallory, "note_manage", action="append", path="plans/heist", facts=["x"])
+    assert "already exists" in await refusal(
+        mallory, "note_manage", action="rename", path="plans/picnic", new_path="plans/heist"
+    )
+    got = await alice("note_manage", action="get", path="plans/heist")
+    assert got["content"].strip() == "vault code 4711"
+    await alice("note_manage", action="update", path="plans/heist", content="vault code 1234")
+    text = (workspace / "notes" / "plans" / "heist.md").read_text()
+    assert "private: true" in text and "owner: alice" in text and "1234" in text
+    assert [n["path"] for n in (await mallory("note_manage", action="list"))["notes"]] == ["plans/picnic"]

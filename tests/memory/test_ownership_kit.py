@@ -58,3 +58,30 @@ class TestFactOwnership(OwnershipContractTests):
         if content is None:
             return read
         return await service.call("remember", {"action": "remove", "old_text": content})
+
+
+class TestPrivateNoteOwnership(OwnershipContractTests):
+    """A note created with ``private: true`` is its creator's: addressed by path, listed by ``note_manage list``."""
+
+    plugin = aleph_memory.plugin
+
+    async def create_object(self, service: ScopedToolService) -> str:
+        made = await service.call(
+            "note_manage",
+            {"action": "create", "path": "kit/diary", "title": "Diary", "content": "dear diary", "private": True},
+        )
+        return str(_value(made)["note_path"])
+
+    async def read_object(self, service: ScopedToolService, object_id: str) -> ToolResult:
+        return await service.call("note_manage", {"action": "get", "path": object_id})
+
+    async def list_object_ids(self, service: ScopedToolService) -> set[str]:
+        return {n["path"] for n in _value(await service.call("note_manage", {"action": "list"}))["notes"]}
+
+    async def update_object(self, service: ScopedToolService, object_id: str) -> ToolResult:
+        return await service.call(
+            "note_manage", {"action": "update", "path": object_id, "content": "dear diary, again"}
+        )
+
+    async def delete_object(self, service: ScopedToolService, object_id: str) -> ToolResult:
+        return await service.call("note_manage", {"action": "delete", "path": object_id})
