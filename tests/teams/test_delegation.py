@@ -118,10 +118,12 @@ async def test_a_workflow_step_run_in_the_background_acts_for_whoever_ran_the_wo
 async def test_a_heartbeat_naming_another_agent_is_refused_without_its_consent(workspace: Path) -> None:
     beat = {"name": "hb", "agent_id": "admin", "probe_tool_name": "task_create", "interval_ms": 60_000}
     async with runtime(workspace, consent=False, toml=DENY_MALLORY) as rt:
-        for role in ("guest", "member", None):
-            says_yes = ScriptedRequester([ApprovalOutcome.APPROVED] * 4) if role else None  # approves the call only
-            with pytest.raises(aleph.PermissionDenied, match="admin has not accepted delegation from mallory"):
+        for role in ("guest", "member"):  # schedules are the operator's: a role the tool declares, not prose
+            says_yes = ScriptedRequester([ApprovalOutcome.APPROVED] * 4)
+            with pytest.raises(aleph.PermissionDenied, match="needs the operator role"):
                 await service(rt, "mallory", role, requester=says_yes).execute("heartbeat_create", beat)
+        with pytest.raises(aleph.PermissionDenied, match="admin has not accepted delegation from mallory"):
+            await service(rt, "mallory").execute("heartbeat_create", beat)  # an operator, but nobody to approve
         own = (await service(rt, "mallory").execute("heartbeat_create", {**beat, "agent_id": "mallory"})).value
         with pytest.raises(aleph.PermissionDenied):  # moving one's own heartbeat to admin: the same door
             await service(rt, "mallory").execute("heartbeat_update", {"id": own["task_id"], "agent_id": "admin"})

@@ -170,7 +170,7 @@ class CronManageTool(TeamsTool[CronManageArgs]):
         "runs each as an unattended turn that never waits for a human."
     )
     Args = CronManageArgs
-    FACTS = ToolFacts(tags=("teams", "operator"))
+    FACTS = ToolFacts(tags=("teams", "operator"), requires_role="operator")
 
     def _need(self, args: CronManageArgs, *fields: str) -> None:
         for f in fields:
@@ -352,7 +352,7 @@ class HeartbeatCreateTool(TeamsTool[HeartbeatCreateArgs]):
         "condition, the agent is asked to analyse it and end with heartbeat_report."
     )
     Args = HeartbeatCreateArgs
-    FACTS = ToolFacts(tags=("teams", "operator"))
+    FACTS = ToolFacts(tags=("teams", "operator"), requires_role="operator")
 
     async def call(self, args: HeartbeatCreateArgs) -> dict[str, Any]:
         if args.interval_ms < MIN_INTERVAL_MS:
@@ -393,7 +393,7 @@ class HeartbeatUpdateTool(TeamsTool[HeartbeatUpdateArgs]):
     NAME = "heartbeat_update"
     DESCRIPTION = "Update a heartbeat's name, agent, interval or enabled flag (operator only)."
     Args = HeartbeatUpdateArgs
-    FACTS = ToolFacts(tags=("teams", "operator"))
+    FACTS = ToolFacts(tags=("teams", "operator"), requires_role="operator")
 
     async def call(self, args: HeartbeatUpdateArgs) -> dict[str, Any]:
         if args.interval_ms is not None and args.interval_ms < MIN_INTERVAL_MS:
@@ -431,7 +431,7 @@ class HeartbeatDeleteTool(TeamsTool[HeartbeatIdArgs]):
     NAME = "heartbeat_delete"
     DESCRIPTION = "Delete a heartbeat (operator only)."
     Args = HeartbeatIdArgs
-    FACTS = ToolFacts(tags=("teams", "operator"))
+    FACTS = ToolFacts(tags=("teams", "operator"), requires_role="operator")
 
     async def call(self, args: HeartbeatIdArgs) -> dict[str, Any]:
         refs(heartbeat_id=args.id)
@@ -444,7 +444,7 @@ class HeartbeatToggleTool(TeamsTool[HeartbeatIdArgs]):
     NAME = "heartbeat_toggle"
     DESCRIPTION = "Enable a disabled heartbeat or disable an enabled one (operator only)."
     Args = HeartbeatIdArgs
-    FACTS = ToolFacts(tags=("teams", "operator"))
+    FACTS = ToolFacts(tags=("teams", "operator"), requires_role="operator")
 
     async def call(self, args: HeartbeatIdArgs) -> dict[str, Any]:
         refs(heartbeat_id=args.id)
