@@ -237,3 +237,15 @@ async def test_a_members_own_team_spends_only_what_is_left_of_its_budget(workspa
         out = (await lead.execute("team_delegate", {"team_id": team, "agent_id": "w1", "task": "go"})).value
         # w1's three calls: team_create, team_delegate, and one of w2's eight bumps
         assert out["reply"] == "1 of 8" and counter(db, "w2") == 1
+
+
+async def test_a_task_without_a_team_for_another_agent_needs_its_consent(workspace: Path) -> None:
+    async with runtime(workspace, consent=False, toml=consents(("bob",), accepts=("alice",))) as rt:
+        with pytest.raises(aleph.PermissionDenied, match="admin has not accepted delegation from mallory"):
+            await service(rt, "mallory").execute("task_create", {"subject": "for admin", "owner": "admin"})
+        own = (await service(rt, "mallory").execute("task_create", {"subject": "mine", "owner": "mallory"})).value
+        with pytest.raises(aleph.PermissionDenied, match="admin has not accepted"):
+            await service(rt, "mallory").execute("task_update", {"task_id": own["task_id"], "owner": "admin"})
+        assert [t["owner"] for t in host_of(rt).store.list_tasks()] == ["mallory"]
+        made = (await service(rt, "alice").execute("task_create", {"subject": "errand", "owner": "bob"})).value
+        assert made["owner"] == "bob"

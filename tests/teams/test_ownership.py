@@ -17,7 +17,7 @@ from aleph_teams._store import open_store
 import aleph
 from aleph import ApprovalOutcome, ScriptedRequester, ToolError
 
-from .helpers import runtime
+from .helpers import consents, runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -103,7 +103,7 @@ async def test_workflow_templates_belong_to_whoever_saved_them(workspace: Path) 
 
 
 async def test_a_task_without_a_team_is_its_creators_and_owners(workspace: Path) -> None:
-    async with runtime(workspace) as rt:
+    async with runtime(workspace, toml=consents(("bob",), accepts=("alice",))) as rt:
         task = (await call(rt, "alice", "task_create", {"subject": "alice's errand", "owner": "bob"}))["task_id"]
         await call(rt, "bob", "task_comment", {"task_id": task, "body": "on it"})  # the owner reaches it
         assert [t["id"] for t in (await call(rt, "alice", "task_list", {}))["tasks"]] == [task]

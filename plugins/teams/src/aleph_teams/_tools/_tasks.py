@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from aleph import ToolArgs, ToolFacts
+from aleph_teams._acting import consent
 from aleph_teams._store import SETTABLE, StoreError
 from aleph_teams._store._common import TERMINAL
 from aleph_teams._tools._base import TeamsTool, caller, drop_empty, json_object, refs
@@ -114,6 +115,8 @@ class TaskCreateTool(TeamsTool[TaskCreateArgs]):
             team = self.team_for(args.team_id, me)
             if args.owner and args.owner not in [m["agent_id"] for m in team["members"]]:
                 raise self.fail(f"Agent '{args.owner}' is not a member of team '{team['id']}'")
+        elif args.owner:  # a task without a team that another agent runs: that agent's consent, as for a schedule
+            await consent(self.NAME, args.owner, f"run the task '{args.subject[:200]}'")
         metadata = json_object(self, "metadata", args.metadata)
         metadata.update(
             drop_empty(
@@ -176,6 +179,13 @@ class TaskUpdateTool(TeamsTool[TaskUpdateArgs]):
         if task is None or not self.reachable(task, caller()):
             raise self.fail(f"no coord_task with id '{args.task_id}'")
         refs(team_id=task["team_id"], task_id=task["id"])
+        if args.owner is not None and args.owner != task["owner"]:
+            if task["team_id"] is not None:
+                team = self.team_for(task["team_id"])
+                if args.owner not in [m["agent_id"] for m in team["members"]]:
+                    raise self.fail(f"Agent '{args.owner}' is not a member of team '{team['id']}'")
+            else:
+                await consent(self.NAME, args.owner, f"run the task '{task['subject'][:200]}'")
         if args.status is not None and args.status not in _STATUSES:
             raise self.invalid(
                 f"Unknown or unsettable status '{args.status[:40]}' (expected one of: {', '.join(SETTABLE)}; "
