@@ -286,3 +286,17 @@ def test_a_version_1_store_upgrades_with_owners_and_loses_nothing(tmp_path: Path
         store.close()
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT value FROM teams_meta WHERE key = 'schema_version'").fetchone() == ("2",)
+
+
+def test_tools_reach_the_store_only_through_the_owned_view() -> None:
+    """The one place that filters by owner: no tool module touches the unfiltered store."""
+    import aleph_teams._tools as tools_pkg
+
+    folder = Path(tools_pkg.__file__).parent
+    offenders = [
+        f"{path.name}: {needle}"
+        for path in sorted(folder.glob("*.py"))
+        for needle in ("host.store", "TeamStore", "open_store")
+        if needle in path.read_text().replace("OwnedStore(self.host.store, caller_principal())", "")
+    ]
+    assert offenders == []
