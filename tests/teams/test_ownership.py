@@ -178,6 +178,21 @@ async def test_a_plan_artifact_is_read_by_its_team_not_by_others(workspace: Path
         assert (await call(rt, "mallory", "task_read_artifact", {"task_id": "plan-1"}))["artifacts"] == []
 
 
+async def test_a_thread_shows_a_member_only_the_messages_it_sent_or_received(workspace: Path, store_url: str) -> None:
+    async with runtime(workspace, store=store_url) as rt:
+        members = [{"agent_id": "w1"}, {"agent_id": "w2"}]
+        team = (await call(rt, "lead", "team_create", {"name": "t", "members": members}))["team_id"]
+        root = await call(
+            rt, "lead", "message_send", {"team_id": team, "to": ["w1", "w2"], "subject": "all", "content": "hi"}
+        )
+        dm = {"team_id": team, "to": ["w2"], "subject": "dm", "content": "w2's raise", "reply_to": root["message_id"]}
+        await call(rt, "lead", "message_send", dm)
+        read = {"team_id": team, "mode": "thread", "thread_id": root["message_id"]}
+        assert [m["subject"] for m in (await call(rt, "w1", "inbox_read", read))["messages"]] == ["all"]
+        assert [m["subject"] for m in (await call(rt, "w2", "inbox_read", read))["messages"]] == ["all", "dm"]
+        assert [m["subject"] for m in (await call(rt, "lead", "inbox_read", read))["messages"]] == ["all", "dm"]
+
+
 @pytest.mark.parametrize(
     ("kind", "to"),
     [

@@ -361,10 +361,16 @@ class TeamStore(TaskStore, ScheduleStore):
         return messages
 
     def thread(self, team_id: str, thread_id: str, agent_id: str, limit: int = 500) -> list[dict[str, Any]]:
-        """Every message of a thread (the root and its replies), in order."""
+        """The messages of a thread (the root and its replies) that ``agent_id`` sent or received, in order.
+
+        A message between two other members is not part of a third member's thread.
+        """
         with self.db.read() as tx:
             return self._messages(
-                tx, "m.team_id = ? AND (m.id = ? OR m.thread_id = ?)", [agent_id, team_id, thread_id, thread_id], limit
+                tx,
+                "m.team_id = ? AND (m.id = ? OR m.thread_id = ?) AND (m.from_agent = ? OR r.agent_id IS NOT NULL)",
+                [agent_id, team_id, thread_id, thread_id, agent_id],
+                limit,
             )
 
     def unread_counts(self, team_id: str, agent_id: str) -> dict[str, int]:
