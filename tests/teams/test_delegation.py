@@ -9,6 +9,7 @@ job fired by ``aleph scheduler --once`` or the scheduler, and a member's own nes
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -249,3 +250,23 @@ async def test_a_task_without_a_team_for_another_agent_needs_its_consent(workspa
         assert [t["owner"] for t in host_of(rt).store.list_tasks()] == ["mallory"]
         made = (await service(rt, "alice").execute("task_create", {"subject": "errand", "owner": "bob"})).value
         assert made["owner"] == "bob"
+
+
+async def test_a_template_team_is_led_by_its_creator_and_its_workers_consent(workspace: Path) -> None:
+    folder = workspace / "tpl"
+    folder.mkdir()
+    worker = {"id": "admin", "role": "ops"}
+    (folder / "coup.json").write_text(
+        json.dumps({"id": "coup", "leader": {"id": "admin"}, "workers": [], "tasks": []}), encoding="utf-8"
+    )
+    (folder / "crew.json").write_text(
+        json.dumps({"id": "crew", "leader": {"id": "self"}, "workers": [worker], "tasks": []}), encoding="utf-8"
+    )
+    teams = f'templates_dir = "{folder.as_posix()}"'
+    async with runtime(workspace, consent=False, teams=teams) as rt:
+        mallory = service(rt, "mallory")
+        with pytest.raises(aleph.ExecutionFailed, match="a team you create is led by you"):
+            await mallory.execute("team_from_template", {"template": "coup", "team_name": "coup"})
+        with pytest.raises(aleph.PermissionDenied, match="admin has not accepted delegation from mallory"):
+            await mallory.execute("team_from_template", {"template": "crew", "team_name": "crew"})
+        assert host_of(rt).store.list_teams() == []

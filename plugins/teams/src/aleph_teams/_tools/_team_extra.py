@@ -98,7 +98,7 @@ class TeamFromTemplateArgs(ToolArgs):
 class TeamFromTemplateTool(TeamsTool[TeamFromTemplateArgs]):
     NAME = "team_from_template"
     DESCRIPTION = (
-        "Create a team from a template: its leader (you, when the template says 'self'), workers and an initial task "
+        "Create a team you lead from a template (its leader must be 'self'): workers and an initial task "
         "DAG, with {goal}, {team_name} and {leader} filled in."
     )
     Args = TeamFromTemplateArgs
@@ -110,7 +110,13 @@ class TeamFromTemplateTool(TeamsTool[TeamFromTemplateArgs]):
         except ValueError as exc:
             raise self.fail(f"team_from_template: {exc}") from None
         me = caller()
-        leader = me if tpl.leader.id == "self" else tpl.leader.id
+        if tpl.leader.id not in ("self", me):
+            # a team is led by whoever creates it: making another agent lead one would act in its name
+            raise self.fail(
+                f"team_from_template: the template names leader '{tpl.leader.id}'; a team you create is led by you "
+                '(set leader.id = "self")'
+            )
+        leader = me
         goal = args.goal or tpl.default_goal or args.team_name
 
         def fill(text: str) -> str:
@@ -119,7 +125,7 @@ class TeamFromTemplateTool(TeamsTool[TeamFromTemplateArgs]):
         for w in tpl.workers:
             if check_agent_id(w.id):
                 raise self.fail(f"team_from_template: materialization failed: {check_agent_id(w.id)}")
-        await self.consent_to_join(args.team_name, leader, [leader, *(w.id for w in tpl.workers)])
+        await self.consent_to_join(args.team_name, leader, [w.id for w in tpl.workers if w.id != leader])
         try:
             team = self.store.create_team(
                 name=args.team_name,
