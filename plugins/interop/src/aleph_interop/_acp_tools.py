@@ -134,10 +134,15 @@ class AcpSessions:
 
         async def hold() -> None:
             try:
-                async with acp.spawn_agent_process(session.client, argv[0], *argv[1:], env=env, cwd=self.workspace) as (
-                    conn,
-                    process,
-                ):
+                # stderr goes nowhere: an unread pipe would fill and stall a chatty agent.
+                async with acp.spawn_agent_process(
+                    session.client,
+                    argv[0],
+                    *argv[1:],
+                    env=env,
+                    cwd=self.workspace,
+                    transport_kwargs={"stderr": asyncio.subprocess.DEVNULL},
+                ) as (conn, process):
                     session.conn, session.process = conn, process
                     ready.set_result(None)
                     await session.closing.wait()
@@ -163,7 +168,10 @@ class AcpSessions:
             new = await asyncio.wait_for(session.conn.new_session(cwd=str(self.workspace)), START_TIMEOUT_S)
         except (OSError, TimeoutError, acp.RequestError) as exc:
             await self._stop(session)
-            raise ExecutionFailed("acp_delegate", f"ACP agent {agent!r} did not start: {exc or 'timed out'}") from None
+            raise ExecutionFailed(
+                "acp_delegate",
+                f"ACP agent {agent!r} did not start: {exc or 'timed out'} (run its command by hand to see its errors)",
+            ) from None
         session.acp_session = new.session_id
         self._sessions[session.id] = session
         return session
