@@ -187,13 +187,15 @@ HEADERS = {
 
 
 class TestHostileFramesOverHttp:
-    async def test_an_oversized_body_is_refused_and_the_server_keeps_serving(self, workspace: Path) -> None:
+    @pytest.mark.parametrize("era", ["2026-07-28", "legacy"])
+    async def test_an_oversized_body_is_refused_and_the_server_keeps_serving(self, workspace: Path, era: str) -> None:
+        headers = HEADERS if era != "legacy" else {k: v for k, v in HEADERS.items() if k != "MCP-Protocol-Version"}
         async with serving(workspace, "") as url:
             async with httpx2.AsyncClient(timeout=60) as http:
                 big = b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"pad":"' + b"x" * (MIN_FRAME_BYTES * 2)
-                response = await http.post(url, content=big + b'"}}', headers=HEADERS)
+                response = await http.post(url, content=big + b'"}}', headers=headers)
                 assert response.status_code == 413
-            async with client(url, "auto") as c:
+            async with client(url, "auto" if era != "legacy" else "legacy") as c:
                 assert not (await c.call_tool("text_stats", {"text": "still here"})).is_error
 
     @pytest.mark.parametrize(
@@ -275,3 +277,49 @@ class TestHostileFramesOverStdio:
             assert proc.stdout is not None and proc.stderr is not None
             proc.stdout.close()
             proc.stderr.close()
+
+
+class TestAnswersBelongToTheirSession:
+    async def test_a_client_cannot_answer_another_sessions_approval_question(self, workspace: Path) -> None:
+        """Bob posts approvals for every question id on his own legacy session while alice's is open: alice's
+        call waits for alice's human, who declines, so it does not run."""
+        forged_sent = anyio.Event()
+
+        class SlowHuman(Human):
+            async def __call__(self, context: Any, request: types.ElicitRequestParams) -> types.ElicitResult:
+                self.asked.append(request)
+                with anyio.fail_after(30):
+                    await forged_sent.wait()
+                return types.ElicitResult(action="decline")
+
+        alice = SlowHuman()
+        async with serving(workspace) as url:
+
+            async def bob() -> None:
+                legacy = {k: v for k, v in HEADERS.items() if k != "MCP-Protocol-Version"}
+                init = {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {"elicitation": {}},
+                    "clientInfo": {"name": "bob", "version": "1"},
+                }
+                async with httpx2.AsyncClient(timeout=30) as http:
+                    first = await http.post(url, content=_request(1, "initialize", init), headers=legacy)
+                    session = first.headers["mcp-session-id"]
+                    headers = {**legacy, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-06-18"}
+                    await http.post(
+                        url, content=b'{"jsonrpc":"2.0","method":"notifications/initialized"}', headers=headers
+                    )
+                    with anyio.fail_after(30):
+                        while not alice.asked:
+                            await anyio.sleep(0.02)
+                    approve = {"action": "accept", "content": {"decision": "approve_once"}}
+                    for rid in range(0, 8):
+                        body = json.dumps({"jsonrpc": "2.0", "id": rid, "result": approve}).encode()
+                        await http.post(url, content=body, headers=headers)
+                forged_sent.set()
+
+            async with client(url, "legacy", alice) as a, anyio.create_task_group() as tg:
+                tg.start_soon(bob)
+                result = await a.call_tool("text_stats", ARGS)
+        assert result.is_error and "did not approve" in text(result)
+        assert len(alice.asked) == 1
