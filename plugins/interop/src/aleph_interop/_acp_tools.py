@@ -177,16 +177,22 @@ class AcpSessions:
         return session
 
     async def _stop(self, session: _Session) -> None:
+        # The SDK's own shutdown closes the agent's stdin, waits, then terminates and kills.
         session.closing.set()
-        if session.process is not None and session.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                session.process.terminate()
         if session.holder is not None:
             with contextlib.suppress(BaseException):
-                await asyncio.wait_for(session.holder, 10)
-        if session.process is not None and session.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                session.process.kill()
+                await asyncio.wait_for(asyncio.shield(session.holder), 10)
+        process = session.process
+        if process is not None:
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait_for(process.wait(), 10)
+            # Nobody reads the agent's stdout any more: close its pipes now rather than when collected.
+            transport = getattr(process, "_transport", None)
+            if transport is not None:
+                transport.close()
 
     async def close(self, owner: str, session_id: str) -> bool:
         session = self.get(owner, session_id)
