@@ -119,7 +119,9 @@ class CallContext:
         self.agent = agent
         self.channel = channel
         self.turn = turn
-        self.principal: Principal = principal if principal is not None else Principal(agent or "default", channel)
+        self.principal: Principal = (
+            principal if principal is not None else Principal(agent or "default", channel or None)
+        )
         """Who is calling: bound by the host when it built the service; no argument changes it."""
         self.parent = parent
         """The composite call this one is an action of, if any."""
