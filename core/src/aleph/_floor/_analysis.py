@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 
 from aleph._floor._braces import _brace_expand
 from aleph._floor._command import Analysis, Command, Limits, Unknown, basename, resolve
-from aleph._floor._parse import (
+from aleph._floor._parse import parse
+from aleph._floor._syntax import (
     Budget,
     BudgetExceeded,
     Compound,
@@ -30,7 +31,6 @@ from aleph._floor._parse import (
     ShellSyntaxError,
     Simple,
     Word,
-    parse,
 )
 from aleph._floor._wrappers import SHELLS, Arg, Argv, Text, unmodelled, unwrap
 

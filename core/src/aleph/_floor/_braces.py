@@ -5,11 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from aleph._floor._parse import (
-    Budget,
-    BudgetExceeded,
-    SegKind,
-)
+from aleph._floor._syntax import Budget, BudgetExceeded, SegKind
 
 _MAX_BRACE_WORD = 4_096
 
