@@ -94,7 +94,7 @@ async def test_a_killed_zygote_is_replaced_by_the_next_run(workspace: Path) -> N
 @pytest.mark.anyio
 async def test_a_run_sent_to_a_zygote_that_just_died_runs_on_a_new_one(workspace: Path, monkeypatch) -> None:
     # bwrap outlives a killed zygote by a moment: a run in that window fails at the send and is run again.
-    from aleph_exec._sandbox import _Zygote
+    from aleph_exec._zygote_client import _Zygote
 
     async with make_runtime(workspace, BWRAP) as rt:
         service = aleph.UnscopedToolService(rt.registry)
@@ -117,7 +117,7 @@ async def test_a_run_sent_to_a_zygote_that_just_died_runs_on_a_new_one(workspace
 async def test_when_the_zygote_cannot_start_runs_fall_back_to_a_bubblewrap_each(
     workspace: Path, monkeypatch, tmp_path: Path
 ) -> None:
-    import aleph_exec._sandbox as sandbox_module
+    import aleph_exec._namespace as sandbox_module
 
     real = sandbox_module._ZYGOTE_PATH
     broken = tmp_path / "zygote.py"

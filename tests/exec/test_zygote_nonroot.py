@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from aleph_exec._sandbox import _ZYGOTE_PATH
+from aleph_exec._namespace import _ZYGOTE_PATH
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 
