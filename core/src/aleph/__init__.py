@@ -68,6 +68,7 @@ from aleph._progress import (
     notify_tool_streaming_chunk,
     set_tool_progress_handler,
 )
+from aleph._protected import ProtectedPaths
 from aleph._runtime import Aleph, load
 from aleph._turn import TurnContext, current_session, current_turn
 
@@ -118,6 +119,7 @@ __all__ = [
     "PluginTrust",
     "PolicyVote",
     "ProgressiveDisclosure",
+    "ProtectedPaths",
     "RegisteredTool",
     "ScopedToolService",
     "ScriptedRequester",

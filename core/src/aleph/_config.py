@@ -276,6 +276,9 @@ class WorkspaceConfig(_Section):
     """The directory tools work in; default the directory holding ``aleph.toml``, else the current one."""
     data_dir: str | None = None
     """Aleph's own data (ledger, sessions, profiles); default ``$ALEPH_DATA_DIR`` or ``~/.local/share/aleph``."""
+    protected: list[str] = Field(default_factory=list)
+    """More workspace globs no tool may write (``*``, ``?`` in one component, ``**`` across), added to
+    :data:`aleph.ProtectedPaths.HOST_EXECUTED`: files a program on this machine runs code from."""
 
 
 class PluginsConfig(_Section):

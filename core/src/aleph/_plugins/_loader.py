@@ -26,6 +26,7 @@ from aleph._errors import PluginError
 from aleph._ledger import ledger_directory
 from aleph._plugins import _hookspec
 from aleph._plugins._trust import HeldPlugin, PluginTrust, adds_digest, canonical_distribution, plugin_adds
+from aleph._protected import HOST_EXECUTED_PATHS
 
 if TYPE_CHECKING:
     from aleph._chokepoint._approval import ApprovalRequester
@@ -172,6 +173,28 @@ class PluginContext:
         paths.append(ledger_directory(self.config))
         return sorted(set(paths))
 
+    @property
+    def protected_patterns(self) -> list[str]:
+        """Workspace globs no tool may write, matched with :class:`aleph.ProtectedPaths`.
+
+        :attr:`aleph.ProtectedPaths.HOST_EXECUTED`, ``[workspace] protected`` and what plugins added
+        with :meth:`protect`.
+        """
+        extra = self._manager.protected_patterns if self._manager is not None else []
+        return [*HOST_EXECUTED_PATHS, *self.config.workspace.protected, *extra]
+
+    def protect(self, pattern: str) -> None:
+        """Add a workspace glob no tool may write (a file this family's host program runs code from).
+
+        Call it from ``aleph_setup`` of a plugin that loads before the families that write files; the
+        families read :attr:`protected_patterns` when they build their tools.
+        """
+        if self._manager is None:
+            raise RuntimeError("this plugin context has no plugin manager")
+        if not pattern.strip("/") or pattern.startswith("/") or ".." in pattern.split("/"):
+            raise ValueError(f"protected pattern {pattern!r}: give a glob relative to the workspace")
+        self._manager.protected_patterns.append(pattern)
+
     def call_hook(self, hook: str, **kwargs: Any) -> list[tuple[str, Any]]:
         """Call the hook ``hook`` on every plugin (e.g. to collect providers); returns (plugin, result) pairs."""
         if self._manager is None:
@@ -264,6 +287,7 @@ class PluginManager:
         self.runtime: Aleph | None = None
         """The runtime these plugins serve, once it is built (plugin contexts reach it at call time)."""
         self.services: list[tuple[str, Service]] = []
+        self.protected_patterns: list[str] = []  # workspace globs plugins added (PluginContext.protect)
         for name in self.disabled:
             self._pm.set_blocked(name)
 

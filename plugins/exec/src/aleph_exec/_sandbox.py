@@ -43,6 +43,7 @@ from aleph_exec._config import ExecConfig
 from aleph_exec._namespace import Namespaces, _chain, _host_env, _SandboxState, bwrap_available
 from aleph_exec._processes import _MARKER, _become_subreaper, _Cgroup, _CgroupPool
 from aleph_exec._supervise import Supervision, _shutdown
+from aleph_exec._tree import remove_tree
 from aleph_exec._zygote_client import _ZYGOTE_RETRY_S, _fsencode, _Zygote, _ZygoteRun
 
 __all__ = ["Capture", "RunResult", "SandboxError", "TransactionUnavailable", "WorkspaceSandbox", "bwrap_available"]
@@ -171,7 +172,7 @@ class WorkspaceSandbox(Namespaces, Supervision):
             except (SandboxError, OSError) as exc:
                 reason = str(exc)
             finally:
-                shutil.rmtree(scratch, ignore_errors=True)
+                remove_tree(scratch, ignore_errors=True)
         with self._lock:
             if not self._transactions:
                 self._transactions.append(reason)
@@ -203,15 +204,7 @@ class WorkspaceSandbox(Namespaces, Supervision):
         if self._root:
             return
         work = layer / "work"
-        try:
-            for top, dirs, _ in os.walk(work, onerror=None):
-                for name in dirs:
-                    path = os.path.join(top, name)
-                    if not os.path.islink(path):
-                        os.chmod(path, 0o700)
-            shutil.rmtree(work)
-        except OSError:
-            pass  # gone already, or the caller's removal reports what is left
+        remove_tree(work, ignore_errors=True)  # gone already, or the caller's removal reports what is left
 
     def _check_layer(self, layer: Path, probe: bool = False) -> None:
         """Refuse a ``layer`` this sandbox cannot use (the command does not start)."""

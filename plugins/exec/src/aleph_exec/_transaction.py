@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import tempfile
 import time
 import uuid
@@ -32,6 +31,7 @@ from aleph_exec._changeset import Changeset, ChangesetTooLarge, is_opaque, read_
 from aleph_exec._commit import CommitError, commit, recover
 from aleph_exec._config import ExecConfig
 from aleph_exec._decision import DEFAULT_PROTECTED, Decision, ProtectedPaths, decide
+from aleph_exec._tree import remove_tree
 from aleph_exec._undo import UndoStore, exec_lock
 
 __all__ = ["COMMIT_TOOL", "Transactions"]
@@ -65,13 +65,20 @@ def _empty(upper: Path) -> bool:
 class Transactions:
     """Layers, decisions, commits and undo for one workspace and data directory."""
 
-    def __init__(self, workspace: Path, data_dir: Path, config: ExecConfig, protected: Iterable[Path] = ()) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        data_dir: Path,
+        config: ExecConfig,
+        protected: Iterable[Path] = (),
+        patterns: Iterable[str] = (),
+    ) -> None:
         self.workspace = workspace.resolve()
         self.config = config
         self.root = data_dir.resolve() / "exec"
         self.journal_dir = self.root / "journal"
         literals = [rel for p in protected if (rel := _inside(p, self.workspace)) is not None]
-        self.protected = ProtectedPaths([*DEFAULT_PROTECTED, *config.protected_paths], literals)
+        self.protected = ProtectedPaths([*DEFAULT_PROTECTED, *patterns, *config.protected_paths], literals)
         self._uncounted = frozenset(literals)
         self.undo = UndoStore(self.root, max_calls=config.undo_max_calls, max_bytes=config.undo_max_mb * MiB)
         # Layers beside the data directory share the workspace's filesystem more often than /tmp does
@@ -93,7 +100,7 @@ class Transactions:
                 for stale in self._layer_root.iterdir():
                     with contextlib.suppress(OSError):
                         if stale.stat().st_mtime < cutoff:
-                            shutil.rmtree(stale, ignore_errors=True)
+                            remove_tree(stale, ignore_errors=True)
         return done
 
     def new_layer(self) -> Path:
@@ -115,7 +122,7 @@ class Transactions:
     @staticmethod
     def discard(layer: Path) -> None:
         """Remove a layer and whatever it holds."""
-        shutil.rmtree(layer, ignore_errors=True)
+        remove_tree(layer, ignore_errors=True)
 
     def read(self, layer: Path) -> Changeset:
         """The changeset in ``layer/upper``."""

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aleph_exec._tree import remove_tree
+
 __all__ = ["UndoError", "UndoStore", "exec_lock"]
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -134,7 +136,7 @@ class UndoStore:
         while kept and (len(kept) > self.max_calls or total > self.max_bytes):
             oldest = kept.pop(0)
             total -= oldest.manifest.get("saved_bytes", 0)
-            shutil.rmtree(oldest.path, ignore_errors=True)
+            remove_tree(oldest.path, ignore_errors=True)
             dropped.append(oldest.call_id)
         return dropped
 
@@ -175,7 +177,7 @@ class UndoStore:
                         "pass --force to put them back anyway"
                     )
             restored = self._restore(entry, ws, steps)
-            shutil.rmtree(entry.path, ignore_errors=True)
+            remove_tree(entry.path, ignore_errors=True)
         return {"call_id": entry.call_id, "restored": restored, "workspace": str(ws)}
 
     def _restore(self, entry: Kept, ws: Path, steps: list[dict[str, Any]]) -> int:
@@ -195,7 +197,7 @@ class UndoStore:
                     os.chmod(target, s["old_mode"])
             elif op == "put":
                 if os.path.isdir(target) and not os.path.islink(target):
-                    shutil.rmtree(target)
+                    remove_tree(target)
                 elif os.path.lexists(target):
                     os.unlink(target)
                 if s["old"]:
@@ -203,7 +205,7 @@ class UndoStore:
                 count += 1
             elif op == "mvdir":
                 if os.path.isdir(target) and not os.path.islink(target):
-                    shutil.rmtree(target)
+                    remove_tree(target)
                 count += sum(1 for e in s["entries"] if e[1] != "dir")
             elif op == "rmdir":
                 target.mkdir(mode=s["mode"], parents=True, exist_ok=True)

@@ -70,6 +70,7 @@ Protocol (the request as below; on a run socket, JSON objects one per line):
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -623,7 +624,7 @@ class Zygote:
             try:
                 os.rmdir(run.tmp)
             except OSError:
-                shutil.rmtree(run.tmp, ignore_errors=True)
+                remove_tmp(run.tmp)
         if not self.spare_tmp:
             try:
                 self.spare_tmp = self.make_tmp()
@@ -673,6 +674,17 @@ class Zygote:
             if time.monotonic() > deadline:
                 return
             time.sleep(0.002)
+
+
+def remove_tmp(path: str) -> None:
+    """Remove a run's temporary directory, also a tree deeper than ``shutil.rmtree``'s recursion allows."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:
+        # rm walks iteratively (fts); the server's own reaping loop does not see this child (waited here).
+        with contextlib.suppress(OSError):
+            pid = os.posix_spawn("/bin/rm", ["rm", "-rf", "--", path], {})
+            os.waitpid(pid, 0)
 
 
 def closer(sock: socket.socket) -> None:  # pragma: no cover - a forked child

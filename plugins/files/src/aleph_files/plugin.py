@@ -22,7 +22,7 @@ ALEPH_HOOKSPECS = (hookspecs,)
 def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginContext) -> None:
     """Register the file, patch, web and search tools over the runtime's workspace."""
     config = context.config.section("files", FilesConfig)
-    ws = Workspace(context.workspace, context.protected_paths)
+    ws = Workspace(context.workspace, context.protected_paths, context.protected_patterns)
 
     async def close() -> None:
         ws.close()
