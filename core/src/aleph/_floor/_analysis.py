@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 from aleph._floor._braces import _brace_expand
 from aleph._floor._command import Analysis, Command, Limits, Unknown, basename, resolve
+from aleph._floor._longopts import canonical_options
 from aleph._floor._parse import parse
 from aleph._floor._syntax import (
     Budget,
@@ -383,6 +384,8 @@ class _Walker:
                 program = basename(head.text)
             else:
                 self.unknown(ctx, "dynamic_program", f"the program name {head.text!r} is only known at run time")
+        if program:
+            argv = [argv[0], *canonical_options(program, argv[1:])]  # `--recur` is `--recursive`, as getopt reads it
         command = Command(
             argv=tuple(argv),
             program=program,
@@ -431,7 +434,7 @@ class _Walker:
                     spec = replace(inner, stdin=None, speculative=True)
                     programs |= self.text(item.arg.text, spec, label)
                 elif item.arg.literal:
-                    sub = replace(inner, stdin=None)
+                    sub = replace(inner, stdin=None, loop_vars=_positional(item, inner.loop_vars))
                     programs |= self.text(item.arg.text, sub, label)
                     if program == "eval":  # eval runs in this shell: its cd stays
                         ctx.cwd = sub.cwd
@@ -545,8 +548,28 @@ def _rebinds(bodies: list[Script], name: str) -> bool:
     return scripts(bodies)
 
 
+_SHIFTS = re.compile(r"(?<![\w-])(?:shift|set|getopts|eval|source|\.)(?![\w-])|\(\s*\)")
+"""Words after which ``$1``... may no longer be what the caller passed (or a function has its own)."""
+
+
+def _positional(item: Text, outer: tuple[tuple[str, Arg], ...]) -> tuple[tuple[str, Arg], ...]:
+    """``sh -c CODE arg0 arg1...``: ``$0``, ``$1``... (and ``$@`` for a single argument) bound to the literal words.
+
+    ``find -exec sh -c 'rm -rf "$1"' _ {} +`` is then judged with find's targets as rm's operands.
+    Code that shifts or resets them (or defines functions) keeps them unknown.
+    """
+    if not item.positional or _SHIFTS.search(item.arg.text):
+        return outer
+    # An unquoted reference globs its value: a word that was quoted outside is a pattern inside.
+    words = [Arg(a.text, True, a.glob or _is_glob(a.text)) if a.literal else a for a in item.positional[:10]]
+    bound = [(str(n), a) for n, a in enumerate(words) if a.literal]
+    if len(words) == 2 and words[1].literal:
+        bound += [("@", words[1]), ("*", words[1])]
+    return (*outer, *bound)
+
+
 def _bound(source: str, loop_vars: tuple[tuple[str, Arg], ...]) -> Arg | None:
-    m = re.fullmatch(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", source)
+    m = re.fullmatch(r"\$\{?([A-Za-z_][A-Za-z0-9_]*|[0-9@*])\}?", source)
     if m is None:
         return None
     return next((value for name, value in reversed(loop_vars) if name == m.group(1)), None)

@@ -87,18 +87,22 @@ class _Parser(WordReader):
 
     def script(self, stop: frozenset[str], *, paren: bool, case_item: bool = False) -> Script:
         out: Script = []
+        operator = ""  # the `&&` or `||` just read: bash wants a command after it
         while True:
             self.newlines()
             if self.i >= self.n:
+                if operator:
+                    raise self.error(f"a command is missing after {operator!r}")
                 break
             c = self.s[self.i]
-            if c == ")" and paren:
-                break
-            if case_item and (self.s.startswith(";;", self.i) or self.s.startswith(";&", self.i)):
-                break
             word = self.reserved()
-            if word is not None and word in stop:
+            ends = (c == ")" and paren) or (word is not None and word in stop)
+            ends = ends or (case_item and (self.s.startswith(";;", self.i) or self.s.startswith(";&", self.i)))
+            if ends and operator:
+                raise self.error(f"a command is missing after {operator!r}")
+            if ends:
                 break
+            operator = ""
             if c == ")" or (c == ";" and not self.s.startswith(";;", self.i)) or c in "&|":
                 raise self.error(f"unexpected {c!r}")
             if self.s.startswith(";;", self.i):
@@ -107,6 +111,7 @@ class _Parser(WordReader):
             out.append(pipeline)
             self.blanks()
             if self.s.startswith("&&", self.i) or self.s.startswith("||", self.i):
+                operator = self.s[self.i : self.i + 2]
                 self.i += 2
                 self.newlines()
                 continue
@@ -122,6 +127,13 @@ class _Parser(WordReader):
                 else:
                     break
         return out
+
+    def body(self, stop: frozenset[str], *, paren: bool) -> Script:
+        """A compound command's list: bash wants at least one command in it (``{ }``, ``( )``, ``else fi``)."""
+        script = self.script(stop, paren=paren)
+        if not script:
+            raise self.error("a compound command with no command in it")
+        return script
 
     def pipeline(self) -> Pipeline:
         pipe = Pipeline([])
@@ -175,7 +187,7 @@ class _Parser(WordReader):
         elif self.s[self.i] == "(":
             self.i += 1
             self.enter()
-            body = self.script(frozenset(), paren=True)
+            body = self.body(frozenset(), paren=True)
             self.depth -= 1
             if not self.s.startswith(")", self.i):
                 raise self.error("missing ')'")
@@ -186,16 +198,16 @@ class _Parser(WordReader):
         elif word == "{":
             self.i += 1
             self.enter()
-            body = self.script(frozenset({"}"}), paren=False)
+            body = self.body(frozenset({"}"}), paren=False)
             self.depth -= 1
             self.take("}")
             node = Compound("group", [body], [], [])
         elif word in ("while", "until"):
             self.i += len(word)
             self.enter()
-            cond = self.script(frozenset({"do"}), paren=False)
+            cond = self.body(frozenset({"do"}), paren=False)
             self.take("do")
-            body = self.script(frozenset({"done"}), paren=False)
+            body = self.body(frozenset({"done"}), paren=False)
             self.take("done")
             self.depth -= 1
             node = Compound(word, [cond, body], [], [])
@@ -219,7 +231,10 @@ class _Parser(WordReader):
                     raise self.error("expected ')' after function name")
                 self.i += 1
             self.newlines()
-            return FuncDef(name.raw, self.command())
+            body = self.command()
+            if not isinstance(body, Compound):
+                raise self.error("a function body must be a compound command ({ ...; }, ( ... ), if, for, ...)")
+            return FuncDef(name.raw, body)
         else:
             raise self.error(f"unexpected '{word}'")
         node.redirects.extend(self.trailing_redirects())
@@ -237,20 +252,20 @@ class _Parser(WordReader):
     def if_clause(self) -> Compound:
         self.i += 2
         self.enter()
-        bodies = [self.script(frozenset({"then"}), paren=False)]
+        bodies = [self.body(frozenset({"then"}), paren=False)]
         self.take("then")
-        bodies.append(self.script(frozenset({"elif", "else", "fi"}), paren=False))
+        bodies.append(self.body(frozenset({"elif", "else", "fi"}), paren=False))
         while True:
             self.blanks()
             word = self.reserved()
             if word == "elif":
                 self.i += 4
-                bodies.append(self.script(frozenset({"then"}), paren=False))
+                bodies.append(self.body(frozenset({"then"}), paren=False))
                 self.take("then")
-                bodies.append(self.script(frozenset({"elif", "else", "fi"}), paren=False))
+                bodies.append(self.body(frozenset({"elif", "else", "fi"}), paren=False))
             elif word == "else":
                 self.i += 4
-                bodies.append(self.script(frozenset({"fi"}), paren=False))
+                bodies.append(self.body(frozenset({"fi"}), paren=False))
             else:
                 self.take("fi")
                 break
@@ -286,11 +301,11 @@ class _Parser(WordReader):
         self.enter()
         if self.reserved() == "{":
             self.i += 1
-            body = self.script(frozenset({"}"}), paren=False)
+            body = self.body(frozenset({"}"}), paren=False)
             self.take("}")
         else:
             self.take("do")
-            body = self.script(frozenset({"done"}), paren=False)
+            body = self.body(frozenset({"done"}), paren=False)
             self.take("done")
         self.depth -= 1
         return Compound(kind, [body], words, [], var)
@@ -395,6 +410,8 @@ class _Parser(WordReader):
         self.enter()
         body = self.command()
         self.depth -= 1
+        if not isinstance(body, Compound):
+            raise self.error("a function body must be a compound command ({ ...; }, ( ... ), if, for, ...)")
         return FuncDef(name.raw, body)
 
     def assignment(self, m: re.Match[str]) -> Assign:

@@ -145,6 +145,22 @@ def _relative_protected(text: str) -> bool:
     return "/.git/hooks/" in norm + "/" or norm.endswith("/.git/config")
 
 
+def _find_writes_home(cmd: Command, env: Env) -> bool:
+    """``find ~ -exec shred {} +``: every file under a start point that holds the home directory is written.
+
+    find's ``{}`` stands for anything under the start point (its name filters are not modelled), so a
+    write through it is judged by where it starts: at or above the home directory, start-up files and
+    ``.ssh`` are among the files, and the command asks.
+    """
+    if "find" not in cmd.via:
+        return False
+    for target in (*_write_targets(cmd), *(_rm_targets(cmd) if cmd.program in ("rm", "mv") else ())):
+        path = resolve(target.text, cmd.cwd) if target.literal and target.glob else None
+        if path is not None and path.endswith("/*") and _under(env.home, path[:-2] or "/"):
+            return True
+    return False
+
+
 def _write_protected(cmd: Command, env: Env) -> bool:
     for target in _write_targets(cmd):
         if not target.literal:
@@ -364,6 +380,13 @@ HARDLINE = (
 
 GUARDS = (
     Builtin(
+        "find_writes_home",
+        "guard",
+        "ask",
+        "find hands every file under the home directory (start-up files, .ssh) to a program that writes them",
+        _find_writes_home,
+    ),
+    Builtin(
         "code_in_variable",
         "guard",
         "ask",
@@ -451,6 +474,8 @@ GUARDS = (
 )
 
 
+# Code from the network run unseen, and a shell handed to the network, ask a person: stricter than the
+# reference (which warns) because a warning is an allow to an agent (docs/command-policy.md).
 DEFAULT_RULES = (
     Builtin(
         "rm_rf_system_path",
@@ -463,14 +488,14 @@ DEFAULT_RULES = (
     Builtin(
         "pipe_to_shell",
         "tunable",
-        "warn",
+        "ask",
         "downloaded content piped into a shell or interpreter",
         _pipe_to_shell,
     ),
     Builtin(
         "shell_eval_download",
         "tunable",
-        "warn",
+        "ask",
         "a shell runs code straight from a download",
         _shell_eval_download,
     ),
@@ -483,7 +508,7 @@ DEFAULT_RULES = (
         frozenset({"chmod"}),
     ),
     Builtin("write_sensitive_etc", "tunable", "warn", "writing a file under /etc", _write_sensitive_etc),
-    Builtin("reverse_shell_devtcp", "tunable", "warn", "network shell (/dev/tcp, nc -e, socat exec)", _reverse_shell),
+    Builtin("reverse_shell_devtcp", "tunable", "ask", "network shell (/dev/tcp, nc -e, socat exec)", _reverse_shell),
     Builtin(
         "system_shutdown",
         "tunable",

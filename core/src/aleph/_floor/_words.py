@@ -33,6 +33,7 @@ class Text:
     arg: Arg
     label: str
     speculative: bool = False
+    positional: tuple[Arg, ...] = ()  # `sh -c CODE arg0 arg1...`: $0, $1... of the code
 
 
 @dataclass(frozen=True, slots=True)

@@ -251,7 +251,7 @@ def _shell(args: list[Arg], stdin: str | None) -> list[Inner]:
     if command_flag:
         if i >= len(args):
             return [Opaque("unparseable", "-c without shell code")]
-        return [Text(args[i], "-c")]
+        return [Text(args[i], "-c", positional=tuple(args[i + 1 :]))]
     if (from_stdin or (i < len(args) and args[i].text in _STDIN_FILES)) and stdin is not None:
         return [Text(Arg(stdin), "stdin")]
     if i < len(args) and args[i].text.startswith(("/dev/fd/", "/proc/")):
