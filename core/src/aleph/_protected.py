@@ -86,7 +86,13 @@ def glob_regex(parts: list[str]) -> str:
 
 
 class ProtectedPaths:
-    """A set of workspace-relative globs (and literal paths), matched with one regex per question."""
+    """A set of workspace-relative globs (and literal paths), matched against one path at a time.
+
+    Each pattern is indexed by a component a matching path must contain (its last one without glob
+    characters), so a path is tried only against the few patterns that name one of its components:
+    judging a changeset of thousands of ordinary paths costs a set lookup per path, not a regex per
+    pattern. A pattern with no literal component (``**/*.pem``) is tried on every path.
+    """
 
     HOST_EXECUTED: ClassVar[tuple[str, ...]] = HOST_EXECUTED_PATHS
     """The globs every family protects: files a trusted program on the host runs code from (module docstring)."""
@@ -98,27 +104,45 @@ class ProtectedPaths:
         for p in literals:
             entries.append((p, [s for s in p.strip("/").split("/") if s], False))
         self.patterns = [e[0] for e in entries if e[1]]
-        full, prefix, self._prefix_names = [], [], []
+        # (required component or None, compiled regex, the pattern's text), for full and prefix matches
+        self._full: dict[str | None, list[tuple[re.Pattern[str], str]]] = {}
+        self._prefix: dict[str | None, list[tuple[re.Pattern[str], str]]] = {}
         for text, parts, is_glob in entries:
             if not parts:
                 continue
             regex = glob_regex(parts) if is_glob else re.escape("/".join(parts))
-            full.append(f"({regex})")
+            key = _required(parts, is_glob)
+            self._full.setdefault(key, []).append((re.compile(f"{regex}(?:/.*)?", re.DOTALL), text))
             for k in range(1, len(parts)):
                 head = parts[:k]
                 if head[-1] == "**":
                     continue
-                prefix.append(f"({glob_regex(head) if is_glob else re.escape('/'.join(head))})")
-                self._prefix_names.append(text)
-        self._full = re.compile(f"(?:{'|'.join(full)})(?:/.*)?", re.DOTALL) if full else None
-        self._prefix = re.compile("|".join(prefix), re.DOTALL) if prefix else None
+                regex = glob_regex(head) if is_glob else re.escape("/".join(head))
+                self._prefix.setdefault(_required(head, is_glob), []).append((re.compile(regex, re.DOTALL), text))
 
     def hit(self, path: str, *, non_dir: bool) -> str | None:
         """The pattern protecting ``path`` (a change of a non-directory when ``non_dir``), or None."""
-        if self._full is not None and (m := self._full.fullmatch(path)):
-            index = next(i for i, g in enumerate(m.groups()) if g is not None)
-            return self.patterns[index]
-        if non_dir and self._prefix is not None and (m := self._prefix.fullmatch(path)):
-            index = next(i for i, g in enumerate(m.groups()) if g is not None)
-            return self._prefix_names[index]
-        return None
+        components = path.split("/")
+        found = _first(self._full, components, path)
+        if found is None and non_dir:
+            found = _first(self._prefix, components, path)
+        return found
+
+
+def _required(parts: list[str], is_glob: bool) -> str | None:
+    """A component every path matching ``parts`` contains, or None when the pattern names none."""
+    for part in reversed(parts):
+        if not is_glob or not any(c in part for c in "*?["):
+            return part
+    return None
+
+
+def _first(table: dict[str | None, list[tuple[re.Pattern[str], str]]], components: list[str], path: str) -> str | None:
+    candidates = table.get(None, [])
+    for component in components:
+        if component in table and component is not None:
+            candidates = [*candidates, *table[component]]
+    for regex, text in candidates:
+        if regex.fullmatch(path):
+            return text
+    return None

@@ -18,7 +18,7 @@ RepairTier = Literal["exact", "case", "separator", "fuzzy"]
 
 
 def _encodable(name: str) -> bool:
-    """Whether ``name`` is text at all: a lone surrogate (``"\\udcff"``) cannot name an offered tool."""
+    """Whether ``name`` is text at all: a lone surrogate (U+DCFF alone) cannot name an offered tool."""
     try:
         name.encode()
     except UnicodeEncodeError:

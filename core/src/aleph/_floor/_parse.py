@@ -231,10 +231,10 @@ class _Parser(WordReader):
                     raise self.error("expected ')' after function name")
                 self.i += 1
             self.newlines()
-            body = self.command()
-            if not isinstance(body, Compound):
+            function = self.command()
+            if not isinstance(function, Compound):
                 raise self.error("a function body must be a compound command ({ ...; }, ( ... ), if, for, ...)")
-            return FuncDef(name.raw, body)
+            return FuncDef(name.raw, function)
         else:
             raise self.error(f"unexpected '{word}'")
         node.redirects.extend(self.trailing_redirects())
