@@ -26,6 +26,7 @@ from typing import Literal
 
 from aleph import ProtectedPaths
 from aleph_exec._changeset import Change, Changeset, iter_parents
+from aleph_exec._tally import Prior
 
 __all__ = ["DEFAULT_PROTECTED", "Decision", "ProtectedPaths", "decide"]
 
@@ -33,6 +34,7 @@ DEFAULT_PROTECTED = ("aleph.toml", ".aleph", *ProtectedPaths.HOST_EXECUTED)
 """What every transaction protects besides the runtime's protected paths and the configured additions."""
 
 _MAX_LINKS = 40
+_NO_PRIOR = Prior()
 _MAX_PROBLEMS_SHOWN = 5
 
 
@@ -160,8 +162,13 @@ def decide(
     ask_fraction: float = 0.25,
     ask_min_files: int = 8,
     uncounted: frozenset[str] = frozenset(),
+    prior: Prior = _NO_PRIOR,
 ) -> Decision:
-    """Refuse, ask or commit ``cs``; the reason is a sentence for the model and the person asked."""
+    """Refuse, ask or commit ``cs``; the reason is a sentence for the model and the person asked.
+
+    ``prior`` is what the same session or principal committed before (see :mod:`aleph_exec._tally`):
+    a call that deletes or overwrites anything is judged with it added.
+    """
     counts = cs.counts()
     problems = _problems(cs, protected)
     if problems:
@@ -170,20 +177,27 @@ def decide(
         reason = f"the command {shown}" + (f"; and {more} more such changes" if more > 0 else "")
         return Decision("refuse", reason, counts, problems)
     destructive = counts["deleted"] + counts["modified"]
-    if destructive > ask_files:
+    total = destructive + prior.destructive if destructive else 0
+    earlier = (
+        f" (with the {prior.destructive:,} {prior.scope} committed since a person last approved)"
+        if destructive and prior.destructive
+        else ""
+    )
+    if total > ask_files:
         return Decision(
-            "ask", f"{destructive:,} deletions and overwrites exceed [exec] commit_ask_files = {ask_files}", counts
+            "ask", f"{total:,} deletions and overwrites{earlier} exceed [exec] commit_ask_files = {ask_files}", counts
         )
     if destructive:
-        enough = max(ask_min_files, math.floor(destructive / ask_fraction) + 1)
+        enough = max(ask_min_files, math.floor(total / ask_fraction) + 1)
         existing = _count_files(cs.workspace, enough, uncounted)
         if existing >= 2 and counts["deleted"] >= existing:
             return Decision("ask", f"the command deletes every file of the workspace ({existing:,})", counts)
-        if existing >= ask_min_files and destructive > existing * ask_fraction:
+        before = existing + prior.deleted  # the workspace as it was before the earlier deletions
+        if before >= ask_min_files and total > before * ask_fraction:
             return Decision(
                 "ask",
-                f"{destructive:,} deletions and overwrites are more than {ask_fraction:g} of the workspace's "
-                f"{existing:,} files ([exec] commit_ask_fraction)",
+                f"{total:,} deletions and overwrites{earlier} are more than {ask_fraction:g} of the workspace's "
+                f"{before:,} files ([exec] commit_ask_fraction)",
                 counts,
             )
     return Decision("commit", "within the thresholds", counts)
