@@ -275,6 +275,9 @@ class Namespaces:
         for path in self._ro_candidates:
             if path.exists():
                 argv += ["--ro-bind", ws_source + str(path)[len(ws) :], str(path)]
+        # The sandbox's own root and /etc (a tmpfs bubblewrap builds) are read-only: a command cannot leave
+        # anything there for the next call, another session's or another agent's (/tmp is cleared instead).
+        argv += ["--remount-ro", "/"]
         if stage is None:
             return argv, None, [state.userns.fd] if state.userns is not None else []
         assert state.userns is not None and state.idmap is not None

@@ -74,6 +74,7 @@ import contextlib
 import ctypes
 import json
 import os
+import re
 import resource
 import select
 import shutil
@@ -198,6 +199,7 @@ class Zygote:
         self.layered = False  # a run has used an overlay: keep one namespace ready
         self.held: dict[int, int] = {}  # command pid -> its mount namespace, until it is reaped
         self.closer_sock: socket.socket | None = None
+        self.private_tmp = False  # /tmp is the sandbox's own tmpfs (in bubblewrap), not the host's (set by main())
         # Our own CPU time may pass the soft limit we keep set for the runs.
         signal.signal(signal.SIGXCPU, signal.SIG_IGN)
         self.watch(self.control.fileno(), "control")
@@ -625,6 +627,8 @@ class Zygote:
                 os.rmdir(run.tmp)
             except OSError:
                 remove_tmp(run.tmp)
+        if self.private_tmp and not self.runs:
+            clear_tmp(keep=self.spare_tmp)  # the next call, whoever makes it, starts with an empty /tmp
         if not self.spare_tmp:
             try:
                 self.spare_tmp = self.make_tmp()
@@ -676,6 +680,54 @@ class Zygote:
             time.sleep(0.002)
 
 
+def mount_points(under: str) -> list[str]:
+    """Every mount point below ``under`` (from /proc/self/mountinfo; octal escapes decoded)."""
+    out = []
+    with open("/proc/self/mountinfo", "rb") as fh:
+        for line in fh:
+            fields = line.split(b" ")
+            if len(fields) > 4:
+                point = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), fields[4])
+                text = os.fsdecode(point)
+                if text.startswith(under + "/"):
+                    out.append(text)
+    return out
+
+
+def clear_tmp(keep: str) -> None:
+    """Empty the sandbox's /tmp but for ``keep``: what one call left there is never seen by the next.
+
+    Nothing at a mount point or inside one is touched: the workspace (or the interpreter, in CI) may be
+    bound below /tmp, and clearing must never reach into it; the directories on the way to such a bind
+    are kept, and emptied of everything else.
+    """
+    try:
+        mounts = mount_points("/tmp")
+    except OSError:
+        return
+    todo = ["/tmp"]
+    while todo:
+        where = todo.pop()
+        try:
+            names = os.listdir(where)
+        except OSError:
+            continue
+        for name in names:
+            path = f"{where}/{name}"
+            if path == keep or path in mounts:
+                continue
+            if any(m.startswith(path + "/") for m in mounts):
+                todo.append(path)  # on the way to a bind: keep it, clear what else is in it
+                continue
+            try:
+                if os.path.isdir(path) and not os.path.islink(path):
+                    remove_tmp(path)
+                else:
+                    os.unlink(path)
+            except OSError:
+                pass  # gone already
+
+
 def remove_tmp(path: str) -> None:
     """Remove a run's temporary directory, also a tree deeper than ``shutil.rmtree``'s recursion allows."""
     try:
@@ -683,7 +735,7 @@ def remove_tmp(path: str) -> None:
     except RecursionError:
         # rm walks iteratively (fts); the server's own reaping loop does not see this child (waited here).
         with contextlib.suppress(OSError):
-            pid = os.posix_spawn("/bin/rm", ["rm", "-rf", "--", path], {})
+            pid = os.posix_spawn("/bin/rm", ["rm", "-rf", "--one-file-system", "--", path], {})
             os.waitpid(pid, 0)
 
 
@@ -912,6 +964,7 @@ def main() -> None:
             install_filter(hardening.get("mounts", ""))  # no overlays here: the mount family goes at once
     zygote = Zygote(socket.socket(fileno=control_fd))
     zygote.hardening = hardening
+    zygote.private_tmp = sys.argv[3:4] != ["host"]
     if sys.argv[3:4] == ["ns"] and hardening.get("proc"):
         # Overlays (as root): our own mount namespace to come back to, and the closer process, forked now,
         # while we are in no run's cgroup.
