@@ -41,6 +41,13 @@ _bwrap_probe: dict[str, bool] = {}
 
 _which: dict[str, str | None] = {}
 _ZYGOTE_PATH = Path(__file__).with_name("_zygote.py")
+_ZYGOTE_MODULES = ("_zygote_kernel", "_zygote_procs", "_zygote_spawn")
+
+
+def zygote_files() -> list[Path]:
+    """The zygote, run by path, and the modules it loads from beside it: bound into the sandbox together."""
+    siblings = (_ZYGOTE_PATH.with_name(f"{name}.py") for name in _ZYGOTE_MODULES)
+    return [_ZYGOTE_PATH, *(path for path in siblings if path.exists())]
 
 
 def _which_cached(name: str) -> str | None:
@@ -249,9 +256,10 @@ class Namespaces:
         argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", _LAYER_POINT]
         # The interpreter's prefix may live under /tmp (a CI checkout): bind it after the tmpfs, which bwrap allows.
         seen = {"/usr", "/etc"}
+        bound_files = {str(path) for path in zygote_files()}
         extra = [sys.prefix, sys.base_prefix, *self.config.extra_ro_paths]
         if zygote:
-            extra.append(str(_ZYGOTE_PATH))
+            extra += [str(path) for path in zygote_files()]
         staged: list[tuple[str, str]] = []
         stage = state.stage_dir if state.idmap is not None else None
 
@@ -264,7 +272,7 @@ class Namespaces:
 
         for p in extra:
             real = os.path.realpath(p)
-            is_file = p == str(_ZYGOTE_PATH)
+            is_file = p in bound_files
             if (os.path.isdir(real) or is_file) and not any(real == s or real.startswith(s + "/") for s in seen):
                 argv += ["--ro-bind", source(real, f"ro{len(seen)}"), real]
                 seen.add(real)
