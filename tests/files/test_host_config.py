@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import aleph
 from aleph import PermissionDenied
 
 from .conftest import make_runtime
@@ -71,11 +73,34 @@ async def test_ordinary_and_build_files_stay_writable(call, workspace: Path) -> 
 async def test_configured_globs_are_refused_too(workspace: Path) -> None:
     import json
 
-    import aleph
-
     async with make_runtime(workspace, 'protected = ["deploy/*.sh"]\n') as rt:
         service = aleph.UnscopedToolService(rt.registry)
         with pytest.raises(PermissionDenied, match="protected path"):
             await service.execute("file_write", {"path": "deploy/run.sh", "content": "x", "create_dirs": True})
         out = await service.execute("file_write", {"path": "deploy/notes.txt", "content": "x", "create_dirs": True})
         assert json.loads(out.text) is not None
+
+
+class _DeployTool:
+    """A family whose host program (a deploy tool) runs what ``deploy.yml`` says."""
+
+    @aleph.hookimpl
+    def aleph_protected_paths(self, register: Any) -> None:
+        register("**/deploy.yml")
+
+
+@pytest.mark.anyio
+async def test_a_family_adds_its_host_executed_files_through_the_hook(workspace: Path) -> None:
+    async with make_runtime(workspace, plugins=(_DeployTool(),)) as rt:
+        service = aleph.UnscopedToolService(rt.registry)
+        with pytest.raises(PermissionDenied, match="protected path"):
+            await service.execute("file_write", {"path": "ops/deploy.yml", "content": "x", "create_dirs": True})
+        out = await service.execute("file_write", {"path": "ops/deploy.yaml", "content": "x", "create_dirs": True})
+        assert out.text
+
+
+@pytest.mark.parametrize("bad", ["/etc/passwd", "../outside", "", "a/../../b"])
+def test_a_bad_workspace_glob_fails_at_load_naming_the_key(workspace: Path, bad: str) -> None:
+    (workspace / "aleph.toml").write_text(f'[workspace]\nprotected = ["{bad}"]\n')
+    with pytest.raises(aleph.ConfigError, match="protected"):
+        aleph.load_config(workspace / "aleph.toml", env={}, user_file=False)

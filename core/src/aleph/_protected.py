@@ -26,7 +26,7 @@ and are reviewed as code. ``.gitattributes`` only selects drivers that a (protec
 and git ignores ``update = !command`` from ``.gitmodules``.
 
 The list (:attr:`aleph.ProtectedPaths.HOST_EXECUTED`) grows through ``[workspace] protected`` (globs)
-and :meth:`aleph.PluginContext.protect`.
+and the ``aleph_protected_paths`` hook.
 
 Patterns are ``/``-separated globs relative to the workspace (``*`` and ``?`` inside one component,
 ``**`` across components). A pattern protects what it matches and everything under it, and a
@@ -40,7 +40,7 @@ import re
 from collections.abc import Iterable
 from typing import ClassVar
 
-__all__ = ["HOST_EXECUTED_PATHS", "ProtectedPaths", "glob_regex"]
+__all__ = ["HOST_EXECUTED_PATHS", "ProtectedPaths", "check_pattern", "glob_regex"]
 
 _GIT_DIR_FILES = ("config", "config.worktree", "hooks", "commondir", "gitdir", "info/attributes")
 _GIT_DIRS = (".git", ".git/modules/**", ".git/worktrees/*", "**/.git", "**/.git/modules/**", "**/.git/worktrees/*")
@@ -64,6 +64,15 @@ HOST_EXECUTED_PATHS: tuple[str, ...] = (
     "**/.nvim.lua",
 )
 """Workspace globs whose contents a trusted program on the host runs (see the module docstring)."""
+
+
+def check_pattern(pattern: object) -> str:
+    """``pattern`` if it is a workspace-relative glob; else ValueError saying why."""
+    if not isinstance(pattern, str) or not pattern.strip("/") or pattern.startswith("/"):
+        raise ValueError(f"protected path {pattern!r}: give a glob relative to the workspace, e.g. '**/.envrc'")
+    if ".." in pattern.split("/") or "\x00" in pattern:
+        raise ValueError(f"protected path {pattern!r}: '..' and NUL are not allowed")
+    return pattern
 
 
 def _component(part: str) -> str:

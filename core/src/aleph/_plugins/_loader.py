@@ -26,7 +26,7 @@ from aleph._errors import PluginError
 from aleph._ledger import ledger_directory
 from aleph._plugins import _hookspec
 from aleph._plugins._trust import HeldPlugin, PluginTrust, adds_digest, canonical_distribution, plugin_adds
-from aleph._protected import HOST_EXECUTED_PATHS
+from aleph._protected import HOST_EXECUTED_PATHS, check_pattern
 
 if TYPE_CHECKING:
     from aleph._chokepoint._approval import ApprovalRequester
@@ -175,25 +175,16 @@ class PluginContext:
 
     @property
     def protected_patterns(self) -> list[str]:
-        """Workspace globs no tool may write, matched with :class:`aleph.ProtectedPaths`.
-
-        :attr:`aleph.ProtectedPaths.HOST_EXECUTED`, ``[workspace] protected`` and what plugins added
-        with :meth:`protect`.
-        """
-        extra = self._manager.protected_patterns if self._manager is not None else []
+        """Globs no tool may write: ProtectedPaths.HOST_EXECUTED, [workspace] protected, aleph_protected_paths."""
+        extra: list[str] = []
+        for plugin, hook in self._manager.hook_functions("aleph_protected_paths") if self._manager else ():
+            offered: list[str] = []
+            try:
+                hook(register=offered.append)
+                extra += [check_pattern(p) for p in offered]
+            except Exception as exc:
+                self._manager.record_failure(plugin, "register", exc)  # type: ignore[union-attr]
         return [*HOST_EXECUTED_PATHS, *self.config.workspace.protected, *extra]
-
-    def protect(self, pattern: str) -> None:
-        """Add a workspace glob no tool may write (a file this family's host program runs code from).
-
-        Call it from ``aleph_setup`` of a plugin that loads before the families that write files; the
-        families read :attr:`protected_patterns` when they build their tools.
-        """
-        if self._manager is None:
-            raise RuntimeError("this plugin context has no plugin manager")
-        if not pattern.strip("/") or pattern.startswith("/") or ".." in pattern.split("/"):
-            raise ValueError(f"protected pattern {pattern!r}: give a glob relative to the workspace")
-        self._manager.protected_patterns.append(pattern)
 
     def call_hook(self, hook: str, **kwargs: Any) -> list[tuple[str, Any]]:
         """Call the hook ``hook`` on every plugin (e.g. to collect providers); returns (plugin, result) pairs."""
