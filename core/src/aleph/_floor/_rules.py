@@ -45,6 +45,7 @@ from aleph._floor._targets import (
     _under,
     _write_targets,
 )
+from aleph._protected import HOST_EXECUTED_PATHS, ProtectedPaths
 
 __all__ = ["DEFAULT_RULES", "GUARDS", "HARDLINE", "Builtin", "Env", "Tier"]
 
@@ -121,10 +122,19 @@ def _device_wipe(cmd: Command, env: Env) -> bool:
     return True
 
 
+# Files a program on the host runs code from (git's config, hooks and pointers, .envrc, ...), anywhere:
+# the same list transactions and the files family refuse (aleph._protected).
+_HOST_EXECUTED = ProtectedPaths(HOST_EXECUTED_PATHS)
+
+
+def _host_executed(path: str) -> bool:
+    return _HOST_EXECUTED.hit(path.lstrip("/"), non_dir=True) is not None
+
+
 def _protected(path: str, env: Env) -> bool:
     if any(_under(path, p) for p in env.protected):
         return True
-    if "/.git/hooks/" in path + "/" or path.endswith("/.git/config"):
+    if _host_executed(path):
         return True
     if _under(path, f"{env.home}/.ssh"):
         return True
@@ -141,8 +151,7 @@ def _glob_hits_protected(pattern: str, env: Env) -> bool:
 
 
 def _relative_protected(text: str) -> bool:
-    norm = "/" + os.path.normpath(text).lstrip("/")
-    return "/.git/hooks/" in norm + "/" or norm.endswith("/.git/config")
+    return _host_executed(os.path.normpath(text))
 
 
 def _find_writes_home(cmd: Command, env: Env) -> bool:
@@ -372,7 +381,8 @@ HARDLINE = (
         "write_protected_path",
         "hardline",
         "block",
-        "writing a protected file (Aleph's own files, .git/hooks, .git/config, ~/.ssh, shell start-up files)",
+        "writing a protected file (Aleph's own files, git config, hooks and pointers and other files host "
+        "programs run code from, ~/.ssh, shell start-up files)",
         _write_protected,
     ),
 )
