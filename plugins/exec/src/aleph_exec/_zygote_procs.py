@@ -31,8 +31,8 @@ def mount_points(under: str) -> list[str]:
     return out
 
 
-def clear_tmp(keep: str) -> None:
-    """Empty the sandbox's /tmp but for ``keep``: what one call left there is never seen by the next.
+def clear_tmp(keep: set[str]) -> None:
+    """Empty the sandbox's /tmp but for the paths in ``keep``: what one call left there is never seen by the next.
 
     Nothing at a mount point or inside one is touched: the workspace (or the interpreter, in CI) may be
     bound below /tmp, and clearing must never reach into it; the directories on the way to such a bind
@@ -51,7 +51,7 @@ def clear_tmp(keep: str) -> None:
             continue
         for name in names:
             path = f"{where}/{name}"
-            if path == keep or path in mounts:
+            if path in keep or path in mounts:
                 continue
             if any(m.startswith(path + "/") for m in mounts):
                 todo.append(path)  # on the way to a bind: keep it, clear what else is in it
