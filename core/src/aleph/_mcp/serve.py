@@ -8,6 +8,8 @@ Approval is asked of the client's user through form elicitation on both protocol
 Registry changes become ``notifications/tools/list_changed`` on both eras: pushed on legacy sessions,
 published on the ``subscriptions/listen`` bus for 2026-07-28 clients. Live output of a call (a shell
 command's lines, an MCP server's progress) becomes ``notifications/progress`` of that call.
+Resources are what families offer through ``aleph_mcp_resources`` (see :mod:`aleph._mcp._serve_resources`),
+listed and read through the same scoped service.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from aleph._mcp._serve_ask import (
     new_nonce,
     request_state_boundary,
 )
+from aleph._mcp._serve_resources import ResourceSources
 from aleph._mcp._serve_roots import ROOTS_WAIT_S, RootWorkspaces
 from aleph._progress import ToolProgressCallback, get_tool_progress_handler, set_tool_progress_handler
 from aleph._turn import TurnContext
@@ -172,12 +175,17 @@ class AlephMcpServer:
         self.workspaces = RootWorkspaces(rt, load or _default_load)
         self._changed: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.resources = ResourceSources()
+        # Resources are advertised only when a family offers some (aleph_mcp_resources).
+        offers = bool(self.resources.of(rt))
         self.server = _Server(
             "aleph",
             version="0.1.0",
             instructions="Aleph's tools, checked against the user's policy before every call.",
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources if offers else None,
+            on_read_resource=self._read_resource if offers else None,
             on_subscriptions_listen=ListenHandler(self.bus),
         )
         # Seals every outgoing requestState and verifies every incoming one before a handler sees it.
@@ -232,6 +240,20 @@ class AlephMcpServer:
         self._remember(ctx)
         defs = await self._service(rt=await self._runtime(ctx)).list()
         return types.ListToolsResult(tools=[_tool(d) for d in defs])
+
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        self._remember(ctx)
+        rt = await self._runtime(ctx)
+        return await self.resources.list(rt, self._service(session=self._session_key(ctx), rt=rt))
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        self._remember(ctx)
+        rt = await self._runtime(ctx)
+        return await self.resources.read(rt, self._service(session=self._session_key(ctx), rt=rt), str(params.uri))
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams

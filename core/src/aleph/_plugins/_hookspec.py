@@ -124,3 +124,21 @@ def aleph_doctor_checks(register: Callable[[str, Callable[[], tuple[str, str]]],
     :param config: the runtime's configuration.
     Registration itself must do no I/O. The result is ignored.
     """
+
+
+@hookspec
+def aleph_mcp_resources(register: Callable[..., None], config: AlephConfig) -> None:
+    """Called when ``aleph serve`` starts serving a runtime, to collect what a family offers MCP clients as resources.
+
+    :param register: call ``register(scheme, list_resources, read_resource)`` once per URI scheme the
+        plugin owns (``"aleph-artifact"`` serves ``aleph-artifact://...``). At request time
+        ``await list_resources(service)`` returns ``[{"uri", "name", "mime_type"?, "size"?, "description"?}]``
+        and ``await read_resource(service, uri)`` returns ``(data, mime_type)`` (``bytes``, or ``str`` for
+        text) or None when there is no such resource. ``service`` is the connection's scoped tool service:
+        both callables act only through it (by calling the family's own tools), so the principal's
+        permissions, approvals and the ledger apply exactly as for ``tools/call``; a :class:`~aleph.ToolError`
+        they raise reaches the client as an error. A scheme registered twice is an error.
+    :param config: the served runtime's configuration (its data directory, the family's section).
+    Registration itself must do no I/O. The result is ignored. Without any registration ``aleph serve``
+    advertises no resources capability.
+    """

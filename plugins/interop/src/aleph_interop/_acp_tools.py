@@ -134,10 +134,15 @@ class AcpSessions:
 
         async def hold() -> None:
             try:
-                async with acp.spawn_agent_process(session.client, argv[0], *argv[1:], env=env, cwd=self.workspace) as (
-                    conn,
-                    process,
-                ):
+                # stderr goes nowhere: an unread pipe would fill and stall a chatty agent.
+                async with acp.spawn_agent_process(
+                    session.client,
+                    argv[0],
+                    *argv[1:],
+                    env=env,
+                    cwd=self.workspace,
+                    transport_kwargs={"stderr": asyncio.subprocess.DEVNULL},
+                ) as (conn, process):
                     session.conn, session.process = conn, process
                     ready.set_result(None)
                     await session.closing.wait()
@@ -163,22 +168,31 @@ class AcpSessions:
             new = await asyncio.wait_for(session.conn.new_session(cwd=str(self.workspace)), START_TIMEOUT_S)
         except (OSError, TimeoutError, acp.RequestError) as exc:
             await self._stop(session)
-            raise ExecutionFailed("acp_delegate", f"ACP agent {agent!r} did not start: {exc or 'timed out'}") from None
+            raise ExecutionFailed(
+                "acp_delegate",
+                f"ACP agent {agent!r} did not start: {exc or 'timed out'} (run its command by hand to see its errors)",
+            ) from None
         session.acp_session = new.session_id
         self._sessions[session.id] = session
         return session
 
     async def _stop(self, session: _Session) -> None:
+        # The SDK's own shutdown closes the agent's stdin, waits, then terminates and kills.
         session.closing.set()
-        if session.process is not None and session.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                session.process.terminate()
         if session.holder is not None:
             with contextlib.suppress(BaseException):
-                await asyncio.wait_for(session.holder, 10)
-        if session.process is not None and session.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                session.process.kill()
+                await asyncio.wait_for(asyncio.shield(session.holder), 10)
+        process = session.process
+        if process is not None:
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait_for(process.wait(), 10)
+            # Nobody reads the agent's stdout any more: close its pipes now rather than when collected.
+            transport = getattr(process, "_transport", None)
+            if transport is not None:
+                transport.close()
 
     async def close(self, owner: str, session_id: str) -> bool:
         session = self.get(owner, session_id)
