@@ -342,10 +342,11 @@ class Zygote(Spawner):
             env[MARKER_B] = marker
             run.tmp, self.spare_tmp = self.spare_tmp or self.make_tmp(), ""
             env[b"TMPDIR"] = run.tmp.encode()
-            if self.private_tmp and not self.by_pid and not any(r.strays for r in self.runs.values() if r is not run):
+            if self.private_tmp and not self.by_pid:
                 # No other command runs (the host may not have closed the last run yet): this call starts
-                # with an empty /tmp whoever wrote there before.
-                clear_tmp(keep={run.tmp})
+                # with an empty /tmp whoever wrote there before. A process an earlier run left running is
+                # killed when the host closes that run; what it writes until then is its own run's.
+                clear_tmp(keep={run.tmp, *(r.tmp for r in self.runs.values() if r is not run and r.tmp)})
             if cgroup_name and cgroup_name != self.cgroup:
                 # A new process starts in its parent's cgroup: enter the run's (and stay, see step 4).
                 if cgroup < 0:
