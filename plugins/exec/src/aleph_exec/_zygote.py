@@ -346,7 +346,7 @@ class Zygote(Spawner):
                 # No other command runs (the host may not have closed the last run yet): this call starts
                 # with an empty /tmp whoever wrote there before. A process an earlier run left running is
                 # killed when the host closes that run; what it writes until then is its own run's.
-                clear_tmp(keep={run.tmp, *(r.tmp for r in self.runs.values() if r is not run and r.tmp)})
+                clear_tmp(keep={run.tmp})
             if cgroup_name and cgroup_name != self.cgroup:
                 # A new process starts in its parent's cgroup: enter the run's (and stay, see step 4).
                 if cgroup < 0:
