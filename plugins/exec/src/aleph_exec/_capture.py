@@ -38,6 +38,11 @@ class Capture:
         """Whether bytes were dropped between head and tail."""
         return self.total > len(self.head) + len(self.tail)
 
+    def sizes(self) -> dict[str, int]:
+        """Bytes the stream produced, kept (head and tail) and dropped."""
+        kept = len(self.head) + len(self.tail)
+        return {"total": self.total, "kept": kept, "dropped": self.total - kept}
+
     def text(self) -> str:
         """The kept output, with a marker where the middle was dropped."""
         head = self.head.decode("utf-8", "replace")
@@ -102,6 +107,8 @@ class RunResult:
     limits: dict[str, Any] = field(default_factory=dict)
     transaction: bool = False
     """True when the command ran on a per-run copy-on-write view of the workspace (``layer=``)."""
+    output_bytes: dict[str, dict[str, int]] | None = None
+    """When output was cut: per stream, the bytes produced, kept and dropped."""
 
     def to_json(self) -> dict[str, Any]:
         """The tool-facing form."""
@@ -118,6 +125,8 @@ class RunResult:
         }
         if self.killed:
             out["killed"] = self.killed
+        if self.output_bytes is not None:
+            out["output_bytes"] = self.output_bytes
         return out
 
 

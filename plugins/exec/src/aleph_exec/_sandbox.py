@@ -249,11 +249,18 @@ class WorkspaceSandbox(Namespaces, Supervision):
         start: float,
         transaction: bool = False,
     ) -> RunResult:
+        truncated = output.out.truncated or output.err.truncated
+        if killed and killed.startswith("output limit") and returncode is not None:
+            # Killed for its output: say how it ended as a shell would (128 + signal), never "no exit code".
+            exit_code: int | None = 128 - returncode if returncode < 0 else returncode
+        else:
+            exit_code = None if timed_out or killed else returncode
         return RunResult(
-            exit_code=None if timed_out or killed else returncode,
+            exit_code=exit_code,
             stdout=output.out.text(),
             stderr=output.err.text(),
-            truncated=output.out.truncated or output.err.truncated,
+            truncated=truncated,
+            output_bytes={"stdout": output.out.sizes(), "stderr": output.err.sizes()} if truncated else None,
             timed_out=timed_out,
             isolation=self.isolation + ("+userns" if self.bwrap else "") + ("+cgroup" if cgroup else ""),
             network="none" if self.bwrap and self.config.network == "none" else "host",

@@ -28,6 +28,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 import aleph
+from aleph_files._journal import TempJournal
 
 __all__ = ["MAX_NAME_BYTES", "MAX_PATH_BYTES", "PathError", "Target", "Workspace"]
 
@@ -104,6 +105,8 @@ class Workspace:
         self.protected: tuple[tuple[str, ...], ...] = tuple(sorted(rules))
         # Files a program on the host runs code from (git's config and pointers, .envrc, ...): aleph.ProtectedPaths.
         self.patterns = aleph.ProtectedPaths([*aleph.ProtectedPaths.HOST_EXECUTED, *patterns])
+        self.journal: TempJournal | None = None
+        """Where writes note their temporary files (set by the plugin); None writes without notes."""
 
     def close(self) -> None:
         """Close the root descriptor."""
