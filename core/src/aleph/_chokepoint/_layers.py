@@ -19,7 +19,7 @@ from typing import Any
 from aleph._chokepoint._approval import ApprovalRequester
 from aleph._chokepoint._gate import ApprovalGate
 from aleph._chokepoint._permissions import PermissionLayer, PermissionPolicy
-from aleph._chokepoint._scoped import Chokepoint, CommandChecker, CommandSplitter
+from aleph._chokepoint._shared import Chokepoint, CommandChecker, CommandSplitter
 from aleph._chokepoint._tiers import ExecTier, resolve_exec_tier
 from aleph._config import AlephConfig, ToolPermissionsConfig
 from aleph._contract._registry import ToolRegistry, fold_tool_name
@@ -30,9 +30,16 @@ from aleph._floor._wrappers import BUILTINS
 from aleph._ledger import Ledger, ledger_directory
 from aleph._ledger._events import EventLog
 from aleph._plugins._loader import PluginManager
+from aleph._seal import StateSeal
 from aleph._turn import TurnContext
 
 __all__ = ["AccessControl", "build_chokepoint"]
+
+
+def _workspace_key(layer: str) -> str:
+    """The config key a workspace layer came from: ``global`` → ``policies.tool_permissions``."""
+    kind, _, name = layer.partition(":")
+    return f"{kind}s.{name}.tool_permissions" if name else "policies.tool_permissions"
 
 
 class AccessControl:
@@ -52,6 +59,18 @@ class AccessControl:
             name: self._layer(f"channel:{name}", f"channels.{name}.tool_permissions", channel.tool_permissions)
             for name, channel in config.channels.items()
             if channel.tool_permissions is not None
+        }
+        # An untrusted workspace's own aleph.toml only restricts: each of its tables is one more layer.
+        source = (config.workspace_file or {}).get("file")
+        self.workspace_layers = {
+            key: PermissionLayer.from_config(
+                f"workspace {key} ({source}, untrusted: it may only restrict)",
+                table,
+                workspace=workspace,
+                origin=source,
+                key_prefix=_workspace_key(key),
+            )
+            for key, table in config.workspace_layers.items()
         }
         self._policies: dict[tuple[str | None, str | None], PermissionPolicy] = {}
         self._lock = threading.Lock()
@@ -77,12 +96,33 @@ class AccessControl:
                     policy = self._policies[key] = PermissionPolicy(self._layers(agent, channel))
         return policy
 
+    def chain_policy(
+        self, agents: tuple[str, ...], channel: str | None, channel_permissions: Mapping[str, Any] | None = None
+    ) -> PermissionPolicy:
+        """The policy of a principal acting for others: every agent's layer of the chain, most restrictive wins."""
+        base = self.policy(agents[0], channel, channel_permissions)
+        extra = [self.agent_layers[a] for a in dict.fromkeys(agents[1:]) if a != agents[0] and a in self.agent_layers]
+        return PermissionPolicy([*base.layers, *extra]) if extra else base
+
+    def chain_allowed(self, agents: tuple[str, ...]) -> frozenset[str] | None:
+        """The intersection of every chain agent's allow-set (None: every tool)."""
+        out: frozenset[str] | None = None
+        for agent in agents:
+            own = self.allowed(agent)
+            if own is not None:
+                out = own if out is None else out & own
+        return out
+
     def _layers(self, agent: str | None, channel: str | None) -> list[PermissionLayer]:
         layers = [self.global_layer]
         if agent is not None and agent in self.agent_layers:
             layers.append(self.agent_layers[agent])
         if channel is not None and channel in self.channel_layers:
             layers.append(self.channel_layers[channel])
+        keys = ["global"]
+        keys += [f"agent:{agent}"] if agent is not None else []
+        keys += [f"channel:{channel}"] if channel is not None else []
+        layers.extend(self.workspace_layers[k] for k in keys if k in self.workspace_layers)
         return layers
 
     def _request_layer(self, permissions: Mapping[str, Any]) -> PermissionLayer:
@@ -98,6 +138,22 @@ class AccessControl:
             return None
         names = self.config.agents[agent].allowed_tools
         return None if names is None else frozenset(fold_tool_name(n) for n in names)
+
+    def accepts_delegation(self, agent: str, delegators: tuple[str, ...]) -> bool:
+        """Whether ``agent`` accepts acting for every one of ``delegators`` (its ``accepts_delegation_from``)."""
+        settings = self.config.agents.get(agent)
+        if settings is None:
+            return False
+        accepted = set(settings.accepts_delegation_from)
+        return "*" in accepted or all(name in accepted or name == agent for name in delegators)
+
+    def role(self, channel: str | None, turn: TurnContext | None) -> str | None:
+        """The caller role a request states: the turn's, else its channel's configured one (None: operator)."""
+        if turn is not None and turn.caller_role:
+            return turn.caller_role
+        if channel is not None and channel in self.config.channels:
+            return self.config.channels[channel].role
+        return None
 
     def tier(
         self, agent: str | None, channel: str | None, requested: str | ExecTier | None, turn: TurnContext | None
@@ -128,7 +184,11 @@ def build_chokepoint(config: AlephConfig, registry: ToolRegistry, plugins: Plugi
 
     return Chokepoint(
         registry,
-        gate=ApprovalGate(data_dir / "approvals" / "always.json", timeout=config.approval.timeout),
+        gate=ApprovalGate(
+            data_dir / "approvals" / "always.json",
+            timeout=config.approval.timeout,
+            seal=StateSeal(config.key_dir, "approval-grants"),
+        ),
         workspace=str(config.workspace_root),
         data_dir=data_dir,
         ledger=ledger,

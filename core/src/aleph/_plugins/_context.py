@@ -19,6 +19,7 @@ from aleph._contract._types import ToolSource
 from aleph._ledger import ledger_directory
 from aleph._plugins._trust import HeldPlugin, PluginTrust
 from aleph._protected import HOST_EXECUTED_PATHS, check_pattern
+from aleph._seal import StateSeal
 
 if TYPE_CHECKING:
     from aleph._chokepoint._approval import ApprovalRequester
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from aleph._config import AlephConfig
     from aleph._ledger import Ledger
     from aleph._ledger._events import EventLog
+    from aleph._principal import Principal
     from aleph._turn import TurnContext
 
 log = logging.getLogger("aleph.plugins")
@@ -54,6 +56,8 @@ class RuntimeHandle(Protocol):
         turn: TurnContext | None = None,
         requester: ApprovalRequester | None = None,
         tier: str | ExecTier | None = None,
+        *,
+        principal: Principal | None = None,
     ) -> ScopedToolService:
         """A permission-checked tool service of this runtime."""
         ...
@@ -174,12 +178,18 @@ class PluginContext:
         turn: TurnContext | None = None,
         requester: ApprovalRequester | None = None,
         tier: str | ExecTier | None = None,
+        *,
+        principal: Principal | None = None,
     ) -> ScopedToolService:
         """A permission-checked tool service of this runtime (e.g. to run a team member's calls as that agent).
 
-        The same as :meth:`aleph.Aleph.tool_service`; usable at call time only.
+        The same as :meth:`aleph.Aleph.tool_service`; usable at call time only. Work done for another
+        principal goes through :meth:`aleph.CallContext.delegate` (or this service's ``delegate``), never
+        through a service built for the other agent directly.
         """
-        return self._runtime().tool_service(agent=agent, channel=channel, turn=turn, requester=requester, tier=tier)
+        return self._runtime().tool_service(
+            agent=agent, channel=channel, turn=turn, requester=requester, tier=tier, principal=principal
+        )
 
     @property
     def ledger(self) -> Ledger | None:
@@ -241,6 +251,14 @@ class PluginContext:
     def add_cleanup(self, fn: Cleanup) -> None:
         """Run ``await fn()`` when the runtime closes (last registered, first run)."""
         self._cleanups.append(fn)
+
+    def state_seal(self, purpose: str) -> StateSeal:
+        """A seal for state this plugin keeps that decides what runs (approved digests, grants).
+
+        HMAC under the runtime's keystore secret, out of reach of sandboxed tools: seal what a human
+        approved, and treat a record whose seal does not verify as never approved.
+        """
+        return StateSeal(self.config.key_dir, f"plugin-{self.plugin_name}-{purpose}")
 
     @property
     def plugin_trust(self) -> PluginTrust:

@@ -9,6 +9,7 @@ from pydantic import Field
 
 import aleph
 from aleph_memory._base import FamilyTool, in_thread
+from aleph_memory._guard import scan
 from aleph_memory._items import Item, iso, now_ms
 from aleph_memory._provenance import call_info, join_ids, record
 from aleph_memory._search import Hit
@@ -124,7 +125,7 @@ class MemoryExploreTool(FamilyTool):
                 break
             hops = hop
             expanded.extend(found)
-            frontier = [self.memory.items.get(e["id"]) for e in found]  # type: ignore[misc]
+            frontier = [self.memory.items.get(e["id"], owner=call.agent) for e in found]  # type: ignore[misc]
             frontier = [f for f in frontier if f is not None]
         return {
             "seed_facts": [_hit(h) for h in seeds],
@@ -139,7 +140,7 @@ class MemoryExploreTool(FamilyTool):
         if item.session is not None and item.seq is not None:
             near = self.memory.items.neighbours(agent, item.session, item.seq)
             out.extend((Hit(i, 0.0), "neighbouring turn") for i in near)
-        for version in self.memory.items.history(item.id):
+        for version in self.memory.items.history(item.id, owner=agent):
             if version.id != item.id:
                 out.append((Hit(version, 0.0), "another version of this fact"))
         for hit in self.memory.search(agent, f"{item.content} {query}", limit=5).hits:
@@ -162,7 +163,8 @@ class MemoryTimelineTool(FamilyTool):
     FACTS = READ
 
     async def call(self, args: TimelineArgs) -> dict[str, Any]:
-        versions = await in_thread(self.memory.items.history, args.fact_id)
+        owner = call_info(self.NAME).agent
+        versions = await in_thread(self.memory.items.history, args.fact_id, owner=owner)
         if not versions:
             raise aleph.ExecutionFailed(
                 self.NAME, f"no memory item with id {args.fact_id!r}; find ids with memory_search"
@@ -172,7 +174,7 @@ class MemoryTimelineTool(FamilyTool):
         for v in versions:
             entry = v.to_json(full=True)
             entry["events"] = [
-                {**e, "at": iso(e["at"])} for e in await in_thread(self.memory.provenance, v.id, limit=50)
+                {**e, "at": iso(e["at"])} for e in await in_thread(self.memory.provenance, v.id, owner=owner, limit=50)
             ]
             out.append(entry)
         return {
@@ -258,6 +260,17 @@ class RecallContextTool(FamilyTool):
         if len(hits) < args.max_results:
             more = (await in_thread(self.memory.search, call.agent, args.query, limit=args.max_results)).hits
             hits += [h for h in more if h.item.id not in seen][: args.max_results - len(hits)]
+        # What is brought into a prompt is scanned as it is brought in, whatever wrote it and whenever:
+        # an item stored by another path (a transcript, a compaction, an older scanner) is withheld.
+        withheld = []
+        for h in hits:
+            shown = "\n".join(v for v in (h.item.content, h.item.subject, h.item.speaker) if v)
+            threat = scan(shown, transcript=h.item.kind in ("turn", "chunk"))
+            if threat is not None:
+                withheld.append({"id": h.item.id, "reason": f"withheld by the threat scanner ({threat})"})
+        if withheld:
+            blocked = {w["id"] for w in withheld}
+            hits = [h for h in hits if h.item.id not in blocked]
         ids = [h.item.id for h in hits]
         if ids:
             await in_thread(self._index, call, ids)
@@ -268,7 +281,10 @@ class RecallContextTool(FamilyTool):
                 session=call.session,
                 turn=call.turn,
             )
-        return {"query": args.query, "fragments": [_hit(h) for h in hits], "count": len(hits)}
+        out: dict[str, Any] = {"query": args.query, "fragments": [_hit(h) for h in hits], "count": len(hits)}
+        if withheld:
+            out["withheld"] = withheld
+        return out
 
     def _index(self, call: Any, ids: list[str]) -> None:
         with self.memory.db.write() as conn:
