@@ -8,10 +8,13 @@ stamped into a request) that do not validate fail closed: they deny everything.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import json
 import os
 import shutil
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,7 +35,10 @@ from aleph._ledger._events import EventLog
 from aleph._plugins._loader import PluginManager
 from aleph._turn import TurnContext
 
-__all__ = ["AccessControl", "build_chokepoint"]
+__all__ = ["REQUEST_POLICY_CACHE", "AccessControl", "build_chokepoint"]
+
+REQUEST_POLICY_CACHE = 256
+"""Distinct request-time permission tables (per agent and channel) kept parsed, least recently used dropped."""
 
 
 class AccessControl:
@@ -54,6 +60,7 @@ class AccessControl:
             if channel.tool_permissions is not None
         }
         self._policies: dict[tuple[str | None, str | None], PermissionPolicy] = {}
+        self._request_policies: OrderedDict[tuple[str | None, str | None, bytes], PermissionPolicy] = OrderedDict()
         self._lock = threading.Lock()
 
     def _layer(self, name: str, key: str, table: ToolPermissionsConfig) -> PermissionLayer:
@@ -67,7 +74,7 @@ class AccessControl:
     ) -> PermissionPolicy:
         """The merged policy global → agent → channel (cached); ``channel_permissions`` adds a request layer."""
         if channel_permissions is not None:
-            return PermissionPolicy([*self._layers(agent, channel), self._request_layer(channel_permissions)])
+            return self._request_policy(agent, channel, channel_permissions)
         key = (agent, channel)
         policy = self._policies.get(key)
         if policy is None:
@@ -84,6 +91,31 @@ class AccessControl:
         if channel is not None and channel in self.channel_layers:
             layers.append(self.channel_layers[channel])
         return layers
+
+    def _request_policy(
+        self, agent: str | None, channel: str | None, permissions: Mapping[str, Any]
+    ) -> PermissionPolicy:
+        """The merged policy with a request layer, cached by the rules' content (a gateway resends the same table).
+
+        The key is the agent, the channel and a digest of the table's canonical JSON (its order kept: the order
+        picks which rule a refusal names), so a changed rule, agent or channel never meets a cached policy. A
+        table that does not serialise as JSON is parsed afresh each time.
+        """
+        digest = _table_digest(permissions)
+        if digest is None:
+            return PermissionPolicy([*self._layers(agent, channel), self._request_layer(permissions)])
+        key = (agent, channel, digest)
+        with self._lock:
+            policy = self._request_policies.get(key)
+            if policy is not None:
+                self._request_policies.move_to_end(key)
+                return policy
+        policy = PermissionPolicy([*self._layers(agent, channel), self._request_layer(permissions)])
+        with self._lock:
+            self._request_policies[key] = policy
+            while len(self._request_policies) > REQUEST_POLICY_CACHE:
+                self._request_policies.popitem(last=False)
+        return policy
 
     def _request_layer(self, permissions: Mapping[str, Any]) -> PermissionLayer:
         try:
@@ -112,6 +144,31 @@ class AccessControl:
             role = self.config.channels[channel].role
         wanted = ExecTier.parse(requested) if requested is not None else None
         return resolve_exec_tier(configured, wanted, stored, role)
+
+
+def _plain_json(value: Any) -> bool:
+    """Whether ``value`` is made only of dict (string keys), list, str, int, float, bool and None.
+
+    Only such values have one JSON text per meaning: ``{1: ...}`` and ``{"1": ...}``, a tuple and a list, or a
+    str subclass would print alike yet validate differently, so they are never cached.
+    """
+    kind = type(value)
+    if kind is dict:
+        return all(type(k) is str and _plain_json(v) for k, v in value.items())
+    if kind is list:
+        return all(_plain_json(v) for v in value)
+    return kind in (str, int, float, bool) or value is None
+
+
+def _table_digest(permissions: Mapping[str, Any]) -> bytes | None:
+    """A digest of a request-time table's canonical JSON, or None when it has no single JSON text."""
+    if not _plain_json(permissions):
+        return None
+    try:
+        text = json.dumps(permissions, separators=(",", ":"), allow_nan=False)
+    except ValueError:  # NaN or infinity
+        return None
+    return hashlib.blake2b(text.encode(), digest_size=32).digest()
 
 
 def build_chokepoint(config: AlephConfig, registry: ToolRegistry, plugins: PluginManager) -> Chokepoint:
