@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _util import per_call_us, per_call_us_async
+from _util import alternating_us_async, per_call_us
 
 import aleph
 from aleph._chokepoint._layers import AccessControl
@@ -53,9 +53,15 @@ def scoped(reg: aleph.ToolRegistry, policy: PermissionPolicy) -> ScopedToolServi
     return ScopedToolService(Chokepoint(reg), policy=policy, agent="bench", turn=aleph.TurnContext(session_key="s"))
 
 
-def call_us(svc: aleph.ToolService) -> float:
+def call_us(svc: aleph.ToolService, base: aleph.ToolService | None = None) -> tuple[float, float]:
+    """(measured, baseline) µs per call, timed in turns; the baseline is ``base`` or a plain registry call."""
+    if base is None:
+        base = aleph.UnscopedToolService(registry_with(10))
     assert asyncio.run(svc.execute("add_async", PAYLOAD)).value == 5
-    return per_call_us_async(lambda: svc.execute("add_async", PAYLOAD), CALLS)
+    measured, baseline = alternating_us_async(
+        [lambda: svc.execute("add_async", PAYLOAD), lambda: base.execute("add_async", PAYLOAD)], CALLS
+    )
+    return measured, baseline
 
 
 def row(label: str, n: int, measured: float, base: float, note: str = "") -> None:
@@ -64,18 +70,17 @@ def row(label: str, n: int, measured: float, base: float, note: str = "") -> Non
 
 def main() -> None:
     small = registry_with(10)
-    base = call_us(aleph.UnscopedToolService(small))
     print(f"per call, add_async through the full chokepoint ({CALLS} calls, best of 5); baseline: registry only")
     for n in SIZES:
         reg = registry_with(n)
-        row("tools", n, call_us(scoped(reg, PermissionPolicy([]))), call_us(aleph.UnscopedToolService(reg)))
+        row("tools", n, *call_us(scoped(reg, PermissionPolicy([])), aleph.UnscopedToolService(reg)))
     for n in SIZES:
         rules = {f"filler_{i:05d}": "deny" for i in range(n // 2)} | {f"team_{i}_*": "ask" for i in range(n // 2)}
-        row("name rules", n, call_us(scoped(small, policy_of(rules))), base)
+        row("name rules", n, *call_us(scoped(small, policy_of(rules))))
     for n in SIZES:
         own = {f"add_async(b={100 + i})": "deny" for i in range(min(10, n))}
         others = {f"filler_{i:05d}(b={i})": "deny" for i in range(n - len(own))}
-        us = call_us(scoped(small, policy_of(own | others)))
+        us, base = call_us(scoped(small, policy_of(own | others)))
         row("argument rules", n, us, base, "(10 name the tool; target <= 20 µs at 1,000)" if n == 1_000 else "")
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -90,7 +95,7 @@ def main() -> None:
             first_ms = (time.perf_counter() - start) * 1e3
             again_ms = per_call_us(lambda t=table: access.policy("bench", "gw", t), 200) / 1e3  # type: ignore[misc]
             svc = ScopedToolService(chokepoint, policy=access.policy("bench", "gw", table), agent="bench")
-            us = call_us(svc)
+            us, _ = call_us(svc)
             note = "(target <= 0.5 ms at 1,000)" if n == 1_000 else ""
             print(
                 f"  request rules    {n:6d}   first {first_ms:8.2f} ms   again {again_ms:7.3f} ms"
