@@ -14,6 +14,7 @@ import shutil
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -183,7 +184,8 @@ def _frozen(value: Any) -> Hashable | None:
         if not set(map(type, value)) <= _STR:  # map/set run in C: a 10,000-rule table costs about a ms
             return None
         if set(map(type, value.values())) <= _STR:
-            return ("dict", tuple(value.items()))
+            # keys and values alternate in one flat tuple: no tuple per rule for the collector to chase
+            return ("str-dict", tuple(chain.from_iterable(value.items())))
         pairs = []
         for key, item in value.items():
             frozen = _frozen(item)
