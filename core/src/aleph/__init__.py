@@ -71,6 +71,7 @@ from aleph._progress import (
     notify_tool_streaming_chunk,
     set_tool_progress_handler,
 )
+from aleph._protected import ProtectedPaths
 from aleph._runtime import Aleph, load
 from aleph._seal import StateSeal
 from aleph._turn import TurnContext, current_session, current_turn
@@ -123,6 +124,7 @@ __all__ = [
     "PolicyVote",
     "Principal",
     "ProgressiveDisclosure",
+    "ProtectedPaths",
     "RegisteredTool",
     "ScopedToolService",
     "ScriptedRequester",
