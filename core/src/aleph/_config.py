@@ -122,10 +122,7 @@ class AgentConfig(_Section):
     exec_tier: Literal["plan", "ask", "auto", "full"] | None = None
     """This agent's default execution tier."""
     bounded_by: list[str] = []
-    """Agents this agent never holds more than: each call is judged by their layers too (most restrictive wins).
-
-    ``agent_create`` sets it to the creating agent, so an agent made by a restricted agent stays as restricted.
-    """
+    """Agents whose layers judge its every call too (``agent_create`` sets its creator): it never holds more."""
     accepts_delegation_from: list[str] = []
     """Agents that may have this agent act for them without asking an operator (``"*"``: any agent).
 
@@ -390,11 +387,7 @@ class AlephConfig(BaseModel):
 
     @property
     def managed_file(self) -> Path:
-        """The operator-owned configuration Aleph's own tools write (``<data_dir>/managed/config.toml``).
-
-        It is read over the user and project files (under ``ALEPH__`` overrides) when it belongs to this
-        user, nobody else may write it, and the data directory was not chosen by the project file.
-        """
+        """The operator's file Aleph's own tools write (``<data_dir>/managed/config.toml``; see docs/admin.md)."""
         return self.data_dir / "managed" / "config.toml"
 
     @property
@@ -526,11 +519,10 @@ def load_config(
         merge(merged, _read_toml(layer), str(layer), origins)
         files.append(str(layer))
     project_file = layers[-1] if layers and layers[-1] != user else None
-    managed = managed_layer(merged, origins, project_file, base_dir, env)
-    managed_table = _read_toml(managed) if managed is not None else None
-    if managed is not None and managed_table is not None:
-        merge(merged, managed_table, str(managed), origins)
-        files.append(str(managed))
+    managed = managed_layer(merged, origins, project_file, base_dir, env, _read_toml)
+    if managed is not None:
+        merge(merged, copy_table(managed[1]), managed[0], origins)
+        files.append(managed[0])
     overrides = env_overrides(env)
     if found is None:
         return _validated(with_env(merged, origins, overrides), origins, files, base_dir, problems)
@@ -551,8 +543,8 @@ def load_config(
     as_if_trusted = copy_table(merged)
     trusted_origins = dict(origins)
     merge(as_if_trusted, theirs, str(found), trusted_origins)
-    if managed is not None and managed_table is not None:  # the operator's managed file stays on top
-        merge(as_if_trusted, copy_table(managed_table), str(managed), trusted_origins)
+    if managed is not None:  # the operator's managed file stays on top
+        merge(as_if_trusted, copy_table(managed[1]), managed[0], trusted_origins)
     # Validated whole either way: a bad workspace file is an error naming it, trusted or not.
     config = _validated(with_env(as_if_trusted, trusted_origins, overrides), trusted_origins, files, base_dir, problems)
     if trusted:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +23,14 @@ def data_dir_for(base_dir: Path, setting: str | None, env: Mapping[str, str]) ->
 
 
 def managed_layer(
-    merged: Mapping[str, Any], origins: Mapping[str, str], project: Path | None, base_dir: Path, env: Mapping[str, str]
-) -> Path | None:
-    """The managed file to read, or None (absent, not safely owned, or its place chosen by the project file)."""
+    merged: Mapping[str, Any],
+    origins: Mapping[str, str],
+    project: Path | None,
+    base_dir: Path,
+    env: Mapping[str, str],
+    read: Callable[[Path], dict[str, Any]],
+) -> tuple[str, dict[str, Any]] | None:
+    """The managed file and its table, or None (absent, not safely owned, or its place chosen by the project file)."""
     workspace = merged.get("workspace")
     setting = workspace.get("data_dir") if isinstance(workspace, Mapping) else None
     if setting is not None and project is not None and origins.get("workspace.data_dir") == str(project):
@@ -37,4 +42,4 @@ def managed_layer(
         return None
     if info.st_uid != os.getuid() or info.st_mode & 0o022:
         raise ConfigError("the managed configuration must belong to you and be writable by you alone", file=str(path))
-    return path
+    return str(path), read(path)
