@@ -12,7 +12,7 @@ import pytest
 from aleph_memory import MemoryStore, NewItem
 from aleph_memory._db import SCHEMA_VERSION, Database
 from aleph_memory._items import fts_table
-from aleph_memory._search import DocCounts
+from aleph_memory._lexical import DocCounts
 
 import aleph
 
