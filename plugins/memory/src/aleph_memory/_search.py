@@ -38,6 +38,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aleph_memory._db import Database
+from aleph_memory._events import events_in
 from aleph_memory._items import Item, ItemStore, fts_table
 from aleph_memory._lexical import DocCounts, compound_forms, match_expression
 from aleph_memory._providers import Embedder, VectorIndex, _numpy, embed_normalised
@@ -55,6 +56,9 @@ SESSION_TOP = 5
 TIME_WEIGHT = 0.5
 OPENER_WEIGHT = 0.3
 """In a dated window, a session's first turn (it catches up on what happened since the last one) gains this."""
+EVENT_WEIGHT = 0.5
+"""An item whose own words resolve inside a query's window gains this times their confidence (and TIME_WEIGHT)."""
+EVENT_CANDIDATES = 300
 WHEN_WEIGHT = 0.4
 """A "when ..." question is answered by a turn that says when (yesterday, last week, on Friday)."""
 REPLY_SHARE = 0.5
@@ -262,7 +266,15 @@ class Ranker:
                 ).fetchall()
             top = rows[0][1] if rows and rows[0][1] > 0 else 1.0
             scores = {r: s / top for r, s in rows}
-        if window is not None and WINDOW_CANDIDATES:
+        events: dict[int, float] = {}
+        if window is not None and not window.bound:
+            # Event time first: the items whose own words put what they tell of inside the window
+            # ("yesterday", said the day after) are candidates, and rank above what was merely said then.
+            with self.db.read() as conn:
+                events = events_in(conn, agent, window.ranges, EVENT_CANDIDATES)
+            for rowid in events:
+                scores.setdefault(rowid, 0.0)
+        if window is not None and not window.bound and WINDOW_CANDIDATES:
             # A question that names a date asks about what happened then, whether or not its other words
             # match: the items of that window are candidates too (ranked by coverage, time and session).
             # A month named without a year is one range a year, latest first; they share one budget.
@@ -314,7 +326,9 @@ class Ranker:
             value = lex
             if query_stems:
                 value += COVERAGE_WEIGHT * sum(1 for q in padded_stems if q in own) / len(padded_stems)
-            if window is not None and f[6] is not None and f[6] in window:
+            if rowid in events:
+                value += TIME_WEIGHT + EVENT_WEIGHT * events[rowid]
+            elif window is not None and f[6] is not None and f[6] in window:
                 value += TIME_WEIGHT
                 if f[2] is not None and f[7] is not None and f[7] == openers.get(f[2]):
                     value += OPENER_WEIGHT
@@ -347,7 +361,7 @@ class Ranker:
                     # Vectors know what a turn is about, not when it was said: for a dated question
                     # only the window's items take their similarity (the rest keep their lexical rank).
                     at = features[rowid][6]
-                    if at is None or at not in window:
+                    if rowid not in events and (at is None or at not in window):
                         d = 0.0
                 elif asks_when:
                     # A "when" question is answered by a turn that says when (and its session's date),
