@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from aleph_memory._answers import POOL, asks_for_a_set, diversify
 from aleph_memory._db import Database
 from aleph_memory._events import events_in
 from aleph_memory._items import Item, ItemStore, fts_table
@@ -368,7 +369,11 @@ class Ranker:
                     # which only the lexical ranking sees; its vectors' nearest items stay candidates.
                     d = 0.0
                 final[rowid] = final[rowid] / best_final + DENSE_WEIGHT * d
-        ranked = sorted(final, key=lambda r: (-final[r], -r))[: max(0, limit)]
+        ranked = sorted(final, key=lambda r: (-final[r], -r))
+        if asks_for_a_set(original):
+            # "How many times", "which ones", "both": several events, so spread the list over sessions.
+            ranked = diversify(ranked, final, {r: features[r][2] for r in ranked[: POOL * limit]}, limit)
+        ranked = ranked[: max(0, limit)]
         items = self.items.by_rowids(ranked)
         hits = [Hit(items[r], round(final[r], 4)) for r in ranked if r in items]
         return SearchResult(hits, mode, degraded, tuple(sorted(named)))

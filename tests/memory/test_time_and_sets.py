@@ -1,4 +1,4 @@
-"""Event time beside said time: relative time resolved at ingest, dated questions matched on it, "as of" bounds."""
+"""Event time beside said time, "as of" bounds, and answer sets for questions that need several pieces of evidence."""
 
 from __future__ import annotations
 
@@ -100,3 +100,36 @@ async def test_an_as_of_count_prefers_what_happened_before_the_bound(rt: aleph.A
     hits = store.search("alice", "How many paintings had Nadia sold as of June 2023?", limit=2).hits
     assert [h.item.ref for h in hits] == ["s1:0", "s2:0"]
     store.close()
+
+
+async def test_a_how_many_question_covers_each_session_that_tells_of_it(
+    rt: aleph.Aleph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = MemoryStore.of(rt)
+    store.ingest(
+        "alice",
+        [
+            turn("I hiked the ridge trail near Keswick last weekend.", "Priya", "s1", 0, "2024-03-12"),
+            turn("The ridge trail hike near Keswick was muddy.", "Priya", "s1", 1, "2024-03-12"),
+            turn("My sister loved the ridge trail hike too.", "Priya", "s1", 2, "2024-03-12"),
+            turn("Keswick ridge trail views were gorgeous on the hike.", "Priya", "s1", 3, "2024-03-12"),
+            turn("Work is busy this month.", "Priya", "s2", 0, "2024-08-05"),
+            turn("I went back to hike the ridge near Keswick.", "Priya", "s2", 1, "2024-08-05"),
+        ],
+    )
+    question = "How many times did Priya hike the ridge trail near Keswick?"
+    refs = [h.item.ref for h in store.search("alice", question, limit=3).hits]
+    assert "s2:1" in refs
+    # The same ranking without answer sets fills the list with the first session's neighbours.
+    monkeypatch.setattr("aleph_memory._search.asks_for_a_set", lambda q: False)
+    assert "s2:1" not in [h.item.ref for h in store.search("alice", question, limit=3).hits]
+    store.close()
+
+
+def test_which_questions_ask_for_a_set() -> None:
+    from aleph_memory._answers import asks_for_a_set
+
+    for q in ("How many times did she hike?", "Which races has Tomas run?", "What did they both do?"):
+        assert asks_for_a_set(q), q
+    for q in ("Where did Priya hike in March?", "When did Tomas start pottery?"):
+        assert not asks_for_a_set(q), q
