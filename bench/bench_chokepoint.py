@@ -4,6 +4,9 @@ Run: python bench/bench_chokepoint.py
 Targets (issue 3): overhead of the full chokepoint for an allowed async call with a 200-rule merged policy
 <= 25 µs over the registry-only call; building a ScopedToolService over 300 tools <= 200 µs; a mutating call
 with the ledger on <= 150 µs amortised, and 1,000 concurrent mutating calls lose no row and verify.
+Since issue 28 a mutating call is answered only once its row is fsync'd, so calls made one after another
+pay one fsync each (the 150 µs target was set for rows queued and answered at once); bench_ledger.py
+measures that cost against the earlier path with real file_write calls at 1 and 8 sessions.
 """
 
 from __future__ import annotations
@@ -98,7 +101,10 @@ def main() -> None:
         base = asyncio.run(mutating_calls(no_ledger, 10_000, False))
         with_ledger = asyncio.run(mutating_calls(writer, 10_000, True))
         print(f"mutating call, ledger off                  {base:8.2f} µs")
-        print(f"mutating call, ledger on (amortised, incl. flush) {with_ledger:8.2f} µs   (target <= 150 µs)")
+        print(
+            f"mutating call, ledger on (amortised, incl. flush) {with_ledger:8.2f} µs   "
+            "(one fsync per call in a sequential loop since issue 28; the 150 µs target predates it)"
+        )
 
         async def thousand() -> int:
             await asyncio.gather(*(writer.execute("add_write", {"a": i, "b": 0}) for i in range(1000)))

@@ -137,12 +137,17 @@ async def test_a_swapped_signing_key_stops_the_chain_loudly_and_verify_reports_i
         forged = Ed25519PrivateKey.generate().private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
         (ledger.keystore.directory / f"{fp}.key").write_bytes(forged)
         ledger.keystore._signers.clear()  # a fresh process would read the file again
-        await svc.execute("deploy", {"target": "two"})
-        await ledger.flush()
-        result = await svc.call("deploy", {"target": "three"})
-        assert result.success and any("stopped taking rows" in w for w in result.warnings)
+        # "two" ran before anyone knew: its answer is an error saying so, never a success.
+        with pytest.raises(aleph.ExecutionFailed, match=r"it ran and its effect is real.*stopped taking rows"):
+            await svc.execute("deploy", {"target": "two"})
+        result = await svc.call("deploy", {"target": "three"})  # now refused before it runs (fail closed)
+        assert not result.success and "not run: the audit ledger cannot record it" in (result.error or "")
         assert len(ledger.rows("default")) == before  # nothing signed with the forged key
         report = ledger.verify("default")
         assert not report.ok and report.first_bad_seq == before + 1
         assert "no longer matches" in (report.reason or "")
-        assert RAN == ["one", "two", "three"]
+        assert RAN == ["one", "two"]
+        ledger.on_failure = "continue"  # availability chosen over audit: it runs, and the result says so
+        result = await svc.call("deploy", {"target": "four"})
+        assert result.success and any("stopped taking rows" in w for w in result.warnings)
+        assert RAN == ["one", "two", "four"]

@@ -318,3 +318,42 @@ def test_a_resumed_child_reserves_only_what_it_has_left() -> None:
         task.charge_call("x")
     task.release()
     assert team.usage().calls == 45 and team.usage().reserved_calls == 0
+
+
+class Appender:
+    """A plugin with one mutating tool that appends to a list: it has no key bookkeeping of its own."""
+
+    def __init__(self) -> None:
+        self.runs: list[int] = []
+
+    @aleph.hookimpl
+    def aleph_register_tools(self, register: aleph.ToolRegistrar) -> None:
+        @aleph.tool(name="append_one", description="Appends a number.", inline=True)
+        def append_one(n: int) -> int:
+            self.runs.append(n)
+            return len(self.runs)
+
+        register(append_one)
+
+
+@pytest.mark.anyio
+async def test_a_call_that_ran_but_could_not_be_recorded_keeps_its_key_and_is_not_run_again(workspace: Path) -> None:
+    plugin = Appender()
+    async with isolated_runtime(workspace, plugin) as rt:
+        ledger = rt.chokepoint.ledger
+        assert ledger is not None
+        turn = TurnContext(idempotency_key="task-3:1")
+        await rt.tool_service().execute("append_one", {"n": 0})
+        ledger._chains.clear()  # the chain is opened again on the next write, and that fails
+        chain = ledger._chain_paths("default")[0]
+        chain.rename(chain.with_suffix(".moved"))
+        chain.mkdir()
+        with pytest.raises(aleph.ExecutionFailed, match="it ran and its effect is real"):
+            await rt.tool_service(turn=turn).execute("append_one", {"n": 5})
+        assert [0, 5] == plugin.runs
+        chain.rmdir()
+        chain.with_suffix(".moved").rename(chain)
+        # Retried under the same key: never run a second time as if the first had not happened.
+        with pytest.raises(aleph.ToolError, match="task-3:1"):
+            await rt.tool_service(turn=turn).execute("append_one", {"n": 5})
+        assert [0, 5] == plugin.runs

@@ -31,6 +31,38 @@ def test_config_check_reports_errors_with_exit_2(workspace: Path, capsys: pytest
     assert "aleph.toml" in err and "policies.tool_permissions.default" in err
 
 
+FIVE_PROBLEMS = """
+[policies]
+exec_tier = "bogus"
+
+[policies.tool_permissions.overrides]
+"bash(" = "allow"
+file_read = "maybe"
+
+[tools]
+defer_mcp_toolz = true
+
+[ledgr]
+enabled = false
+"""
+
+
+def test_config_check_reports_every_problem_in_one_run_its_count_matching_its_list(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (workspace / "aleph.toml").write_text(FIVE_PROBLEMS)
+    assert main(["config", "check"]) == 2
+    captured = capsys.readouterr()
+    errors = [line for line in captured.err.splitlines() if line.startswith("aleph: error: ")]
+    assert len(errors) == 5, captured.err
+    assert "configuration has 5 error(s)" in captured.out
+    for needle in ("policies.exec_tier", "overrides.file_read", "rule 'bash('", "tools.defer_mcp_toolz", "[ledgr]"):
+        assert sum(needle in line for line in errors) == 1, (needle, errors)
+    # Fixing them all at once leaves nothing: no second run finds what the first one hid.
+    (workspace / "aleph.toml").write_text('[policies]\nexec_tier = "ask"\n')
+    assert main(["config", "check"]) == 0
+
+
 def test_config_check_ok(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["config", "check"]) == 0
     assert "configuration OK" in capsys.readouterr().out

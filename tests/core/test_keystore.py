@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import hashlib
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -125,3 +127,14 @@ def test_concurrent_first_use_from_many_keystores_creates_one_key(tmp_path: Path
         t.join()
     assert 1 == len(set(results))
     assert set(results) == set(Keystore(tmp_path / "keys").public_keys("main"))
+
+
+def test_a_key_file_half_written_by_a_killed_process_is_cleared_when_keys_are_next_written(tmp_path: Path) -> None:
+    store = Keystore(tmp_path / "keys")
+    store.signer("main")
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True).stdout)
+    stale = tmp_path / "keys" / f".main-0123.json.{dead}.x1y2z3.tmp"
+    stale.write_bytes(b'{"agent_id": "ma')
+    Keystore(tmp_path / "keys").rotate("main")  # a new process's first locked write sweeps the directory
+    assert not stale.exists()
+    assert not [p.name for p in (tmp_path / "keys").iterdir() if p.name.endswith(".tmp")]

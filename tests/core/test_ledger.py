@@ -15,7 +15,7 @@ import pytest
 
 from aleph import Keystore, Ledger, LedgerRecord, LedgerRow
 from aleph._ledger import LedgerError, row_hash
-from aleph._ledger._writer import _Stop
+from aleph._ledger._chainwriter import _Stop
 
 # ---- the row hash (reference §6.5 "identity") --------------------------------------------------
 
@@ -693,7 +693,7 @@ def test_verify_of_an_agent_without_rows_says_so(tmp_path: Path) -> None:
 async def test_chains_evicted_from_the_open_set_resume_correctly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("aleph._ledger._writer._MAX_OPEN_CHAINS", 2)
+    monkeypatch.setattr("aleph._ledger._chainwriter._MAX_OPEN_CHAINS", 2)
     ledger = Ledger(tmp_path)
     for round_ in range(3):
         for agent in ("a", "b", "c", "d"):

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import sqlite3
 import sys
+import threading
 from pathlib import Path
 from types import ModuleType
 
@@ -41,6 +43,53 @@ def test_a_plugin_that_fails_to_register_is_rolled_back_and_reported(workspace: 
     assert report["failed"][0]["name"] == "bad"
     assert report["failed"][0]["stage"] == "register"
     assert "plugin bug" in report["failed"][0]["error"]
+
+
+LOCKED_STORE = """
+import sqlite3
+
+@aleph.hookimpl
+def aleph_register_tools(register):
+    register(aleph.tool(name="store_tool", description="Needs its store.", inline=True)(lambda: 1))
+    db = sqlite3.connect(DB, timeout=0)  # another process's first open holds the file for a moment
+    try:
+        db.execute("CREATE TABLE IF NOT EXISTS facts (x)")
+    except sqlite3.OperationalError:
+        ATTEMPTS.append("locked")
+        FIRST_FAILURE.set()
+        raise
+    finally:
+        db.close()
+    ATTEMPTS.append("ok")
+"""
+
+
+def test_a_plugin_whose_store_is_locked_by_another_process_at_start_is_retried_not_lost(
+    workspace: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "store.sqlite3"
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")  # a real lock, as a concurrent first start holds it
+    first_failure = threading.Event()
+
+    def release() -> None:
+        first_failure.wait(60)
+        holder.execute("COMMIT")
+
+    releaser = threading.Thread(target=release)
+    releaser.start()
+    mod = plugin_module("memoryish", "")
+    mod.__dict__.update(DB=str(db), ATTEMPTS=[], FIRST_FAILURE=first_failure)
+    exec(LOCKED_STORE, mod.__dict__)
+    try:
+        rt = aleph.load(plugins=[mod], entry_points=False, strict=False)
+    finally:
+        first_failure.set()
+        releaser.join()
+        holder.close()
+    assert "store_tool" in rt.registry.names()
+    assert [] == rt.plugins.report()["failed"]
+    assert ["locked", "ok"] == mod.ATTEMPTS[-2:] and mod.ATTEMPTS[0] == "locked"
 
 
 def test_strict_mode_re_raises(workspace: Path) -> None:

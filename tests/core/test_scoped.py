@@ -645,13 +645,20 @@ async def test_a_mutating_call_is_recorded_with_the_arguments_it_ran_with(
 
 
 @pytest.mark.anyio
-async def test_a_failing_ledger_never_changes_the_result(registry: ToolRegistry) -> None:
+async def test_a_call_whose_row_cannot_be_stored_is_never_answered_as_a_success(registry: ToolRegistry) -> None:
     class Broken:
-        async def append(self, record: Any) -> None:
+        on_failure = "refuse"
+
+        async def append(self, record: Any, *, durable: bool = False) -> None:
             raise OSError("disk full")
 
     cp = Chokepoint(registry, ledger=Broken())  # type: ignore[arg-type]
-    assert (await service(registry, cp=cp).execute("alpha", {})).value["tool"] == "alpha"
+    with pytest.raises(aleph.ExecutionFailed, match="it ran and its effect is real, but the audit ledger could not"):
+        await service(registry, cp=cp).execute("alpha", {})
+    Broken.on_failure = "continue"  # availability chosen: the result stands, with a warning
+    result = await service(registry, cp=cp).call("alpha", {})
+    assert result.success and "alpha" in result.output
+    assert ["this call ran but is not in the audit ledger: the ledger failed: OSError"] == list(result.warnings)
 
 
 @pytest.mark.anyio

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import errno
+import sqlite3
+from pathlib import Path
+
 import pytest
 
 import aleph
@@ -50,6 +54,35 @@ async def test_call_never_raises_and_reports_a_panicking_tool() -> None:
     assert result.success is False
     assert result.error == "tool boom execution failed: tool panicked: RuntimeError: kaput"
     assert result.retryable is False
+
+
+@pytest.mark.anyio
+async def test_a_full_disk_a_locked_database_or_missing_permissions_are_named_by_cause_never_a_panic(
+    tmp_path: Path,
+) -> None:
+    full = tmp_path / "full.db"
+    raised: list[BaseException] = [
+        sqlite3.OperationalError("database or disk is full"),
+        sqlite3.OperationalError("database is locked"),
+        OSError(errno.ENOSPC, "No space left on device", str(full)),
+        PermissionError(errno.EACCES, "Permission denied", str(full)),
+    ]
+
+    @aleph.tool(inline=True)
+    def store() -> None:
+        """Stores something."""
+        raise raised.pop(0)
+
+    reg = ToolRegistry()
+    reg.register(store)
+    errors = [(await UnscopedToolService(reg).call("store", {})).error or "" for _ in range(4)]
+    assert not any("panicked" in e for e in errors)
+    assert errors == [
+        "tool store execution failed: the data directory is full (SQLite: database or disk is full); free some space",
+        "tool store execution failed: its database is busy: another process holds a lock on it; try again shortly",
+        f"tool store execution failed: the disk is full (no space left on device): {full}",
+        f"tool store execution failed: permission denied: {full}",
+    ]
 
 
 def test_is_retryable_exactly_for_timeout_transport_approval_expired_and_cancelled() -> None:

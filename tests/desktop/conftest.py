@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -10,11 +11,28 @@ from typing import Any
 import aleph_desktop.plugin
 import pytest
 from aleph_desktop import HeadlessSession
+from aleph_desktop._atspi import AtspiClient
+from aleph_desktop._element import AccessibilityUnavailable
 
 import aleph
 from aleph.testing import isolated_runtime
 
 sys.path.insert(0, str(Path(__file__).parent))  # harness.py and tasks.py, shared with bench/bench_desktop.py
+
+
+def has_window_on_accessibility_bus(session: HeadlessSession, app: str) -> bool:
+    """Whether ``app`` registered a top-level window on the session's accessibility bus (a fresh look)."""
+
+    async def probe() -> bool:
+        client = AtspiClient(session.bus_address)
+        try:
+            return bool(await client.windows(app))
+        except AccessibilityUnavailable:
+            return False
+        finally:
+            client.close()
+
+    return asyncio.run(probe())
 
 
 def desktop_toml(session: HeadlessSession, extra: str = "") -> str:

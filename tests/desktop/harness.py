@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from aleph_desktop import HeadlessSession
+from aleph_desktop._x11 import X11Display
 
 APPS = Path(__file__).parent / "apps"
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, which has python3-gi and python3-tk
@@ -69,12 +70,27 @@ class Harness:
         script = {"gtk": "gtk_form.py", "tk": "tk_form.py"}[app]
         self.procs[app] = self.session.launch([SYSTEM_PYTHON, str(APPS / script), str(path)])
         deadline = time.monotonic() + 20
+        ready = self._gtk_ready if app == "gtk" else self._tk_ready
         while time.monotonic() < deadline:
-            if path.exists() and (app != "gtk" or await self._gtk_ready()):
-                await asyncio.sleep(0.3)
+            # Ready means what the tasks need: the form's state file, and its widgets on the accessibility
+            # bus (GTK) or its window mapped on the display (Tk, driven through X11).
+            if path.exists() and await ready():
                 return
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.05)  # poll interval of the condition above
         raise RuntimeError(f"{app} form did not start")
+
+    async def _tk_ready(self) -> bool:
+        def mapped() -> bool:
+            display = X11Display(self.session.display)
+            try:
+                return any(w.title == "Tk Form" and w.width > 1 for w in display.windows())
+            finally:
+                display.close()
+
+        try:
+            return await asyncio.to_thread(mapped)
+        except Exception:
+            return False
 
     async def _gtk_ready(self) -> bool:
         try:
@@ -84,6 +100,13 @@ class Harness:
         except Exception:
             return False
         return bool(out["elements"])
+
+    async def _has(self, role: str, name: str | None, app: str) -> bool:
+        query = {"role": role, "app": app, **({"name": name} if name else {})}
+        try:
+            return bool((await self.execute("desktop_ax_query_by_role", query))["elements"])
+        except Exception:
+            return False
 
     def restart(self, app: str) -> None:
         proc = self.procs.pop(app, None)
@@ -127,15 +150,8 @@ class Harness:
         )
         try:
             deadline = time.monotonic() + 15
-            while time.monotonic() < deadline:
-                try:
-                    found = await self.execute("desktop_ax_query_by_role", {"role": "push button", "app": "zenity"})
-                    if found["elements"]:
-                        break
-                except Exception:
-                    pass
-                await asyncio.sleep(0.1)
-            await asyncio.sleep(0.2)
+            while time.monotonic() < deadline and not await self._has("push button", None, "zenity"):
+                await asyncio.sleep(0.05)  # poll interval of the condition
             for step in task.steps:
                 await self.execute("desktop", {"observe": "none", "target_app": "zenity", **step})
             try:
@@ -158,16 +174,12 @@ class Harness:
         env = {f"XDG_{kind}_HOME": str(home / kind.lower()) for kind in ("CONFIG", "DATA", "CACHE", "STATE")}
         proc = self.session.launch(["mousepad", str(document)], env=env)
         try:
+            # Ready once the document and the menus are on the accessibility bus (the menus come later).
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
-                try:
-                    found = await self.execute("desktop_ax_query_by_role", {"role": "text", "app": "mousepad"})
-                    if found["elements"]:
-                        break
-                except Exception:
-                    pass
-                await asyncio.sleep(0.1)
-            await asyncio.sleep(0.3)
+                if await self._has("text", None, "mousepad") and await self._has("menu item", "Save", "mousepad"):
+                    break
+                await asyncio.sleep(0.05)  # poll interval of the condition above
             for step in task.steps:
                 await self.execute("desktop", {"observe": "none", "target_app": "mousepad", **step})
             state: dict[str, Any] = {}

@@ -10,7 +10,7 @@ from typing import Any
 import aleph_desktop.plugin
 import pytest
 from aleph_desktop import HeadlessSession
-from conftest import desktop_toml
+from conftest import desktop_toml, has_window_on_accessibility_bus
 
 from aleph.testing import ToolContractTests
 
@@ -27,9 +27,9 @@ class TestDesktopContract(ToolContractTests):
         state = tmp_path_factory.mktemp("contract") / "state.json"
         proc = session.launch(["/usr/bin/python3", str(APPS / "gtk_form.py"), str(state)])
         deadline = time.monotonic() + 20
-        while not state.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(0.5)  # registered on the accessibility bus just after its first state write
+        while not (state.exists() and has_window_on_accessibility_bus(session, "gtk_form")):
+            assert time.monotonic() < deadline, "gtk_form did not show its window on the accessibility bus"
+            time.sleep(0.05)  # poll interval of the condition above
         cls.config_toml = desktop_toml(session)
         yield
         session.stop(proc)

@@ -7,8 +7,8 @@ import io
 
 import numpy as np
 import pytest
-from aleph_desktop._atspi import Element, parse_token
 from aleph_desktop._base import unsafe_text_reason
+from aleph_desktop._element import Element, parse_token
 from aleph_desktop._locate import _ncc, fuzzy_score
 from aleph_desktop._ocr import _lines
 from aleph_desktop._query import score_name

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,10 @@ async def test_endless_output_is_capped_with_a_marker_and_killed(workspace: Path
     out = await run(workspace, "bash", {"command": "yes", "timeout_seconds": 60}, toml)
     assert (True, "output limit (1048576 bytes)") == (out["truncated"], out["killed"])
     assert "bytes truncated ...]" in out["stdout"]
+    # The result says how the command ended and how much of its output it holds.
+    assert out["exit_code"] in (128 + signal.SIGTERM, 128 + signal.SIGKILL)  # stopped by us, as a shell says it
+    sizes = out["output_bytes"]["stdout"]
+    assert sizes["kept"] == 4096 and sizes["dropped"] == sizes["total"] - 4096 and sizes["total"] > 1048576 - 4096
     assert len(out["stdout"]) < 4096 + 100
     assert out["stdout"].startswith("y\ny\n") and out["stdout"].endswith("y\n")
 

@@ -208,17 +208,29 @@ async def test_runs_leave_no_descriptor_behind_in_the_host_or_the_zygote(workspa
         service = aleph.UnscopedToolService(rt.registry)
         for _ in range(3):
             await bash(service, "true")
-        await anyio.sleep(0.1)
         zygote = sandbox_of(rt).zygote_pid
-        before = (fds("self"), fds(zygote))
+
+        async def settled(want: object = None) -> tuple[list[str], list[str]]:
+            # Descriptors are closed late (a cancelled run ends in a background thread): wait for the
+            # condition (equal to ``want``, or unchanged between two looks), bounded, then take the view.
+            seen = (fds("self"), fds(zygote))
+            with anyio.move_on_after(20):
+                while True:
+                    await anyio.sleep(0.05)  # poll interval of the condition
+                    now = (fds("self"), fds(zygote))
+                    if now == want or (want is None and now == seen):
+                        return now
+                    seen = now
+            return seen
+
+        before = await settled()
         for i in range(30):
             await bash(service, "echo out; echo err >&2", timeout_seconds=30)
             if i % 10 == 0:
                 with anyio.move_on_after(0.2):
                     await service.execute("bash", {"command": "sleep 5"})
         await bash(service, "true")
-        await anyio.sleep(0.5)  # cancelled runs end in a background thread
-        assert (before, zygote) == ((fds("self"), fds(zygote)), sandbox_of(rt).zygote_pid)
+        assert (before, zygote) == (await settled(before), sandbox_of(rt).zygote_pid)
 
 
 @pytest.mark.anyio

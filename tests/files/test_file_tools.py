@@ -141,7 +141,7 @@ async def test_concurrent_large_writes_never_expose_a_partial_file(call, workspa
         thread.join()
     assert [] == bad
     assert reads > 0
-    assert [] == [p.name for p in workspace.iterdir() if p.name != "shared.txt" and p.name != "aleph.toml"]
+    assert [] == [p.name for p in workspace.iterdir() if p.name not in ("shared.txt", "aleph.toml", ".aleph-data")]
 
 
 @pytest.mark.anyio

@@ -125,3 +125,19 @@ def test_a_named_broad_workspace_is_allowed(home: Path) -> None:
     (home / "aleph.toml").write_text('[workspace]\nroot = "."\n')
     configured = aleph("tools", "list", cwd=home, env={"HOME": str(home)})
     assert 0 == configured.returncode, configured.stderr
+
+
+def test_tools_list_says_how_many_tools_are_deferred_and_how_to_see_them(workspace: Path) -> None:
+    # aleph-browser (installed here) keeps most of its tools deferred until a search promotes them.
+    short = aleph("tools", "list", cwd=workspace)
+    assert 0 == short.returncode, short.stderr
+    listed = [line.split()[0] for line in short.stdout.splitlines()[:-1]]
+    hint = short.stdout.splitlines()[-1]
+    assert hint.endswith("`aleph tools list --all` lists them, `aleph tools search QUERY` finds one")
+    deferred = int(hint.split()[0])
+    assert deferred > 0
+    full = aleph("tools", "list", "--all", cwd=workspace)
+    rows = full.stdout.splitlines()
+    assert len(rows) == len(listed) + deferred
+    assert sum(row.endswith("(deferred)") for row in rows) == deferred
+    assert "browser_click" in [row.split()[0] for row in rows if row.endswith("(deferred)")]

@@ -64,3 +64,34 @@ def test_a_template_plugin_wheel_installs_into_a_fresh_venv_from_dist(tmp_path: 
     assert {"text": "hi"} == json.loads(called.stdout)
     plugins = run(venv / "bin" / "aleph", "plugins", cwd=workspace)
     assert "aleph-hello 0.1.0" in plugins.stdout
+
+
+def test_build_dists_installs_build_and_twine_itself_on_a_fresh_machine(tmp_path: Path) -> None:
+    # A checkout whose Pythons have neither build nor twine: a copy of the script (no .venv beside it),
+    # PYTHON and the python3 on PATH both a bare virtualenv.
+    bare = tmp_path / "bare"
+    run(sys.executable, "-m", "venv", "--without-pip", bare)
+    scripts = tmp_path / "checkout" / "scripts"
+    scripts.mkdir(parents=True)
+    shutil.copy2(REPO / "scripts" / "build-dists", scripts / "build-dists")
+    env = {
+        "PATH": f"{bare / 'bin'}:/usr/bin:/bin",
+        "HOME": str(tmp_path / "home"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "PYTHON": str(bare / "bin" / "python"),
+    }
+    env.update({k: v for k, v in os.environ.items() if k.startswith("PIP_")})  # the machine's index settings
+    done = subprocess.run(
+        [str(scripts / "build-dists"), "--out", str(tmp_path / "dist"), str(REPO / "core")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert 0 == done.returncode, done.stderr
+    assert "installing build and twine into" in done.stderr
+    assert (tmp_path / "cache" / "aleph" / "build-dists-venv" / "bin" / "twine").exists()
+    assert sorted(p.name for p in (tmp_path / "dist").iterdir()) == [
+        "aleph_core-0.1.0-py3-none-any.whl",
+        "aleph_core-0.1.0.tar.gz",
+    ]

@@ -77,8 +77,11 @@ async def test_list_changed_reaches_the_client_when_an_mcp_server_grows(workspac
         names = [t.name for t in (await client.list_tools()).tools]
         assert "dyn__stable" in names and "dyn__extra_1" not in names
 
+        acknowledged = anyio.Event()
+
         async def listen() -> None:
-            async with client.listen(tools_list_changed=True) as sub:
+            async with client.listen(tools_list_changed=True) as sub:  # entering waits for the server's ack
+                acknowledged.set()
                 async for _event in sub:
                     seen.set()
                     return
@@ -87,7 +90,8 @@ async def test_list_changed_reaches_the_client_when_an_mcp_server_grows(workspac
             if mode == "auto":
                 assert "2026-07-28" == client.protocol_version
                 tg.start_soon(listen)
-                await anyio.sleep(0.2)  # let the subscription be acknowledged
+                with anyio.fail_after(30):
+                    await acknowledged.wait()
             grown = await client.call_tool("dyn__grow", {})
             assert not grown.is_error, grown.content
             with anyio.fail_after(30):

@@ -406,8 +406,8 @@ async def test_cron_and_heartbeat_validation(workspace: Path) -> None:
         job = made["job"]
         assert job["schedule_kind"] == "cron" and job["state"]["next_run"] > 0
         toggled = await call(rt, "main", "cron_manage", {"action": "toggle", "job_id": made["job_id"]})
-        assert toggled["message"] == "已禁用" and toggled["job"]["enabled"] is False
-        assert (await call(rt, "main", "cron_manage", {"action": "list"}))["message"] == "共 1 个定时任务"
+        assert toggled["message"] == "disabled" and toggled["job"]["enabled"] is False
+        assert (await call(rt, "main", "cron_manage", {"action": "list"}))["message"] == "1 scheduled job(s)"
         await call(
             rt,
             "main",

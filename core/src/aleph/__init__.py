@@ -19,19 +19,19 @@ from aleph._chokepoint._approval import (
     ApprovalRequest,
     ApprovalRequester,
     ApprovalResponse,
-    DeferredApprovals,
 )
 from aleph._chokepoint._budget import Budget, BudgetExhausted, BudgetUsage
 from aleph._chokepoint._call import CallContext, current_call
-from aleph._chokepoint._requesters import ScriptedRequester, TerminalRequester
+from aleph._chokepoint._requesters import DeferredApprovals, ScriptedRequester, TerminalRequester
 from aleph._chokepoint._scoped import Explanation, ScopedToolService
 from aleph._chokepoint._tiers import ExecTier
 from aleph._chokepoint._verdict import PolicyVote
 from aleph._config import AlephConfig, load_config
+from aleph._contract._function import tool
 from aleph._contract._names import repair_tool_name, suggest_candidates
 from aleph._contract._registry import RegisteredTool, ToolRegistry
 from aleph._contract._service import BaseToolService, NullToolService, ToolService, UnscopedToolService
-from aleph._contract._tool import AlephTool, LoopTool, Tool, ToolArgs, tool
+from aleph._contract._tool import AlephTool, LoopTool, Tool, ToolArgs
 from aleph._contract._types import ToolDefinition, ToolFacts, ToolOutput, ToolResult, ToolSource
 from aleph._discovery import DeferredSet, ProgressiveDisclosure
 from aleph._discovery._index import ToolIndex
@@ -58,8 +58,9 @@ from aleph._ledger import Ledger, LedgerRecord, LedgerRow, VerifyReport
 from aleph._ledger._events import EventLog
 from aleph._ledger._keystore import Keystore
 from aleph._mcp import McpManager
+from aleph._plugins._context import PluginContext, ToolRegistrar
 from aleph._plugins._hookspec import hookimpl
-from aleph._plugins._loader import PluginContext, ToolRegistrar, inspect_distribution
+from aleph._plugins._loader import inspect_distribution
 from aleph._plugins._trust import HeldPlugin, PluginTrust, TrustRecord, adds_digest
 from aleph._progress import (
     ToolProgressCallback,

@@ -260,6 +260,8 @@ class LedgerConfig(_Section):
     """Where chains and keys live; default ``<data_dir>/ledger``."""
     checkpoint_every: int = Field(default=100, ge=1, le=1_000_000)
     """Write a signed checkpoint every N rows."""
+    on_failure: Literal["refuse", "continue"] = "refuse"
+    """While the ledger cannot record (disk full, permissions): ``refuse`` mutating calls or ``continue`` unrecorded."""
 
 
 class ApprovalConfig(_Section):
@@ -458,7 +460,30 @@ def _config_error(
         first_key, first_file = first_key or key, first_file or where
     if len(messages) == 1:
         return ConfigError(messages[0].split(": ", 2)[2], file=first_file, key=first_key)
-    return ConfigError("invalid configuration:\n  " + "\n  ".join(messages))
+    error = ConfigError("invalid configuration:\n  " + "\n  ".join(messages))
+    error.problems = tuple(messages)
+    return error
+
+
+def _drop_invalid(merged: dict[str, Any], exc: ValidationError) -> bool:
+    """Remove every key a validation error points at from ``merged``; whether anything was removed."""
+    dropped = False
+    for err in exc.errors(include_url=False):
+        node: Any = merged
+        path = [str(p) for p in err["loc"]]
+        for part in path[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and path and path[-1] in node:
+            del node[path[-1]]
+            dropped = True
+        elif len(path) > 1:  # an error on a whole table (a model validator): drop the table
+            parent: Any = merged
+            for part in path[:-2]:
+                parent = parent.get(part) if isinstance(parent, dict) else None
+            if isinstance(parent, dict) and path[-2] in parent:
+                del parent[path[-2]]
+                dropped = True
+    return dropped
 
 
 def load_config(
@@ -467,8 +492,13 @@ def load_config(
     workspace: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     user_file: bool = True,
+    problems: list[str] | None = None,
 ) -> AlephConfig:
-    """Read, merge and validate the configuration. Raises :class:`ConfigError` naming file, key and reason."""
+    """Read, merge and validate the configuration. Raises :class:`ConfigError` naming file, key and reason.
+
+    With ``problems`` (``aleph config check``), a key that does not validate is reported there and left
+    out, so one run finds every problem; a file that does not parse still raises.
+    """
     env = os.environ if env is None else env
     merged: dict[str, Any] = {}
     origins: dict[str, str] = {}
@@ -496,10 +526,16 @@ def load_config(
     for origin, tree in _env_overrides(env):
         _merge(merged, tree, origin, origins)
 
-    try:
-        config = AlephConfig.model_validate(merged)
-    except ValidationError as exc:
-        raise _config_error(exc, None, origins) from None
+    while True:
+        try:
+            config = AlephConfig.model_validate(merged)
+            break
+        except ValidationError as exc:
+            if problems is None:
+                raise _config_error(exc, None, origins) from None
+            problems.extend(_config_error(exc, None, origins).problems)
+            if not _drop_invalid(merged, exc):
+                raise _config_error(exc, None, origins) from None
     config._origins = origins
     config._files = files
     config._base_dir = base_dir

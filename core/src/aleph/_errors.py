@@ -64,6 +64,8 @@ class ConfigError(AlephError, ValueError):
         self.key = key
         where = ": ".join(part for part in (file, key) if part)
         super().__init__(f"{where}: {message}" if where else message)
+        self.problems: tuple[str, ...] = (str(self),)
+        """Each problem on its own (one, or every key of an invalid file), for ``aleph config check``."""
 
 
 class PluginError(AlephError):

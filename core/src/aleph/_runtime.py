@@ -21,11 +21,12 @@ from aleph._contract._types import ToolSource
 from aleph._discovery import Discovery
 from aleph._mcp import McpManager
 from aleph._mcp._chain import config_identity
-from aleph._plugins._loader import Cleanup, PluginManager
+from aleph._plugins._context import Cleanup
+from aleph._plugins._loader import PluginManager
 from aleph._plugins._trust import PluginTrust
 from aleph._turn import TurnContext
 
-__all__ = ["Aleph", "load"]
+__all__ = ["Aleph", "load", "runtime_for"]
 
 log = logging.getLogger("aleph")
 
@@ -196,6 +197,13 @@ def load(
     :param strict: re-raise plugin failures (default ``$ALEPH_STRICT_PLUGINS=1`` or ``[plugins] strict``).
     """
     config = load_config(config_path, workspace=workspace)
+    return runtime_for(config, plugins=plugins, entry_points=entry_points, strict=strict)
+
+
+def runtime_for(
+    config: AlephConfig, *, plugins: Iterable[object] = (), entry_points: bool = True, strict: bool | None = None
+) -> Aleph:
+    """:func:`load` for a configuration already read (``aleph config check`` reads it leniently first)."""
     if strict is None:
         strict = os.environ.get("ALEPH_STRICT_PLUGINS", "") not in ("", "0") or config.plugins.strict
     disabled = set(config.plugins.disable)

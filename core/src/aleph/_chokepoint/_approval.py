@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
@@ -15,7 +14,6 @@ __all__ = [
     "ApprovalRequest",
     "ApprovalRequester",
     "ApprovalResponse",
-    "DeferredApprovals",
 ]
 
 
@@ -79,38 +77,3 @@ class ApprovalRequester(Protocol):
     async def request_approval(self, request: ApprovalRequest) -> ApprovalResponse:
         """Ask about ``request`` and return the answer. Never raise for "no answer": return TIMEOUT."""
         ...
-
-
-class DeferredApprovals:
-    """A requester that never blocks: it answers from decisions already made, or suspends the call.
-
-    A call that needs approval and whose fingerprint (tool + canonical arguments) has no answer here
-    raises :class:`~aleph.ApprovalRequired` out of ``execute``, carrying the request to show. Resume by
-    answering that fingerprint and making the same call again; an answer never covers another call.
-    This is how a framework's own suspend/resume flow (or a stateless MCP round trip) carries "ask".
-    """
-
-    def __init__(self, answers: Mapping[str, ApprovalResponse] | None = None) -> None:
-        self._answers: dict[str, ApprovalResponse] = {}
-        for fingerprint, response in (answers or {}).items():
-            self.answer(fingerprint, response)
-
-    def answer(self, fingerprint: str, response: ApprovalResponse) -> DeferredApprovals:
-        """Hold ``response`` for the call whose request carried ``fingerprint``; returns self."""
-        if not isinstance(response, ApprovalResponse):
-            raise TypeError(f"an answer must be an ApprovalResponse, got {type(response).__name__}")
-        self._answers[fingerprint] = response
-        return self
-
-    def pending(self, fingerprint: str) -> bool:
-        """Whether no answer is held for ``fingerprint``."""
-        return fingerprint not in self._answers
-
-    async def request_approval(self, request: ApprovalRequest) -> ApprovalResponse:
-        """The held answer for this exact call (used once), else raise ``ApprovalRequired``."""
-        from aleph._errors import ApprovalRequired
-
-        response = self._answers.pop(request.fingerprint, None)
-        if response is None:
-            raise ApprovalRequired(request.tool_name, request)
-        return response

@@ -20,7 +20,7 @@ from aleph._errors import ExecutionFailed
 from aleph._turn import TurnContext
 
 if TYPE_CHECKING:
-    from aleph._chokepoint._scoped import Explanation
+    from aleph._chokepoint._roles import Explained
 
 __all__ = ["MAX_REFS", "MAX_SUBCALL_DEPTH", "CallContext", "current_call"]
 
@@ -38,7 +38,7 @@ class _Service(Protocol):
 
     async def execute(self, name: str, input: Mapping[str, Any]) -> ToolOutput: ...
 
-    def explain(self, name: str, input: Mapping[str, Any] | None = None) -> Explanation: ...
+    def explain(self, name: str, input: Mapping[str, Any] | None = None) -> Explained: ...
 
     async def record_event(self, call: CallContext, event: str, detail: str, refs: Mapping[str, str]) -> None: ...
 
@@ -140,7 +140,7 @@ class CallContext:
         finally:
             _CALL.reset(token)
 
-    def explain(self, name: str, input: Mapping[str, Any] | None = None) -> Explanation:
+    def explain(self, name: str, input: Mapping[str, Any] | None = None) -> Explained:
         """The chokepoint's decision for an action of this call, without running it."""
         return self._service.explain(name, input)
 

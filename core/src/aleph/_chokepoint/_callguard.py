@@ -18,16 +18,17 @@ from aleph._chokepoint._gate import grant_fingerprint
 from aleph._chokepoint._results import ResultStore, StoredResult, result_store
 from aleph._contract._types import ToolOutput
 from aleph._errors import ExecutionFailed, PermissionDenied, ToolError, ToolTimeout
+from aleph._ledger._durability import UnrecordedCall
 
 if TYPE_CHECKING:
-    from aleph._chokepoint._scoped import ScopedToolService
+    from aleph._chokepoint._roles import RunningService
     from aleph._contract._registry import RegisteredTool
     from aleph._contract._tool import Prepared
 
 __all__ = ["CallGuard", "guard_for"]
 
 
-def guard_for(service: ScopedToolService) -> CallGuard | None:
+def guard_for(service: RunningService) -> CallGuard | None:
     """A guard when the service's turn carries a budget or an idempotency key, else None."""
     turn = service.turn
     if turn is None or (turn.budget is None and turn.idempotency_key is None):
@@ -38,7 +39,7 @@ def guard_for(service: ScopedToolService) -> CallGuard | None:
 class CallGuard:
     """One call's budget charge and idempotency claim (see the module docstring)."""
 
-    def __init__(self, service: ScopedToolService) -> None:
+    def __init__(self, service: RunningService) -> None:
         self.service = service
         self.turn = service.turn
         assert self.turn is not None
@@ -112,6 +113,8 @@ class CallGuard:
                 )
         try:
             output = await self._bounded(entry, prepared, cancel, action)
+        except UnrecordedCall:
+            raise  # it ran: the claim stays, so the key is never run again as if nothing had happened
         except ToolError:
             store.abandon(key)  # the tool reported failure: a later retry under the same key may run it
             raise

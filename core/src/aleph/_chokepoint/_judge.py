@@ -19,7 +19,7 @@ from aleph._chokepoint._boundary import InputProblem, json_input
 from aleph._chokepoint._call import MAX_SUBCALL_DEPTH
 from aleph._chokepoint._permissions import CallSubjects, PermissionPolicy, stricter
 from aleph._chokepoint._tiers import ExecTier
-from aleph._chokepoint._verdict import PolicyVote, Verdict, decide_call
+from aleph._chokepoint._verdict import PolicyVote, Verdict, decide_call, malformed_vote
 from aleph._contract._tool import Prepared
 from aleph._errors import ToolError, ValidationFailed
 
@@ -219,8 +219,13 @@ class Judging:
             except Exception as exc:  # a broken voter fails closed for this call
                 log.exception("policy plugin %r failed", plugin)
                 vote = PolicyVote("ask", f"the policy plugin failed ({type(exc).__name__}), so a human must decide")
-            if isinstance(vote, PolicyVote) and vote.action in ("deny", "ask"):
-                votes.append((plugin, vote))
+            if vote is None:
+                continue
+            problem = malformed_vote(vote)
+            if problem is not None:  # a vote core cannot read refuses the call: a typo must not fail open
+                log.error("policy plugin %r: aleph_tool_policy %s", plugin, problem)
+                vote = PolicyVote("deny", f"its aleph_tool_policy hook {problem}, so the call is refused")
+            votes.append((plugin, vote))
         return tuple(votes)
 
     # -- composite tools ------------------------------------------------------------------------

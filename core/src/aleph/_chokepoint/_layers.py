@@ -8,6 +8,7 @@ stamped into a request) that do not validate fail closed: they deny everything.
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import threading
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from aleph._chokepoint._approval import ApprovalRequester
 from aleph._chokepoint._gate import ApprovalGate
 from aleph._chokepoint._permissions import PermissionLayer, PermissionPolicy
 from aleph._chokepoint._scoped import Chokepoint, CommandChecker, CommandSplitter
@@ -117,7 +119,11 @@ def build_chokepoint(config: AlephConfig, registry: ToolRegistry, plugins: Plugi
     data_dir = config.data_dir
     ledger = None
     if config.ledger.enabled:
-        ledger = Ledger(ledger_directory(config), checkpoint_every=config.ledger.checkpoint_every)
+        ledger = Ledger(
+            ledger_directory(config),
+            checkpoint_every=config.ledger.checkpoint_every,
+            on_failure=config.ledger.on_failure,
+        )
     check, split = _command_floor(config, registry, plugins)
 
     return Chokepoint(
@@ -130,10 +136,24 @@ def build_chokepoint(config: AlephConfig, registry: ToolRegistry, plugins: Plugi
         command_checker=check,
         command_splitter=split,
         voters=plugins.hook_functions("aleph_tool_policy"),
-        default_requester=plugins.first_result("aleph_approval_requester", config=config),
+        default_requester=_default_requester(config, registry, plugins),
         max_input_bytes=config.tools.max_input_bytes,
         max_output_chars=config.tools.max_output_chars,
     )
+
+
+def _default_requester(config: AlephConfig, registry: ToolRegistry, plugins: PluginManager) -> ApprovalRequester | None:
+    """The first well-formed ``aleph_approval_requester`` result; a malformed one fails its plugin, named."""
+    for plugin, requester in plugins.call_each("aleph_approval_requester", config=config):
+        if isinstance(requester, ApprovalRequester) and inspect.iscoroutinefunction(requester.request_approval):
+            return requester
+        problem = TypeError(
+            f"its aleph_approval_requester hook returned {type(requester).__name__}, not an ApprovalRequester "
+            "(an object with `async def request_approval(request)`)"
+        )
+        plugins.record_failure(plugin, "register", problem)
+        registry.unregister_source(ToolSource.plugin(plugin))
+    return None
 
 
 _UNRESOLVED_CWD = (
@@ -192,6 +212,12 @@ def _command_floor(
         offered: list[CommandRule] = []
         try:
             hook(register=offered.append)
+            for rule in offered:
+                if not isinstance(rule, CommandRule):
+                    raise TypeError(
+                        f"its aleph_command_policy_rules hook registered {type(rule).__name__} {rule!r:.80}, "
+                        "not a CommandRule"
+                    )
             CommandPolicy.from_config(config.sandbox.command_policy, extra_rules=[*rules, *offered])
         except Exception as exc:
             plugins.record_failure(plugin, "register", exc)

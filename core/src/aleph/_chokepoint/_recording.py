@@ -1,6 +1,9 @@
 """What the chokepoint records about a call: signed ledger rows and session events.
 
-Recording never changes a call's result: a failing ledger or event log is logged and the call goes on.
+A mutating call is answered only once its ledger row is durable ("acknowledged means recorded"). While
+the ledger cannot record, ``[ledger] on_failure = "refuse"`` (the default) refuses mutating calls before
+they run and turns the answer of one that ran unrecorded into an error saying so; ``"continue"`` lets
+them run with a warning in the result. A failing event log is logged and the call goes on.
 Every value recorded comes from the call's boundary-checked, validated arguments (plain JSON data), and
 the row builder cannot raise on them.
 """
@@ -14,12 +17,15 @@ from typing import TYPE_CHECKING, Any
 from aleph._chokepoint._call import _CALL, CallContext
 from aleph._chokepoint._gate import grant_fingerprint, redact, summarize_call
 from aleph._contract._types import is_flat_json
+from aleph._errors import ExecutionFailed
 from aleph._ledger import LedgerRecord
+from aleph._ledger._durability import UnrecordedCall
 
 if TYPE_CHECKING:
-    from aleph._chokepoint._scoped import Chokepoint
+    from aleph._chokepoint._roles import Stores
     from aleph._chokepoint._verdict import Verdict
     from aleph._contract._registry import RegisteredTool
+    from aleph._contract._types import ToolOutput
     from aleph._ledger import LedgerAction, LedgerOutcome
     from aleph._ledger._events import EventKind
     from aleph._turn import TurnContext
@@ -46,9 +52,13 @@ def _safe_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str | None:
 class Recording:
     """The recording half of :class:`~aleph.ScopedToolService` (a mixin: it reads the service's fields)."""
 
-    _cp: Chokepoint
     agent: str | None
     turn: TurnContext | None
+
+    if TYPE_CHECKING:  # the service's chokepoint, read-only here: only its stores are used
+
+        @property
+        def _cp(self) -> Stores: ...
 
     def _agent_id(self) -> str:
         return self.agent or "default"
@@ -66,10 +76,12 @@ class Recording:
         outcome: LedgerOutcome,
         detail: str,
         refs: Mapping[str, str] | None = None,
-    ) -> None:
+    ) -> str | None:
+        """Record a call that ran; returns None once its row is durable, else why it is not recorded."""
         ledger = self._cp.ledger
         if ledger is None and (self._cp.events is None or self.turn is None or not self.turn.session_key):
-            return  # nothing records: skip building the summary on the hot path
+            return None  # nothing records: skip building the summary on the hot path
+        unrecorded = None
         append_later = getattr(ledger, "append_later", None)
         if append_later is not None and len(arguments) <= 64 and is_flat_json(arguments):
             # Flat arguments are already a private copy (the boundary made it): the writer thread builds
@@ -91,12 +103,13 @@ class Recording:
                 )
 
             try:
-                await append_later(agent, build)
-            except Exception:
-                log.exception("ledger append failed; the call's result is unchanged")
-        else:
+                unrecorded = await append_later(agent, build, durable=True)
+            except Exception as exc:
+                log.exception("ledger append failed")
+                unrecorded = f"the ledger failed: {type(exc).__name__}"
+        elif ledger is not None:
             summary = _safe_summary(entry.name, arguments)
-            await self._ledger(
+            unrecorded = await self._ledger(
                 entry,
                 arguments,
                 "tool_call",
@@ -104,8 +117,36 @@ class Recording:
                 f"{summary} — {redact(detail)}" if detail else summary,
                 None,
                 refs,
+                durable=True,
             )
         self._event("executed" if outcome == "ok" else "failed", entry.name, redact(detail))
+        return unrecorded
+
+    async def _ledger_ready(self, name: str) -> None:
+        """Refuse a mutating call before it runs while the ledger cannot record it (``on_failure = "refuse"``)."""
+        ready = getattr(self._cp.ledger, "ready", None)
+        if ready is None or getattr(self._cp.ledger, "on_failure", "refuse") != "refuse":
+            return
+        problem = await ready(self._agent_id())
+        if problem is not None:
+            raise ExecutionFailed(
+                name,
+                f"not run: the audit ledger cannot record it: {problem}. Calls that change something are refused "
+                "until the ledger can record again; read-only tools still work. Run `aleph doctor`.",
+            )
+
+    def _acknowledge(self, name: str, output: ToolOutput, unrecorded: str | None) -> None:
+        """Answer a call that ran only if its row is durable; otherwise say it ran unrecorded."""
+        if unrecorded is None:
+            return
+        if getattr(self._cp.ledger, "on_failure", "refuse") == "refuse":
+            raise UnrecordedCall(
+                name,
+                f"it ran and its effect is real, but the audit ledger could not record it: {unrecorded}. "
+                "Do not run it again: check its effect instead. Calls that change something are refused until "
+                "the ledger can record again; run `aleph doctor`.",
+            )
+        output.metadata.setdefault("warnings", []).append(f"this call ran but is not in the audit ledger: {unrecorded}")
 
     async def _record_approval(
         self,
@@ -140,29 +181,31 @@ class Recording:
         detail: str,
         rule: str | None,
         refs: Mapping[str, str] | None = None,
-    ) -> None:
+        *,
+        durable: bool = False,
+    ) -> str | None:
         ledger = self._cp.ledger
         if ledger is None:
-            return
+            return None
         if refs is None:
             parent = _CALL.get()  # a refused or approved action of a composite call names its parent
             refs = {"parent_call": parent.call_id} if parent is not None else None
+        record = LedgerRecord(
+            agent_id=self._agent_id(),
+            action=action,
+            target=entry.name,
+            outcome=outcome,
+            detail=detail,
+            args_fp=_safe_fingerprint(entry.name, arguments),
+            principal=self.turn.principal if self.turn is not None else None,
+            rule=rule,
+            refs=refs or None,
+        )
         try:
-            await ledger.append(
-                LedgerRecord(
-                    agent_id=self._agent_id(),
-                    action=action,
-                    target=entry.name,
-                    outcome=outcome,
-                    detail=detail,
-                    args_fp=_safe_fingerprint(entry.name, arguments),
-                    principal=self.turn.principal if self.turn is not None else None,
-                    rule=rule,
-                    refs=refs or None,
-                )
-            )
-        except Exception:
-            log.exception("ledger append failed; the call's result is unchanged")
+            return await (ledger.append(record, durable=True) if durable else ledger.append(record))
+        except Exception as exc:
+            log.exception("ledger append failed")
+            return f"the ledger failed: {type(exc).__name__}"
 
     async def record_event(self, call: CallContext, event: str, detail: str, refs: Mapping[str, str]) -> None:
         """Append a ``tool_event`` row for ``call`` (see :meth:`aleph.CallContext.record`); never raises."""

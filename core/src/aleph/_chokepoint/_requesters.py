@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TextIO
 
 import anyio
 
 from aleph._chokepoint._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalResponse
+from aleph._errors import ApprovalRequired
 
-__all__ = ["ScriptedRequester", "TerminalRequester"]
+__all__ = ["DeferredApprovals", "ScriptedRequester", "TerminalRequester"]
 
 
 class ScriptedRequester:
@@ -107,9 +110,78 @@ class TerminalRequester:
             return line or None
         while True:
             # A terminal in canonical mode is readable once a whole line was typed (or at Ctrl-D).
-            await anyio.wait_readable(fd)
+            await _readable_or_interrupted(fd)
             try:
                 data = os.read(fd, MAX_LINE)
             except BlockingIOError:
                 continue
             return data.decode(errors="replace") if data else None
+
+
+async def _readable_or_interrupted(fd: int) -> None:
+    """Wait until ``fd`` is readable; Ctrl-C (SIGINT) while waiting raises KeyboardInterrupt at once.
+
+    While a person is being asked, the prompt owns SIGINT: the event loop's own signal handling wakes
+    the loop through its wakeup descriptor whatever the main thread is doing, and the interrupt ends the
+    wait here, directly. Left to the default path, a SIGINT delivered the instant the prompt appears had
+    to travel as a cancellation of the program's main task through the approval timeout's task and the
+    caller's task group, and could be absorbed on the way; the call then waited for an answer forever.
+    """
+    loop = asyncio.get_running_loop()
+    interrupted = loop.create_future()
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        loop.add_signal_handler(signal.SIGINT, _settle, interrupted)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no unix signals
+        await anyio.wait_readable(fd)
+        return
+    readable = loop.create_future()
+    try:
+        loop.add_reader(fd, _settle, readable)
+        try:
+            await asyncio.wait((readable, interrupted), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            loop.remove_reader(fd)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        signal.signal(signal.SIGINT, previous)  # the program's own handler again (asyncio.run's, or Python's)
+    if interrupted.done():
+        raise KeyboardInterrupt
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class DeferredApprovals:
+    """A requester that never blocks: it answers from decisions already made, or suspends the call.
+
+    A call that needs approval and whose fingerprint (tool + canonical arguments) has no answer here
+    raises :class:`~aleph.ApprovalRequired` out of ``execute``, carrying the request to show. Resume by
+    answering that fingerprint and making the same call again; an answer never covers another call.
+    This is how a framework's own suspend/resume flow (or a stateless MCP round trip) carries "ask".
+    """
+
+    def __init__(self, answers: Mapping[str, ApprovalResponse] | None = None) -> None:
+        self._answers: dict[str, ApprovalResponse] = {}
+        for fingerprint, response in (answers or {}).items():
+            self.answer(fingerprint, response)
+
+    def answer(self, fingerprint: str, response: ApprovalResponse) -> DeferredApprovals:
+        """Hold ``response`` for the call whose request carried ``fingerprint``; returns self."""
+        if not isinstance(response, ApprovalResponse):
+            raise TypeError(f"an answer must be an ApprovalResponse, got {type(response).__name__}")
+        self._answers[fingerprint] = response
+        return self
+
+    def pending(self, fingerprint: str) -> bool:
+        """Whether no answer is held for ``fingerprint``."""
+        return fingerprint not in self._answers
+
+    async def request_approval(self, request: ApprovalRequest) -> ApprovalResponse:
+        """The held answer for this exact call (used once), else raise ``ApprovalRequired``."""
+        response = self._answers.pop(request.fingerprint, None)
+        if response is None:
+            raise ApprovalRequired(request.tool_name, request)
+        return response

@@ -526,6 +526,8 @@ class ScopedToolService(Judging, Recording, BaseToolService):
         name = entry.name
         facts = entry.facts
         budget_ms = facts.max_duration_ms or DEFAULT_BUDGET_MS
+        if not facts.idempotent:
+            await self._ledger_ready(name)
         handler = get_tool_progress_handler()
         if handler is not None:
             call_handler(handler, handler.on_tool_start, name, summarize_call(name, prepared.arguments))
@@ -554,13 +556,10 @@ class ScopedToolService(Judging, Recording, BaseToolService):
                 _TURN.reset(token)
         if handler is not None:
             call_handler(handler, handler.on_tool_result, name, output.text[:200], True)
-        if not facts.idempotent or call.annotated:
-            await self._record_execution(entry, prepared.arguments, "ok", "", call.refs)
-            ledger = self._cp.ledger
-            faults = getattr(ledger, "faults", None)
-            fault = faults.get(self._agent_id()) if faults else None
-            if fault is not None:  # the call ran, but nothing records it: say so with its result
-                output.metadata.setdefault("warnings", []).append(fault)
+        if not facts.idempotent or call.annotated:  # answered only once its row is durable
+            self._acknowledge(
+                name, output, await self._record_execution(entry, prepared.arguments, "ok", "", call.refs)
+            )
         return self._bound_output(name, output)
 
     async def _attempt(

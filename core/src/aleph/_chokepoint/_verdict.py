@@ -17,7 +17,7 @@ from aleph._chokepoint._tiers import ExecTier, asks_for_arguments, effective_per
 from aleph._contract._types import ToolFacts
 from aleph._turn import TurnContext
 
-__all__ = ["DENY_ADVICE", "PolicyVote", "Verdict", "decide_call"]
+__all__ = ["DENY_ADVICE", "PolicyVote", "Verdict", "decide_call", "malformed_vote"]
 
 RuleId = Literal[
     "allowed",
@@ -52,6 +52,32 @@ class PolicyVote:
 
     action: Literal["deny", "ask"]
     reason: str
+
+
+_VOTE_SHAPE = 'None or PolicyVote("deny" | "ask", reason)'
+_MAX_SHOWN = 120
+
+
+def malformed_vote(vote: object) -> str | None:
+    """What is wrong with a non-None ``aleph_tool_policy`` result, or None for a well-formed vote.
+
+    Votes are checked where core receives them: a wrong type, a tuple, an action other than exactly
+    ``"deny"`` or ``"ask"`` (``"Deny"`` included) or a reason that is not text is malformed.
+    """
+    if not isinstance(vote, PolicyVote):
+        return f"returned {_shown(vote)}, not {_VOTE_SHAPE}"
+    action: object = vote.action  # typed, but a plugin's value is whatever it passed
+    reason: object = vote.reason
+    if not isinstance(action, str) or action not in ("deny", "ask"):
+        return f"voted action {_shown(action)}, not exactly 'deny' or 'ask'"
+    if not isinstance(reason, str):
+        return f"gave the reason {_shown(reason)}, not text"
+    return None
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 1] + "…"
 
 
 @dataclass(frozen=True, slots=True)

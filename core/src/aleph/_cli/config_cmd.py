@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from aleph._chokepoint._permissions import parse_rule
 from aleph._cli._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from aleph._cli.policy_cmd import dead_rules
-from aleph._config import AlephConfig, load_config
+from aleph._config import AlephConfig, ToolPermissionsConfig, load_config
 from aleph._errors import ConfigError
-from aleph._runtime import Aleph, load
+from aleph._runtime import Aleph, runtime_for
 from aleph._workspace import check_workspace
 
 __all__ = ["add_parser"]
@@ -43,19 +44,21 @@ class _Findings:
 def _check(args: argparse.Namespace) -> int:
     found = _Findings()
     try:
-        config = load_config(args.config, workspace=args.workspace)
+        # Lenient: every key that does not validate is reported and left out, so the rest is judged too.
+        config = load_config(args.config, workspace=args.workspace, problems=found.errors)
     except ConfigError as exc:
         # Nothing further can be judged without a configuration that parses.
-        found.errors.append(str(exc))
+        found.errors.extend(exc.problems)
         return _report(found, None, args.strict)
     try:
         check_workspace(config, named=args.workspace is not None)
     except ConfigError as exc:
-        found.errors.append(str(exc))
+        found.errors.extend(exc.problems)
+    config = _without_bad_rules(config, found)
     try:
-        rt = load(args.config, workspace=args.workspace, strict=False)
+        rt = runtime_for(config, strict=False)
     except ConfigError as exc:
-        found.errors.append(str(exc))
+        found.errors.extend(exc.problems)
         return _report(found, config, args.strict)
     _plugin_findings(rt, found)
     _unknown_tables(rt, found)
@@ -74,16 +77,38 @@ def _check(args: argparse.Namespace) -> int:
     return _report(found, rt.config, args.strict)
 
 
+def _without_bad_rules(config: AlephConfig, found: _Findings) -> AlephConfig:
+    """Report every permission rule that does not parse, in every layer; the config without them."""
+    workspace = str(config.workspace_root)
+    layers: list[tuple[str, ToolPermissionsConfig | None]] = [
+        ("policies.tool_permissions", config.policies.tool_permissions)
+    ]
+    layers += [(f"agents.{n}.tool_permissions", a.tool_permissions) for n, a in config.agents.items()]
+    layers += [(f"channels.{n}.tool_permissions", c.tool_permissions) for n, c in config.channels.items()]
+    for key, table in layers:
+        if table is None:
+            continue
+        for rule, action in list(table.overrides.items()):
+            try:
+                parse_rule(rule, action, workspace=workspace)
+            except ValueError as exc:
+                found.errors.append(f"{config.origin(key)}: {key}.overrides: rule {rule!r}: {exc}")
+                del table.overrides[rule]  # judged once here; the rest of the file is still checked
+    return config
+
+
 def _plugin_findings(rt: Aleph, found: _Findings) -> None:
     for failed in rt.plugins.report()["failed"]:
         dist = f" ({failed['distribution']})" if failed["distribution"] else ""
         error = str(failed["error"])
         if error.startswith("ConfigError: "):
             # A plugin that rejects its section is dropped at load with all its tools: that is a config error.
-            found.errors.append(
-                f"{error.removeprefix('ConfigError: ')} (so the plugin `{failed['name']}`{dist} "
-                "would not load and its tools would be missing)"
-            )
+            message = error.removeprefix("ConfigError: ")
+            lines = message.removeprefix("invalid configuration:\n  ").split("\n  ")
+            for line in lines if message.startswith("invalid configuration:") else [message]:
+                found.errors.append(
+                    f"{line} (so the plugin `{failed['name']}`{dist} would not load and its tools would be missing)"
+                )
         else:
             found.warnings.append(f"plugin `{failed['name']}`{dist} failed to load at {failed['stage']}: {error}")
 

@@ -101,7 +101,19 @@ def _ledger_check(rt: Aleph) -> tuple[str, str]:
         return "fail", "; ".join(problems)
     if not os.access(directory, os.W_OK):
         return "fail", f"{directory} is not writable: mutating calls cannot be recorded"
-    return "ok", f"{directory}: {len(agents)} chain(s), each signable with the key that signed its last row"
+    cannot = ledger.probe()  # the same check the chokepoint makes before a mutating call runs
+    if cannot is not None:
+        effect = (
+            'mutating calls are refused until it can ([ledger] on_failure = "refuse")'
+            if rt.config.ledger.on_failure == "refuse"
+            else 'mutating calls run unrecorded ([ledger] on_failure = "continue")'
+        )
+        return "fail", f"{directory}: the ledger cannot record: {cannot}; {effect}"
+    return "ok", (
+        f"{directory}: {len(agents)} chain(s), each signable with the key that signed its last row; "
+        f"can record (reserve of {ledger.reserve.size // 1024} KiB in place, "
+        f"on_failure = {rt.config.ledger.on_failure})"
+    )
 
 
 def _workspace_check(rt: Aleph) -> tuple[str, str]:
@@ -117,11 +129,20 @@ def _plugins_check(rt: Aleph) -> tuple[str, str]:
     report = rt.plugins.report()
     failed = [f"{p['name']} at {p['stage']}: {p['error']}" for p in report["failed"]]
     held = [f"{p['name']}: {p['reason']}" for p in report["held"]]
+    held += [f"{p['name']} tool {t}: {why}" for p in report["loaded"] for t, why in p["held_tools"].items()]
+    notes = [f"{p['name']} {p['note']}" for p in report["loaded"] if p["note"]]
     loaded = len(report["loaded"])
     if failed:
         return "fail", f"{len(failed)} failed ({'; '.join(failed)}); {loaded} loaded"
-    if held:
-        return "warn", f"{loaded} loaded, {len(held)} held back ({'; '.join(held)}): `aleph plugins` says why"
+    unmarked = [n for n in notes if "no @aleph.hookimpl marker" in n]
+    if held or unmarked:
+        why = "; ".join(held + unmarked)
+        return (
+            "warn",
+            f"{loaded} loaded, {len(held) + len(unmarked)} held back or empty ({why}): `aleph plugins` says why",
+        )
+    if notes:
+        return "ok", f"{loaded} loaded ({'; '.join(notes)})"
     return "ok", f"{loaded} loaded"
 
 

@@ -44,7 +44,10 @@ def _plugins(args: argparse.Namespace) -> int:
         return status
     for plugin in report["loaded"]:
         dist = f"{plugin['distribution']} {plugin['version']}" if plugin["distribution"] else "in-process"
-        print(f"loaded   {plugin['name']:<16} {dist:<28} {len(plugin['tools'])} tools")
+        note = f" ({plugin['note']})" if plugin["note"] else ""
+        print(f"loaded   {plugin['name']:<16} {dist:<28} {len(plugin['tools'])} tools{note}")
+        for tool, why in plugin["held_tools"].items():
+            print(f"  HELD tool {tool}: {why}")
     for plugin in report["failed"]:
         dist = f"{plugin['distribution']} {plugin['version']}" if plugin["distribution"] else "in-process"
         print(f"FAILED   {plugin['name']:<16} {dist:<28} at {plugin['stage']}: {plugin['error']}")

@@ -149,9 +149,11 @@ async def _announce(rt: Aleph, agent: str | None, tools: int, transport: str, do
             isolation = "; ".join(await anyio.to_thread.run_sync(_run_checks, checks, abandon_on_cancel=True))
     tier = rt.access.tier(agent, "mcp", None, None).id
     warm = ", warm start" if os.environ.get("ALEPH_WARM_START") == "1" else ""
+    failed = [f"{p['name']} ({p['error']})" for p in rt.plugins.report()["failed"]]
+    failures = f", {len(failed)} plugin(s) failed to load: {'; '.join(failed)}" if failed else ""
     print(
         f"aleph serve: workspace {rt.config.workspace_root}, tier {tier}, isolation {isolation}, "
-        f"{tools} tools offered over {transport}{warm}",
+        f"{tools} tools offered over {transport}{warm}{failures}",
         file=sys.stderr,
         flush=True,
     )

@@ -32,6 +32,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     p = tsub.add_parser("list", help="list the tools offered", description="List the tools offered to an agent.")
     p.add_argument("--json", action="store_true", help="print JSON definitions")
+    p.add_argument("--all", action="store_true", help="list deferred tools too (callable, not shown until searched)")
     p.add_argument("--agent", help="agent whose view to show")
     p.add_argument("--channel", help="channel whose view to show")
     p.set_defaults(func=_list)
@@ -78,7 +79,11 @@ def one_line(description: str, width: int = SUMMARY_WIDTH) -> str:
 def _list(args: argparse.Namespace) -> int:
     async def run() -> int:
         async with load_runtime(args) as rt:
-            defs = await rt.tool_service(agent=args.agent, channel=args.channel).list()
+            service = rt.tool_service(agent=args.agent, channel=args.channel)
+            listed = await service.list()
+            shown = {d.name for d in listed}
+            deferred = [d for d in await service.dispatchable_list() if d.name not in shown]
+            defs = sorted([*listed, *deferred], key=lambda d: d.name) if args.all else listed
             if args.json:
                 print_json([d.to_json() for d in defs])
                 return 0
@@ -86,8 +91,15 @@ def _list(args: argparse.Namespace) -> int:
                 print("no tools are available (install a plugin, e.g. pip install aleph-example)")
                 return 0
             width = max(len(d.name) for d in defs)
+            later = {d.name for d in deferred}
             for d in defs:
-                print(f"{d.name:<{width}}  {one_line(d.description)}")
+                mark = " (deferred)" if d.name in later else ""
+                print(f"{d.name:<{width}}  {one_line(d.description)}{mark}")
+            if deferred and not args.all:
+                print(
+                    f"{len(deferred)} more tools are deferred (callable; a model finds them with tool_search): "
+                    "`aleph tools list --all` lists them, `aleph tools search QUERY` finds one"
+                )
             return 0
 
     return asyncio.run(run())

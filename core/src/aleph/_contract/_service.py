@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from aleph._contract._failures import describe_environment_error
 from aleph._contract._names import suggest_candidates
 from aleph._contract._registry import ToolRegistry
 from aleph._contract._types import ToolDefinition, ToolOutput, ToolResult
@@ -52,7 +53,14 @@ class ToolService(Protocol):
 
 
 def panic_error(name: str, exc: BaseException) -> ExecutionFailed:
-    """An unexpected exception inside a tool, as a non-retryable failure naming the tool."""
+    """An exception a tool did not handle, as a non-retryable failure naming the tool.
+
+    A machine condition a user can fix (full disk, permissions, a locked database) is named by its
+    cause; anything else is a bug in the tool and reported as a panic with its type.
+    """
+    cause = describe_environment_error(exc)
+    if cause is not None:
+        return ExecutionFailed(name, cause)
     return ExecutionFailed(name, f"tool panicked: {type(exc).__name__}: {exc}")
 
 

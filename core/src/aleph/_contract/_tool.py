@@ -12,18 +12,26 @@ import math
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
-import anyio.to_thread
-import docstring_parser
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
-from pydantic_core import PydanticUndefined, to_jsonable_python
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import to_jsonable_python
 
 from aleph._contract._schema import model_input_schema, schema_problems, validation_errors
 from aleph._contract._types import BUILTIN, ToolDefinition, ToolFacts, ToolOutput, ToolSource, is_flat_json
 from aleph._errors import ExecutionFailed, ValidationFailed
 
-__all__ = ["AlephTool", "LoopTool", "Prepared", "Tool", "ToolArgs", "check_tool_name", "facts_declared", "tool"]
+__all__ = [
+    "AlephTool",
+    "LoopTool",
+    "Prepared",
+    "Tool",
+    "ToolArgs",
+    "ToolContractError",
+    "check_tool_name",
+    "contract_problem",
+    "facts_declared",
+]
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}", re.ASCII)
 
@@ -38,6 +46,37 @@ def check_tool_name(name: object) -> str:
             "(look-alike Unicode, spaces and dots are refused)"
         )
     return name
+
+
+class ToolContractError(TypeError):
+    """A tool breaks the tool contract (no description, a bad name, ``Args`` not a model); says which and why.
+
+    The registry raises it when such a tool is registered; a plugin's registrar holds that one tool
+    (reported by ``aleph plugins`` and ``aleph doctor``) and keeps the plugin's other tools.
+    """
+
+
+def contract_problem(tool: object) -> str | None:
+    """Why ``tool`` cannot be registered (not a tool, or it breaks the contract), or None."""
+    problem = getattr(type(tool), "_contract_problem", None)
+    if isinstance(problem, str):
+        return problem
+    if not isinstance(tool, Tool):
+        return f"{type(tool).__name__} is not a tool (an AlephTool, an @aleph.tool function or a LoopTool)"
+    try:
+        check_tool_name(tool.name)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _class_problem(cls: type[AlephTool[Any]]) -> str | None:
+    if not isinstance(getattr(cls, "DESCRIPTION", None), str) or not cls.DESCRIPTION.strip():
+        return f"tool {cls.NAME}: DESCRIPTION must be a non-empty string (the model reads it to choose the tool)"
+    args = getattr(cls, "Args", None)
+    if not (isinstance(args, type) and issubclass(args, BaseModel)):
+        return f"tool {cls.NAME}: Args must be a pydantic model class"
+    return None
 
 
 @runtime_checkable
@@ -144,18 +183,17 @@ class AlephTool(Generic[ArgsT]):
     FACTS: ClassVar[ToolFacts] = ToolFacts()
 
     _schema_cache: ClassVar[dict[str, Any] | None] = None
+    _contract_problem: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._schema_cache = None
+        cls._contract_problem = None
         if inspect.isabstract(cls) or "NAME" not in cls.__dict__:
             return
-        check_tool_name(cls.NAME)
-        if not isinstance(getattr(cls, "DESCRIPTION", None), str) or not cls.DESCRIPTION.strip():
-            raise TypeError(f"tool {cls.NAME}: DESCRIPTION must be a non-empty string")
-        args = getattr(cls, "Args", None)
-        if not (isinstance(args, type) and issubclass(args, BaseModel)):
-            raise TypeError(f"tool {cls.NAME}: Args must be a pydantic model class")
+        check_tool_name(cls.NAME)  # a tool is reported by its name, so a bad one is refused at once
+        # Kept, not raised: the registry refuses the tool by name while the plugin's other tools load.
+        cls._contract_problem = _class_problem(cls)
 
     @property
     def name(self) -> str:
@@ -175,7 +213,9 @@ class AlephTool(Generic[ArgsT]):
         return cls._schema_cache
 
     def definition(self, source: ToolSource = BUILTIN) -> ToolDefinition:
-        """The definition a model sees."""
+        """The definition a model sees; a tool that fails its contract raises :class:`ToolContractError`."""
+        if self._contract_problem is not None:
+            raise ToolContractError(self._contract_problem)
         return ToolDefinition(self.NAME, self.DESCRIPTION, self.input_schema(), source, self.FACTS)
 
     def parse(self, input: Mapping[str, Any]) -> ArgsT:
@@ -448,133 +488,3 @@ class LoopTool:
         if self._handler is None:
             raise NotImplementedError(f"tool {self._name}: pass a handler or override call()")
         return await self._handler(input)
-
-
-# -- the @tool decorator ---------------------------------------------------------------------
-
-
-def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """Split a Google-, reST- or NumPy-style docstring into (summary, {param: description})."""
-    if not doc or not doc.strip():
-        return "", {}
-    try:
-        parsed = docstring_parser.parse(doc)
-    except docstring_parser.ParseError:
-        # Text that claims a section it does not hold (``Args:`` with nothing after it) is still a description.
-        return inspect.cleandoc(doc), {}
-    # A parameter description wrapped over several lines reads as one sentence in a JSON Schema.
-    params = {p.arg_name: " ".join((p.description or "").split()) for p in parsed.params}
-    return (parsed.description or "").strip(), params
-
-
-def _args_model(fn: Callable[..., Any], name: str, param_docs: dict[str, str]) -> type[BaseModel]:
-    sig = inspect.signature(fn)
-    hints = get_type_hints(fn, include_extras=True)
-    fields: dict[str, Any] = {}
-    for pname, param in sig.parameters.items():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
-            raise TypeError(f"tool {name}: parameter {pname!r} must be a plain or keyword parameter")
-        if pname not in hints:
-            raise TypeError(f"tool {name}: parameter {pname!r} needs a type annotation")
-        default = PydanticUndefined if param.default is param.empty else param.default
-        doc = param_docs.get(pname)
-        fields[pname] = (hints[pname], Field(default, description=doc) if doc else Field(default))
-    model_name = "".join(part.capitalize() for part in re.split(r"[_-]", name)) + "Args"
-    model: type[BaseModel] = create_model(model_name, __base__=ToolArgs, **fields)
-    return model
-
-
-class _FunctionTool(AlephTool[BaseModel]):
-    """An :class:`AlephTool` made by :func:`tool` from a typed function."""
-
-    _fn: ClassVar[Callable[..., Any]]
-    _is_async: ClassVar[bool]
-
-    async def call(self, args: BaseModel) -> Any:
-        """Call the wrapped function with the validated arguments."""
-        kwargs = args.__dict__
-        if self._is_async:
-            return await self._fn(**kwargs)
-        if self.FACTS.inline:
-            return self._fn(**kwargs)
-        return await anyio.to_thread.run_sync(partial(self._fn, **kwargs))
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Call the wrapped function directly, bypassing validation (handy in tests)."""
-        return self._fn(*args, **kwargs)
-
-
-@overload
-def tool(fn: Callable[..., Any], /) -> AlephTool[BaseModel]: ...
-
-
-@overload
-def tool(
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    idempotent: bool = False,
-    requires_approval: bool = False,
-    concurrent_safe: bool = False,
-    max_duration_ms: int | None = None,
-    tags: tuple[str, ...] | list[str] = (),
-    inline: bool = False,
-) -> Callable[[Callable[..., Any]], AlephTool[BaseModel]]: ...
-
-
-def tool(
-    fn: Callable[..., Any] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    idempotent: bool = False,
-    requires_approval: bool = False,
-    concurrent_safe: bool = False,
-    max_duration_ms: int | None = None,
-    tags: tuple[str, ...] | list[str] = (),
-    inline: bool = False,
-) -> AlephTool[BaseModel] | Callable[[Callable[..., Any]], AlephTool[BaseModel]]:
-    """Turn a typed function (sync or async) into an :class:`AlephTool`.
-
-    The name defaults to the function's name, the description to its docstring's summary;
-    ``Args:`` / ``:param:`` docstring entries become parameter descriptions. A sync function
-    runs in a worker thread unless ``inline=True`` declares it cheap enough for the event loop.
-    """
-    facts = ToolFacts(
-        idempotent=idempotent,
-        requires_approval=requires_approval,
-        concurrent_safe=concurrent_safe,
-        max_duration_ms=max_duration_ms,
-        tags=tuple(tags),
-        inline=inline,
-    )
-
-    def build(func: Callable[..., Any]) -> AlephTool[BaseModel]:
-        tool_name = check_tool_name(name or func.__name__)
-        summary, param_docs = _parse_docstring(func.__doc__)
-        text = description or summary
-        if not text:
-            raise TypeError(f"tool {tool_name}: give it a docstring or a description")
-        is_async = inspect.iscoroutinefunction(func)
-        if inline and is_async:
-            raise TypeError(f"tool {tool_name}: inline=True is for sync functions; async ones already run inline")
-        hints = get_type_hints(func)
-        attrs = {
-            "NAME": tool_name,
-            "DESCRIPTION": text,
-            "Args": _args_model(func, tool_name, param_docs),
-            "Output": hints.get("return", Any),
-            "FACTS": facts,
-            "_fn": staticmethod(func),
-            "_is_async": is_async,
-            "__doc__": func.__doc__,
-            "__module__": func.__module__,
-        }
-        cls = type(f"{tool_name}_tool", (_FunctionTool,), attrs)
-        instance: AlephTool[BaseModel] = cls()
-        return instance
-
-    if fn is not None:
-        return build(fn)
-    return build

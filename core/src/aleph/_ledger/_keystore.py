@@ -31,7 +31,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 
-from aleph._atomic import write_atomic
+from aleph._atomic import remove_stale_temporaries, write_atomic
 from aleph._errors import AlephError
 
 __all__ = ["Keystore", "KeystoreError", "Signer", "agent_file_stem", "fingerprint", "verify_signature"]
@@ -112,6 +112,7 @@ class Keystore:
         self.directory = Path(directory)
         self._lock = threading.RLock()
         self._signers: dict[tuple[str, str], Signer] = {}
+        self._swept = False
 
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:
@@ -121,6 +122,10 @@ class Keystore:
             fd = os.open(self.directory / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
+                if not self._swept:
+                    # Every key file is written under this lock: a temporary file here is a dead writer's.
+                    remove_stale_temporaries(self.directory)
+                    self._swept = True
                 yield
             finally:
                 os.close(fd)

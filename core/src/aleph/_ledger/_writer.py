@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import fcntl
+import errno
 import json
 import logging
 import os
@@ -25,36 +25,32 @@ import queue
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 import anyio.to_thread
 
-from aleph._errors import AlephError
+from aleph._atomic import write_atomic
+from aleph._ledger._chainwriter import ChainWriter, _Chain, _Durable, _Flush, _Item, _Later, _Stop, _Sync
+from aleph._ledger._durability import Ack, Reserve, describe_os_error
 from aleph._ledger._format import (
-    ACTIONS,
     CHECKPOINT_DOMAIN,
     HASH_DOMAIN,
-    IDENTITY_ACTIONS,
-    OUTCOMES,
     LedgerAction,
     LedgerError,
     LedgerOutcome,
     LedgerRecord,
     LedgerRow,
     VerifyReport,
-    canonical_refs,
     checkpoint_digest,
     read_lines,
     row_hash,
     signed_checkpoint,
-    unsigned_tail_start,
     verify_chain,
 )
-from aleph._ledger._keystore import Keystore, KeystoreError, Signer, agent_file_stem, check_agent_id
+from aleph._ledger._keystore import Keystore, check_agent_id
 
 if TYPE_CHECKING:
     from aleph._config import AlephConfig
@@ -78,17 +74,6 @@ logger = logging.getLogger("aleph.ledger")
 
 QUEUE_SIZE = 1024
 """Records waiting for the writer; a full queue makes :meth:`Ledger.append` wait (backpressure)."""
-MAX_TARGET = 256
-MAX_DETAIL = 4096
-MAX_SHORT = 256
-MAX_REFS = 16
-MAX_REF_KEY = 32
-_TRUNCATED = "… [truncated]"
-_MAX_OPEN_CHAINS = 256
-SIGN_EVERY = 64
-"""A signature at least every this many rows of a chain (see :func:`_seal`)."""
-# A row is at most ~10 KiB (fields are clipped), so the last signed row is within this window.
-_TAIL_WINDOW = 1 << 20
 
 
 def ledger_directory(config: AlephConfig) -> Path:
@@ -99,118 +84,6 @@ def ledger_directory(config: AlephConfig) -> Path:
     if config.ledger.directory:
         return (config._base_dir / config.ledger.directory).expanduser().resolve()
     return config.data_dir / "ledger"
-
-
-def _clip(value: str, limit: int) -> str:
-    if type(value) is str and len(value) <= limit and value.isascii():
-        return value  # the common case, kept cheap: it runs for several fields of every row
-    text = value if isinstance(value, str) else str(value)
-    # Lone surrogates cannot be stored as UTF-8; replace rather than lose the row.
-    text = text.encode("utf-8", "replace").decode("utf-8")
-    return text if len(text) <= limit else text[: limit - len(_TRUNCATED)] + _TRUNCATED
-
-
-def _clip_opt(value: str | None, limit: int) -> str | None:
-    return None if value is None else _clip(value, limit)
-
-
-def _clip_refs(refs: Mapping[str, str] | None) -> dict[str, str] | None:
-    if not refs:
-        return None
-    return {_clip(str(k), MAX_REF_KEY): _clip(str(v), MAX_SHORT) for k, v in list(refs.items())[:MAX_REFS]}
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-class _Flush:
-    __slots__ = ("event",)
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-
-
-class _Sync:
-    """Ask the writer to record the agent's key state (rotation, revocation) without another record."""
-
-    __slots__ = ("agent_id",)
-
-    def __init__(self, agent_id: str) -> None:
-        self.agent_id = agent_id
-
-
-class _Stop:
-    __slots__ = ()
-
-
-class _Later:
-    """A record the writer builds: ``build`` makes it from values the caller can no longer change."""
-
-    __slots__ = ("agent_id", "build")
-
-    def __init__(self, agent_id: str, build: Callable[[], LedgerRecord]) -> None:
-        self.agent_id = agent_id
-        self.build = build
-
-
-_Item = LedgerRecord | _Later | _Flush | _Sync | _Stop
-
-
-@dataclass(slots=True)
-class _Chain:
-    """The writer's view of one agent's chain file."""
-
-    agent_id: str
-    path: Path
-    ckpt_path: Path
-    fd: int
-    size: int = 0
-    seq: int = 0
-    head: bytes | None = None
-    signer_fp: str | None = None
-    revoked: bool = False
-    ckpt_seq: int = 0
-    broken: str | None = None
-
-
-_ROW_ENCODER = json.JSONEncoder(ensure_ascii=False)  # json.dumps(row, ensure_ascii=False) without a new encoder per row
-
-
-@dataclass(slots=True)
-class _Pending:
-    """A row built in a batch, waiting for :func:`_seal` to decide whether it carries a signature."""
-
-    row: dict[str, Any]
-    digest: bytes
-    signer: Signer
-
-
-def _seal(rows: list[_Pending]) -> bytes:
-    """Sign the rows that must carry a signature and serialise the batch.
-
-    Each row's hash covers every row before it, so one Ed25519 signature vouches for the whole run
-    of unsigned rows that precede it under the same key. Signed: the last row of the batch (a
-    batch never ends unsigned), the last row before a key change, identity rows, and at least every
-    :data:`SIGN_EVERY`-th row, which bounds how far back the writer looks to find the last signed
-    row after a crash.
-    """
-    out = []
-    run = 0
-    last = len(rows) - 1
-    for i, pending in enumerate(rows):
-        row = pending.row
-        run += 1
-        if (
-            i == last
-            or run >= SIGN_EVERY
-            or row["action"] in IDENTITY_ACTIONS
-            or rows[i + 1].signer.fingerprint != pending.signer.fingerprint
-        ):
-            row["signature"] = pending.signer.sign(pending.digest).hex()
-            run = 0
-        out.append(_ROW_ENCODER.encode(row))
-    return "\n".join(out).encode("utf-8") + b"\n"
 
 
 _OPEN_LEDGERS: weakref.WeakSet[Ledger] = weakref.WeakSet()
@@ -224,17 +97,33 @@ def _close_open_ledgers() -> None:
             ledger.close()
 
 
-class Ledger:
+class Ledger(ChainWriter):
     """Per-agent signed hash chains under ``directory``; see the module docstring for the format.
 
     :meth:`append` and :meth:`append_nowait` never raise: a record that cannot be stored is logged
-    and counted in :attr:`lost_appends`. :meth:`flush` is a durability barrier; :meth:`aclose`
-    (or :meth:`close`) drains the queue and writes a final checkpoint per agent.
+    and counted in :attr:`lost_appends`. ``append(record, durable=True)`` returns only once the row
+    is fsync'd (or says why it could not be stored); :meth:`flush` is a durability barrier for
+    everything queued before it; :meth:`aclose` (or :meth:`close`) drains the queue and writes a
+    final checkpoint per agent. :attr:`failure` says why the ledger cannot record now (full disk,
+    permissions); :meth:`ready` checks again. ``on_failure`` is what the chokepoint does meanwhile.
     """
 
-    def __init__(self, directory: Path, *, checkpoint_every: int = 100, keystore: Keystore | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        checkpoint_every: int = 100,
+        keystore: Keystore | None = None,
+        on_failure: Literal["refuse", "continue"] = "refuse",
+    ) -> None:
         if not 1 <= checkpoint_every <= 1_000_000:
             raise ValueError(f"checkpoint_every must be between 1 and 1000000, got {checkpoint_every}")
+        if on_failure not in ("refuse", "continue"):
+            raise ValueError(f"on_failure must be 'refuse' or 'continue', got {on_failure!r}")
+        self.on_failure = on_failure
+        """While the ledger cannot record: ``refuse`` mutating calls (fail closed) or ``continue`` with a warning."""
+        self.failure: str | None = None
+        """Why the ledger cannot record now (None when it can); set by the writer, cleared by :meth:`ready`."""
         self.directory = Path(directory)
         self.chains_dir = self.directory / "chains"
         self.keystore = keystore if keystore is not None else Keystore(self.directory / "keys")
@@ -249,13 +138,11 @@ class Ledger:
         self._closed = False
         self._chains: dict[str, _Chain] = {}
         self._room_lock = anyio.Lock()
+        self._last_loss = ""
+        self.reserve = Reserve(self.directory / "reserve")
+        self._reserve_ok = False
 
     # ---- caller side -------------------------------------------------------------------------
-
-    def _lose(self, count: int, why: str) -> None:
-        with self._lock:
-            self.lost_appends += count
-        logger.error("ledger: %d record(s) not stored: %s", count, why)
 
     def _start(self) -> bool:
         with self._lock:
@@ -274,12 +161,56 @@ class Ledger:
             return False
         return True
 
-    async def append(self, record: LedgerRecord) -> None:
-        """Queue ``record``; waits only while the queue is full. Never raises."""
+    async def append(self, record: LedgerRecord, *, durable: bool = False) -> str | None:
+        """Queue ``record``; waits only while the queue is full. Never raises.
+
+        With ``durable``, returns once the row is written and fsync'd: None then, or why the record
+        could not be stored (the chokepoint answers a mutating call only after this).
+        """
         if not self._accepting():
-            return
+            return "the ledger is closed"
+        if durable:
+            return await self._durable(record)
         if not self._offer(record):
             await self._append_when_room(record)
+        return None
+
+    async def _durable(self, item: LedgerRecord | _Later) -> str | None:
+        ack = Ack()
+        wrapped = _Durable(item, ack)
+        if not self._offer(wrapped) and not await self._append_when_room(wrapped):
+            return self._last_loss
+        return await ack.wait()
+
+    async def ready(self, agent_id: str | None = None) -> str | None:
+        """None when the ledger can record (for ``agent_id``) now, else why not; checks again if it could not."""
+        fault = self.faults.get(agent_id) if agent_id is not None else None
+        if fault is not None:
+            return fault
+        if self.failure is None and self._reserve_ok:
+            return None
+        return await anyio.to_thread.run_sync(self.probe, agent_id)
+
+    def probe(self, agent_id: str | None = None) -> str | None:
+        """Check that the ledger can write; updates :attr:`failure` and returns it (None: it can).
+
+        The reserve must be in place (or the filesystem unable to preallocate), the directory writable,
+        and ``agent_id``'s chain file (when given) open for appending.
+        """
+        problem = self.reserve.make()
+        if problem is None:
+            target = self.chains_dir if self.chains_dir.is_dir() else self.directory
+            if not os.access(target, os.W_OK):
+                problem = describe_os_error(PermissionError(errno.EACCES, "Permission denied"), target)
+        if problem is None and agent_id is not None and self.chains_dir.is_dir():
+            path = self._chain_paths(check_agent_id(agent_id))[0]
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600))
+            except OSError as exc:
+                problem = describe_os_error(exc, path)
+        self.failure = problem
+        self._reserve_ok = problem is None
+        return problem
 
     def _offer(self, item: _Item) -> bool:
         """Queue ``item`` unless QUEUE_SIZE items wait (threads may overshoot that by a few)."""
@@ -288,41 +219,36 @@ class Ledger:
         self._queue.put(item)
         return True
 
-    async def _append_when_room(self, record: LedgerRecord) -> None:
+    async def _append_when_room(self, record: LedgerRecord | _Durable) -> bool:
         # Backpressure. One task at a time waits, in a worker thread, until the writer has drained
         # half the queue; the others wait on the lock and then find room without a thread hop each.
         async with self._room_lock:
             while not self._offer(record):
                 if not await anyio.to_thread.run_sync(self._wait_for_room):
                     self._lose(1, "the writer made no progress for 60 s")
-                    return
+                    return False
+        return True
 
-    async def append_later(self, agent_id: str, build: Callable[[], LedgerRecord]) -> None:
+    async def append_later(
+        self, agent_id: str, build: Callable[[], LedgerRecord], *, durable: bool = False
+    ) -> str | None:
         """Queue a record for ``agent_id`` that the writer thread makes with ``build()``. Never raises.
 
         The summary and fingerprint are then computed off the caller's path. ``build`` must read only
         values nobody can change after this call; a record it cannot build is counted lost.
+        ``durable`` waits for the row's fsync, as for :meth:`append`.
         """
         if not self._accepting():
-            return
+            return "the ledger is closed"
         later = _Later(agent_id, build)
+        if durable:
+            return await self._durable(later)
         if self._offer(later):
-            return
+            return None
         record = self._build(later)  # the queue is full: build it here and wait for room like append()
         if record is not None:
             await self._append_when_room(record)
-
-    def _build(self, later: _Later) -> LedgerRecord | None:
-        """The record ``later`` makes; None (counted lost, logged) when it cannot be built."""
-        try:
-            record = later.build()
-            if record.agent_id != later.agent_id:
-                raise ValueError(f"built for agent {record.agent_id!r}, queued for {later.agent_id!r}")
-        except Exception:
-            logger.exception("ledger: a deferred record could not be built")
-            self._lose(1, "it could not be built")
-            return None
-        return record
+        return None
 
     def _wait_for_room(self) -> bool:
         # Polling (1 ms) from the one waiting thread is simpler than a condition shared with the queue's own lock.
@@ -399,8 +325,10 @@ class Ledger:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if isinstance(item, LedgerRecord | _Later):
+            if isinstance(item, LedgerRecord | _Later | _Durable):
                 self._lose(1, "appended while the ledger was closing")
+                if isinstance(item, _Durable):
+                    item.ack.settle("appended while the ledger was closing")
             elif isinstance(item, _Flush):
                 item.event.set()
 
@@ -413,358 +341,6 @@ class Ledger:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-    # ---- writer side -------------------------------------------------------------------------
-
-    def _run(self) -> None:
-        while True:
-            batch = [self._queue.get()]
-            while len(batch) < 4096:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            try:
-                stop = self._process(batch)
-            except Exception:  # the writer must outlive any single bad batch
-                logger.exception("ledger: writer failed on a batch")
-                stop = any(isinstance(item, _Stop) for item in batch)
-                for item in batch:
-                    if isinstance(item, _Flush):
-                        item.event.set()
-            if stop:
-                return
-
-    def _process(self, batch: list[_Item]) -> bool:
-        per_agent: dict[str, list[LedgerRecord | _Sync]] = {}
-        flushes: list[_Flush] = []
-        stop = False
-        for item in batch:
-            if isinstance(item, _Flush):
-                flushes.append(item)
-            elif isinstance(item, _Stop):
-                stop = True
-            elif isinstance(item, _Later):
-                record = self._build(item)
-                if record is not None:
-                    per_agent.setdefault(item.agent_id, []).append(record)
-            else:  # a record (or a wrongly typed object, which _commit counts as lost)
-                per_agent.setdefault(getattr(item, "agent_id", ""), []).append(item)
-        for agent_id, items in per_agent.items():
-            self._commit(agent_id, items)
-        if stop:
-            for chain in self._chains.values():
-                self._final_checkpoint(chain)
-                with contextlib.suppress(OSError):
-                    os.close(chain.fd)
-            self._chains.clear()
-        for marker in flushes:
-            marker.event.set()
-        return stop
-
-    def _chain_paths(self, agent_id: str) -> tuple[Path, Path]:
-        stem = agent_file_stem(agent_id)
-        return self.chains_dir / f"{stem}.jsonl", self.chains_dir / f"{stem}.ckpt.jsonl"
-
-    def _open_chain(self, agent_id: str) -> _Chain:
-        chain = self._chains.pop(agent_id, None)
-        if chain is not None:
-            self._chains[agent_id] = chain  # most recently used last
-            return chain
-        if len(self._chains) >= _MAX_OPEN_CHAINS:
-            # Bound open file descriptors; an evicted chain reloads its head from disk on next use.
-            oldest = self._chains.pop(next(iter(self._chains)))
-            self._final_checkpoint(oldest)
-            with contextlib.suppress(OSError):
-                os.close(oldest.fd)
-        check_agent_id(agent_id)
-        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.chains_dir.mkdir(exist_ok=True, mode=0o700)
-        path, ckpt_path = self._chain_paths(agent_id)
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
-        chain = _Chain(agent_id, path, ckpt_path, fd)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            self._load_state(chain)
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        self._chains[agent_id] = chain
-        return chain
-
-    def _load_state(self, chain: _Chain) -> str | None:
-        """Read the chain head from the file tail, cutting a torn final line left by a crash.
-
-        Returns (and stores in ``chain.broken``) why the chain cannot be appended to, or None.
-        """
-        size = os.fstat(chain.fd).st_size
-        start = max(0, size - _TAIL_WINDOW)
-        tail = os.pread(chain.fd, size - start, start)
-        cut = tail.rfind(b"\n")
-        keep = start + cut + 1 if cut >= 0 else start
-        if keep != size:
-            if cut < 0 and start > 0:
-                chain.broken = f"{chain.path}: no complete row in the last {_TAIL_WINDOW} bytes"
-                return chain.broken
-            os.ftruncate(chain.fd, keep)
-            os.fsync(chain.fd)
-            logger.warning(
-                "ledger: %s ended in a torn row (%d bytes, a write cut short by a crash); cut it, earlier rows kept",
-                chain.path,
-                size - keep,
-            )
-            tail = tail[: keep - start]
-        lines = tail.split(b"\n")[:-1]
-        # Rows after the last signature belong to a batch whose write a crash cut short: never acknowledged.
-        unsigned = unsigned_tail_start(lines)
-        if unsigned is not None:
-            if unsigned == 0 and start > 0:
-                chain.broken = f"{chain.path}: no signed row in the last {_TAIL_WINDOW} bytes"
-                return chain.broken
-            cut_to = start + sum(len(line) + 1 for line in lines[:unsigned])
-            os.ftruncate(chain.fd, cut_to)
-            os.fsync(chain.fd)
-            logger.warning(
-                "ledger: %s ended in %d unsigned row(s) of a batch cut short by a crash; cut them, earlier rows kept",
-                chain.path,
-                len(lines) - unsigned,
-            )
-            keep, lines = cut_to, lines[:unsigned]
-        chain.size = keep
-        chain.seq, chain.head, chain.signer_fp, chain.revoked = 0, None, None, False
-        if lines:
-            try:
-                last = LedgerRow.from_json(json.loads(lines[-1]))
-            except ValueError as exc:
-                chain.broken = f"{chain.path}: the last row is unreadable ({exc}); run `aleph ledger verify`"
-                return chain.broken
-            chain.seq, chain.head, chain.signer_fp = last.seq, bytes.fromhex(last.hash), last.signer_fp
-            if self.keystore.is_revoked(chain.agent_id):
-                with chain.path.open("rb") as fh:
-                    chain.revoked = b'"action": "identity_revoked"' in fh.read()
-        chain.ckpt_seq = 0
-        ckpt_lines, _ = read_lines(chain.ckpt_path)
-        for raw in reversed(ckpt_lines):
-            with contextlib.suppress(ValueError, TypeError, KeyError):
-                chain.ckpt_seq = int(json.loads(raw)["seq"])
-                break
-        return None
-
-    def _row(
-        self,
-        chain_state: list[Any],
-        signer: Signer,
-        *,
-        action: str,
-        target: str,
-        outcome: str,
-        detail: str,
-        args_fp: str | None = None,
-        principal: str | None = None,
-        result_fp: str | None = None,
-        rule: str | None = None,
-        refs: dict[str, str] | None = None,
-    ) -> _Pending:
-        seq, prev = chain_state[0] + 1, chain_state[1]
-        agent_id = signer.agent_id
-        at_ms = _now_ms()
-        digest = row_hash(
-            agent_id=agent_id,
-            seq=seq,
-            at_ms=at_ms,
-            action=action,
-            outcome=outcome,
-            target=target,
-            args_fp=args_fp,
-            detail=detail,
-            signer_fp=signer.fingerprint,
-            principal=principal,
-            result_fp=result_fp,
-            rule=rule,
-            prev_hash=prev,
-            refs=canonical_refs(refs),
-        )
-        # The same keys, in the same order, as LedgerRow (built directly: asdict() costs on the hot path).
-        row = {
-            "agent_id": agent_id,
-            "seq": seq,
-            "prev_hash": None if prev is None else prev.hex(),
-            "hash": digest.hex(),
-            "signature": "",  # filled in by _seal for the rows that carry one
-            "signer_fp": signer.fingerprint,
-            "action": action,
-            "target": target,
-            "outcome": outcome,
-            "args_fp": args_fp,
-            "detail": detail,
-            "at_ms": at_ms,
-            "principal": principal,
-            "result_fp": result_fp,
-            "rule": rule,
-        }
-        if refs:
-            row["refs"] = refs
-        chain_state[0], chain_state[1], chain_state[2] = seq, digest, signer.fingerprint
-        if seq % self.checkpoint_every == 0:
-            chain_state[4].append((seq, digest, signer.fingerprint))
-        return _Pending(row, digest, signer)
-
-    def _identity_rows(self, chain: _Chain, state: list[Any], out: list[_Pending]) -> Signer:
-        """Append the genesis, rotation and revocation rows the keystore calls for; return the active signer."""
-        agent_id = chain.agent_id
-        active = self.keystore.signer(agent_id)
-        if state[0] == 0:
-            out.append(
-                self._row(
-                    state,
-                    active,
-                    action="identity_created",
-                    target=active.fingerprint,
-                    outcome="ok",
-                    detail=f"chain opened under key {active.fingerprint}",
-                )
-            )
-        elif state[2] != active.fingerprint:
-            # The old key vouches for the new one, so a key swapped in behind the ledger's back fails verify.
-            old = self.keystore.signer_for(agent_id, state[2])
-            out.append(
-                self._row(
-                    state,
-                    old,
-                    action="identity_rotated",
-                    target=active.fingerprint,
-                    outcome="ok",
-                    detail=f"key rotated from {old.fingerprint} to {active.fingerprint}",
-                )
-            )
-            state[2] = active.fingerprint  # rows after the rotation row are signed by the new key
-        if not state[3] and self.keystore.is_revoked(agent_id):
-            out.append(
-                self._row(
-                    state,
-                    active,
-                    action="identity_revoked",
-                    target=active.fingerprint,
-                    outcome="ok",
-                    detail=f"identity revoked; the agent keeps signing under key {active.fingerprint}",
-                )
-            )
-            state[3] = True
-        return active
-
-    def _commit(self, agent_id: str, items: list[LedgerRecord | _Sync]) -> None:
-        records = sum(1 for item in items if not isinstance(item, _Sync))
-        try:
-            self._commit_locked(agent_id, items, records)
-        except Exception as exc:  # an unexpected failure loses this agent's batch, never the writer
-            logger.exception("ledger: unexpected failure writing the chain of agent %r", agent_id)
-            self._lose(records, f"unexpected {type(exc).__name__}: {exc}")
-
-    def _commit_locked(self, agent_id: str, items: list[LedgerRecord | _Sync], records: int) -> None:
-        try:
-            chain = self._open_chain(agent_id)
-        except (OSError, ValueError, AlephError) as exc:
-            self._lose(records, f"cannot open the chain of agent {agent_id!r}: {exc}")
-            return
-        if chain.broken:
-            self._lose(records, chain.broken)
-            return
-        fcntl.flock(chain.fd, fcntl.LOCK_EX)
-        try:
-            if os.fstat(chain.fd).st_size != chain.size:
-                broken = self._load_state(chain)  # another process appended since our last batch
-                if broken:
-                    self._lose(records, broken)
-                    return
-            # seq, head hash, signer fingerprint, revocation recorded, checkpoints due (seq, head, signer)
-            state: list[Any] = [chain.seq, chain.head, chain.signer_fp, chain.revoked, []]
-            lines: list[_Pending] = []
-            stored = 0
-            signer: Signer | None = None
-            for position, item in enumerate(items):
-                try:
-                    # Key state is read once per batch, and again after an explicit rotate/revoke.
-                    if signer is None or isinstance(item, _Sync):
-                        signer = self._identity_rows(chain, state, lines)
-                    if isinstance(item, _Sync):
-                        continue
-                    if item.action not in ACTIONS or item.outcome not in OUTCOMES:
-                        self._lose(1, f"unknown action {item.action!r} or outcome {item.outcome!r}")
-                        continue
-                    lines.append(
-                        self._row(
-                            state,
-                            signer,
-                            action=item.action,
-                            target=_clip(item.target, MAX_TARGET),
-                            outcome=item.outcome,
-                            detail=_clip(item.detail, MAX_DETAIL),
-                            args_fp=_clip_opt(item.args_fp, MAX_SHORT),
-                            principal=_clip_opt(item.principal, MAX_SHORT),
-                            result_fp=_clip_opt(item.result_fp, MAX_SHORT),
-                            rule=_clip_opt(item.rule, MAX_SHORT),
-                            refs=_clip_refs(item.refs),
-                        )
-                    )
-                    stored += 1
-                except KeystoreError as exc:
-                    # A key that no longer matches the chain cannot vouch for anything: stop this chain, loudly.
-                    why = f"the ledger of agent {agent_id!r} stopped taking rows: {exc}"
-                    chain.broken = why
-                    if agent_id not in self.faults:
-                        logger.error("%s; run `aleph doctor`", why)
-                    self.faults[agent_id] = why
-                    self._lose(sum(1 for i in items[position:] if isinstance(i, LedgerRecord)), why)
-                    break
-                except AlephError as exc:
-                    self._lose(1 if isinstance(item, LedgerRecord) else 0, f"agent {agent_id!r}: {exc}")
-            if not lines:
-                return
-            data = _seal(lines)
-            try:
-                written = 0
-                while written < len(data):
-                    written += os.write(chain.fd, data[written:])
-                os.fsync(chain.fd)
-            except OSError as exc:
-                # Leave no partial row behind: the chain must stay verifiable after a failed write.
-                with contextlib.suppress(OSError):
-                    os.ftruncate(chain.fd, chain.size)
-                self._lose(stored, f"writing {chain.path} failed: {exc}")
-                return
-            chain.size += len(data)
-            chain.seq, chain.head, chain.signer_fp, chain.revoked = state[:4]
-            # Checkpoints follow the rows they vouch for onto the disk, never precede them.
-            self._write_checkpoints(chain, state[4])
-        finally:
-            fcntl.flock(chain.fd, fcntl.LOCK_UN)
-
-    def _write_checkpoints(self, chain: _Chain, due: list[tuple[int, bytes, str]]) -> None:
-        if not due:
-            return
-        try:
-            lines = b"".join(
-                json.dumps(signed_checkpoint(self.keystore.signer_for(chain.agent_id, fp), seq, head)).encode() + b"\n"
-                for seq, head, fp in due
-            )
-            fd = os.open(chain.ckpt_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, lines)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            chain.ckpt_seq = due[-1][0]
-        except (OSError, AlephError) as exc:
-            logger.error("ledger: checkpoint of agent %r at seq %d not written: %s", chain.agent_id, due[-1][0], exc)
-
-    def _final_checkpoint(self, chain: _Chain) -> None:
-        if chain.broken or chain.seq <= chain.ckpt_seq:
-            return
-        fcntl.flock(chain.fd, fcntl.LOCK_EX)
-        try:
-            if os.fstat(chain.fd).st_size == chain.size and chain.head is not None and chain.signer_fp:
-                self._write_checkpoints(chain, [(chain.seq, chain.head, chain.signer_fp)])
-        finally:
-            fcntl.flock(chain.fd, fcntl.LOCK_UN)
 
     # ---- readers -----------------------------------------------------------------------------
 
@@ -828,4 +404,4 @@ class Ledger:
         head = self.rows(agent_id, limit=1)[-1]
         signer = self.keystore.signer_for(agent_id, head.signer_fp)
         data = json.dumps(signed_checkpoint(signer, head.seq, bytes.fromhex(head.hash)), indent=1) + "\n"
-        Path(path).write_text(data, encoding="utf-8")
+        write_atomic(path, data, mode=0o644)

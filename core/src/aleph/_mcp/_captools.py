@@ -13,12 +13,12 @@ from aleph._contract._tool import LoopTool
 from aleph._contract._types import ToolFacts
 from aleph._errors import ExecutionFailed, ValidationFailed
 from aleph._mcp._hygiene import expand_template, template_variables, truncate_description
+from aleph._mcp._oauth import start_login
+from aleph._mcp._roles import Connection, ConnectionRegistry
 
 if TYPE_CHECKING:
     import mcp_types as types
 
-    from aleph._mcp._manager import McpManager
-    from aleph._mcp._server import ServerConnection
 
 __all__ = ["CAPABILITY_TOOLS", "build_capability_tool", "build_template_tool"]
 
@@ -26,7 +26,7 @@ _READING = ToolFacts(idempotent=True, concurrent_safe=True, max_duration_ms=60_0
 _EMPTY: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
 
 
-def _list_resources(manager: McpManager) -> Callable[[dict[str, Any]], Any]:
+def _list_resources(manager: ConnectionRegistry) -> Callable[[dict[str, Any]], Any]:
     async def run(_: dict[str, Any]) -> Any:
         items = [
             {
@@ -45,7 +45,7 @@ def _list_resources(manager: McpManager) -> Callable[[dict[str, Any]], Any]:
     return run
 
 
-def _list_templates(manager: McpManager) -> Callable[[dict[str, Any]], Any]:
+def _list_templates(manager: ConnectionRegistry) -> Callable[[dict[str, Any]], Any]:
     async def run(_: dict[str, Any]) -> Any:
         items = [
             {
@@ -65,7 +65,7 @@ def _list_templates(manager: McpManager) -> Callable[[dict[str, Any]], Any]:
     return run
 
 
-def _read_resource(manager: McpManager) -> Callable[[dict[str, Any]], Any]:
+def _read_resource(manager: ConnectionRegistry) -> Callable[[dict[str, Any]], Any]:
     async def run(args: dict[str, Any]) -> Any:
         found = manager.find_server_prefix(args["uri"])
         if found is None:
@@ -76,7 +76,7 @@ def _read_resource(manager: McpManager) -> Callable[[dict[str, Any]], Any]:
     return run
 
 
-def _list_prompts(manager: McpManager) -> Callable[[dict[str, Any]], Any]:
+def _list_prompts(manager: ConnectionRegistry) -> Callable[[dict[str, Any]], Any]:
     async def run(_: dict[str, Any]) -> Any:
         items = [
             {
@@ -97,7 +97,7 @@ def _list_prompts(manager: McpManager) -> Callable[[dict[str, Any]], Any]:
     return run
 
 
-def _get_prompt(manager: McpManager) -> Callable[[dict[str, Any]], Any]:
+def _get_prompt(manager: ConnectionRegistry) -> Callable[[dict[str, Any]], Any]:
     async def run(args: dict[str, Any]) -> Any:
         found = manager.find_server_prefix(args["name"])
         if found is None:
@@ -108,16 +108,16 @@ def _get_prompt(manager: McpManager) -> Callable[[dict[str, Any]], Any]:
     return run
 
 
-def _login(manager: McpManager) -> Callable[[dict[str, Any]], Any]:
+def _login(manager: ConnectionRegistry) -> Callable[[dict[str, Any]], Any]:
     async def run(args: dict[str, Any]) -> Any:
-        from aleph._mcp._oauth import start_login
-
         return await start_login(manager, args["server"], args.get("scope"))
 
     return run
 
 
-_SPECS: dict[str, tuple[str, dict[str, Any], ToolFacts, Callable[[McpManager], Callable[[dict[str, Any]], Any]]]] = {
+_SPECS: dict[
+    str, tuple[str, dict[str, Any], ToolFacts, Callable[[ConnectionRegistry], Callable[[dict[str, Any]], Any]]]
+] = {
     "mcp_list_resources": (
         "List the resources offered by connected MCP servers. Each has an opaque `id`; pass it unchanged as "
         "`uri` to mcp_read_resource.",
@@ -202,13 +202,13 @@ CAPABILITY_TOOLS: tuple[str, ...] = tuple(sorted(_SPECS))
 """The names of the capability-gated builtins."""
 
 
-def build_capability_tool(manager: McpManager, name: str) -> LoopTool:
+def build_capability_tool(manager: ConnectionRegistry, name: str) -> LoopTool:
     """The capability tool ``name`` bound to ``manager``."""
     description, schema, facts, factory = _SPECS[name]
     return LoopTool(name, description, schema, factory(manager), facts=facts)
 
 
-def build_template_tool(manager: McpManager, conn: ServerConnection, template: types.ResourceTemplate) -> LoopTool:
+def build_template_tool(manager: ConnectionRegistry, conn: Connection, template: types.ResourceTemplate) -> LoopTool:
     """A typed tool for one resource template: one required string per RFC 6570 variable."""
     variables = template_variables(template.uri_template)
     if not variables:

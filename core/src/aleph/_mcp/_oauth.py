@@ -23,7 +23,7 @@ from aleph._atomic import write_atomic
 from aleph._errors import ExecutionFailed
 
 if TYPE_CHECKING:
-    from aleph._mcp._manager import McpManager
+    from aleph._mcp._roles import ConnectionRegistry
 
 __all__ = ["CALLBACK_WINDOW_S", "FileTokenStorage", "check_endpoint", "oauth_provider", "start_login"]
 
@@ -103,7 +103,7 @@ class FileTokenStorage:
         self._write(data)
 
 
-def _token_path(manager: McpManager, server_id: str) -> Path:
+def _token_path(manager: ConnectionRegistry, server_id: str) -> Path:
     return manager.data_dir / "mcp" / "tokens" / f"{server_id}.json"
 
 
@@ -123,7 +123,7 @@ def _validate_metadata(provider: Any, server_url: str) -> None:
 
 
 def oauth_provider(
-    manager: McpManager,
+    manager: ConnectionRegistry,
     server_id: str,
     url: str,
     *,
@@ -153,7 +153,7 @@ def oauth_provider(
     )
 
 
-def has_tokens(manager: McpManager, server_id: str) -> bool:
+def has_tokens(manager: ConnectionRegistry, server_id: str) -> bool:
     """Whether a login stored tokens for ``server_id``."""
     return _token_path(manager, server_id).is_file()
 
@@ -226,7 +226,7 @@ async def oauth_absent(url: str, headers: dict[str, str], timeout: float) -> str
     )
 
 
-async def start_login(manager: McpManager, server_id: str, scope: str | None) -> dict[str, Any]:
+async def start_login(manager: ConnectionRegistry, server_id: str, scope: str | None) -> dict[str, Any]:
     """Begin the OAuth flow for ``server_id`` and return ``{authorization_url, instructions}``."""
     tool = "mcp_login"
     conn = manager.server(server_id)

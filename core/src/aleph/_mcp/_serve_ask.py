@@ -16,6 +16,7 @@ same call (the answer covers exactly that call's fingerprint):
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
@@ -28,6 +29,7 @@ from typing import Any
 import mcp_types as types
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
+from aleph._atomic import create_atomic, write_atomic
 from aleph._chokepoint._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalResponse
 
 __all__ = [
@@ -63,22 +65,39 @@ _OFFERED = {
 }
 
 
+def _parse_key(text: str) -> bytes | None:
+    try:
+        key = bytes.fromhex(text.strip())
+    except ValueError:
+        return None
+    return key if len(key) == 32 else None
+
+
 def _key_file(data_dir: Path) -> bytes:
-    """32 random bytes kept in ``<data_dir>/mcp/request-state.key`` (made once, mode 0600)."""
+    """32 random bytes kept in ``<data_dir>/mcp/request-state.key`` (made once, mode 0600).
+
+    Servers starting together on a new data directory race to make it: it is created atomically (the
+    first complete file wins, the others read it), so nobody reads it empty. A malformed file (an
+    older version could leave it empty) is replaced under a lock, so racing servers agree on one key.
+    """
     path = data_dir / "mcp" / "request-state.key"
     try:
-        return bytes.fromhex(path.read_text().strip())
-    except (OSError, ValueError):
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    key = secrets.token_bytes(32)
+        key = _parse_key(path.read_text())
+    except FileNotFoundError:
+        create_atomic(path, secrets.token_bytes(32).hex())
+        key = _parse_key(path.read_text())
+    if key is not None:
+        return key
+    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another server made it first: use theirs
-        return bytes.fromhex(path.read_text().strip())
-    with os.fdopen(fd, "w") as fh:
-        fh.write(key.hex())
-    return key
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        key = _parse_key(path.read_text())
+        if key is None:
+            key = secrets.token_bytes(32)
+            write_atomic(path, key.hex())
+        return key
+    finally:
+        os.close(fd)
 
 
 def request_state_boundary(data_dir: Path) -> RequestStateBoundary:

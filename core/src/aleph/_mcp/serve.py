@@ -32,7 +32,8 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from aleph._chokepoint._approval import ApprovalOutcome, ApprovalRequest, ApprovalResponse, DeferredApprovals
+from aleph._chokepoint._approval import ApprovalOutcome, ApprovalRequest, ApprovalResponse
+from aleph._chokepoint._requesters import DeferredApprovals
 from aleph._contract._service import panic_error
 from aleph._contract._types import ToolDefinition
 from aleph._errors import ApprovalRequired, ToolError

@@ -2,7 +2,7 @@
 
 Hooks are few, typed and synchronous: they register things and make decisions, and do no
 I/O. Runtime behaviour lives on :class:`~aleph.ToolService`. Core never calls ``pm.hook``
-directly; it goes through :class:`~aleph._plugins._loader.PluginManager`.
+directly; it goes through ``aleph._plugins._loader.PluginManager``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from aleph._config import AlephConfig
     from aleph._contract._types import ToolFacts, ToolSource
     from aleph._floor._policy import CommandRule
-    from aleph._plugins._loader import PluginContext, ToolRegistrar
+    from aleph._plugins._context import PluginContext, ToolRegistrar
     from aleph._turn import TurnContext
 
 __all__ = ["NAME", "hookimpl", "hookspec"]
@@ -64,7 +64,9 @@ def aleph_tool_policy(
 
     Return ``PolicyVote("deny", reason)`` or ``PolicyVote("ask", reason)`` to tighten the decision, or None
     to abstain. Votes can only tighten: "allow" does not exist, and a deny from any plugin wins. A hook
-    that raises is treated as an "ask" vote (fail closed). Must be fast and do no I/O.
+    that raises is treated as an "ask" vote (fail closed); a result that is neither None nor such a vote
+    (``PolicyVote("Deny", ...)``, a tuple, a string) refuses the call, naming the plugin and this hook.
+    Must be fast and do no I/O.
     """
 
 

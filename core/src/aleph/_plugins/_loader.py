@@ -12,30 +12,23 @@ import importlib.metadata
 import logging
 import sys
 import traceback
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import pluggy
 
 from aleph._contract._registry import ToolRegistry
-from aleph._contract._tool import Tool
 from aleph._contract._types import ToolSource
 from aleph._errors import PluginError
-from aleph._ledger import ledger_directory
 from aleph._plugins import _hookspec
+from aleph._plugins._context import Cleanup, LoadedPlugin, PluginContext, RuntimeHandle, Service, ToolRegistrar
+from aleph._plugins._retry import call_retrying
 from aleph._plugins._trust import HeldPlugin, PluginTrust, adds_digest, canonical_distribution, plugin_adds
 
 if TYPE_CHECKING:
-    from aleph._chokepoint._approval import ApprovalRequester
-    from aleph._chokepoint._scoped import ScopedToolService
-    from aleph._chokepoint._tiers import ExecTier
     from aleph._config import AlephConfig
-    from aleph._ledger import Ledger
-    from aleph._ledger._events import EventLog
-    from aleph._runtime import Aleph
-    from aleph._turn import TurnContext
 
 __all__ = [
     "FailedPlugin",
@@ -48,29 +41,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("aleph.plugins")
-
-Cleanup = Callable[[], Awaitable[None]]
-Service = Callable[[], Awaitable[None]]
-"""A long-running background job: a coroutine function run while the runtime's services are started."""
-
-
-@dataclass(slots=True)
-class LoadedPlugin:
-    """A plugin that loaded: its entry-point name, distribution and the tools it registered."""
-
-    name: str
-    distribution: str | None = None
-    version: str | None = None
-    tools: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON form for ``aleph plugins --json``."""
-        return {
-            "name": self.name,
-            "distribution": self.distribution,
-            "version": self.version,
-            "tools": list(self.tools),
-        }
 
 
 @dataclass(slots=True)
@@ -95,119 +65,35 @@ class FailedPlugin:
         }
 
 
-class ToolRegistrar:
-    """The ``register`` callable a plugin receives: ``register(tool, ...)``; records ownership."""
+def _why_no_tools(plugin: object, hooks: list[str]) -> str | None:
+    """Why a plugin will add no tools, named for its author; None when it implements tool registration."""
+    if "aleph_register_tools" in hooks:
+        return None
+    if hooks:
+        return f"adds no tools: a plugin of other hooks only ({', '.join(hooks)}), e.g. a policy-only plugin"
+    unmarked = sorted(
+        name
+        for name in dir(plugin)
+        if name.startswith("aleph_") and callable(getattr(plugin, name, None)) and not _marked(plugin, name)
+    )
+    if unmarked:
+        return (
+            f"registers nothing: no @aleph.hookimpl marker found on {', '.join(unmarked)} "
+            "(decorate each hook function with @aleph.hookimpl)"
+        )
+    return "registers nothing: no @aleph.hookimpl marker found (it implements no aleph hook)"
 
-    def __init__(self, registry: ToolRegistry, source: ToolSource) -> None:
-        self._registry = registry
-        self._source = source
-        self.names: list[str] = []
 
-    def __call__(self, *tools: Tool) -> None:
-        """Register each tool under this plugin."""
-        for tool in tools:
-            entry = self._registry.register(tool, source=self._source)
-            self.names.append(entry.name)
+def _marked(plugin: object, name: str) -> bool:
+    return getattr(getattr(plugin, name, None), f"{_hookspec.NAME}_impl", None) is not None
 
 
-@dataclass(slots=True)
-class PluginContext:
-    """What a plugin's ``aleph_register_tools`` gets besides ``register``."""
-
-    config: AlephConfig
-    plugin_name: str
-    _cleanups: list[Cleanup]
-    _manager: PluginManager | None = None
-
-    def _runtime(self) -> Aleph:
-        runtime = self._manager.runtime if self._manager is not None else None
-        if runtime is None:
-            raise RuntimeError(
-                "the runtime is not built yet: use the context's tool_service, ledger and events at call time, "
-                "not inside aleph_register_tools"
-            )
-        return runtime
-
-    def tool_service(
-        self,
-        agent: str | None = None,
-        channel: str | None = None,
-        turn: TurnContext | None = None,
-        requester: ApprovalRequester | None = None,
-        tier: str | ExecTier | None = None,
-    ) -> ScopedToolService:
-        """A permission-checked tool service of this runtime (e.g. to run a team member's calls as that agent).
-
-        The same as :meth:`aleph.Aleph.tool_service`; usable at call time only.
-        """
-        return self._runtime().tool_service(agent=agent, channel=channel, turn=turn, requester=requester, tier=tier)
-
-    @property
-    def ledger(self) -> Ledger | None:
-        """The runtime's signed ledger (None when ``[ledger] enabled = false``); usable at call time only."""
-        return self._runtime().chokepoint.ledger
-
-    @property
-    def events(self) -> EventLog | None:
-        """The runtime's session event log; usable at call time only."""
-        return self._runtime().chokepoint.events
-
-    def add_service(self, name: str, factory: Service) -> None:
-        """Run ``await factory()`` in the background while the runtime's services are started.
-
-        ``aleph serve`` and commands that want background work call :meth:`aleph.Aleph.start_services`;
-        a plain :func:`aleph.load` never starts them. A service that raises is logged and restarted
-        with back-off; all are cancelled when the runtime closes.
-        """
-        if self._manager is None:
-            raise RuntimeError("this plugin context has no plugin manager")
-        self._manager.services.append((f"{self.plugin_name}:{name}", factory))
-
-    @property
-    def protected_paths(self) -> list[Path]:
-        """Aleph's own files no tool may write: config files, the data directory (ledger, keys, sessions)."""
-        paths = [Path(f).resolve() for f in self.config.files]
-        paths.append(self.config.workspace_root / "aleph.toml")
-        paths.append(self.config.data_dir)
-        paths.append(ledger_directory(self.config))
-        return sorted(set(paths))
-
-    def call_hook(self, hook: str, **kwargs: Any) -> list[tuple[str, Any]]:
-        """Call the hook ``hook`` on every plugin (e.g. to collect providers); returns (plugin, result) pairs."""
-        if self._manager is None:
-            return []
-        return self._manager.call_each(hook, **kwargs)
-
-    @property
-    def workspace(self) -> Path:
-        """The workspace root tools work in."""
-        return self.config.workspace_root
-
-    @property
-    def data_dir(self) -> Path:
-        """Aleph's data directory; a plugin keeps its state under ``data_dir / <plugin name>``."""
-        return self.config.data_dir
-
-    def add_cleanup(self, fn: Cleanup) -> None:
-        """Run ``await fn()`` when the runtime closes (last registered, first run)."""
-        self._cleanups.append(fn)
-
-    @property
-    def plugin_trust(self) -> PluginTrust:
-        """The trust records of installed plugins (``<data_dir>/plugins/trust.json``)."""
-        if self._manager is None or self._manager.trust is None:
-            raise RuntimeError("this plugin context has no plugin manager with trust records")
-        return self._manager.trust
-
-    def load_distribution(self, distribution: str, path: Path | None = None) -> LoadedPlugin | HeldPlugin:
-        """Load the newly installed ``distribution`` into the running runtime (usable at call time only).
-
-        ``path`` is the plugin folder it was installed in (None: the environment); its trust record is
-        consulted first.
-        """
-        if self._manager is None:
-            raise RuntimeError("this plugin context has no plugin manager")
-        return self._manager.load_distribution(distribution, path)
+def _roll_back(registry: ToolRegistry, registrar: ToolRegistrar, cleanups: list[Cleanup], mark: int) -> None:
+    """Undo what a registration that is about to be retried did: its tools and cleanups."""
+    for tool_name in registrar.names:
+        registry.unregister(tool_name)
+    registrar.names.clear()
+    del cleanups[mark:]
 
 
 def _kwargs(impl: Any, **kwargs: Any) -> dict[str, Any]:
@@ -261,7 +147,7 @@ class PluginManager:
         self._entry_points: dict[str, list[str]] = {}
         self._parts: tuple[ToolRegistry, AlephConfig, list[Cleanup]] | None = None
         self._registered: set[str] = set()
-        self.runtime: Aleph | None = None
+        self.runtime: RuntimeHandle | None = None
         """The runtime these plugins serve, once it is built (plugin contexts reach it at call time)."""
         self.services: list[tuple[str, Service]] = []
         for name in self.disabled:
@@ -311,7 +197,8 @@ class PluginManager:
         except Exception as exc:
             self._fail(name, "validate", exc, distribution, version)
             return False
-        self.loaded[name] = LoadedPlugin(name, distribution, version)
+        hooks = sorted({impl.name for impl in self._pm.get_hookcallers(plugin) or []})
+        self.loaded[name] = LoadedPlugin(name, distribution, version, hooks=hooks, note=_why_no_tools(plugin, hooks))
         return True
 
     def load_entry_points(self, group: str = "aleph", folders: Iterable[Path] = ()) -> None:
@@ -494,19 +381,27 @@ class PluginManager:
             if only is not None and name not in only:
                 continue
             source = ToolSource.builtin() if name == "aleph" else ToolSource.plugin(name)
-            registrar = ToolRegistrar(registry, source)
+            registrar = ToolRegistrar(registry, source, name)
             mark = len(cleanups)
             try:
                 context = PluginContext(config, name, cleanups, self)
-                impl.function(**_kwargs(impl, register=registrar, context=context))
+                call_retrying(
+                    name,
+                    lambda: impl.function(**_kwargs(impl, register=registrar, context=context)),  # noqa: B023
+                    lambda: _roll_back(registry, registrar, cleanups, mark),  # noqa: B023
+                )
             except Exception as exc:
                 for tool_name in registrar.names:
                     registry.unregister(tool_name)
                 del cleanups[mark:]
                 self._fail(name, "register", exc)
                 continue
+            if registrar.held and self.strict:
+                held = "; ".join(f"{tool}: {why}" for tool, why in registrar.held.items())
+                raise PluginError(f"plugin {name!r} registered tools that break the tool contract: {held}")
             if name in self.loaded:
                 self.loaded[name].tools.extend(registrar.names)
+                self.loaded[name].held_tools.update(registrar.held)
                 self._registered.add(name)
                 self._check_trusted(name, registry)
         for name in list(only if only is not None else self.loaded):

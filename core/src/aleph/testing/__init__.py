@@ -19,6 +19,8 @@ The kit's ``test_*`` methods must not be overridden; a subclass that does fails 
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
+import inspect
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -95,6 +97,8 @@ class ToolContractTests:
     """Tool → why it has no runnable example here (e.g. needs a paid API)."""
     config_toml: ClassVar[str] = ""
     """Extra ``aleph.toml`` text for the runtime under test."""
+    distribution: ClassVar[str] = ""
+    """The installed distribution whose ``aleph`` entry point loads ``plugin`` (found from it when empty)."""
 
     _KIT_TESTS: ClassVar[frozenset[str]] = frozenset()
 
@@ -126,14 +130,63 @@ class ToolContractTests:
         finally:
             asyncio.run(rt.aclose())
 
+    def _installed(self) -> tuple[str, list[importlib.metadata.EntryPoint]]:
+        """The distribution that ships ``plugin`` and its ``aleph`` entry points, as pip installed them."""
+        module = self.plugin if inspect.ismodule(self.plugin) else inspect.getmodule(type(self.plugin))
+        where = module.__name__ if module is not None else repr(self.plugin)
+        top = where.split(".")[0]
+        names = [self.distribution] if self.distribution else []
+        everywhere = list(importlib.metadata.entry_points(group="aleph"))
+        # The distribution whose aleph entry point names this package (editable installs list no files).
+        names = names or sorted({ep.dist.name for ep in everywhere if ep.dist and ep.module.split(".")[0] == top})
+        names = names or importlib.metadata.packages_distributions().get(top, [])
+        if not names:
+            seen = ", ".join(f"{ep.name} = {ep.value!r}" for ep in everywhere) or "none"
+            pytest.fail(
+                f"no installed distribution ships {where} with an 'aleph' entry point (entry points in the 'aleph' "
+                f"group: {seen}): install your plugin (`pip install -e .`, or the wheel) where the kit runs, "
+                "and check `[project.entry-points.aleph]` in its pyproject.toml"
+            )
+        try:
+            dist = importlib.metadata.distribution(names[0])
+        except importlib.metadata.PackageNotFoundError:
+            pytest.fail(f"distribution {names[0]!r} is not installed (pip install it, or fix `distribution`)")
+        eps = [ep for ep in dist.entry_points if ep.group == "aleph"]
+        if not eps:
+            pytest.fail(
+                f"distribution {names[0]!r} declares no entry point in the 'aleph' group, so Aleph never loads it: "
+                f'add `[project.entry-points.aleph]` with `<family> = "{where}"` to its pyproject.toml and reinstall'
+            )
+        return names[0], eps
+
     # -- the contract -----------------------------------------------------------------------
 
+    def test_entry_point_loads_the_plugin(self) -> None:
+        """The installed distribution's ``aleph`` entry point imports, and it is the plugin under test."""
+        dist, eps = self._installed()
+        loaded = []
+        for ep in eps:
+            try:
+                loaded.append(ep.load())
+            except Exception as exc:
+                pytest.fail(
+                    f"the entry point `{ep.name} = {ep.value!r}` of {dist} does not load "
+                    f"({type(exc).__name__}: {exc}); fix `[project.entry-points.aleph]` in pyproject.toml and reinstall"
+                )
+        if not any(obj is self.plugin for obj in loaded):
+            values = ", ".join(f"{ep.name} = {ep.value!r}" for ep in eps)
+            pytest.fail(f"no 'aleph' entry point of {dist} loads {self.plugin!r} (it has {values})")
+
     def test_plugin_registers_tools(self, tmp_path: Path) -> None:
-        """The plugin registers at least one tool and fails nothing."""
+        """The plugin registers at least one tool, holds none and fails nothing."""
         rt = self.make_runtime(tmp_path)
         asyncio.run(rt.aclose())
-        assert rt.plugins.failed == []
-        assert len(rt.registry) > 0
+        failed = [f"{f.name} at {f.stage}: {f.error}" for f in rt.plugins.failed]
+        assert failed == [], f"the plugin failed to load: {failed}"
+        held = {t: why for p in rt.plugins.loaded.values() for t, why in p.held_tools.items()}
+        assert held == {}, f"tools held for breaking the tool contract: {held}"
+        notes = [p.note for p in rt.plugins.loaded.values() if p.note]
+        assert len(rt.registry) > 0, f"the plugin registered no tools: {'; '.join(notes) or 'its hook added none'}"
 
     def test_every_tool_has_a_description(self, tmp_path: Path) -> None:
         """Descriptions are non-empty prose a model can act on."""

@@ -7,7 +7,7 @@ import contextlib
 import re
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from playwright.async_api import BrowserContext, ConsoleMessage, Dialog, Download, Page, Request, Response
 
@@ -17,23 +17,37 @@ from aleph_browser._paths import PathRefused
 from aleph_browser._proxy import BLOCK_HEADER, PolicyProxy
 
 if TYPE_CHECKING:
-    from aleph_browser._manager import BrowserManager
+    from pathlib import Path
 
-__all__ = ["DEFAULT_SESSION", "ConsoleEntry", "NetworkEntry", "Session", "Tab", "clip", "ignore_result", "session_key"]
+__all__ = [
+    "DEFAULT_SESSION",
+    "ConsoleEntry",
+    "NetworkEntry",
+    "Session",
+    "SessionHost",
+    "Tab",
+    "clip",
+    "ignore_result",
+    "session_key",
+]
 
 DEFAULT_SESSION = "default"
 
 
-def _current_turn() -> Any:
-    getter = getattr(aleph, "current_turn", None)
-    if getter is None:
-        from aleph._turn import current_turn as getter
-    return getter()
+class SessionHost(Protocol):
+    """What a session needs of the browser manager that owns it (``BrowserManager`` has this shape)."""
+
+    config: BrowserConfig
+    workspace: Path
+
+    def path(self, given: str, *, must_exist: bool) -> Path:
+        """``given`` resolved inside the workspace (a refused path raises ``PathRefused``)."""
+        ...
 
 
 def session_key() -> str:
     """The agent session the running tool call belongs to (``default`` outside a turn)."""
-    turn = _current_turn()
+    turn = aleph.current_turn()
     return (getattr(turn, "session_key", "") or DEFAULT_SESSION) if turn is not None else DEFAULT_SESSION
 
 
@@ -97,7 +111,7 @@ class Tab:
 class Session:
     """One agent session's browser context, its tabs and its proxy."""
 
-    def __init__(self, key: str, profile: str | None, manager: BrowserManager) -> None:
+    def __init__(self, key: str, profile: str | None, manager: SessionHost) -> None:
         self.key = key
         self.profile = profile
         self.manager = manager

@@ -9,8 +9,8 @@ from pydantic import BaseModel
 
 import aleph
 from aleph import AlephTool, ExecutionFailed, PermissionDenied, ValidationFailed
-from aleph_desktop._atspi import AccessibilityUnavailable
 from aleph_desktop._desktop import Desktop
+from aleph_desktop._element import AccessibilityUnavailable
 from aleph_desktop._ocr import OcrUnavailable
 from aleph_desktop._shots import StaleScreenshot
 from aleph_desktop._x11 import DisplayUnavailable

@@ -11,8 +11,9 @@ from typing import Any
 
 import anyio.to_thread
 
-from aleph_desktop._atspi import AtspiClient, Element
+from aleph_desktop._atspi import AtspiClient
 from aleph_desktop._config import DesktopConfig
+from aleph_desktop._element import Element
 from aleph_desktop._ocr import TesseractEngine, TextBox
 from aleph_desktop._query import Cursors
 from aleph_desktop._shots import Screenshot, ScreenshotStore

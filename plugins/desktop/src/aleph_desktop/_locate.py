@@ -6,8 +6,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from aleph_desktop._atspi import AccessibilityUnavailable, Element
 from aleph_desktop._desktop import Desktop
+from aleph_desktop._element import AccessibilityUnavailable, Element
 from aleph_desktop._ocr import TextBox
 from aleph_desktop._query import find, score_name
 from aleph_desktop._roles import INTERACTABLE_ROLES

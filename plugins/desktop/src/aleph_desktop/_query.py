@@ -14,7 +14,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from aleph_desktop._atspi import AtspiClient, Element, Ref
+from aleph_desktop._atspi import AtspiClient
+from aleph_desktop._element import Element, Ref
 
 __all__ = ["Cursors", "find", "focused", "score_name", "snapshot", "walk"]
 

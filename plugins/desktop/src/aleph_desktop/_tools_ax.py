@@ -7,8 +7,8 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from aleph import ToolArgs, ToolFacts
-from aleph_desktop._atspi import Element, parse_token
 from aleph_desktop._base import TAGS, DesktopTool, InputProblem
+from aleph_desktop._element import Element, parse_token
 from aleph_desktop._query import find, focused, snapshot, walk
 from aleph_desktop._roles import normalise_role
 from aleph_desktop._x11 import DisplayUnavailable

@@ -16,8 +16,8 @@ from pydantic import BaseModel, ValidationError
 
 from aleph import ToolError, ToolFacts
 from aleph_desktop._args import ELEMENT, KEYBOARD, DesktopArgs
-from aleph_desktop._atspi import AccessibilityUnavailable, Element, parse_token
 from aleph_desktop._base import TAGS, DesktopTool, InputProblem, Refused, annotate, current_call, unsafe_text_reason
+from aleph_desktop._element import AccessibilityUnavailable, Element, parse_token
 from aleph_desktop._locate import Candidate, by_name, by_text
 from aleph_desktop._query import focused
 from aleph_desktop._shots import Screenshot, StaleScreenshot

@@ -11,8 +11,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from aleph import ExecutionFailed, ToolArgs, ToolFacts
-from aleph_desktop._atspi import AccessibilityUnavailable
 from aleph_desktop._base import TAGS, DesktopTool, InputProblem
+from aleph_desktop._element import AccessibilityUnavailable
 from aleph_desktop._locate import Candidate, by_template, by_text, elapsed_ms, safe_by_name
 from aleph_desktop._ocr import OcrUnavailable, TextBox
 from aleph_desktop._query import snapshot

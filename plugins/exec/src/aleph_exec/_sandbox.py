@@ -97,6 +97,11 @@ class Capture:
         """Whether bytes were dropped between head and tail."""
         return self.total > len(self.head) + len(self.tail)
 
+    def sizes(self) -> dict[str, int]:
+        """Bytes the stream produced, kept (head and tail) and dropped."""
+        kept = len(self.head) + len(self.tail)
+        return {"total": self.total, "kept": kept, "dropped": self.total - kept}
+
     def text(self) -> str:
         """The kept output, with a marker where the middle was dropped."""
         head = self.head.decode("utf-8", "replace")
@@ -161,6 +166,8 @@ class RunResult:
     limits: dict[str, Any] = field(default_factory=dict)
     transaction: bool = False
     """True when the command ran on a per-run copy-on-write view of the workspace (``layer=``)."""
+    output_bytes: dict[str, dict[str, int]] | None = None
+    """When output was cut: per stream, the bytes produced, kept and dropped."""
 
     def to_json(self) -> dict[str, Any]:
         """The tool-facing form."""
@@ -177,6 +184,8 @@ class RunResult:
         }
         if self.killed:
             out["killed"] = self.killed
+        if self.output_bytes is not None:
+            out["output_bytes"] = self.output_bytes
         return out
 
 
@@ -751,11 +760,18 @@ class WorkspaceSandbox:
         start: float,
         transaction: bool = False,
     ) -> RunResult:
+        truncated = output.out.truncated or output.err.truncated
+        if killed and killed.startswith("output limit") and returncode is not None:
+            # Killed for its output: say how it ended as a shell would (128 + signal), never "no exit code".
+            exit_code: int | None = 128 - returncode if returncode < 0 else returncode
+        else:
+            exit_code = None if timed_out or killed else returncode
         return RunResult(
-            exit_code=None if timed_out or killed else returncode,
+            exit_code=exit_code,
             stdout=output.out.text(),
             stderr=output.err.text(),
-            truncated=output.out.truncated or output.err.truncated,
+            truncated=truncated,
+            output_bytes={"stdout": output.out.sizes(), "stderr": output.err.sizes()} if truncated else None,
             timed_out=timed_out,
             isolation=self.isolation + ("+userns" if self.bwrap else "") + ("+cgroup" if cgroup else ""),
             network="none" if self.bwrap and self.config.network == "none" else "host",

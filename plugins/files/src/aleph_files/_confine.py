@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
+from aleph_files._journal import TempJournal
+
 __all__ = ["MAX_NAME_BYTES", "MAX_PATH_BYTES", "PathError", "Target", "Workspace"]
 
 MAX_PATH_BYTES = 4096
@@ -96,6 +98,8 @@ class Workspace:
             if parts[: len(self._root_parts)] == self._root_parts and len(parts) > len(self._root_parts):
                 rules.add(tuple(parts[len(self._root_parts) :]))
         self.protected: tuple[tuple[str, ...], ...] = tuple(sorted(rules))
+        self.journal: TempJournal | None = None
+        """Where writes note their temporary files (set by the plugin); None writes without notes."""
 
     def close(self) -> None:
         """Close the root descriptor."""

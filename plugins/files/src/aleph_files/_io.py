@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import posixpath
 import secrets
 import stat
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 
 from aleph import ExecutionFailed, PermissionDenied, ToolError, ValidationFailed
 from aleph_files._confine import PathError, Target, Workspace
+from aleph_files._journal import TEMP_SUFFIX, TempJournal
 
 __all__ = ["Original", "atomic_write", "guard", "read_limited", "restore", "snapshot", "sniff_binary"]
 
@@ -68,9 +70,21 @@ class Original:
     mode: int | None
 
 
-def _write_into(target: Target, data: bytes, mode: int, owner: tuple[int, int] | None) -> None:
+def _write_into(
+    target: Target, data: bytes, mode: int, owner: tuple[int, int] | None, journal: TempJournal | None
+) -> None:
     # The temporary name must stay within NAME_MAX; it lives in the same directory so rename is atomic.
-    tmp = f".{target.name[:200]}.{secrets.token_hex(6)}.aleph-tmp"
+    tmp = f".{target.name[:200]}.{secrets.token_hex(6)}{TEMP_SUFFIX}"
+    note = journal.note(posixpath.dirname(target.rel) or ".", tmp) if journal is not None else None
+    try:
+        _write_via(target, tmp, data, mode, owner)
+    finally:
+        if note is not None and journal is not None:
+            journal.drop(note)
+    os.fsync(target.parent_fd)
+
+
+def _write_via(target: Target, tmp: str, data: bytes, mode: int, owner: tuple[int, int] | None) -> None:
     fd = os.open(
         tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=target.parent_fd
     )
@@ -95,7 +109,6 @@ def _write_into(target: Target, data: bytes, mode: int, owner: tuple[int, int] |
         except FileNotFoundError:
             pass
         raise
-    os.fsync(target.parent_fd)
 
 
 def atomic_write(
@@ -114,7 +127,7 @@ def atomic_write(
             raise PathError("type", f"{path!r} is {kind}; refusing to replace it")
         mode = stat.S_IMODE(st.st_mode) if st is not None else (0o644 if mode is None else mode)
         owner = (st.st_uid, st.st_gid) if st is not None else None
-        _write_into(target, data, mode, owner)
+        _write_into(target, data, mode, owner, ws.journal)
         return target.rel, st is None
 
 
@@ -148,4 +161,4 @@ def restore(ws: Workspace, original: Original) -> None:
                 raise
         return
     with ws.resolve(original.path, create_dirs=True) as target:
-        _write_into(target, original.data, original.mode or 0o644, None)
+        _write_into(target, original.data, original.mode or 0o644, None, ws.journal)

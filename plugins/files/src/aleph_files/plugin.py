@@ -9,6 +9,7 @@ from aleph_files import hookspecs
 from aleph_files._config import FilesConfig
 from aleph_files._confine import Workspace
 from aleph_files._files import FileEditTool, FileReadTool, FileWriteTool
+from aleph_files._journal import TempJournal
 from aleph_files._ops import FileOpsTool
 from aleph_files._patch import ApplyPatchTool
 from aleph_files._search import SearchFn, SearchTool, searxng_backend
@@ -23,6 +24,8 @@ def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginCon
     """Register the file, patch, web and search tools over the runtime's workspace."""
     config = context.config.section("files", FilesConfig)
     ws = Workspace(context.workspace, context.protected_paths)
+    ws.journal = TempJournal(context.data_dir / "files" / "inflight")
+    ws.journal.recover(ws)  # temporary files a killed writer left in the workspace
 
     async def close() -> None:
         ws.close()

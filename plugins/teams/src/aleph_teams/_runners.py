@@ -20,11 +20,29 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from aleph import ExecutionFailed, ToolError
 
 if TYPE_CHECKING:
-    from aleph_teams._member import MemberTools
+    from aleph import ToolOutput
 
-__all__ = ["AgentRunner", "CallableRunner", "MemberTask", "RunResult", "SubprocessRunner"]
+__all__ = ["AgentRunner", "CallableRunner", "MemberTask", "MemberToolbox", "RunResult", "SubprocessRunner"]
 
 _MAX_LINE = 1_000_000
+
+
+class MemberToolbox(Protocol):
+    """Tools called as the member, through the chokepoint (the teams host's ``MemberTools`` has this shape)."""
+
+    async def call(self, name: str, input: dict[str, Any], *, step: int | None = None) -> ToolOutput:
+        """Call ``name`` as the member; raises :class:`~aleph.ToolError` like ``execute``."""
+        ...
+
+    def call_sync(
+        self, name: str, input: dict[str, Any], *, step: int | None = None, timeout: float = 600
+    ) -> ToolOutput:
+        """:meth:`call` from a worker thread."""
+        ...
+
+    def report_usage(self, *, input_tokens: int = 0, output_tokens: int = 0, cost: float = 0.0) -> None:
+        """Charge model usage to the task's budget."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +59,7 @@ class MemberTask:
     timeout_seconds: float
     attempt: int
     """1 for the first run; higher when a crashed or failed run is resumed (replayed calls answer at once)."""
-    tools: MemberTools
+    tools: MemberToolbox
     """Call tools as the member: ``await task.tools.call(name, input)``."""
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the task is cancelled; a runner stops its work when it sees it."""

@@ -169,7 +169,7 @@ class CronManageTool(TeamsTool[CronManageArgs]):
         store = self.store
         if args.action == "list":
             jobs = store.list_cron()
-            return {"message": f"共 {len(jobs)} 个定时任务", "jobs": [_job_view(j) for j in jobs]}
+            return {"message": f"{len(jobs)} scheduled job(s)", "jobs": [_job_view(j) for j in jobs]}
         if args.action == "create":
             self._need(args, "name", "prompt", "schedule")
             assert args.schedule is not None and args.name is not None and args.prompt is not None
@@ -196,7 +196,7 @@ class CronManageTool(TeamsTool[CronManageArgs]):
             )
             refs(job_id=job["id"])
             return {
-                "message": f"定时任务 '{job['name']}' 已创建 (ID: {job['id']})",
+                "message": f"scheduled job '{job['name']}' created (ID: {job['id']})",
                 "job_id": job["id"],
                 "job": _job_view(job),
             }
@@ -207,10 +207,10 @@ class CronManageTool(TeamsTool[CronManageArgs]):
         if job is None:
             raise self.fail(f"cron job '{args.job_id}' not found")
         if args.action == "get":
-            return {"message": f"任务 '{job['name']}' ({job['id']})", "job_id": job["id"], "job": _job_view(job)}
+            return {"message": f"job '{job['name']}' ({job['id']})", "job_id": job["id"], "job": _job_view(job)}
         if args.action == "delete":
             store.delete_cron(job["id"])
-            return {"message": f"定时任务 {job['id']} 已删除", "job_id": job["id"]}
+            return {"message": f"scheduled job {job['id']} deleted", "job_id": job["id"]}
         if args.action in ("enable", "disable", "toggle"):
             on = {"enable": True, "disable": False, "toggle": not job["enabled"]}[args.action]
             fields: dict[str, Any] = {"enabled": on}
@@ -218,12 +218,15 @@ class CronManageTool(TeamsTool[CronManageArgs]):
                 fields["next_run"] = next_run(job["schedule"], time.time())  # resume from now, not from the past
             after = store.update_cron(job["id"], **fields)
             assert after is not None
-            word = "已启用" if on else "已禁用"
-            msg = word if args.action == "toggle" else f"定时任务 {job['id']} {word}"
+            word = "enabled" if on else "disabled"
+            msg = word if args.action == "toggle" else f"scheduled job {job['id']} {word}"
             return {"message": msg, "job_id": job["id"], "job": _job_view(after)}
         if args.action == "run":
             store.update_cron(job["id"], run_requested=True)
-            return {"message": f"定时任务 {job['id']} 已手动触发，将在下一次检查周期内执行", "job_id": job["id"]}
+            return {
+                "message": f"scheduled job {job['id']} triggered by hand; it runs in the next check cycle",
+                "job_id": job["id"],
+            }
         fields = {
             k: v
             for k, v in (
@@ -245,7 +248,7 @@ class CronManageTool(TeamsTool[CronManageArgs]):
             fields["next_run"] = next_run(schedule, time.time())
         after = store.update_cron(job["id"], **fields)
         assert after is not None
-        return {"message": f"定时任务 {job['id']} 已更新", "job_id": job["id"], "job": _job_view(after)}
+        return {"message": f"scheduled job {job['id']} updated", "job_id": job["id"], "job": _job_view(after)}
 
 
 # -- heartbeats --------------------------------------------------------------------------------------

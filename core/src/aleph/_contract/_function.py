@@ -1,0 +1,150 @@
+"""``@aleph.tool``: a typed function (sync or async) as an :class:`~aleph.AlephTool`.
+
+The function's docstring gives the description and, through ``Args:`` / ``:param:`` entries, the
+parameter descriptions; its annotated parameters become the ``Args`` model.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from functools import partial
+from typing import Any, ClassVar, cast, get_type_hints, overload
+
+import anyio.to_thread
+import docstring_parser
+from pydantic import BaseModel, Field, create_model
+from pydantic_core import PydanticUndefined
+
+from aleph._contract._tool import AlephTool, ToolArgs, check_tool_name
+from aleph._contract._types import ToolFacts
+
+__all__ = ["tool"]
+
+
+def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Split a Google-, reST- or NumPy-style docstring into (summary, {param: description})."""
+    if not doc or not doc.strip():
+        return "", {}
+    try:
+        parsed = docstring_parser.parse(doc)
+    except docstring_parser.ParseError:
+        # Text that claims a section it does not hold (``Args:`` with nothing after it) is still a description.
+        return inspect.cleandoc(doc), {}
+    # A parameter description wrapped over several lines reads as one sentence in a JSON Schema.
+    params = {p.arg_name: " ".join((p.description or "").split()) for p in parsed.params}
+    return (parsed.description or "").strip(), params
+
+
+def _args_model(fn: Callable[..., Any], name: str, param_docs: dict[str, str]) -> type[BaseModel]:
+    sig = inspect.signature(fn)
+    hints = get_type_hints(fn, include_extras=True)
+    fields: dict[str, Any] = {}
+    for pname, param in sig.parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise TypeError(f"tool {name}: parameter {pname!r} must be a plain or keyword parameter")
+        if pname not in hints:
+            raise TypeError(f"tool {name}: parameter {pname!r} needs a type annotation")
+        default = PydanticUndefined if param.default is param.empty else param.default
+        doc = param_docs.get(pname)
+        fields[pname] = (hints[pname], Field(default, description=doc) if doc else Field(default))
+    model_name = "".join(part.capitalize() for part in re.split(r"[_-]", name)) + "Args"
+    model: type[BaseModel] = create_model(model_name, __base__=ToolArgs, **fields)
+    return model
+
+
+class _FunctionTool(AlephTool[BaseModel]):
+    """An :class:`AlephTool` made by :func:`tool` from a typed function."""
+
+    _fn: ClassVar[Callable[..., Any]]
+    _is_async: ClassVar[bool]
+
+    async def call(self, args: BaseModel) -> Any:
+        """Call the wrapped function with the validated arguments."""
+        kwargs = args.__dict__
+        if self._is_async:
+            return await self._fn(**kwargs)
+        if self.FACTS.inline:
+            return self._fn(**kwargs)
+        return await anyio.to_thread.run_sync(partial(self._fn, **kwargs))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the wrapped function directly, bypassing validation (handy in tests)."""
+        return self._fn(*args, **kwargs)
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> AlephTool[BaseModel]: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    idempotent: bool = False,
+    requires_approval: bool = False,
+    concurrent_safe: bool = False,
+    max_duration_ms: int | None = None,
+    tags: tuple[str, ...] | list[str] = (),
+    inline: bool = False,
+) -> Callable[[Callable[..., Any]], AlephTool[BaseModel]]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    idempotent: bool = False,
+    requires_approval: bool = False,
+    concurrent_safe: bool = False,
+    max_duration_ms: int | None = None,
+    tags: tuple[str, ...] | list[str] = (),
+    inline: bool = False,
+) -> AlephTool[BaseModel] | Callable[[Callable[..., Any]], AlephTool[BaseModel]]:
+    """Turn a typed function (sync or async) into an :class:`AlephTool`.
+
+    The name defaults to the function's name, the description to its docstring's summary;
+    ``Args:`` / ``:param:`` docstring entries become parameter descriptions. A sync function
+    runs in a worker thread unless ``inline=True`` declares it cheap enough for the event loop.
+    """
+    facts = ToolFacts(
+        idempotent=idempotent,
+        requires_approval=requires_approval,
+        concurrent_safe=concurrent_safe,
+        max_duration_ms=max_duration_ms,
+        tags=tuple(tags),
+        inline=inline,
+    )
+
+    def build(func: Callable[..., Any]) -> AlephTool[BaseModel]:
+        tool_name = check_tool_name(name or func.__name__)
+        summary, param_docs = _parse_docstring(func.__doc__)
+        text = description or summary
+        is_async = inspect.iscoroutinefunction(func)
+        if inline and is_async:
+            raise TypeError(f"tool {tool_name}: inline=True is for sync functions; async ones already run inline")
+        hints = get_type_hints(func)
+        attrs = {
+            "NAME": tool_name,
+            "DESCRIPTION": text,
+            "Args": _args_model(func, tool_name, param_docs),
+            "Output": hints.get("return", Any),
+            "FACTS": facts,
+            "_fn": staticmethod(func),
+            "_is_async": is_async,
+            "__doc__": func.__doc__,
+            "__module__": func.__module__,
+        }
+        cls = cast("type[_FunctionTool]", type(f"{tool_name}_tool", (_FunctionTool,), attrs))
+        if not text:  # held by the registry like any tool that breaks the contract
+            cls._contract_problem = f"tool {tool_name}: give it a docstring or a description"
+        instance: AlephTool[BaseModel] = cls()
+        return instance
+
+    if fn is not None:
+        return build(fn)
+    return build
