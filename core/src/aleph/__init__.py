@@ -21,7 +21,7 @@ from aleph._chokepoint._approval import (
     ApprovalResponse,
 )
 from aleph._chokepoint._budget import Budget, BudgetExhausted, BudgetUsage
-from aleph._chokepoint._call import CallContext, current_call
+from aleph._chokepoint._call import CallContext, current_call, current_principal
 from aleph._chokepoint._requesters import DeferredApprovals, ScriptedRequester, TerminalRequester
 from aleph._chokepoint._scoped import Explanation, ScopedToolService
 from aleph._chokepoint._tiers import ExecTier
@@ -62,6 +62,7 @@ from aleph._plugins._context import PluginContext, ToolRegistrar
 from aleph._plugins._hookspec import hookimpl
 from aleph._plugins._loader import inspect_distribution
 from aleph._plugins._trust import HeldPlugin, PluginTrust, TrustRecord, adds_digest
+from aleph._principal import Principal
 from aleph._progress import (
     ToolProgressCallback,
     notify_tool_result,
@@ -69,6 +70,7 @@ from aleph._progress import (
     notify_tool_streaming_chunk,
     set_tool_progress_handler,
 )
+from aleph._protected import ProtectedPaths
 from aleph._runtime import Aleph, load
 from aleph._seal import StateSeal
 from aleph._turn import TurnContext, current_session, current_turn
@@ -119,7 +121,9 @@ __all__ = [
     "PluginError",
     "PluginTrust",
     "PolicyVote",
+    "Principal",
     "ProgressiveDisclosure",
+    "ProtectedPaths",
     "RegisteredTool",
     "ScopedToolService",
     "ScriptedRequester",
@@ -148,6 +152,7 @@ __all__ = [
     "VerifyReport",
     "adds_digest",
     "current_call",
+    "current_principal",
     "current_session",
     "current_turn",
     "hookimpl",

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from aleph._config_merge import copy_table, drop_invalid, env_overrides, merge, record_changes, with_env
 from aleph._config_tighten import tighten
 from aleph._errors import ConfigError
+from aleph._protected import check_pattern
 from aleph._workspace_trust import WorkspaceTrust
 
 __all__ = [
@@ -119,6 +120,11 @@ class AgentConfig(_Section):
     """If set, the only tools this agent may see or call (an empty list allows nothing)."""
     exec_tier: Literal["plan", "ask", "auto", "full"] | None = None
     """This agent's default execution tier."""
+    accepts_delegation_from: list[str] = []
+    """Agents that may have this agent act for them without asking an operator (``"*"``: any agent).
+
+    Every agent of the delegating chain must be listed; otherwise an operator approves each delegation.
+    """
 
 
 class ChannelConfig(_Section):
@@ -285,6 +291,14 @@ class WorkspaceConfig(_Section):
     """The directory tools work in; default the directory holding ``aleph.toml``, else the current one."""
     data_dir: str | None = None
     """Aleph's own data (ledger, sessions, profiles); default ``$ALEPH_DATA_DIR`` or ``~/.local/share/aleph``."""
+    protected: list[str] = Field(default_factory=list, max_length=256)
+    """More workspace globs no tool may write (``*``, ``?`` in one component, ``**`` across), added to
+    :data:`aleph.ProtectedPaths.HOST_EXECUTED`: files a program on this machine runs code from."""
+
+    @field_validator("protected")
+    @classmethod
+    def _globs(cls, value: list[str]) -> list[str]:
+        return [check_pattern(p) for p in value]
 
 
 class PluginsConfig(_Section):

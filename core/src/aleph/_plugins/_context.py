@@ -18,6 +18,7 @@ from aleph._contract._tool import Tool, ToolContractError, contract_problem
 from aleph._contract._types import ToolSource
 from aleph._ledger import ledger_directory
 from aleph._plugins._trust import HeldPlugin, PluginTrust
+from aleph._protected import HOST_EXECUTED_PATHS, check_pattern
 from aleph._seal import StateSeal
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from aleph._config import AlephConfig
     from aleph._ledger import Ledger
     from aleph._ledger._events import EventLog
+    from aleph._principal import Principal
     from aleph._turn import TurnContext
 
 log = logging.getLogger("aleph.plugins")
@@ -54,6 +56,8 @@ class RuntimeHandle(Protocol):
         turn: TurnContext | None = None,
         requester: ApprovalRequester | None = None,
         tier: str | ExecTier | None = None,
+        *,
+        principal: Principal | None = None,
     ) -> ScopedToolService:
         """A permission-checked tool service of this runtime."""
         ...
@@ -174,12 +178,18 @@ class PluginContext:
         turn: TurnContext | None = None,
         requester: ApprovalRequester | None = None,
         tier: str | ExecTier | None = None,
+        *,
+        principal: Principal | None = None,
     ) -> ScopedToolService:
         """A permission-checked tool service of this runtime (e.g. to run a team member's calls as that agent).
 
-        The same as :meth:`aleph.Aleph.tool_service`; usable at call time only.
+        The same as :meth:`aleph.Aleph.tool_service`; usable at call time only. Work done for another
+        principal goes through :meth:`aleph.CallContext.delegate` (or this service's ``delegate``), never
+        through a service built for the other agent directly.
         """
-        return self._runtime().tool_service(agent=agent, channel=channel, turn=turn, requester=requester, tier=tier)
+        return self._runtime().tool_service(
+            agent=agent, channel=channel, turn=turn, requester=requester, tier=tier, principal=principal
+        )
 
     @property
     def ledger(self) -> Ledger | None:
@@ -210,6 +220,17 @@ class PluginContext:
         paths.append(self.config.data_dir)
         paths.append(ledger_directory(self.config))
         return sorted(set(paths))
+
+    @property
+    def protected_patterns(self) -> list[str]:
+        """Globs no tool may write: ProtectedPaths.HOST_EXECUTED, [workspace] protected, aleph_protected_paths.
+
+        A plugin whose ``aleph_protected_paths`` registers a bad glob fails like any failing hook.
+        """
+        extra: list[str] = []
+        if self._manager is not None:
+            self._manager.call_each("aleph_protected_paths", register=lambda p: extra.append(check_pattern(p)))
+        return [*HOST_EXECUTED_PATHS, *self.config.workspace.protected, *extra]
 
     def call_hook(self, hook: str, **kwargs: Any) -> list[tuple[str, Any]]:
         """Call the hook ``hook`` on every plugin (e.g. to collect providers); returns (plugin, result) pairs."""
