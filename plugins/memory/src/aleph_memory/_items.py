@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from aleph_memory._db import Database
+from aleph_memory._events import resolve_events
 from aleph_memory._text import FTS_TOKENIZE, lemma, terms
 from aleph_memory._text import stem as stem_word
 
@@ -349,6 +350,15 @@ class ItemStore:
             rows,
         )
         conn.executemany(f"INSERT INTO {table} (rowid, content, ctx) VALUES (?, ?, '')", direct)
+        # Bi-temporal: beside when it was said (occurred_at), when what it tells of happened.
+        conn.executemany(
+            "INSERT INTO item_events (rowid, agent, start, end, confidence, said) VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (item.rowid, agent, e.start, e.end, e.confidence, e.said)
+                for item in out
+                for e in resolve_events(item.content, item.occurred_at if item.occurred_at is not None else at)
+            ],
+        )
         return out
 
     def reindex_context(

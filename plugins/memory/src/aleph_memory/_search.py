@@ -35,13 +35,15 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from itertools import pairwise
 from typing import Any
 
+from aleph_memory._answers import POOL, asks_for_a_set, diversify
 from aleph_memory._db import Database
-from aleph_memory._items import CONTEXT_WINDOW, Item, ItemStore, fts_table
+from aleph_memory._events import events_in
+from aleph_memory._items import Item, ItemStore, fts_table
+from aleph_memory._lexical import DocCounts, compound_forms, match_expression
 from aleph_memory._providers import Embedder, VectorIndex, _numpy, embed_normalised
-from aleph_memory._text import fts_query, lemma, stem, terms
+from aleph_memory._text import lemma, stem, terms
 from aleph_memory._when import Window, find_window
 
 __all__ = ["Hit", "Ranker", "SearchResult"]
@@ -55,16 +57,15 @@ SESSION_TOP = 5
 TIME_WEIGHT = 0.5
 OPENER_WEIGHT = 0.3
 """In a dated window, a session's first turn (it catches up on what happened since the last one) gains this."""
+EVENT_WEIGHT = 0.5
+"""An item whose own words resolve inside a query's window gains this times their confidence (and TIME_WEIGHT)."""
+EVENT_CANDIDATES = 300
 WHEN_WEIGHT = 0.4
 """A "when ..." question is answered by a turn that says when (yesterday, last week, on Friday)."""
 REPLY_SHARE = 0.5
 """A turn that asks what the query asks passes half its score to the next turn of its session (the reply)."""
 REPLY_TOP = 30
 WINDOW_CANDIDATES = 300
-POSTINGS_BUDGET = 3_000
-DF_CAP = POSTINGS_BUDGET + 1
-"""Counting stops here: a word this common never fits the budget beside another, whatever its real count."""
-CONTEXT_FANOUT = 2 * CONTEXT_WINDOW
 DENSE_WEIGHT = 0.6
 """Vectors join the finished lexical ranking: its scores over its best one, plus this times the scaled similarity."""
 DENSE_CANDIDATES = 150
@@ -73,10 +74,6 @@ DENSE_REPLY_SHARE = 0.5
 VECTOR_WINDOW = 1
 """A turn's context vector embeds it with this many turns on each side (same session)."""
 MAX_QUERY_TERMS = 64
-COMPOUND_PART = 3
-"""The shortest half of a compound split or joined to match its other spelling."""
-COMPOUND_MAX = 24
-"""Longer words are not split (each split is a vocabulary lookup)."""
 
 
 _ASKS_WHEN = re.compile(r"\s*(?:when|what (?:day|date|month|year|time)|how long)\b", re.I)
@@ -262,15 +259,23 @@ class Ranker:
         table = fts_table(agent)
         if lexical and self._has_table(table):
             with self.db.read() as conn:
-                matched = lexical + _compound_forms(conn, table, lexical)
+                matched = lexical + compound_forms(conn, table, lexical)
                 rows = conn.execute(
                     f"SELECT rowid, -bm25({table}, 1.0, {CONTEXT_WEIGHT}) AS s FROM {table}"
                     f" WHERE {table} MATCH ? ORDER BY s DESC LIMIT ?",
-                    (_match_expression(conn, table, matched, self._counts), CANDIDATES),
+                    (match_expression(conn, table, matched, self._counts), CANDIDATES),
                 ).fetchall()
             top = rows[0][1] if rows and rows[0][1] > 0 else 1.0
             scores = {r: s / top for r, s in rows}
-        if window is not None and WINDOW_CANDIDATES:
+        events: dict[int, float] = {}
+        if window is not None and not window.bound:
+            # Event time first: the items whose own words put what they tell of inside the window
+            # ("yesterday", said the day after) are candidates, and rank above what was merely said then.
+            with self.db.read() as conn:
+                events = events_in(conn, agent, window.ranges, EVENT_CANDIDATES)
+            for rowid in events:
+                scores.setdefault(rowid, 0.0)
+        if window is not None and not window.bound and WINDOW_CANDIDATES:
             # A question that names a date asks about what happened then, whether or not its other words
             # match: the items of that window are candidates too (ranked by coverage, time and session).
             # A month named without a year is one range a year, latest first; they share one budget.
@@ -322,7 +327,9 @@ class Ranker:
             value = lex
             if query_stems:
                 value += COVERAGE_WEIGHT * sum(1 for q in padded_stems if q in own) / len(padded_stems)
-            if window is not None and f[6] is not None and f[6] in window:
+            if rowid in events:
+                value += TIME_WEIGHT + EVENT_WEIGHT * events[rowid]
+            elif window is not None and f[6] is not None and f[6] in window:
                 value += TIME_WEIGHT
                 if f[2] is not None and f[7] is not None and f[7] == openers.get(f[2]):
                     value += OPENER_WEIGHT
@@ -355,14 +362,18 @@ class Ranker:
                     # Vectors know what a turn is about, not when it was said: for a dated question
                     # only the window's items take their similarity (the rest keep their lexical rank).
                     at = features[rowid][6]
-                    if at is None or at not in window:
+                    if rowid not in events and (at is None or at not in window):
                         d = 0.0
                 elif asks_when:
                     # A "when" question is answered by a turn that says when (and its session's date),
                     # which only the lexical ranking sees; its vectors' nearest items stay candidates.
                     d = 0.0
                 final[rowid] = final[rowid] / best_final + DENSE_WEIGHT * d
-        ranked = sorted(final, key=lambda r: (-final[r], -r))[: max(0, limit)]
+        ranked = sorted(final, key=lambda r: (-final[r], -r))
+        if asks_for_a_set(original):
+            # "How many times", "which ones", "both": several events, so spread the list over sessions.
+            ranked = diversify(ranked, final, {r: features[r][2] for r in ranked[: POOL * limit]}, limit)
+        ranked = ranked[: max(0, limit)]
         items = self.items.by_rowids(ranked)
         hits = [Hit(items[r], round(final[r], 4)) for r in ranked if r in items]
         return SearchResult(hits, mode, degraded, tuple(sorted(named)))
@@ -504,70 +515,6 @@ class Ranker:
         return out
 
 
-class DocCounts:
-    """How many items of a full-text table hold a word in their own text (capped at DF_CAP), cached.
-
-    The counts only choose which words a large store's query can afford, so an estimate is enough:
-    they are kept until the store has grown by a tenth (and at least 100 items) since they were read.
-    Counting costs a pass over the word's postings (about 2 ms a question at 100,000 items).
-    """
-
-    MAX_WORDS = 100_000
-
-    def __init__(self) -> None:
-        self._by_table: dict[str, tuple[int, dict[str, int]]] = {}
-
-    def get(self, conn: sqlite3.Connection, table: str, words: list[str]) -> dict[str, int]:
-        """The (capped) document count of each of ``words`` in ``table``'s ``content`` column."""
-        size = conn.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0
-        stamp, known = self._by_table.get(table, (size, {}))
-        if size > stamp + max(100, stamp // 10) or len(known) > self.MAX_WORDS:
-            stamp, known = size, {}
-        self._by_table[table] = (stamp, known)
-        out = {}
-        for word in words:
-            found = known.get(word)
-            if found is None:
-                row = conn.execute(
-                    f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT {DF_CAP})",
-                    (f'content : "{word}"',),
-                ).fetchone()
-                found = known[word] = int(row[0])
-            out[word] = found
-        return out
-
-
-def _match_expression(conn: sqlite3.Connection, table: str, words: list[str], counts: DocCounts) -> str:
-    """The FTS5 MATCH expression for ``words``, kept within what a query can afford to rank.
-
-    BM25 scores every row that holds any query word, about 5 µs a row. In a small store every word
-    is matched in an item's text and in its neighbours' (the usual case, and what the ranking is built
-    on). In a large store a word found in many items weighs little (its IDF is near zero) yet costs
-    the most: words are taken rarest first while their matches fit POSTINGS_BUDGET, the rest are left
-    to the coverage signal, and only the rarest are also matched in the neighbours' text.
-    """
-    distinct = sorted(set(words))
-    df = counts.get(conn, table, distinct)
-    if sum(df.values()) * (1 + CONTEXT_FANOUT) <= POSTINGS_BUDGET:
-        return fts_query(distinct)
-    ranked = sorted(distinct, key=lambda w: (df[w], w))
-    content: list[str] = []
-    context: list[str] = []
-    used = 0
-    for word in ranked:
-        if content and used + df[word] > POSTINGS_BUDGET:
-            break
-        content.append(word)
-        used += df[word]
-    for word in content:
-        if context and used + df[word] * CONTEXT_FANOUT > POSTINGS_BUDGET:
-            break
-        context.append(word)
-        used += df[word] * CONTEXT_FANOUT
-    expr = f"content : ({fts_query(content)})"
-    return f"{expr} OR ctx : ({fts_query(context)})" if context else expr
-
-
 def _vector_query(query: str, name_words: set[str]) -> str:
     """The question as a sentence model should see it: its own wording, without the people it names.
 
@@ -604,26 +551,3 @@ def _named_people(words: list[str], people: _People) -> set[str]:
             if all(p in present for p in parts):
                 found.add(person)
     return found
-
-
-def _compound_forms(conn: sqlite3.Connection, table: str, words: list[str]) -> list[str]:
-    """The other spelling of each compound in ``words`` that the agent's items use ("roadtrip" / "road trip").
-
-    A long query word that splits into two indexed words is also matched as that phrase, and two
-    consecutive query words are also matched written as one word when that word is indexed. One
-    lookup in the table's vocabulary (its stems) answers every candidate at once.
-    """
-    splits: list[tuple[str, str, str]] = []
-    for word in dict.fromkeys(words):
-        if 2 * COMPOUND_PART <= len(word) <= COMPOUND_MAX and word.isalpha():
-            for i in range(COMPOUND_PART, len(word) - COMPOUND_PART + 1):
-                splits.append((word[:i], word[i:], f"{word[:i]} {word[i:]}"))
-    joins = [a + b for a, b in pairwise(words) if (a + b).isalpha()]
-    wanted = {stem(p) for a, b, _ in splits for p in (a, b)} | {stem(j) for j in joins}
-    if not wanted:
-        return []
-    marks = ",".join("?" * len(wanted))
-    known = {t for (t,) in conn.execute(f"SELECT term FROM {table}_vocab WHERE term IN ({marks})", sorted(wanted))}
-    out = [phrase for a, b, phrase in splits if stem(a) in known and stem(b) in known]
-    out += [j for j in joins if stem(j) in known]
-    return out

@@ -47,17 +47,40 @@ class Window:
 
     ranges: tuple[tuple[int, int], ...]
     text: str
+    bound: bool = False
+    """An "as of" / "until" / "since" window: everything up to (or from) the date, not the date itself."""
 
     def __contains__(self, at: int) -> bool:
         return any(start <= at < end for start, end in self.ranges)
 
 
+_UNTIL = re.compile(r"\b(?:as of|until|till|up to|up until|before|by)\s+(?:the\s+end\s+of\s+)?$", re.I)
+_SINCE = re.compile(r"\b(?:since|after)\s+$", re.I)
+EPOCH_END = 2**53
+"""The open end of a "since" window (epoch ms far beyond any date)."""
+
+
 def find_window(text: str, years: tuple[int, int] | None = None) -> Window | None:
-    """The first date ``text`` names, or None.
+    """The first date ``text`` names, or None; "as of"/"until" and "since" before it make it a bound.
 
     ``years`` (first, last) is the span a month named without a year is looked for in; without it
     such a month is not a window.
     """
+    window = _find_date(text, years)
+    if window is None or len(window.ranges) != 1:
+        return window
+    at = text.lower().find(window.text.lower())
+    before = text[:at]
+    first = window.text.split(None, 1)[0].lower()
+    start, end = window.ranges[0]
+    if _UNTIL.search(before) or first == "by":
+        return Window(((0, end),), window.text, bound=True)
+    if _SINCE.search(before) or first == "since":
+        return Window(((start, EPOCH_END),), window.text, bound=True)
+    return window
+
+
+def _find_date(text: str, years: tuple[int, int] | None) -> Window | None:
     for kind, pattern, groups in _PATTERNS:
         match = pattern.search(text)
         if match is None:

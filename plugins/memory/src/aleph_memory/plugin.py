@@ -82,6 +82,12 @@ def _wordllama() -> Embedder:
     return WordLlamaEmbedder()
 
 
+def _minilm_numpy() -> Embedder:
+    from aleph_memory._minilm_numpy import MiniLMNumpyEmbedder
+
+    return MiniLMNumpyEmbedder()
+
+
 def _minilm() -> Embedder:
     from aleph_memory._minilm import MiniLMEmbedder
 
@@ -90,8 +96,9 @@ def _minilm() -> Embedder:
 
 @aleph.hookimpl
 def aleph_memory_embedders(register: Any) -> None:
-    """The embedders this family ships: ``wordllama`` (``aleph-memory[wordllama]``) and ``minilm`` (``[minilm]``)."""
+    """The embedders this family ships: ``wordllama``, ``minilm-numpy`` (no torch) and ``minilm`` (torch)."""
     register("wordllama", _wordllama)
+    register("minilm-numpy", _minilm_numpy)
     register("minilm", _minilm)
 
 
