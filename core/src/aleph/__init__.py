@@ -24,6 +24,7 @@ from aleph._chokepoint._budget import Budget, BudgetExhausted, BudgetUsage
 from aleph._chokepoint._call import CallContext, current_call
 from aleph._chokepoint._requesters import DeferredApprovals, ScriptedRequester, TerminalRequester
 from aleph._chokepoint._scoped import Explanation, ScopedToolService
+from aleph._chokepoint._telemetry import configure_telemetry
 from aleph._chokepoint._tiers import ExecTier
 from aleph._chokepoint._verdict import PolicyVote
 from aleph._config import AlephConfig, load_config
@@ -145,6 +146,7 @@ __all__ = [
     "ValidationFailed",
     "VerifyReport",
     "adds_digest",
+    "configure_telemetry",
     "current_call",
     "current_session",
     "current_turn",
