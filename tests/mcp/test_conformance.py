@@ -3,8 +3,8 @@
 Client: scenarios ``initialize`` and ``tools_call`` run conformance/aleph_client.py (Aleph's runtime connecting
 the suite's server). Server: the full server suite runs against a real ``aleph serve --http`` with a fixture
 plugin providing the reference tools; conformance/server-baseline.yml lists the scenarios Aleph does not
-implement (resources, prompts, completion, non-text content, tool-sent logs...), so every other scenario must keep passing and a
-baseline entry that starts passing fails the run as stale.
+implement (resources, prompts, completion, non-text content, tool-sent logs...), so every other scenario must
+keep passing and a baseline entry that starts passing fails the run as stale.
 """
 
 from __future__ import annotations

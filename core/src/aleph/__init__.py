@@ -28,6 +28,7 @@ from aleph._chokepoint._telemetry import configure_telemetry
 from aleph._chokepoint._tiers import ExecTier
 from aleph._chokepoint._verdict import PolicyVote
 from aleph._config import AlephConfig, load_config
+from aleph._console import Console, ConsoleInbox
 from aleph._contract._function import tool
 from aleph._contract._names import repair_tool_name, suggest_candidates
 from aleph._contract._registry import RegisteredTool, ToolRegistry
@@ -99,6 +100,8 @@ __all__ = [
     "CommandRule",
     "CommandVerdict",
     "ConfigError",
+    "Console",
+    "ConsoleInbox",
     "DeferredApprovals",
     "DeferredSet",
     "DuplicateTool",
