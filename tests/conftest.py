@@ -18,6 +18,9 @@ def _isolated_aleph_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: p
     monkeypatch.delenv("ALEPH_DISABLE_PLUGINS", raising=False)
     for name in [n for n in __import__("os").environ if n.startswith("ALEPH__")]:
         monkeypatch.delenv(name)
+    # The tests write the workspace's aleph.toml as its operator would; the tests of workspace trust
+    # (tests/core/test_workspace_config.py) unset this to see a workspace file that only tightens.
+    monkeypatch.setenv("ALEPH_TRUST_WORKSPACE_CONFIG", "1")
 
 
 @pytest.fixture

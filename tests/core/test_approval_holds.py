@@ -151,3 +151,46 @@ async def test_a_swapped_signing_key_stops_the_chain_loudly_and_verify_reports_i
         result = await svc.call("deploy", {"target": "four"})
         assert result.success and any("stopped taking rows" in w for w in result.warnings)
         assert RAN == ["one", "two", "four"]
+
+
+@pytest.mark.anyio
+async def test_a_one_time_answer_approves_one_call_even_when_handed_back_again(workspace: Path) -> None:
+    async with runtime(workspace) as rt:
+        with pytest.raises(aleph.ApprovalRequired) as info:
+            await rt.tool_service(requester=aleph.DeferredApprovals()).execute("deploy", {"target": "prod"})
+        fingerprint = info.value.request.fingerprint
+        once = aleph.ApprovalResponse(ApprovalOutcome.APPROVED, once_id="answer-1")
+        await rt.tool_service(requester=aleph.DeferredApprovals({fingerprint: once})).execute(
+            "deploy", {"target": "prod"}
+        )
+        with pytest.raises(aleph.ApprovalUnavailable, match="already used"):
+            await rt.tool_service(requester=aleph.DeferredApprovals({fingerprint: once})).execute(
+                "deploy", {"target": "prod"}
+            )
+        # A one-time answer never sticks as a grant, and another id is another human answer.
+        other = aleph.ApprovalResponse(ApprovalOutcome.APPROVED, once_id="answer-2")
+        await rt.tool_service(requester=aleph.DeferredApprovals({fingerprint: other})).execute(
+            "deploy", {"target": "prod"}
+        )
+    assert RAN == ["prod", "prod"]
+    assert (rt.config.data_dir / "approvals" / "used.sqlite").is_file()
+
+
+@pytest.mark.anyio
+async def test_a_carried_session_answer_makes_its_grant_once_and_a_replay_elsewhere_is_refused(
+    workspace: Path,
+) -> None:
+    turn = aleph.TurnContext(session_key="chat-9")
+    answer = aleph.ApprovalResponse(ApprovalOutcome.APPROVED_FOR_SESSION, once_id="session-answer-1")
+    async with runtime(workspace) as rt:
+        with pytest.raises(aleph.ApprovalRequired) as info:
+            await rt.tool_service(turn=turn, requester=aleph.DeferredApprovals()).execute("deploy", {"target": "a"})
+        fingerprint = info.value.request.fingerprint
+        for _ in range(2):  # the grant it made covers the same call in the same session
+            answers = aleph.DeferredApprovals({fingerprint: answer})
+            await rt.tool_service(turn=turn, requester=answers).execute("deploy", {"target": "a"})
+    async with runtime(workspace) as again:  # a new process: the session grant is gone, the answer is spent
+        with pytest.raises(aleph.ApprovalUnavailable, match="already used"):
+            answers = aleph.DeferredApprovals({fingerprint: answer})
+            await again.tool_service(turn=turn, requester=answers).execute("deploy", {"target": "a"})
+    assert RAN == ["a", "a"]

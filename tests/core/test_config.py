@@ -79,7 +79,7 @@ def test_plugin_sections_are_kept_and_validated_by_the_plugin(workspace: Path) -
         headless: bool = True
 
     write(workspace / "aleph.toml", "[browser]\nheadless = 3\n")
-    config = load_config(env={})
+    config = load_config(env={"ALEPH_TRUST_WORKSPACE_CONFIG": "1"})
     assert "browser" in config.plugin_sections()
     with pytest.raises(ConfigError, match=r"browser\.headless"):
         config.section("browser", Browser)

@@ -24,6 +24,8 @@ class TestHubContract(ToolContractTests):
     families = ("skill", "hub")
     no_example = {
         "skill_install": "asks a human through the chokepoint (hub_consent); covered by test_skills.py",
+        "skill_read": "asks a human (hub_consent) before it serves a skill nobody approved yet; covered by "
+        "test_skill_consent.py and test_skills.py",
         "hub_catalog_sync": "needs a package index; covered against a loopback index in test_catalog.py",
         "hub_resolve_spec": "needs a package index; covered against a loopback index in test_install.py",
         "hub_install_run": "needs a package index and a human; covered in test_install.py",
@@ -42,7 +44,6 @@ class TestHubContract(ToolContractTests):
     def examples(self) -> list[tuple[str, dict[str, Any]]]:
         return [
             ("skill_list", {"query": "fill a pdf form"}),
-            ("skill_read", {"skill_id": "pdf-forms", "file_name": "references/fields.md"}),
             ("skill_status", {"filter": "ready"}),
             ("skill_manage", {"action": "pin", "skill_id": "pdf-forms"}),
             ("hub_catalog_search", {"query": "greet"}),

@@ -76,7 +76,8 @@ def test_read_gives_the_body_then_resources_on_demand(tmp_path: Path) -> None:
     (folder / "references").mkdir()
     (folder / "references" / "api.md").write_text("The API.")
     rt = hub_runtime(tmp_path)
-    body = run(rt, "skill_read", {"skill_id": "pdf-forms"})
+    # A skill nobody approved yet is put to a human once; the approval is pinned to its bytes.
+    body = run(rt, "skill_read", {"skill_id": "pdf-forms"}, ScriptedRequester([ApprovalOutcome.APPROVED]))
     assert "Step one" in body["content"] and body["available_files"] == ["references/api.md"]
     ref = run(hub_runtime(tmp_path), "skill_read", {"skill_id": "pdf-forms", "file_name": "references/api.md"})
     assert ref["content"] == "The API."
@@ -282,7 +283,7 @@ def test_a_skill_script_runs_through_bash_under_the_chokepoint(tmp_path: Path) -
 
     async def go() -> tuple[Any, list[aleph.LedgerRow]]:
         async with rt:
-            out = await call(rt, "skill_manage", payload)
+            out = await call(rt, "skill_manage", payload, ScriptedRequester([ApprovalOutcome.APPROVED]))
             assert rt.chokepoint.ledger is not None
             rt.chokepoint.ledger.flush_sync()
             return out, rt.chokepoint.ledger.rows("default")

@@ -162,3 +162,16 @@ async def test_a_sync_invoke_says_the_tools_are_async(env: Env) -> None:
     [tool] = [t for t in await langchain_tools(env.service()) if t.name == "notes_list"]
     message = tool.invoke({"name": "notes_list", "args": {}, "id": "c", "type": "tool_call"})
     assert "asynchronous" in str(message.content)
+
+
+async def test_resuming_the_same_checkpoint_twice_runs_the_approved_call_once(env: Env) -> None:
+    env.book.notes.extend(["a", "b", "c"])
+    agent, _ = await graph(env, ("note_delete", {"index": 1}))
+    first = await agent.ainvoke({"messages": [("user", "delete")]}, CONFIG)
+    [pending] = first["__interrupt__"]
+    interrupted = (await agent.aget_state(CONFIG)).config
+    done = await agent.ainvoke(Command(resume={pending.id: {"type": "approve"}}), interrupted)
+    replay = await agent.ainvoke(Command(resume={pending.id: {"type": "approve"}}), interrupted)
+    assert last(done) == "deleted 'a'"
+    assert env.book.notes == ["b", "c"]
+    assert "already used" in last(replay)

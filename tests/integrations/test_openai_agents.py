@@ -11,14 +11,15 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import pytest
-from agents import Agent, Model, ModelResponse, RunConfig, Runner, Usage, set_tracing_disabled
+from agents import Agent, Model, ModelResponse, RunConfig, Runner, RunState, Usage, set_tracing_disabled
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
 import aleph
 from aleph.integrations.openai_agents import AlephAgentTools
 
-from .conftest import Env
+from .conftest import Env, build_tools
 
 pytestmark = pytest.mark.anyio
 
@@ -199,3 +200,49 @@ async def test_a_tool_built_as_never_asking_is_refused_when_the_turn_now_forbids
     result = await Runner.run(agent, "add milk", context=Chat("chat-1"))
     assert not result.interruptions and "permission denied" in result.final_output
     assert env.book.notes == []
+
+
+async def test_a_saved_run_state_resumed_twice_runs_the_call_approved_once_only_once(env: Env) -> None:
+    env.book.notes.extend(["a", "b", "c"])
+    agent, result, _ = await run(env, ScriptedModel(("note_delete", {"index": 1})))
+    [item] = result.interruptions
+    state = result.to_state()
+    state.approve(item)
+    saved = state.to_string()
+    first = await Runner.run(agent, await RunState.from_string(agent, saved))
+    again = await Runner.run(agent, await RunState.from_string(agent, saved))
+    assert first.final_output == "deleted 'a'"
+    assert env.book.notes == ["b", "c"]
+    assert "already used" in again.final_output
+
+
+async def test_two_resumes_of_one_state_racing_run_the_approved_call_once(env: Env) -> None:
+    env.book.notes.extend(["a", "b", "c"])
+    agent, result, _ = await run(env, ScriptedModel(("note_delete", {"index": 1})))
+    [item] = result.interruptions
+    state = result.to_state()
+    state.approve(item)
+    saved = state.to_string()
+    states = [await RunState.from_string(agent, saved) for _ in range(2)]
+    async with anyio.create_task_group() as tg:
+        for s in states:
+            tg.start_soon(Runner.run, agent, s)
+    assert env.book.notes == ["b", "c"]
+
+
+async def test_a_used_approval_is_refused_by_another_runtime_on_the_same_data_directory(env: Env) -> None:
+    env.book.notes.extend(["a", "b"])
+    agent, result, _ = await run(env, ScriptedModel(("note_delete", {"index": 1})))
+    [item] = result.interruptions
+    state = result.to_state()
+    state.approve(item)
+    saved = state.to_string()
+    await Runner.run(agent, await RunState.from_string(agent, saved))
+    async with aleph.load(entry_points=False) as other:  # a second process's runtime on the same data directory
+        for tool in build_tools(env.book):
+            other.register(tool)
+        tools = AlephAgentTools(other.tool_service(agent="main"))
+        agent2 = Agent(name="main", model=ScriptedModel(("note_delete", {"index": 1})), tools=await tools.tools())
+        replay = await Runner.run(agent2, await RunState.from_string(agent2, saved))
+    assert env.book.notes == ["b"]
+    assert "already used" in replay.final_output

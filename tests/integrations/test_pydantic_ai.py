@@ -240,3 +240,31 @@ def test_answers_for_calls_that_are_not_pending_are_an_error() -> None:
         from aleph.integrations._common import response_from
 
         response_from("maybe")
+
+
+async def test_deferred_results_replayed_on_the_same_history_run_the_approved_call_once(env: Env) -> None:
+    env.book.notes.extend(["a", "b", "c"])
+    ag = agent(env, Script(("note_delete", {"index": 1})))
+    first = await ag.run("delete the first note")
+    assert isinstance(first.output, DeferredToolRequests)
+    [call] = first.output.approvals
+    history = first.all_messages()
+    answers = approvals(first.output, {call.tool_call_id: True})
+    done = await ag.run(message_history=history, deferred_tool_results=answers)
+    replay = await ag.run(message_history=history, deferred_tool_results=answers)
+    assert done.output == "deleted 'a'"
+    assert env.book.notes == ["b", "c"]
+    assert "already used" in str(replay.output)
+
+
+async def test_a_plain_tool_approved_replayed_runs_the_call_once(env: Env) -> None:
+    env.book.notes.extend(["a", "b", "c"])
+    ag = agent(env, Script(("note_delete", {"index": 1})))
+    first = await ag.run("delete the first note")
+    assert isinstance(first.output, DeferredToolRequests)
+    [call] = first.output.approvals
+    history = first.all_messages()
+    results = first.output.build_results(approvals={call.tool_call_id: True})
+    await ag.run(message_history=history, deferred_tool_results=results)
+    await ag.run(message_history=history, deferred_tool_results=results)
+    assert env.book.notes == ["b", "c"]

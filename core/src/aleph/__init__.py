@@ -72,6 +72,7 @@ from aleph._progress import (
     set_tool_progress_handler,
 )
 from aleph._runtime import Aleph, load
+from aleph._seal import StateSeal
 from aleph._turn import TurnContext, current_session, current_turn
 
 __version__ = "0.1.0"
@@ -126,6 +127,7 @@ __all__ = [
     "RegisteredTool",
     "ScopedToolService",
     "ScriptedRequester",
+    "StateSeal",
     "TerminalRequester",
     "Tool",
     "ToolArgs",

@@ -1,9 +1,10 @@
 """Configuration: TOML files (user, then project) with environment overrides, validated by pydantic.
 
 Precedence, lowest first: built-in defaults → the user file (``$XDG_CONFIG_HOME/aleph/config.toml``)
-→ the project file (``aleph.toml`` in the workspace, ``$ALEPH_CONFIG``, or an explicit path) →
-environment variables ``ALEPH__SECTION__KEY=value`` (the value is read as a TOML value when it
-parses as one, else as a string). A bad value fails at load with the file, the key and the reason.
+→ the project file (``$ALEPH_CONFIG`` or an explicit path; or ``aleph.toml`` in the workspace, which only
+tightens unless the operator trusts it, see :mod:`aleph._config_tighten`) → environment variables
+``ALEPH__SECTION__KEY=value`` (the value is read as a TOML value when it parses as one, else as a
+string). A bad value fails at load with the file, the key and the reason.
 
 Sections core does not know (``[browser]``, ``[files]``, ...) belong to plugins, which validate
 them through :meth:`AlephConfig.section`.
@@ -11,6 +12,7 @@ them through :meth:`AlephConfig.section`.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import tomllib
@@ -20,7 +22,10 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from aleph._config_merge import copy_table, drop_invalid, env_overrides, merge, record_changes, with_env
+from aleph._config_tighten import tighten
 from aleph._errors import ConfigError
+from aleph._workspace_trust import WorkspaceTrust
 
 __all__ = [
     "DEFAULT_CORE_TOOLS",
@@ -40,6 +45,8 @@ __all__ = [
     "WorkspaceConfig",
     "load_config",
 ]
+
+log = logging.getLogger("aleph.config")
 
 Action = Literal["allow", "ask", "deny"]
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -316,6 +323,24 @@ class AlephConfig(BaseModel):
     _files: list[str] = PrivateAttr(default_factory=list)
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
     _claimed: set[str] = PrivateAttr(default_factory=set)
+    _workspace_layers: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
+    _workspace_file: tuple[str, bool, list[str]] | None = PrivateAttr(default=None)
+
+    @property
+    def workspace_layers(self) -> dict[str, dict[str, Any]]:
+        """Restricting permission tables from an untrusted workspace file (``global``, ``agent:<n>``, ``channel:<n>``).
+
+        The chokepoint adds each as one more layer; across layers the most restrictive decision wins.
+        """
+        return dict(self._workspace_layers)
+
+    @property
+    def workspace_file(self) -> dict[str, Any] | None:
+        """The workspace's own ``aleph.toml``: ``{"file", "trusted", "ignored"}``, or None when none was read."""
+        if self._workspace_file is None:
+            return None
+        file, trusted, ignored = self._workspace_file
+        return {"file": file, "trusted": trusted, "ignored": list(ignored)}
 
     @property
     def files(self) -> list[str]:
@@ -348,6 +373,13 @@ class AlephConfig(BaseModel):
             return Path(env).expanduser().resolve()
         xdg = os.environ.get("XDG_DATA_HOME")
         return (Path(xdg) if xdg else Path.home() / ".local" / "share") / "aleph"
+
+    @property
+    def key_dir(self) -> Path:
+        """The keystore directory: ``<ledger dir>/keys`` (``[ledger] directory`` or ``<data_dir>/ledger``)."""
+        if self.ledger.directory:
+            return (self._base_dir / self.ledger.directory).expanduser().resolve() / "keys"
+        return self.data_dir / "ledger" / "keys"
 
     @property
     def plugin_folders(self) -> list[Path]:
@@ -391,47 +423,6 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from None
 
 
-def _merge(
-    base: dict[str, Any], over: Mapping[str, Any], origin: str, origins: dict[str, str], prefix: str = ""
-) -> None:
-    for key, value in over.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
-            _merge(base[key], value, origin, origins, dotted + ".")
-        else:
-            base[key] = dict(value) if isinstance(value, Mapping) else value
-            origins[dotted] = origin
-            if isinstance(value, Mapping):
-                _record_leaves(value, origin, origins, dotted + ".")
-
-
-def _record_leaves(table: Mapping[str, Any], origin: str, origins: dict[str, str], prefix: str) -> None:
-    for key, value in table.items():
-        origins[f"{prefix}{key}"] = origin
-        if isinstance(value, Mapping):
-            _record_leaves(value, origin, origins, f"{prefix}{key}.")
-
-
-def _env_overrides(env: Mapping[str, str]) -> list[tuple[str, dict[str, Any]]]:
-    out = []
-    for name in sorted(env):
-        if not name.startswith("ALEPH__"):
-            continue
-        path = [p.lower() for p in name[len("ALEPH__") :].split("__") if p]
-        if not path:
-            continue
-        raw = env[name]
-        try:
-            value: Any = tomllib.loads(f"v = {raw}")["v"]
-        except tomllib.TOMLDecodeError:
-            value = raw
-        tree: dict[str, Any] = {path[-1]: value}
-        for part in reversed(path[:-1]):
-            tree = {part: tree}
-        out.append((f"env {name}", tree))
-    return out
-
-
 def _config_error(
     exc: ValidationError,
     config: AlephConfig | None,
@@ -465,36 +456,22 @@ def _config_error(
     return error
 
 
-def _drop_invalid(merged: dict[str, Any], exc: ValidationError) -> bool:
-    """Remove every key a validation error points at from ``merged``; whether anything was removed."""
-    dropped = False
-    for err in exc.errors(include_url=False):
-        node: Any = merged
-        path = [str(p) for p in err["loc"]]
-        for part in path[:-1]:
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict) and path and path[-1] in node:
-            del node[path[-1]]
-            dropped = True
-        elif len(path) > 1:  # an error on a whole table (a model validator): drop the table
-            parent: Any = merged
-            for part in path[:-2]:
-                parent = parent.get(part) if isinstance(parent, dict) else None
-            if isinstance(parent, dict) and path[-2] in parent:
-                del parent[path[-2]]
-                dropped = True
-    return dropped
-
-
 def load_config(
     path: str | os.PathLike[str] | None = None,
     *,
     workspace: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     user_file: bool = True,
+    workspace_file: bool = True,
     problems: list[str] | None = None,
 ) -> AlephConfig:
     """Read, merge and validate the configuration. Raises :class:`ConfigError` naming file, key and reason.
+
+    The user file, an explicit ``path`` (or ``$ALEPH_CONFIG``) and ``ALEPH__*`` variables are the operator's.
+    A workspace's own ``aleph.toml`` (read when no explicit file is given) is the operator's only once they
+    trusted it (``aleph config trust``, bound to its path and bytes, or ``ALEPH_TRUST_WORKSPACE_CONFIG=1``);
+    otherwise it may only tighten what the operator configured (:mod:`aleph._config_tighten`).
+    ``workspace_file=False`` reads the operator's sources only.
 
     With ``problems`` (``aleph config check``), a key that does not validate is reported there and left
     out, so one run finds every problem; a file that does not parse still raises.
@@ -510,6 +487,7 @@ def load_config(
     if user_file and user.is_file():
         layers.append(user)
     explicit = path if path is not None else env.get("ALEPH_CONFIG")
+    found: Path | None = None
     if explicit:
         project = Path(explicit).expanduser()
         if not project.is_file():
@@ -517,15 +495,69 @@ def load_config(
         layers.append(project)
         if workspace is None:
             base_dir = project.resolve().parent
-    elif (base_dir / "aleph.toml").is_file():
-        layers.append(base_dir / "aleph.toml")
+    elif workspace_file and (base_dir / "aleph.toml").is_file():
+        found = base_dir / "aleph.toml"
 
     for layer in layers:
-        _merge(merged, _read_toml(layer), str(layer), origins)
+        merge(merged, _read_toml(layer), str(layer), origins)
         files.append(str(layer))
-    for origin, tree in _env_overrides(env):
-        _merge(merged, tree, origin, origins)
+    overrides = env_overrides(env)
+    if found is None:
+        return _validated(with_env(merged, origins, overrides), origins, files, base_dir, problems)
 
+    data = _read_bytes(found)
+    try:
+        theirs = tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"not valid TOML: {exc}", file=str(found)) from None
+    operator_origins = dict(origins)
+    operator = _validated(
+        with_env(copy_table(merged), operator_origins, overrides), operator_origins, files, base_dir, problems
+    )
+    trusted = env.get("ALEPH_TRUST_WORKSPACE_CONFIG", "") not in ("", "0") or WorkspaceTrust.at(
+        operator.data_dir, operator.key_dir
+    ).trusted(found, data)
+    files.append(str(found))
+    as_if_trusted = copy_table(merged)
+    trusted_origins = dict(origins)
+    merge(as_if_trusted, theirs, str(found), trusted_origins)
+    # Validated whole either way: a bad workspace file is an error naming it, trusted or not.
+    config = _validated(with_env(as_if_trusted, trusted_origins, overrides), trusted_origins, files, base_dir, problems)
+    if trusted:
+        config._workspace_file = (str(found), True, [])
+        return config
+    before = with_env(merged, origins, overrides)
+    tightened = tighten(before, theirs, AlephConfig().model_dump())
+    record_changes(before, tightened.config, str(found), origins)
+    config = _validated(tightened.config, origins, files, base_dir, problems)
+    config._workspace_layers = tightened.layers
+    config._workspace_file = (str(found), False, tightened.ignored)
+    if tightened.ignored:
+        log.warning(
+            "%s is not trusted, so it may only tighten the configuration; not applied: %s "
+            "(trust it with `aleph config trust %s`)",
+            found,
+            "; ".join(tightened.ignored),
+            found.parent,
+        )
+    return config
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", file=str(path)) from None
+
+
+def _validated(
+    merged: dict[str, Any],
+    origins: dict[str, str],
+    files: list[str],
+    base_dir: Path,
+    problems: list[str] | None = None,
+) -> AlephConfig:
+    found: list[str] = []
     while True:
         try:
             config = AlephConfig.model_validate(merged)
@@ -533,10 +565,12 @@ def load_config(
         except ValidationError as exc:
             if problems is None:
                 raise _config_error(exc, None, origins) from None
-            problems.extend(_config_error(exc, None, origins).problems)
-            if not _drop_invalid(merged, exc):
+            found.extend(_config_error(exc, None, origins).problems)
+            if not drop_invalid(merged, exc):
                 raise _config_error(exc, None, origins) from None
+    if problems is not None:  # the same key judged in two views of the configuration is reported once
+        problems.extend(p for p in found if p not in problems)
     config._origins = origins
-    config._files = files
+    config._files = list(files)
     config._base_dir = base_dir
     return config

@@ -24,6 +24,7 @@ from aleph._mcp._chain import config_identity
 from aleph._plugins._context import Cleanup
 from aleph._plugins._loader import PluginManager
 from aleph._plugins._trust import PluginTrust
+from aleph._seal import StateSeal
 from aleph._turn import TurnContext
 
 __all__ = ["Aleph", "load", "runtime_for"]
@@ -208,7 +209,7 @@ def runtime_for(
         strict = os.environ.get("ALEPH_STRICT_PLUGINS", "") not in ("", "0") or config.plugins.strict
     disabled = set(config.plugins.disable)
     disabled.update(n.strip() for n in os.environ.get("ALEPH_DISABLE_PLUGINS", "").split(",") if n.strip())
-    trust = PluginTrust(config.data_dir / "plugins" / "trust.json")
+    trust = PluginTrust(config.data_dir / "plugins" / "trust.json", StateSeal(config.key_dir, "plugin-trust"))
     manager = PluginManager(strict=strict, disabled=disabled, trust=trust, require_trust=config.plugins.require_trust)
     for plugin in plugins:
         manager.add(plugin, _plugin_name(plugin))

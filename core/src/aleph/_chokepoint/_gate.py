@@ -32,7 +32,9 @@ from aleph._chokepoint._approval import (
     ApprovalRequester,
     ApprovalResponse,
 )
+from aleph._chokepoint._once import OnceLedger
 from aleph._errors import ApprovalRequired
+from aleph._seal import StateSeal
 
 __all__ = [
     "FLOOR_RULES",
@@ -205,6 +207,8 @@ HINTS: dict[str, str] = {
     "and let the user decide how to proceed.",
     "timeout": "The approval request for this action expired with no answer — nobody appears to be at the "
     "keyboard. Do not silently retry it; surface the blocker to the user and stop.",
+    "already_used": "This approval was given once and was already used by the call it approved; a resumed, "
+    "replayed or copied run does not run that call again. Ask the user to approve it anew if it must run again.",
     "unreachable": "This run is unattended (no human is watching it) — interactive approval is unavailable, so "
     "confirm-gated tools are auto-denied. Use a non-interactive approach, or hand back to the user.",
 }
@@ -247,8 +251,14 @@ class _SessionDenials:
 class ApprovalGate:
     """Grants and denials shared by every scoped service of one runtime. Thread-safe."""
 
-    def __init__(self, always_file: Path | None = None, *, timeout: float | None = None) -> None:
+    def __init__(
+        self, always_file: Path | None = None, *, timeout: float | None = None, seal: StateSeal | None = None
+    ) -> None:
         self.timeout = timeout
+        if seal is None and always_file is not None:
+            seal = StateSeal(always_file.parent.parent / "ledger" / "keys", "approval-grants")
+        self._seal = seal
+        """Seals the grants file: one another process edited (or wrote before seals existed) grants nothing."""
         """Seconds a requester may take to answer; None waits as long as it takes."""
         self._lock = threading.Lock()
         self._session_grants: OrderedDict[str, set[str]] = OrderedDict()
@@ -257,6 +267,8 @@ class ApprovalGate:
         self._always: dict[str, StandingGrant] = {}
         self._always_seen: tuple[int, int] | None = None
         self._refresh_always()
+        self.once = OnceLedger(always_file.with_name("used.sqlite") if always_file is not None else None)
+        """One-time answers already spent (see :class:`~aleph._chokepoint._once.OnceLedger`)."""
 
     # -- grants ---------------------------------------------------------------------------------
 
@@ -340,7 +352,15 @@ class ApprovalGate:
         grants: dict[str, StandingGrant] = {}
         if seen is not None:
             try:
-                data = json.loads(path.read_text())
+                raw = path.read_bytes()
+                if self._seal is not None and not self._seal.matches(str(path), raw):
+                    log.warning(
+                        "the approval grants file %s was not written by Aleph (its seal does not match); "
+                        "its standing approvals are ignored until granted again",
+                        path,
+                    )
+                    raise ValueError("unsealed")
+                data = json.loads(raw)
                 info = data.get("grants", {})
                 for fp in data["fingerprints"]:
                     meta = info.get(fp, {}) if isinstance(info, dict) else {}
@@ -359,7 +379,10 @@ class ApprovalGate:
             "grants": {g.fingerprint: {"tool": g.tool, "summary": g.summary, "at": g.granted_at} for g in grants},
         }
         try:
-            write_atomic(self._always_file, json.dumps(body))
+            data = json.dumps(body).encode("utf-8")
+            write_atomic(self._always_file, data)
+            if self._seal is not None:
+                self._seal.record(str(self._always_file), data)
             st = self._always_file.stat()
             with self._lock:
                 self._always_seen = (st.st_mtime_ns, st.st_size)
@@ -463,6 +486,13 @@ class ApprovalGate:
             log.error("approval requester %r: %s", type(requester).__name__, why)
             return GateOutcome(False, ApprovalOutcome.DENIED, "Nobody", why, why, waited, True)
         outcome = response.outcome
+        # A carried answer is spent once whatever it approved: a session or standing grant it made lives on in
+        # the gate itself (and covers later calls before any requester is asked), never in the replayed answer.
+        if outcome.is_approved and response.once_id is not None:
+            # Recorded before the call runs, so two resumes racing from one saved state run it at most once.
+            if not await asyncio.to_thread(self.once.consume, response.once_id):
+                why = "this one-time approval was already used"
+                return GateOutcome(False, ApprovalOutcome.UNAVAILABLE, "Nobody", why, HINTS["already_used"], waited)
         if outcome.is_approved:
             self._grant(session_key, request, outcome, honors_always)
             self._record_approval(session_key)

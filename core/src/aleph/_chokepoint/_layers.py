@@ -30,9 +30,16 @@ from aleph._floor._wrappers import BUILTINS
 from aleph._ledger import Ledger, ledger_directory
 from aleph._ledger._events import EventLog
 from aleph._plugins._loader import PluginManager
+from aleph._seal import StateSeal
 from aleph._turn import TurnContext
 
 __all__ = ["AccessControl", "build_chokepoint"]
+
+
+def _workspace_key(layer: str) -> str:
+    """The config key a workspace layer came from: ``global`` → ``policies.tool_permissions``."""
+    kind, _, name = layer.partition(":")
+    return f"{kind}s.{name}.tool_permissions" if name else "policies.tool_permissions"
 
 
 class AccessControl:
@@ -52,6 +59,18 @@ class AccessControl:
             name: self._layer(f"channel:{name}", f"channels.{name}.tool_permissions", channel.tool_permissions)
             for name, channel in config.channels.items()
             if channel.tool_permissions is not None
+        }
+        # An untrusted workspace's own aleph.toml only restricts: each of its tables is one more layer.
+        source = (config.workspace_file or {}).get("file")
+        self.workspace_layers = {
+            key: PermissionLayer.from_config(
+                f"workspace {key} ({source}, untrusted: it may only restrict)",
+                table,
+                workspace=workspace,
+                origin=source,
+                key_prefix=_workspace_key(key),
+            )
+            for key, table in config.workspace_layers.items()
         }
         self._policies: dict[tuple[str | None, str | None], PermissionPolicy] = {}
         self._lock = threading.Lock()
@@ -83,6 +102,10 @@ class AccessControl:
             layers.append(self.agent_layers[agent])
         if channel is not None and channel in self.channel_layers:
             layers.append(self.channel_layers[channel])
+        keys = ["global"]
+        keys += [f"agent:{agent}"] if agent is not None else []
+        keys += [f"channel:{channel}"] if channel is not None else []
+        layers.extend(self.workspace_layers[k] for k in keys if k in self.workspace_layers)
         return layers
 
     def _request_layer(self, permissions: Mapping[str, Any]) -> PermissionLayer:
@@ -128,7 +151,11 @@ def build_chokepoint(config: AlephConfig, registry: ToolRegistry, plugins: Plugi
 
     return Chokepoint(
         registry,
-        gate=ApprovalGate(data_dir / "approvals" / "always.json", timeout=config.approval.timeout),
+        gate=ApprovalGate(
+            data_dir / "approvals" / "always.json",
+            timeout=config.approval.timeout,
+            seal=StateSeal(config.key_dir, "approval-grants"),
+        ),
         workspace=str(config.workspace_root),
         data_dir=data_dir,
         ledger=ledger,

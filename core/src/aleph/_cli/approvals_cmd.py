@@ -9,6 +9,7 @@ import sys
 from aleph._chokepoint._gate import ApprovalGate, StandingGrant
 from aleph._cli._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_json
 from aleph._config import load_config
+from aleph._seal import StateSeal
 
 __all__ = ["add_parser"]
 
@@ -44,7 +45,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def _gate(args: argparse.Namespace) -> ApprovalGate:
     config = load_config(args.config, workspace=args.workspace)
-    return ApprovalGate(config.data_dir / "approvals" / "always.json")
+    return ApprovalGate(
+        config.data_dir / "approvals" / "always.json", seal=StateSeal(config.key_dir, "approval-grants")
+    )
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""``aleph config check``: the same validation as loading, every problem at once."""
+"""``aleph config check``: the same validation as loading, every problem at once; ``aleph config trust``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import difflib
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import anyio
 
@@ -16,6 +17,7 @@ from aleph._config import AlephConfig, ToolPermissionsConfig, load_config
 from aleph._errors import ConfigError
 from aleph._runtime import Aleph, runtime_for
 from aleph._workspace import check_workspace
+from aleph._workspace_trust import WorkspaceTrust
 
 __all__ = ["add_parser"]
 
@@ -33,6 +35,33 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("--strict", action="store_true", help="treat warnings (dead rules, failed plugins) as errors")
     p.set_defaults(func=_check)
+    t = csub.add_parser(
+        "trust",
+        help="trust a workspace's own aleph.toml",
+        description="Trust the aleph.toml of a workspace (default: the current directory) as it is now, so it "
+        "may loosen your configuration too. Until then a workspace's own file may only tighten it. The trust "
+        "is bound to the file's path and bytes: after any change it only tightens again until trusted anew.",
+    )
+    t.add_argument("path", nargs="?", default=".", help="the workspace directory or its aleph.toml")
+    t.add_argument("--revoke", action="store_true", help="stop trusting it")
+    t.set_defaults(func=_trust)
+
+
+def _trust(args: argparse.Namespace) -> int:
+    target = Path(args.path).expanduser()
+    file = target / "aleph.toml" if target.is_dir() else target
+    if not file.is_file():
+        print(f"aleph: {file} does not exist", file=sys.stderr)
+        return EXIT_USAGE
+    # Where trust is recorded is the operator's choice alone: the workspace's own file is not read for it.
+    operator = load_config(args.config, workspace=args.workspace, workspace_file=False)
+    store = WorkspaceTrust.at(operator.data_dir, operator.key_dir)
+    if args.revoke:
+        print(f"{'no longer trusted' if store.revoke(file) else 'was not trusted'}: {file.resolve()}")
+        return EXIT_OK
+    digest = store.trust(file)
+    print(f"trusted {file.resolve()} ({digest}); any change to it needs `aleph config trust` again")
+    return EXIT_OK
 
 
 @dataclass
@@ -50,6 +79,13 @@ def _check(args: argparse.Namespace) -> int:
         # Nothing further can be judged without a configuration that parses.
         found.errors.extend(exc.problems)
         return _report(found, None, args.strict)
+    status = config.workspace_file
+    if status is not None and not status["trusted"] and status["ignored"]:
+        found.warnings.append(
+            f"{status['file']} is not trusted, so it may only tighten your configuration; not applied: "
+            + "; ".join(status["ignored"])
+            + ". Trust it with `aleph config trust` if you wrote it."
+        )
     try:
         check_workspace(config, named=args.workspace is not None)
     except ConfigError as exc:

@@ -12,6 +12,7 @@ from aleph._config import load_config
 from aleph._errors import PluginError
 from aleph._plugins._loader import inspect_distribution
 from aleph._plugins._trust import PluginTrust, adds_digest
+from aleph._seal import StateSeal
 
 __all__ = ["add_parser"]
 
@@ -82,7 +83,8 @@ def _one(args: argparse.Namespace) -> int:
         if input(f"Approve {adds['distribution']} {adds['version']}? [y/N] ").strip().lower() not in ("y", "yes"):
             print("not approved")
             return 1
-    record = PluginTrust(config.data_dir / "plugins" / "trust.json").trust(adds, source="cli")
+    trust = PluginTrust(config.data_dir / "plugins" / "trust.json", StateSeal(config.key_dir, "plugin-trust"))
+    record = trust.trust(adds, source="cli")
     if args.json:
         print_json(record.to_json())
     else:

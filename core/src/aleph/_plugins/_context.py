@@ -18,6 +18,7 @@ from aleph._contract._tool import Tool, ToolContractError, contract_problem
 from aleph._contract._types import ToolSource
 from aleph._ledger import ledger_directory
 from aleph._plugins._trust import HeldPlugin, PluginTrust
+from aleph._seal import StateSeal
 
 if TYPE_CHECKING:
     from aleph._chokepoint._approval import ApprovalRequester
@@ -229,6 +230,14 @@ class PluginContext:
     def add_cleanup(self, fn: Cleanup) -> None:
         """Run ``await fn()`` when the runtime closes (last registered, first run)."""
         self._cleanups.append(fn)
+
+    def state_seal(self, purpose: str) -> StateSeal:
+        """A seal for state this plugin keeps that decides what runs (approved digests, grants).
+
+        HMAC under the runtime's keystore secret, out of reach of sandboxed tools: seal what a human
+        approved, and treat a record whose seal does not verify as never approved.
+        """
+        return StateSeal(self.config.key_dir, f"plugin-{self.plugin_name}-{purpose}")
 
     @property
     def plugin_trust(self) -> PluginTrust:

@@ -12,23 +12,31 @@ consults this file before importing an entry point:
   as a changed MCP tool definition is re-gated;
 - a distribution with no record loads as it always has, unless ``[plugins] require_trust = true``.
 
-The file is ``<data_dir>/plugins/trust.json``, written atomically with mode 0600.
+The file is ``<data_dir>/plugins/trust.json``, written atomically with mode 0600 and sealed
+(:class:`aleph.StateSeal`, a secret in the keystore directory): a file another process edited, replaced,
+rolled back or deleted no longer matches its seal, and then every distribution is held back and every
+record counts as pending until a human approves again (``aleph plugins trust``). A file written before
+seals existed is read with every record pending.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
+import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from aleph._atomic import write_atomic
+from aleph._seal import StateSeal
 
 if TYPE_CHECKING:
     from aleph._contract._registry import RegisteredTool
@@ -127,19 +135,40 @@ class HeldPlugin:
 class PluginTrust:
     """``<data_dir>/plugins/trust.json``: one :class:`TrustRecord` per distribution, thread-safe."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, seal: StateSeal | None = None) -> None:
         self.path = path
+        self.seal = seal if seal is not None else StateSeal(path.parent.parent / "ledger" / "keys", "plugin-trust")
+        """What seals the file: by default the keystore of the default ledger directory beside ``plugins/``."""
         self._lock = threading.Lock()
         self._records: dict[str, TrustRecord] | None = None
         self.broken: str | None = None
         """Why the file could not be read; while set, every distribution is held back and writes fail."""
+        self.tampered: str | None = None
+        """Why the file is not what Aleph last wrote; while set, every distribution is held back. A
+        human's approval (a write) seals the file afresh."""
+
+    def _read(self) -> bytes | None:
+        try:
+            return self.path.read_bytes()
+        except FileNotFoundError:
+            return None
 
     def _load(self) -> dict[str, TrustRecord]:
         if self._records is not None:
             return self._records
         records: dict[str, TrustRecord] = {}
         try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            data = self._read()
+            sealed = self.seal.matches(str(self.path), data)
+            if sealed is False:
+                self.tampered = (
+                    f"the plugin trust file {self.path} was changed outside Aleph (it no longer matches its seal);"
+                    " every plugin is held back until a human approves it again with `aleph plugins trust`"
+                )
+                log.warning("%s", self.tampered)
+            if data is None:
+                raise FileNotFoundError(self.path)
+            raw = json.loads(data.decode("utf-8"))
             dists = raw.get("distributions", {}) if isinstance(raw, dict) else {}
             for name, item in dists.items():
                 if not isinstance(item, dict) or item.get("status") not in ("pending", "trusted"):
@@ -148,7 +177,8 @@ class PluginTrust:
                 records[str(name)] = TrustRecord(
                     str(name),
                     item.get("version"),
-                    item["status"],
+                    # Only a sealed file vouches for a human's "trusted".
+                    item["status"] if sealed else "pending",
                     str(item.get("digest", "")),
                     adds if isinstance(adds, dict) else {},
                     str(item.get("source", "")),
@@ -199,6 +229,8 @@ class PluginTrust:
             self._load()
         if self.broken is not None:
             return self.broken
+        if self.tampered is not None:
+            return self.tampered
         if distribution is None:
             return "it has no distribution metadata, and [plugins] require_trust is on" if require_trust else None
         record = self.get(distribution)
@@ -230,5 +262,18 @@ class PluginTrust:
             {"version": 1, "distributions": {k: v.to_json() for k, v in sorted(records.items())}},
             indent=2,
             sort_keys=True,
-        )
-        write_atomic(self.path, data)
+        ).encode("utf-8")
+        with self._file_lock():  # the file and its seal change together, one process at a time
+            write_atomic(self.path, data)
+            self.seal.record(str(self.path), data)
+        self.tampered = None
+
+    @contextlib.contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(self.path.with_name(self.path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)

@@ -25,6 +25,7 @@ from aleph import (
     TurnContext,
 )
 from aleph._chokepoint._gate import grant_fingerprint
+from aleph._chokepoint._once import once_id
 
 __all__ = ["CallBridge", "approval_payload", "missing", "response_from"]
 
@@ -137,13 +138,20 @@ class CallBridge:
         call_id: str | None = None,
         answer: ApprovalResponse | None = None,
     ) -> ScopedToolService:
-        """The service for one call; ``answer`` (the human's decision) covers exactly this call's arguments."""
-        requester = (
-            self._no_answer if answer is None else DeferredApprovals({grant_fingerprint(name, arguments): answer})
-        )
-        return self.service.derive(
-            turn=self.turn(session_key=session_key, run_id=run_id, call_id=call_id), requester=requester
-        )
+        """The service for one call; ``answer`` (the human's decision) covers exactly this call's arguments.
+
+        An "allow once" answer is spent by the call it approves: the framework's state that carries it can be
+        saved and resumed (or replayed) more than once, so the answer is bound to a one-time id of this
+        principal, session, tool call id and fingerprint, which the gate records as used.
+        """
+        turn = self.turn(session_key=session_key, run_id=run_id, call_id=call_id)
+        if answer is None:
+            return self.service.derive(turn=turn, requester=self._no_answer)
+        fingerprint = grant_fingerprint(name, arguments)
+        if answer.once_id is None:
+            principal = (self.service.agent, self.service.channel, turn.session_key, call_id, fingerprint)
+            answer = dataclasses.replace(answer, once_id=once_id(*principal))
+        return self.service.derive(turn=turn, requester=DeferredApprovals({fingerprint: answer}))
 
     async def execute(
         self,

@@ -26,8 +26,16 @@ from aleph_hub._pip import (
     pip_uninstall,
     unsatisfied,
 )
-from aleph_hub._receipts import ReceiptError, find_distribution, remove_installed, take_receipt, verify_receipt
+from aleph_hub._receipts import (
+    ReceiptError,
+    compile_bytecode,
+    find_distribution,
+    remove_installed,
+    take_receipt,
+    verify_receipt,
+)
 from aleph_hub._state import HubState, consent
+from aleph_hub._store import receipt_message
 
 __all__ = ["HubInstallRun", "HubInstallVerify", "verify_all"]
 
@@ -222,22 +230,25 @@ class HubInstallRun(AlephTool[InstallArgs]):
     async def _receipts(self, lock: list[LockEntry], target: str, folder: Path | None, requirement: str) -> None:
         client = IndexClient(self.state.config, self.state.http())
         try:
+            seal = self.state.context.state_seal("receipts")
             for entry in lock:
                 base, files = take_receipt(find_distribution(entry.name, folder))
-                self.state.store.put_receipt(
-                    {
-                        "distribution": entry.name,
-                        "version": entry.version,
-                        "target": target,
-                        "location": str(base),
-                        "index_url": self.state.config.index_url,
-                        "artifact": {"url": entry.url, "sha256": entry.sha256},
-                        "files": files,
-                        "attestation": await check_attestation(client, entry),
-                        "requirement": requirement,
-                        "installed_at": time.time(),
-                    }
-                )
+                files.update(compile_bytecode(base, files))
+                receipt = {
+                    "distribution": entry.name,
+                    "version": entry.version,
+                    "target": target,
+                    "location": str(base),
+                    "index_url": self.state.config.index_url,
+                    "artifact": {"url": entry.url, "sha256": entry.sha256},
+                    "files": files,
+                    "attestation": await check_attestation(client, entry),
+                    "requirement": requirement,
+                    "installed_at": time.time(),
+                }
+                # Sealed: a receipt rewritten to match planted files verifies as tampered, not as clean.
+                receipt["seal"] = seal.sign(receipt_message(receipt))
+                self.state.store.put_receipt(receipt)
         finally:
             await client.aclose()
 
@@ -276,6 +287,7 @@ def aleph_requirement_name(requirement: str) -> str:
 def verify_all(state: HubState, names: list[str] | None = None) -> list[dict[str, Any]]:
     """Each receipt (or those of ``names``) checked against the disk and its lockfile."""
     receipts = state.store.receipts()
+    seal = state.context.state_seal("receipts")
     reports = []
     for receipt in receipts:
         if names is not None and receipt["distribution"] not in names:
@@ -285,8 +297,11 @@ def verify_all(state: HubState, names: list[str] | None = None) -> list[dict[str
         for other in receipts:
             if other is not receipt and other["location"] == receipt["location"]:
                 others.update(other["files"])
-        found = verify_receipt(base, receipt["files"], others)
+        found = verify_receipt(base, receipt["files"], others, whole_folder=receipt["target"] == "folder")
         problems = [f"{k}: {len(v)}" for k, v in found.items() if v]
+        sealed = seal.verify(receipt_message(receipt), receipt.get("seal"))
+        if not sealed:
+            problems.append("the receipt itself was not written by the hub (its seal does not verify)")
         lockfile = state.locks_dir() / f"{receipt['distribution']}.lock"
         reports.append(
             {
@@ -294,6 +309,7 @@ def verify_all(state: HubState, names: list[str] | None = None) -> list[dict[str
                 "version": receipt["version"],
                 "ok": not problems,
                 **found,
+                "receipt_sealed": sealed,
                 "files_checked": len(receipt["files"]),
                 "location": receipt["location"],
                 "index_url": receipt["index_url"],

@@ -6,6 +6,14 @@ A receipt is taken right after pip installs: every row of the distribution's REC
 list of files and hashes) is re-hashed on disk and must match, so a receipt never blesses a file that
 already differs from the wheel. Verification later compares the disk against the receipt, not against
 RECORD (an attacker who edits a file can edit RECORD too).
+
+Every file that can run is covered. Bytecode is part of the receipt: right after pip installs, the
+hub compiles each module's ``__pycache__`` file itself as a *checked-hash* pyc (PEP 552: Python checks it
+against the source's hash, not its mtime, and never rewrites a valid one) and records its SHA-256, so a
+planted or edited pyc (whose header may well match the source) differs from the receipt. Any other file
+a verify finds among the distribution's folders, bytecode included, is reported as added; in a plugin
+folder, the whole folder is checked, so a ``.pth``, ``sitecustomize.py``, ``usercustomize.py`` or a module
+or native extension dropped at its root (which Python runs or imports at start-up) is reported too.
 """
 
 from __future__ import annotations
@@ -14,8 +22,10 @@ import base64
 import csv
 import hashlib
 import importlib.metadata
+import importlib.util
 import io
 import os
+import py_compile
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -23,7 +33,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-__all__ = ["ReceiptError", "find_distribution", "take_receipt", "verify_receipt"]
+__all__ = ["ReceiptError", "compile_bytecode", "find_distribution", "take_receipt", "verify_receipt"]
 
 _SKIP_SUFFIXES = (".pyc", ".pyo")
 
@@ -91,6 +101,33 @@ def take_receipt(dist: importlib.metadata.Distribution) -> tuple[Path, dict[str,
     return base, files
 
 
+def compile_bytecode(base: Path, files: dict[str, str]) -> dict[str, str]:
+    """Compile every module of ``files`` as a checked-hash pyc; {pyc path relative to ``base``: sha256}.
+
+    Bytecode pip wrote (timestamp-checked, so any pyc whose header copies the source's mtime and size
+    would pass) is replaced. A module that does not compile gets no bytecode: Python cannot import it
+    either.
+    """
+    out: dict[str, str] = {}
+    for rel in sorted(files):
+        if not rel.endswith(".py") or Path(rel).parts[0] == "..":
+            continue
+        source = base / rel
+        cached = Path(importlib.util.cache_from_source(str(source)))
+        try:
+            py_compile.compile(
+                str(source),
+                cfile=str(cached),
+                doraise=True,
+                invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
+            )
+        except (py_compile.PyCompileError, SyntaxError, ValueError):
+            cached.unlink(missing_ok=True)
+            continue
+        out[cached.relative_to(base).as_posix()] = _sha256_file(cached)
+    return out
+
+
 def _owned_dirs(files: dict[str, str]) -> set[str]:
     """Top-level folders inside the base that belong to the distribution (never ``..`` paths)."""
     tops = set()
@@ -101,12 +138,15 @@ def _owned_dirs(files: dict[str, str]) -> set[str]:
     return tops
 
 
-def verify_receipt(base: Path, files: dict[str, str], others: dict[str, str] | None = None) -> dict[str, list[str]]:
+def verify_receipt(
+    base: Path, files: dict[str, str], others: dict[str, str] | None = None, *, whole_folder: bool = False
+) -> dict[str, list[str]]:
     """``{"modified", "added", "removed"}``: the receipt's files against the disk.
 
-    ``added`` are files inside the distribution's own top-level folders that no receipt lists
-    (``others`` holds the files of other receipts in the same base, so shared folders are not
-    misreported); compiled bytecode is ignored, since Python writes it on import.
+    ``added`` are files (bytecode and symbolic links included) inside the distribution's own top-level
+    folders, or anywhere in ``base`` when ``whole_folder`` (a plugin folder holds nothing the hub did not
+    install), that no receipt lists; ``others`` holds the files of other receipts in the same base, so
+    shared folders are not misreported.
     """
     modified, removed = [], []
     for rel, digest in sorted(files.items()):
@@ -117,14 +157,15 @@ def verify_receipt(base: Path, files: dict[str, str], others: dict[str, str] | N
             modified.append(rel)
     known = set(files) | set(others or {})
     added = []
-    for top in sorted(_owned_dirs(files)):
-        root = base / top
+    roots = [base] if whole_folder else [base / top for top in sorted(_owned_dirs(files))]
+    for root in roots:
         for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
-            for name in filenames:
-                if name.endswith(_SKIP_SUFFIXES):
-                    continue
-                rel = (Path(dirpath) / name).relative_to(base).as_posix()
+            here = Path(dirpath)
+            # A symbolic link to a folder is not walked into: it is itself something no receipt lists.
+            linked = [d for d in dirnames if (here / d).is_symlink()]
+            dirnames[:] = [d for d in dirnames if d not in linked]
+            for name in [*filenames, *linked]:
+                rel = (here / name).relative_to(base).as_posix()
                 if rel not in known:
                     added.append(rel)
     return {"modified": modified, "added": sorted(added), "removed": removed}

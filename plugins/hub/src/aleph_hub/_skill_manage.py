@@ -15,6 +15,7 @@ from pydantic import Field
 import aleph
 from aleph import AlephTool, ToolArgs, ToolFacts
 from aleph_hub._scan import scan_text
+from aleph_hub._skill_pin import approved_content
 from aleph_hub._skill_tools import check_file_name, check_skill_id, find_skill
 from aleph_hub._skills import MAX_SKILL_MD_CHARS, Skill, SkillError, discover, parse_skill_md
 from aleph_hub._state import HubState, running_call
@@ -23,7 +24,15 @@ __all__ = ["SkillManage"]
 
 _WRITABLE_DIRS = ("references", "scripts", "assets", "templates")
 _MAX_FILE_BYTES = 1024 * 1024
-_INTERPRETERS = {".py": "python3", ".sh": "bash", ".bash": "bash", ".js": "node", ".mjs": "node", ".rb": "ruby"}
+# Python runs with -B: bytecode written into the skill folder would change what a human approved.
+_INTERPRETERS = {
+    ".py": ["python3", "-B"],
+    ".sh": ["bash"],
+    ".bash": ["bash"],
+    ".js": ["node"],
+    ".mjs": ["node"],
+    ".rb": ["ruby"],
+}
 
 Action = Literal[
     "configure", "create", "edit", "patch", "write_file", "delete", "pin", "unpin", "archive", "restore", "run"
@@ -263,8 +272,7 @@ class SkillManage(AlephTool[ManageArgs]):
         script = skill.location.joinpath(*rel.parts).resolve()
         if skill.location.resolve() not in script.parents or not script.is_file():
             raise aleph.ExecutionFailed(self.NAME, f"File '{args.file_name}' not found in skill '{skill.id}'")
-        interpreter = _INTERPRETERS.get(script.suffix)
-        words = ([interpreter] if interpreter else []) + [str(script), *args.script_args]
+        words = [*_INTERPRETERS.get(script.suffix, []), str(script), *args.script_args]
         return skill, " ".join(shlex.quote(w) for w in words)
 
     async def _run(self, args: ManageArgs) -> dict[str, Any]:
@@ -272,6 +280,8 @@ class SkillManage(AlephTool[ManageArgs]):
         state = self.state.store.skill_states().get(skill.id, {})
         if state.get("enabled") == 0 or state.get("archived"):
             raise aleph.PermissionDenied(self.NAME, f"skill '{skill.id}' is disabled or archived; enable it first")
+        # A script runs only from a skill a human approved as it is now (whatever wrote the folder).
+        await approved_content(self.state, self.NAME, skill)
         # The exec family runs it: the command policy, sandbox and approval apply as to any bash call.
         output = await running_call(self.NAME).subcall("bash", {"command": command})
         return {"success": True, "skill_id": skill.id, "command": command, "result": output.value}

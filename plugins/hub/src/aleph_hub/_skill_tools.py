@@ -14,7 +14,8 @@ from pydantic import Field
 import aleph
 from aleph import AlephTool, ToolArgs, ToolDefinition, ToolFacts
 from aleph_hub._archive import ArchiveError, remove_tree, unpack_source
-from aleph_hub._scan import disclose_skill
+from aleph_hub._scan import disclose_skill, scan_text
+from aleph_hub._skill_pin import approved_content, pin_installed, pin_state, read_verified, skill_content
 from aleph_hub._skills import MAX_RESOURCE_BYTES, Skill, discover, skill_files, validate_skill_dir
 from aleph_hub._state import HubState, consent
 
@@ -53,6 +54,16 @@ def _skill_text(skill: Skill) -> str:
     if isinstance(meta, dict):
         extra.extend(str(v) for v in meta.values())
     return " ".join([skill.name.replace("-", " "), skill.description, *extra])
+
+
+def shown_description(skill: Skill, approval: str) -> str:
+    """The description a listing shows: a skill nobody approved keeps its words only if the scan flags nothing."""
+    if approval == "approved":
+        return skill.description
+    flagged = sorted({f.id for f in scan_text(f"{skill.name}\n{skill.description}", "SKILL.md")})
+    if flagged:
+        return f"(withheld until a human approves this skill: {', '.join(flagged)})"
+    return skill.description
 
 
 def rank_skills(skills: list[Skill], query: str, limit: int) -> list[tuple[Skill, float]]:
@@ -106,6 +117,8 @@ class SkillList(AlephTool[ListArgs]):
                 item["disabled"] = True
             if st.get("archived"):
                 item["archived"] = True
+            item.update(pin_state(self.state, s))
+            item["description"] = shown_description(s, item["approval"])
             out.append(item)
         return {"success": True, "count": len(out), "total": len(skills), "skills": out}
 
@@ -158,8 +171,11 @@ class SkillRead(AlephTool[ReadArgs]):
         size = target.stat().st_size
         if size > MAX_RESOURCE_BYTES:
             raise aleph.ExecutionFailed(self.NAME, f"File too large: {size} bytes (max: {MAX_RESOURCE_BYTES} bytes)")
+        # Served only as a human approved it, whatever wrote the folder; the bytes served are the ones checked.
+        approved = await approved_content(self.state, self.NAME, skill)
+        data = read_verified(approved, root, target.relative_to(root).as_posix(), self.NAME)
         try:
-            content = target.read_bytes().decode("utf-8")
+            content = data.decode("utf-8")
         except UnicodeDecodeError:
             raise aleph.ExecutionFailed(
                 self.NAME, f"'{args.file_name}' is a binary file ({size} bytes); open it at {target} with a file tool"
@@ -227,10 +243,12 @@ class SkillStatus(AlephTool[StatusArgs]):
             missing = eligibility(s)
             disabled = st.get("enabled") == 0 or st.get("scope") == "disabled" or bool(st.get("archived"))
             eligible = not any(missing.values())
+            approval = pin_state(self.state, s)
             entry = {
                 "id": s.id,
                 "name": s.name,
-                "description": s.description,
+                "description": shown_description(s, approval["approval"]),
+                **approval,
                 "source": s.source,
                 "location": str(s.location),
                 "eligible": eligible,
@@ -313,6 +331,10 @@ class SkillInstall(AlephTool[InstallArgs]):
             raise aleph.ExecutionFailed(
                 self.NAME, f"skill '{name}' is already installed at {dest}; pass overwrite=true"
             )
+        cfg = self.state.config
+        content = skill_content(named, max_files=cfg.max_skill_files, max_bytes=cfg.max_skill_bytes, tool=self.NAME)
+        disclosure["pinned_digest"] = content.digest
+        disclosure["pinned_entries"] = sorted(content.files)
         digest = aleph.adds_digest(disclosure)
         await consent(self.NAME, "skill", f"{name} from {args.source} into {dest_root}", digest, disclosure)
         backup = staging / ".previous"
@@ -324,6 +346,7 @@ class SkillInstall(AlephTool[InstallArgs]):
             if backup.exists():
                 os.replace(backup, dest)
             raise
+        pin_installed(self.state, dest, content.digest, self.NAME)  # the human approved exactly these bytes
         return {
             "success": True,
             "message": f"Skill '{name}' installed at {dest}",

@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HubStore"]
+__all__ = ["HubStore", "receipt_message"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS catalog (
@@ -45,6 +45,12 @@ CREATE TABLE IF NOT EXISTS skill_state (
     uses INTEGER NOT NULL DEFAULT 0,
     views INTEGER NOT NULL DEFAULT 0
 );
+CREATE TABLE IF NOT EXISTS skill_pins (
+    location TEXT PRIMARY KEY,      -- the skill folder, resolved
+    digest TEXT NOT NULL,           -- "sha256:..." of every entry of the folder a human approved
+    seal TEXT NOT NULL,             -- HMAC of (location, digest) under the runtime's keystore secret
+    approved_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS receipts (
     distribution TEXT PRIMARY KEY,  -- canonical name
     version TEXT NOT NULL,
@@ -55,7 +61,8 @@ CREATE TABLE IF NOT EXISTS receipts (
     files TEXT NOT NULL,            -- JSON {relative path: sha256 hex}
     attestation TEXT NOT NULL DEFAULT '{}',
     requirement TEXT NOT NULL DEFAULT '',
-    installed_at REAL NOT NULL
+    installed_at REAL NOT NULL,
+    seal TEXT NOT NULL DEFAULT ''   -- HMAC of (distribution, location, files) under the runtime's keystore secret
 );
 """
 
@@ -78,6 +85,9 @@ class HubStore:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     db.execute(statement)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(receipts)")}
+            if "seal" not in columns:  # schema 1: receipts had no seal (they verify as unsealed until re-taken)
+                db.execute("ALTER TABLE receipts ADD COLUMN seal TEXT NOT NULL DEFAULT ''")
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     @contextmanager
@@ -175,6 +185,19 @@ class HubStore:
         with self.transaction() as db:
             db.execute("DELETE FROM skill_state WHERE id = ?", (skill_id,))
 
+    def skill_pin(self, location: str) -> dict[str, Any] | None:
+        """The approved digest of the skill folder ``location`` and its seal, or None."""
+        rows = self.query("SELECT * FROM skill_pins WHERE location = ?", (location,))
+        return dict(rows[0]) if rows else None
+
+    def put_skill_pin(self, location: str, digest: str, seal: str) -> None:
+        """Record that a human approved the skill folder ``location`` as it hashes to ``digest``."""
+        with self.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO skill_pins (location, digest, seal, approved_at) VALUES (?,?,?,?)",
+                (location, digest, seal, time.time()),
+            )
+
     # -- receipts --------------------------------------------------------------------------
 
     def put_receipt(self, receipt: dict[str, Any]) -> None:
@@ -182,7 +205,7 @@ class HubStore:
         with self.transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO receipts (distribution, version, target, location, index_url, artifact,"
-                " files, attestation, requirement, installed_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                " files, attestation, requirement, installed_at, seal) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     receipt["distribution"],
                     receipt["version"],
@@ -194,6 +217,7 @@ class HubStore:
                     json.dumps(receipt.get("attestation", {}), sort_keys=True),
                     receipt.get("requirement", ""),
                     receipt.get("installed_at", time.time()),
+                    receipt.get("seal", ""),
                 ),
             )
 
@@ -215,6 +239,12 @@ class HubStore:
         """Forget the receipt of ``distribution``."""
         with self.transaction() as db:
             db.execute("DELETE FROM receipts WHERE distribution = ?", (distribution,))
+
+
+def receipt_message(receipt: dict[str, Any]) -> bytes:
+    """What a receipt's seal covers: the distribution, where it lives and every file's digest."""
+    body = {k: receipt[k] for k in ("distribution", "version", "target", "location", "files")}
+    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
 
 
 def _catalog_row(row: sqlite3.Row) -> dict[str, Any]:

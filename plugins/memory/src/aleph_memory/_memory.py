@@ -313,6 +313,9 @@ def _subject(value: str | None) -> str | None:
         return None
     if len(text) > 128:
         raise Rejected("subject is longer than 128 characters", "too_long")
+    threat = scan(value)  # shown beside the fact whenever it is recalled
+    if threat is not None:
+        raise Rejected(f"subject rejected by threat scanner ({threat})", "scanner_rejected")
     return text
 
 

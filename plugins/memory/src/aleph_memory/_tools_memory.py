@@ -9,6 +9,7 @@ from pydantic import Field
 
 import aleph
 from aleph_memory._base import FamilyTool, in_thread
+from aleph_memory._guard import scan
 from aleph_memory._items import Item, iso, now_ms
 from aleph_memory._provenance import call_info, join_ids, record
 from aleph_memory._search import Hit
@@ -258,6 +259,17 @@ class RecallContextTool(FamilyTool):
         if len(hits) < args.max_results:
             more = (await in_thread(self.memory.search, call.agent, args.query, limit=args.max_results)).hits
             hits += [h for h in more if h.item.id not in seen][: args.max_results - len(hits)]
+        # What is brought into a prompt is scanned as it is brought in, whatever wrote it and whenever:
+        # an item stored by another path (a transcript, a compaction, an older scanner) is withheld.
+        withheld = []
+        for h in hits:
+            shown = "\n".join(v for v in (h.item.content, h.item.subject, h.item.speaker) if v)
+            threat = scan(shown, transcript=h.item.kind in ("turn", "chunk"))
+            if threat is not None:
+                withheld.append({"id": h.item.id, "reason": f"withheld by the threat scanner ({threat})"})
+        if withheld:
+            blocked = {w["id"] for w in withheld}
+            hits = [h for h in hits if h.item.id not in blocked]
         ids = [h.item.id for h in hits]
         if ids:
             await in_thread(self._index, call, ids)
@@ -268,7 +280,10 @@ class RecallContextTool(FamilyTool):
                 session=call.session,
                 turn=call.turn,
             )
-        return {"query": args.query, "fragments": [_hit(h) for h in hits], "count": len(hits)}
+        out: dict[str, Any] = {"query": args.query, "fragments": [_hit(h) for h in hits], "count": len(hits)}
+        if withheld:
+            out["withheld"] = withheld
+        return out
 
     def _index(self, call: Any, ids: list[str]) -> None:
         with self.memory.db.write() as conn:

@@ -10,6 +10,7 @@ from pydantic import Field
 import aleph
 from aleph_memory._base import FamilyTool, in_thread
 from aleph_memory._confine import NotesPathError, split_path
+from aleph_memory._guard import scan
 from aleph_memory._items import iso, now_ms
 from aleph_memory._notes import SCHEMA_FILE, Notes, content_hash, parse_note, render_note
 from aleph_memory._provenance import annotate
@@ -281,6 +282,10 @@ class NoteOrientTool(NoteTool):
         except NotesPathError:
             schema_text = None
         schema = _compact_schema(schema_text or "", budget // 3)
+        # The conventions are handed to the model as guidance: scanned as memory is, whatever wrote the file.
+        withheld = scan(schema) if schema else None
+        if withheld is not None:
+            schema = ""
         lines = ["# Index"]
         folder = None
         for path in sorted(graph.notes):
@@ -293,12 +298,15 @@ class NoteOrientTool(NoteTool):
         files, _ = self.notes.folder.walk(limit=self.memory.config.max_notes)
         recent = sorted((f for f in files if f[0] != SCHEMA_FILE), key=lambda f: -f[1])[:10]
         log = "\n".join(f"- {iso(m // 1_000_000)} {p}" for p, m, _ in recent)
-        return {
+        out: dict[str, Any] = {
             "schema": schema or None,
             "index": index,
             "recent_log": _cap(log, budget // 6),
             "notes": len(graph.notes),
         }
+        if withheld is not None:
+            out["schema_withheld"] = f"SCHEMA.md withheld by the threat scanner ({withheld})"
+        return out
 
 
 def _compact_schema(text: str, limit: int) -> str:
