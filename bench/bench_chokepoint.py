@@ -9,6 +9,7 @@ pay one fsync each (the 150 µs target was set for rows queued and answered at o
 measures that cost against the earlier path with real file_write calls at 1 and 8 sessions.
 Issue 36: the OpenTelemetry check costs <= 0.3 µs a call when no SDK is configured; printed for the same call
 with opentelemetry unimportable (tracing off), with the API and no provider, and with an SDK exporting to memory.
+Issue 26: what the principal costs per call (<= 1 µs) against the same call without it, measured in the same run.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import aleph
 from aleph._chokepoint._permissions import PermissionLayer, PermissionPolicy
 from aleph._chokepoint._scoped import Chokepoint, ScopedToolService
 from aleph._ledger import Ledger
+from aleph._ledger._events import EventLog
 
 N = 20_000
 
@@ -166,5 +168,94 @@ def telemetry(scoped: ScopedToolService, payload: dict[str, int]) -> None:
         )
 
 
+class _Before(ScopedToolService):
+    """The same service recording what rows carried before principals: the turn's user, nothing else."""
+
+    def _principal_text(self) -> str:
+        return self.turn.principal if self.turn is not None and self.turn.principal else ""
+
+
+def interleaved(
+    services: list[ScopedToolService], tool: str, payload: dict[str, int], n: int, rounds: int
+) -> list[float]:
+    """Best per-call µs of each service, measured in alternating rounds so load on the machine hits all alike."""
+
+    async def run() -> list[float]:
+        best = [float("inf")] * len(services)
+        for _ in range(rounds):
+            for i, svc in enumerate(services):
+                start = time.perf_counter()
+                for _ in range(n):
+                    await svc.execute(tool, payload)
+                best[i] = min(best[i], (time.perf_counter() - start) / n * 1e6)
+        return best
+
+    return asyncio.run(run())
+
+
+def principal_costs() -> None:
+    """What the principal adds to one call: recording it, a chain behind it, a role check, deriving it."""
+    reg = registry_with(300)
+    reg.register(
+        aleph.tool(name="add_member", description="Add (members only).", idempotent=True, requires_role="member")(add)
+    )
+    policy = policy_with_200_rules()
+    turn = aleph.TurnContext(session_key="s")
+    chain = aleph.Principal("a0", None, "s")
+    for i in range(4):
+        chain = chain.acting_as(f"a{i + 1}", session="s")
+    payload = {"a": 2, "b": 3}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ledger = Ledger(Path(tmp) / "ledger")
+        events = EventLog(Path(tmp) / "events.sqlite3")
+        cp = Chokepoint(reg, ledger=ledger, events=events)
+        before = _Before(cp, policy=policy, agent="bench", turn=turn)
+        plain = ScopedToolService(cp, policy=policy, agent="bench", turn=turn)
+        chained = ScopedToolService(cp, policy=policy, agent="a4", turn=turn, principal=chain)
+        n = 5_000
+        rows = [
+            (
+                "mutating call, ledger + events, before",
+                per_call_us_async(lambda: before.execute("add_write", payload), n),
+            ),
+            ("  the same call with its principal", per_call_us_async(lambda: plain.execute("add_write", payload), n)),
+            ("  ... acting for a chain of 4", per_call_us_async(lambda: chained.execute("add_write", payload), n)),
+        ]
+        asyncio.run(ledger.flush())
+        ledger.close()
+        events.close()
+    base = rows[0][1]
+    print("\nwho is calling (issue 26): principal cost per call (target <= 1 µs)")
+    for label, us in rows:
+        print(f"{label:<42} {us:8.2f} µs   {us - base:+6.2f} µs   x{us / base:5.3f}")
+
+    quiet = ScopedToolService(Chokepoint(reg), policy=policy, agent="bench", turn=turn)
+    quiet_chain = ScopedToolService(Chokepoint(reg), policy=policy, agent="a4", turn=turn, principal=chain)
+    free, chained_read = interleaved([quiet, quiet_chain], "add_async", payload, 5_000, 10)
+    member = interleaved([quiet], "add_member", payload, 5_000, 10)[0]
+    print(f"{'read call, nothing recorded':<42} {free:8.2f} µs")
+    print(f"{'  ... acting for a chain of 4':<42} {chained_read:8.2f} µs   {chained_read - free:+6.2f} µs")
+    print(f"{'  ... of a tool requiring a role':<42} {member:8.2f} µs   {member - free:+6.2f} µs")
+
+    # The work the principal adds to one call, timed alone (the end-to-end figures above swing with load).
+    entry = reg.get("add_member")
+    assert entry is not None
+    empty = per_call_us(lambda: None, 200_000)
+    text = per_call_us(plain._principal_text, 200_000) - empty
+    role = per_call_us(lambda: entry.facts.requires_role is not None and plain._role_refusal(entry), 200_000) - empty
+    print(f"{'added per call: principal text (cached)':<42} {text:8.3f} µs")
+    print(f"{'added per call: role check':<42} {role:8.3f} µs")
+    print(f"{'added per call in all':<42} {text + role:8.3f} µs   (target <= 1 µs)")
+
+    cp = Chokepoint(reg)
+    given = aleph.Principal("bench", None, "s")
+    derive_us = per_call_us(lambda: ScopedToolService(cp, policy=policy, agent="bench", turn=turn), 20_000)
+    given_us = per_call_us(lambda: ScopedToolService(cp, policy=policy, turn=turn, principal=given), 20_000)
+    print(f"{'build a service, principal given':<42} {given_us:8.2f} µs")
+    print(f"{'  ... derived from agent and turn':<42} {derive_us:8.2f} µs   {derive_us - given_us:+6.2f} µs")
+
+
 if __name__ == "__main__":
     main()
+    principal_costs()

@@ -54,10 +54,12 @@ async def test_a_session_grant_covers_only_the_agent_and_channel_it_was_given_to
         )
         await alice.execute("deploy", {"target": "prod"})
         await alice.execute("deploy", {"target": "prod"})  # the grant holds for alice on ops
-        for agent, channel in (("bob", "guest"), ("alice", "guest"), ("bob", "ops")):
-            other = rt.tool_service(agent=agent, channel=channel, turn=turn(), requester=ScriptedRequester([]))
-            with pytest.raises(aleph.ApprovalUnavailable):
-                await other.execute("deploy", {"target": "prod"})
+        other = rt.tool_service(agent="alice", channel="guest", turn=turn(), requester=ScriptedRequester([]))
+        with pytest.raises(aleph.ApprovalUnavailable):
+            await other.execute("deploy", {"target": "prod"})
+        for channel in ("guest", "ops"):  # the session is alice's: bob cannot even open it
+            with pytest.raises(aleph.PermissionDenied, match="belongs to another agent"):
+                rt.tool_service(agent="bob", channel=channel, turn=turn(), requester=ScriptedRequester([]))
         assert RAN == ["prod", "prod"]
 
 

@@ -17,7 +17,9 @@ def test_recorded_events_read_back_in_order(tmp_path: Path) -> None:
     events = log.events("s1")
     assert [("approved", "c1", "user"), ("executed", "c1", None)] == [(e.kind, e.call_id, e.by) for e in events]
     assert ["refused"] == [e.kind for e in log.events("s2")]
-    assert {"session_key", "kind", "tool", "call_id", "turn_id", "detail", "by", "at_ms"} == set(events[0].to_json())
+    assert {"session_key", "kind", "tool", "call_id", "turn_id", "detail", "by", "at_ms", "principal"} == set(
+        events[0].to_json()
+    )
     log.close()
 
 

@@ -84,3 +84,22 @@ async def test_an_answer_covers_its_one_call_and_never_a_later_call_without_one(
         with pytest.raises(aleph.ApprovalRequired):
             await bridge.execute("note_delete", {"index": 1}, session_key="k", call_id=call)
     assert env.book.notes == ["b", "c"]
+
+
+class TestPrincipalFromTheRun:
+    async def test_the_runs_session_becomes_the_principals_and_a_foreign_one_is_refused(self, env: Env) -> None:
+        seen: list[aleph.Principal | None] = []
+
+        @aleph.tool(idempotent=True, inline=True)
+        def me() -> str:
+            """Report the principal."""
+            seen.append(aleph.current_principal())
+            return "me"
+
+        env.rt.register(me)
+        env.rt.tool_service(agent="alice", turn=aleph.TurnContext(session_key="alice-thread"))  # alice's now
+        bridge = CallBridge(env.service(turn=BASE, channel="chat"))
+        await bridge.execute("me", {}, session_key="thread-7", call_id="c1")
+        with pytest.raises(aleph.PermissionDenied, match="belongs to another agent"):
+            await bridge.execute("me", {}, session_key="alice-thread", call_id="c2")
+        assert [(p.session, p.channel, p.user) for p in seen if p] == [("thread-7", "chat", "ana")]

@@ -91,6 +91,7 @@ async def test_an_allowed_call_is_one_execute_tool_span_inside_the_callers_span(
     assert attrs["gen_ai.tool.name"] == "echo"
     assert attrs["gen_ai.tool.call.id"] == "call-7"
     assert attrs["aleph.agent"] == "alice"
+    assert attrs["aleph.principal.agent"] == "alice"
     assert attrs["aleph.decision"] == "allow"
     assert "gen_ai.tool.call.arguments" not in attrs and "gen_ai.tool.call.result" not in attrs
     assert span.status.status_code is trace.StatusCode.UNSET

@@ -21,7 +21,7 @@ from aleph._chokepoint._approval import (
     ApprovalResponse,
 )
 from aleph._chokepoint._budget import Budget, BudgetExhausted, BudgetUsage
-from aleph._chokepoint._call import CallContext, current_call
+from aleph._chokepoint._call import CallContext, current_call, current_principal
 from aleph._chokepoint._requesters import DeferredApprovals, ScriptedRequester, TerminalRequester
 from aleph._chokepoint._scoped import Explanation, ScopedToolService
 from aleph._chokepoint._telemetry import configure_telemetry
@@ -64,6 +64,7 @@ from aleph._plugins._context import PluginContext, ToolRegistrar
 from aleph._plugins._hookspec import hookimpl
 from aleph._plugins._loader import inspect_distribution
 from aleph._plugins._trust import HeldPlugin, PluginTrust, TrustRecord, adds_digest
+from aleph._principal import Principal
 from aleph._progress import (
     ToolProgressCallback,
     notify_tool_result,
@@ -123,6 +124,7 @@ __all__ = [
     "PluginError",
     "PluginTrust",
     "PolicyVote",
+    "Principal",
     "ProgressiveDisclosure",
     "RegisteredTool",
     "ScopedToolService",
@@ -153,6 +155,7 @@ __all__ = [
     "adds_digest",
     "configure_telemetry",
     "current_call",
+    "current_principal",
     "current_session",
     "current_turn",
     "hookimpl",

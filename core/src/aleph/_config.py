@@ -119,6 +119,11 @@ class AgentConfig(_Section):
     """If set, the only tools this agent may see or call (an empty list allows nothing)."""
     exec_tier: Literal["plan", "ask", "auto", "full"] | None = None
     """This agent's default execution tier."""
+    accepts_delegation_from: list[str] = []
+    """Agents that may have this agent act for them without asking an operator (``"*"``: any agent).
+
+    Every agent of the delegating chain must be listed; otherwise an operator approves each delegation.
+    """
 
 
 class ChannelConfig(_Section):

@@ -11,19 +11,24 @@ from types import TracebackType
 from typing import Any
 
 from aleph._chokepoint._approval import ApprovalRequester
+from aleph._chokepoint._delegation import Delegator
 from aleph._chokepoint._layers import AccessControl, build_chokepoint
+from aleph._chokepoint._owners import SessionOwners
 from aleph._chokepoint._scoped import DefinitionRewriter, ScopedToolService
 from aleph._chokepoint._tiers import ExecTier
+from aleph._chokepoint._who import principal_for
 from aleph._config import AlephConfig, load_config
 from aleph._contract._registry import RegisteredTool, ToolRegistry
 from aleph._contract._tool import Tool
 from aleph._contract._types import ToolSource
 from aleph._discovery import Discovery
+from aleph._errors import PermissionDenied
 from aleph._mcp import McpManager
 from aleph._mcp._chain import config_identity
 from aleph._plugins._context import Cleanup
 from aleph._plugins._loader import PluginManager
 from aleph._plugins._trust import PluginTrust
+from aleph._principal import Principal
 from aleph._seal import StateSeal
 from aleph._turn import TurnContext
 
@@ -60,6 +65,8 @@ class Aleph:
         """Validated permission layers and tier settings."""
         self.chokepoint = build_chokepoint(config, registry, plugins)
         """State shared by every scoped service: approval grants, ledger, event log, caches."""
+        self.chokepoint.owners = SessionOwners(config.data_dir / "session_owners.sqlite3")
+        self.chokepoint.delegator = Delegator(self.access)
         self.discovery = Discovery(config.tools, registry, config.data_dir)
         """``[tools]`` discovery: search index, disclosure rewriters, deferred sets, session knobs."""
         self._cleanups = cleanups
@@ -112,6 +119,7 @@ class Aleph:
             await self.chokepoint.ledger.aclose()
         if self.chokepoint.events is not None:
             self.chokepoint.events.close()
+        self.chokepoint.owners.close()
 
     def register(self, tool: Tool, *, source: ToolSource | None = None) -> RegisteredTool:
         """Add one tool owned by the program itself."""
@@ -129,8 +137,9 @@ class Aleph:
         rewriters: Sequence[DefinitionRewriter] = (),
         deferred: Any = None,
         discovery: bool = True,
+        principal: Principal | None = None,
     ) -> ScopedToolService:
-        """The permission-checked tool service for one request.
+        """The permission-checked tool service for one request, bound to one principal.
 
         :param agent: the agent acting (its ``[agents.<name>]`` layer and allow-set apply).
         :param channel: where the request came from (its ``[channels.<name>]`` layer and role apply).
@@ -142,24 +151,51 @@ class Aleph:
         :param rewriters: definition rewriters (default: ``[tools]`` progressive disclosure for the session's mode).
         :param deferred: a deferred set (default: the session's, from ``[tools]`` deferral settings).
         :param discovery: False leaves out everything ``[tools]`` adds (rewriters, deferral, discovery tools).
+        :param principal: who is calling (default: derived from ``agent``, ``channel`` and the turn's
+            ``session_key``, ``caller_role`` and ``principal``). Given, it names the agent and channel and
+            ``agent``/``channel`` must be left out or agree. Its session key is bound to its agent the first
+            time it is used; another agent's session is refused with :class:`~aleph.PermissionDenied`.
         """
+        if principal is not None:
+            if (agent is not None and agent != principal.agent) or (
+                channel is not None and channel != principal.channel
+            ):
+                raise ValueError("tool_service: agent and channel must agree with the principal given")
+            agent, channel = principal.agent, principal.channel
+        else:
+            principal = principal_for(agent, channel, turn, self.access.role(channel, turn))
+        if (
+            principal.session
+            and not self.chokepoint.owners.claim(principal.session, principal.owner) == principal.owner
+        ):
+            raise PermissionDenied("session", f"session {principal.session!r} belongs to another agent")
         setup = self.discovery.prepare(turn, rewriters=rewriters, deferred=deferred) if discovery else None
         if setup is not None:
             rewriters, deferred = setup.rewriters, setup.deferred
             if tier is None:
                 tier = setup.knobs.exec_tier
+        if principal.chain:  # a principal acting for others: the whole chain's policy, never the agent's alone
+            agents = principal.agents
+            policy = self.access.chain_policy(agents, channel, channel_permissions)
+            allowed = self.access.chain_allowed(agents)
+            resolved = min(self.access.tier(a, channel, tier, turn) for a in agents)
+        else:
+            policy = self.access.policy(agent, channel, channel_permissions)
+            allowed = self.access.allowed(agent)
+            resolved = self.access.tier(agent, channel, tier, turn)
         service = ScopedToolService(
             self.chokepoint,
-            policy=self.access.policy(agent, channel, channel_permissions),
-            tier=self.access.tier(agent, channel, tier, turn),
+            policy=policy,
+            tier=resolved,
             agent=agent,
             channel=channel,
             turn=turn,
             requester=requester,
-            allowed=self.access.allowed(agent),
+            allowed=allowed,
             rewriters=rewriters,
             deferred=deferred,
             extra_tools=setup.extra_tools if setup is not None else None,
+            principal=principal,
         )
         return setup.bind(service) if setup is not None else service
 

@@ -14,7 +14,11 @@ __all__ = ["TurnContext", "current_session", "current_turn"]
 
 @dataclass(frozen=True, slots=True)
 class TurnContext:
-    """Who is calling and under which conditions. Set by the chokepoint for the duration of each call."""
+    """Under which conditions a call runs (session, run, flags, budget). Set by the chokepoint for each call.
+
+    The host builds it; what it says about who is calling is bound into the service's
+    :class:`~aleph.Principal` when the service is built, and a tool cannot change that.
+    """
 
     session_key: str = ""
     """The conversation session; keys session grants and the event log."""
@@ -25,7 +29,7 @@ class TurnContext:
     conversation_id: str = ""
     """The conversation inside that channel."""
     caller_role: str | None = None
-    """``operator`` (or None), ``member`` or ``guest``."""
+    """``operator`` (or None), ``member`` or ``guest``: the host states it; it becomes :attr:`aleph.Principal.role`."""
     unattended: bool = False
     """No human is watching: approval prompts are never shown, gated calls are refused."""
     plan_mode: bool = False
@@ -33,7 +37,10 @@ class TurnContext:
     side_question: bool = False
     """A side question is being answered: nothing that mutates runs."""
     principal: str | None = None
-    """The human user on whose behalf the agent acts, when known (recorded with approvals)."""
+    """The human user on whose behalf the agent acts, when known: it becomes :attr:`aleph.Principal.user`.
+
+    Who is calling as a whole (agent, channel, session, role, chain) is :func:`aleph.current_principal`.
+    """
     call_id: str | None = None
     """The model's tool-call id, when the agent loop passes one."""
     budget: Budget | None = None

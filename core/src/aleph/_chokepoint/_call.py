@@ -3,8 +3,10 @@
 The chokepoint sets a :class:`CallContext` for the duration of each tool call. Through it a tool
 submits the actions it is made of (:meth:`CallContext.subcall`: each one judged under its own name
 and arguments, with its own ledger row), attaches references to its own ledger row
-(:meth:`CallContext.annotate`) and records provenance that is not a mutating call
-(:meth:`CallContext.record`).
+(:meth:`CallContext.annotate`), records provenance that is not a mutating call
+(:meth:`CallContext.record`), learns who is calling (:attr:`CallContext.principal`), runs work as
+another agent through the one delegation door (:meth:`CallContext.delegate`) and binds session keys
+to their owner (:meth:`CallContext.claim_session`).
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from aleph._contract._types import ToolOutput
 from aleph._errors import ExecutionFailed
+from aleph._principal import Principal
 from aleph._turn import TurnContext
 
 if TYPE_CHECKING:
     from aleph._chokepoint._roles import Explained
 
-__all__ = ["MAX_REFS", "MAX_SUBCALL_DEPTH", "CallContext", "current_call"]
+__all__ = ["MAX_REFS", "MAX_SUBCALL_DEPTH", "CallContext", "current_call", "current_principal"]
 
 MAX_REFS = 16
 """References one call may carry on its ledger row."""
@@ -46,6 +49,19 @@ class _Service(Protocol):
 
     def decision_for(self, name: str, input: Mapping[str, Any]) -> str: ...
 
+    async def delegate(
+        self,
+        agent: str,
+        *,
+        purpose: str,
+        budget: Mapping[str, float] | None = None,
+        turn: TurnContext | None = None,
+    ) -> Any: ...
+
+    def claim_session(self, key: str) -> bool: ...
+
+    def owns_session(self, key: str) -> bool: ...
+
 
 def check_refs(refs: Mapping[str, Any]) -> dict[str, str]:
     """Validate references: keys ``[a-z][a-z0-9_]{0,31}``, values stringified and at most 256 characters."""
@@ -68,7 +84,19 @@ class CallContext:
     Obtain it with :func:`aleph.current_call` inside a tool's ``call``.
     """
 
-    __slots__ = ("_call_id", "_refs", "_service", "agent", "channel", "decision", "depth", "parent", "tool", "turn")
+    __slots__ = (
+        "_call_id",
+        "_refs",
+        "_service",
+        "agent",
+        "channel",
+        "decision",
+        "depth",
+        "parent",
+        "principal",
+        "tool",
+        "turn",
+    )
 
     def __init__(
         self,
@@ -81,6 +109,7 @@ class CallContext:
         call_id: str | None = None,
         parent: CallContext | None = None,
         decision: str = "allow",
+        principal: Principal | None = None,
     ) -> None:
         self._service = service
         self.tool = tool
@@ -90,6 +119,10 @@ class CallContext:
         self.agent = agent
         self.channel = channel
         self.turn = turn
+        self.principal: Principal = (
+            principal if principal is not None else Principal(agent or "default", channel or None)
+        )
+        """Who is calling: bound by the host when it built the service; no argument changes it."""
         self.parent = parent
         """The composite call this one is an action of, if any."""
         self.depth: int = 0 if parent is None else parent.depth + 1
@@ -174,6 +207,46 @@ class CallContext:
             raise ValueError(f"a ledger event carries at most {MAX_REFS} references")
         await self._service.record_event(self, event, detail, checked)
 
+    async def delegate(
+        self,
+        agent: str,
+        *,
+        purpose: str,
+        budget: Mapping[str, float] | None = None,
+        turn: TurnContext | None = None,
+    ) -> Any:
+        """A tool service for ``agent`` acting for this call's principal: the one door to act as another agent.
+
+        The returned :class:`~aleph.ScopedToolService` judges every call by the intersection of every
+        principal in the chain (each one's layers, most restrictive wins; allow-sets intersected; the
+        strictest tier; the weakest role), so delegation never gains a permission. Its budget is a
+        reservation out of this call's budget (``budget={"calls": 3}`` sets a cap of its own; keys
+        ``calls``, ``wall_seconds``, ``tokens``, ``cost``). ``agent`` must
+        consent (``[agents.<agent>] accepts_delegation_from``) or an operator must approve through the
+        approval gate ("mallory wants admin to ... on its behalf"); unattended, without consent, it is
+        refused. ``turn`` sets the delegated work's own session and flags (never its principal).
+        Raises :class:`~aleph.PermissionDenied` (no consent, too deep, budget does not fit) or
+        :class:`~aleph.ApprovalDenied`; the decision is recorded on the ledger.
+        """
+        token = _CALL.set(self)
+        try:
+            return await self._service.delegate(agent, purpose=purpose, budget=budget, turn=turn)
+        finally:
+            _CALL.reset(token)
+
+    def claim_session(self, key: str) -> bool:
+        """Bind session ``key`` to this principal's owner if nobody has used it; whether it is (now) its own.
+
+        A family calls it before it opens, rotates or reads a session named by anything but the
+        principal itself (``session_new``, a trace by session): ``False`` means the key belongs to
+        another agent, and the family answers exactly as for a missing session.
+        """
+        return self._service.claim_session(key)
+
+    def owns_session(self, key: str) -> bool:
+        """Whether session ``key`` belongs to this principal's owner (an unused key belongs to nobody: False)."""
+        return self._service.owns_session(key)
+
 
 _CALL: ContextVar[CallContext | None] = ContextVar("aleph_call", default=None)
 
@@ -181,3 +254,9 @@ _CALL: ContextVar[CallContext | None] = ContextVar("aleph_call", default=None)
 def current_call() -> CallContext | None:
     """The tool call running in this task, or None outside a call."""
     return _CALL.get()
+
+
+def current_principal() -> Principal | None:
+    """Who is calling: the running call's principal (see :class:`aleph.Principal`), or None outside a call."""
+    call = _CALL.get()
+    return call.principal if call is not None else None

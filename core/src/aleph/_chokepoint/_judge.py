@@ -24,7 +24,7 @@ from aleph._contract._tool import Prepared
 from aleph._errors import ToolError, ValidationFailed
 
 if TYPE_CHECKING:
-    from aleph._chokepoint._scoped import Chokepoint, CommandSplitter, Explanation
+    from aleph._chokepoint._shared import Chokepoint, CommandSplitter, Explanation
     from aleph._contract._registry import RegisteredTool
     from aleph._turn import TurnContext
 
@@ -316,7 +316,7 @@ class Judging:
 
     def explain(self, name: str, input: Mapping[str, Any] | None = None) -> Explanation:
         """The decision for a call without running it: decision, rule, layer, reason, and each action's."""
-        from aleph._chokepoint._scoped import Explanation
+        from aleph._chokepoint._shared import Explanation
 
         tier = self.tier.id
         entry = self._entry(name) if isinstance(name, str) else None

@@ -19,7 +19,7 @@ from typing import Any
 from aleph._chokepoint._approval import ApprovalRequester
 from aleph._chokepoint._gate import ApprovalGate
 from aleph._chokepoint._permissions import PermissionLayer, PermissionPolicy
-from aleph._chokepoint._scoped import Chokepoint, CommandChecker, CommandSplitter
+from aleph._chokepoint._shared import Chokepoint, CommandChecker, CommandSplitter
 from aleph._chokepoint._tiers import ExecTier, resolve_exec_tier
 from aleph._config import AlephConfig, ToolPermissionsConfig
 from aleph._contract._registry import ToolRegistry, fold_tool_name
@@ -96,6 +96,23 @@ class AccessControl:
                     policy = self._policies[key] = PermissionPolicy(self._layers(agent, channel))
         return policy
 
+    def chain_policy(
+        self, agents: tuple[str, ...], channel: str | None, channel_permissions: Mapping[str, Any] | None = None
+    ) -> PermissionPolicy:
+        """The policy of a principal acting for others: every agent's layer of the chain, most restrictive wins."""
+        base = self.policy(agents[0], channel, channel_permissions)
+        extra = [self.agent_layers[a] for a in dict.fromkeys(agents[1:]) if a != agents[0] and a in self.agent_layers]
+        return PermissionPolicy([*base.layers, *extra]) if extra else base
+
+    def chain_allowed(self, agents: tuple[str, ...]) -> frozenset[str] | None:
+        """The intersection of every chain agent's allow-set (None: every tool)."""
+        out: frozenset[str] | None = None
+        for agent in agents:
+            own = self.allowed(agent)
+            if own is not None:
+                out = own if out is None else out & own
+        return out
+
     def _layers(self, agent: str | None, channel: str | None) -> list[PermissionLayer]:
         layers = [self.global_layer]
         if agent is not None and agent in self.agent_layers:
@@ -121,6 +138,22 @@ class AccessControl:
             return None
         names = self.config.agents[agent].allowed_tools
         return None if names is None else frozenset(fold_tool_name(n) for n in names)
+
+    def accepts_delegation(self, agent: str, delegators: tuple[str, ...]) -> bool:
+        """Whether ``agent`` accepts acting for every one of ``delegators`` (its ``accepts_delegation_from``)."""
+        settings = self.config.agents.get(agent)
+        if settings is None:
+            return False
+        accepted = set(settings.accepts_delegation_from)
+        return "*" in accepted or all(name in accepted or name == agent for name in delegators)
+
+    def role(self, channel: str | None, turn: TurnContext | None) -> str | None:
+        """The caller role a request states: the turn's, else its channel's configured one (None: operator)."""
+        if turn is not None and turn.caller_role:
+            return turn.caller_role
+        if channel is not None and channel in self.config.channels:
+            return self.config.channels[channel].role
+        return None
 
     def tier(
         self, agent: str | None, channel: str | None, requested: str | ExecTier | None, turn: TurnContext | None

@@ -26,12 +26,11 @@ import itertools
 import posixpath
 import re
 import shlex
-import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
+from aleph._chokepoint._subjects import UNKNOWN_HOST, canonical_host, glob_regex, normalise_path
 from aleph._config import ToolPermissionsConfig
 from aleph._contract._registry import fold_tool_name
 from aleph._contract._types import ToolSource
@@ -74,90 +73,9 @@ _NAME_PATTERN = re.compile(r"[A-Za-z0-9_\-*?]{1,128}", re.ASCII)
 _RULE = re.compile(r"^(?P<name>[^()\s]+)(?:\((?P<spec>.*)\))?$", re.DOTALL)
 
 
-UNKNOWN_HOST = "\x00unknown-host"
-"""The host of a URL whose host cannot be determined beyond doubt (domain deny and ask rules match it)."""
-
-_AMBIGUOUS_URL = re.compile(r"[\s\\\x00-\x1f\x7f]")
-
-
-def canonical_host(url: str) -> str | None:
-    """The host ``url`` will reach, in one canonical spelling; None when parsers could disagree about it.
-
-    Lowercased, trailing dots dropped, IDNA-encoded; IPv4 in any legacy spelling (``2130706433``,
-    ``0x7f.1``) and IPv6 become their standard text. A URL with a backslash, whitespace or control
-    characters, several ``@``, or a scheme without ``//`` has no canonical host.
-    """
-    if _AMBIGUOUS_URL.search(url):
-        return None
-    if "://" not in url:
-        if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:(?!\d+(?:/|$))", url):
-            return None  # "http:evil.com" or "mailto:x": no authority to judge
-        url = url if url.startswith("//") else f"//{url}"
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-    except ValueError:
-        return None
-    if not host or parts.netloc.count("@") > 1:
-        return None
-    host = host.rstrip(".")
-    try:
-        return str(ipaddress.ip_address(host))
-    except ValueError:
-        pass
-    if re.fullmatch(r"[0-9a-fA-FxX.]+", host) and host[0].isdigit():
-        try:
-            return socket.inet_ntoa(socket.inet_aton(host))  # the legacy spellings resolvers still accept
-        except OSError:
-            return None
-    try:
-        return host.encode("idna").decode("ascii").lower()
-    except UnicodeError:
-        return None
-
-
 def stricter(a: Action, b: Action) -> Action:
     """The more restrictive of two actions (deny > ask > allow)."""
     return a if _RANK[a] >= _RANK[b] else b
-
-
-def _glob_regex(pattern: str, *, path: bool) -> re.Pattern[str]:
-    """Compile a glob: with ``path``, ``*``/``?`` stay inside one ``/`` segment and ``**`` crosses them."""
-    out = []
-    i = 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "*":
-            if path and pattern.startswith("**", i):
-                i += 2
-                if pattern.startswith("/", i):  # "**/" also matches zero directories
-                    out.append("(?:.*/)?")
-                    i += 1
-                else:
-                    out.append(".*")
-                continue
-            out.append("[^/]*" if path else ".*")
-        elif c == "?":
-            out.append("[^/]" if path else ".")
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return re.compile("".join(out), re.DOTALL)
-
-
-def normalise_path(value: str, workspace: str = "") -> str:
-    """A path as rules see it: ``.``/``..``/duplicate separators folded; workspace-relative when inside it."""
-    if not value:
-        return value
-    if value.startswith("~"):
-        return posixpath.normpath(value)
-    if posixpath.isabs(value):
-        normal = posixpath.normpath(value)
-        if workspace and (normal == workspace or normal.startswith(workspace.rstrip("/") + "/")):
-            rel = posixpath.relpath(normal, workspace)
-            return "." if rel == "." else rel
-        return normal
-    return posixpath.normpath(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,14 +231,14 @@ def parse_rule(key: str, action: Action, *, workspace: str = "") -> PermissionRu
         raise ValueError(f"{name!r}: MCP rules are '<server>__<tool>'")
     # For '<server>__<tool>' rules the pattern compiles the tool part; the server part is matched separately.
     tool_part = name.partition("__")[2] if "__" in name else name
-    name_re = _glob_regex(tool_part, path=False) if "*" in tool_part or "?" in tool_part else None
+    name_re = glob_regex(tool_part, path=False) if "*" in tool_part or "?" in tool_part else None
     server_re = None
     if "__" in name:
         server_part = name.partition("__")[0]
         if not server_part:
             raise ValueError(f"{name!r}: missing server id before '__'")
         if "*" in server_part or "?" in server_part:
-            server_re = _glob_regex(server_part, path=False)
+            server_re = glob_regex(server_part, path=False)
     if spec is None:
         return PermissionRule(key, action, name, "none", "", name_re, server_re)
     spec = spec.strip()
@@ -337,14 +255,14 @@ def parse_rule(key: str, action: Action, *, workspace: str = "") -> PermissionRu
                 host = canonical_host(f"//{host}") or host
         if not host or "/" in host or not re.fullmatch(r"[a-z0-9.*\-\[\]:]+", host):
             raise ValueError(f"domain specifier {spec!r} needs a host such as example.com or *.example.com")
-        kind, compiled = "domain", _glob_regex(host, path=True)
+        kind, compiled = "domain", glob_regex(host, path=True)
     elif spec.startswith(("cmd:", "command:")):
         kind, compiled = "command", _command_pattern(spec.partition(":")[2])
     elif spec.startswith("path:"):
         kind, compiled = "path", _path_pattern(spec[len("path:") :], workspace)
     elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", spec, re.DOTALL):
         arg, _, value = spec.partition("=")
-        kind, compiled = "field", (arg, value.strip(), _glob_regex(value.strip(), path=False))
+        kind, compiled = "field", (arg, value.strip(), glob_regex(value.strip(), path=False))
     elif name in SHELL_TOOLS or (
         "__" not in name and name_re is not None and any(name_re.fullmatch(t) for t in SHELL_TOOLS)
     ):
@@ -368,7 +286,7 @@ def _command_pattern(text: str) -> tuple[str | re.Pattern[str], ...]:
         if word == "*" and i == len(words) - 1:
             out.append("*")
         elif "*" in word or "?" in word:
-            out.append(_glob_regex(word, path=False))
+            out.append(glob_regex(word, path=False))
         else:
             # an absolute program names the system's program (`/usr/bin/git` is `git`); a relative
             # path (`./scripts/check.sh`) names exactly that workspace file
@@ -388,7 +306,7 @@ def _path_pattern(text: str, workspace: str) -> re.Pattern[str]:
             f"path {text!r} points outside the workspace and can never match a workspace-relative path; "
             "use an absolute path"
         )
-    return _glob_regex(normal, path=True)
+    return glob_regex(normal, path=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from aleph._chokepoint._call import _CALL, CallContext
 from aleph._chokepoint._gate import grant_fingerprint, redact, summarize_call
-from aleph._contract._types import is_flat_json
+from aleph._contract._types import dumps_json, is_flat_json
 from aleph._errors import ExecutionFailed
 from aleph._ledger import LedgerRecord
 from aleph._ledger._durability import UnrecordedCall
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from aleph._contract._types import ToolOutput
     from aleph._ledger import LedgerAction, LedgerOutcome
     from aleph._ledger._events import EventKind
+    from aleph._principal import Principal
     from aleph._turn import TurnContext
 
 __all__ = ["Recording"]
@@ -42,6 +43,25 @@ def _safe_summary(tool: str, arguments: Mapping[str, Any]) -> str:
         return f"{tool}: (arguments not summarised: {type(exc).__name__})"
 
 
+def principal_field(principal: Principal) -> str:
+    """The ledger's ``principal`` field: the principal and its whole chain as canonical JSON.
+
+    Compact (unset fields and an empty chain left out), so a long chain does not swell every row.
+    """
+    return dumps_json(_compact(principal))
+
+
+def _compact(principal: Principal) -> dict[str, Any]:
+    out: dict[str, Any] = {"agent": principal.agent, "role": principal.role}
+    for key in ("channel", "session", "user"):
+        value = getattr(principal, key)
+        if value:
+            out[key] = value
+    if principal.chain:
+        out["chain"] = [_compact(p) for p in principal.chain]
+    return out
+
+
 def _safe_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str | None:
     try:
         return grant_fingerprint(tool, arguments)
@@ -54,6 +74,8 @@ class Recording:
 
     agent: str | None
     turn: TurnContext | None
+    principal: Principal
+    _ptext: tuple[Principal, str] | None = None
 
     if TYPE_CHECKING:  # the service's chokepoint, read-only here: only its stores are used
 
@@ -63,10 +85,25 @@ class Recording:
     def _agent_id(self) -> str:
         return self.agent or "default"
 
+    def _principal_text(self) -> str:
+        """:func:`principal_field` of this service's principal, computed once per principal."""
+        cached = self._ptext
+        if cached is not None and cached[0] is self.principal:
+            return cached[1]
+        text = principal_field(self.principal)
+        self._ptext = (self.principal, text)
+        return text
+
     async def _record_refusal(
         self, entry: RegisteredTool, arguments: Mapping[str, Any], reason: str, verdict: Verdict
     ) -> None:
         await self._ledger(entry, arguments, "tool_denied", "denied", redact(reason), verdict.rule or verdict.rule_id)
+        self._event("refused", entry.name, reason)
+
+    async def _record_role_refusal(self, entry: RegisteredTool, input: Mapping[str, Any], reason: str) -> None:
+        """A refusal by role: decided on the tool's facts before its input is looked at (none is recorded)."""
+        del input  # not validated yet: the row records the refusal, not the arguments
+        await self._ledger(entry, {}, "tool_denied", "denied", redact(reason), "requires_role")
         self._event("refused", entry.name, reason)
 
     async def _record_execution(
@@ -87,7 +124,7 @@ class Recording:
             # Flat arguments are already a private copy (the boundary made it): the writer thread builds
             # the row (summary, fingerprint) from them, off the caller's path.
             name, agent = entry.name, self._agent_id()
-            principal = self.turn.principal if self.turn is not None else None
+            principal = self._principal_text()
 
             def build() -> LedgerRecord:
                 summary = _safe_summary(name, arguments)
@@ -197,7 +234,7 @@ class Recording:
             outcome=outcome,
             detail=detail,
             args_fp=_safe_fingerprint(entry.name, arguments),
-            principal=self.turn.principal if self.turn is not None else None,
+            principal=self._principal_text(),
             rule=rule,
             refs=refs or None,
         )
@@ -219,7 +256,7 @@ class Recording:
                         target=call.tool,
                         outcome="ok",
                         detail=redact(detail),
-                        principal=self.turn.principal if self.turn is not None else None,
+                        principal=self._principal_text(),
                         refs={**call.refs, "call": call.call_id, **refs},
                     )
                 )
@@ -240,6 +277,7 @@ class Recording:
                 turn_id=self.turn.run_id or None,
                 detail=detail,
                 by=by,
+                principal=self._principal_text(),
             )
         except Exception:
             log.exception("event log write failed; the call's result is unchanged")

@@ -16,31 +16,30 @@ import dataclasses
 import logging
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from aleph._chokepoint._approval import ApprovalOutcome, ApprovalRequest, ApprovalRequester
 from aleph._chokepoint._boundary import InputProblem, json_input
 from aleph._chokepoint._call import _CALL, CallContext
 from aleph._chokepoint._callguard import CallGuard, guard_for
 from aleph._chokepoint._gate import (
-    ApprovalGate,
     allowed_decisions,
     escape_for_prompt,
     grant_fingerprint,
     summarize_call,
 )
-from aleph._chokepoint._judge import NEEDS_ARGUMENTS, NEEDS_COMMAND, NEEDS_NOTHING, Judging, check_name, prepare_input
+from aleph._chokepoint._judge import Judging, check_name, prepare_input
 from aleph._chokepoint._permissions import PermissionPolicy
 from aleph._chokepoint._recording import Recording
+from aleph._chokepoint._shared import Chokepoint, CommandChecker, CommandSplitter, DefinitionRewriter, Explanation
 from aleph._chokepoint._telemetry import enabled as telemetry_enabled
 from aleph._chokepoint._telemetry import note_approval, note_verdict, traced_execute
-from aleph._chokepoint._tiers import ARGUMENT_FLOOR_TOOLS, ExecTier
-from aleph._chokepoint._verdict import PolicyVote, Verdict, decide_call
+from aleph._chokepoint._tiers import ExecTier
+from aleph._chokepoint._verdict import Verdict
+from aleph._chokepoint._who import Identity, principal_for
 from aleph._contract._names import repair_tool_name, suggest_candidates
-from aleph._contract._registry import RegisteredTool, ToolRegistry, fold_tool_name
+from aleph._contract._registry import RegisteredTool, fold_tool_name
 from aleph._contract._service import BaseToolService, panic_error
 from aleph._contract._tool import Prepared
 from aleph._contract._types import ToolDefinition, ToolOutput
@@ -56,13 +55,13 @@ from aleph._errors import (
     ToolTimeout,
     TransportError,
 )
+from aleph._principal import Principal
 from aleph._progress import call_handler, get_tool_progress_handler
 from aleph._turn import _TURN, TurnContext
 from aleph._watchdog import run_with_budget
 
 if TYPE_CHECKING:
-    from aleph._ledger import Ledger
-    from aleph._ledger._events import EventLog
+    pass
 
 __all__ = ["Chokepoint", "CommandChecker", "CommandSplitter", "DefinitionRewriter", "Explanation", "ScopedToolService"]
 
@@ -73,159 +72,6 @@ RETRY_DELAY_S = 0.1
 ERROR_LIMIT = 4000
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
-_BY_COMMAND_ENTRIES = 1024
-
-DefinitionRewriter = Callable[[ToolDefinition], ToolDefinition]
-"""Rewrites a definition shown to the model (progressive disclosure); runs after all gating."""
-
-
-class CommandSplitter(Protocol):
-    """Shell text → (argv of every analysed sub-command, whether part of it was opaque)."""
-
-    def __call__(self, command: str, cwd: str | None = ...) -> tuple[tuple[tuple[str, ...], ...], bool]:
-        """``cwd``: where the command starts (``None``: not known, nothing relative is proven)."""
-        ...
-
-
-class CommandChecker(Protocol):
-    """The command-policy floor as the chokepoint uses it."""
-
-    def __call__(self, command: str, cwd: str | None = ...) -> tuple[str, str, tuple[str, ...]]:
-        """(action, reason, rules) for one shell command starting in ``cwd`` (``None``: not known)."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class Explanation:
-    """What ``explain`` reports: the decision and everything that led to it."""
-
-    decision: str
-    rule_id: str
-    rule: str | None
-    layer: str | None
-    reason: str
-    tier: str
-    decided_by: str
-    notes: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON form for ``aleph policy explain --json``."""
-        return {
-            "decision": self.decision,
-            "rule_id": self.rule_id,
-            "rule": self.rule,
-            "layer": self.layer,
-            "reason": self.reason,
-            "tier": self.tier,
-            "decided_by": self.decided_by,
-            "notes": list(self.notes),
-        }
-
-
-@dataclass(slots=True)
-class Chokepoint:
-    """State shared by every scoped service of one runtime: registry, gate, ledger, caches."""
-
-    registry: ToolRegistry
-    gate: ApprovalGate = field(default_factory=ApprovalGate)
-    workspace: str = ""
-    data_dir: Path | None = None
-    ledger: Ledger | None = None
-    events: EventLog | None = None
-    command_checker: CommandChecker | None = None
-    command_splitter: CommandSplitter | None = None
-    voters: Sequence[tuple[str, Callable[..., PolicyVote | None]]] = ()
-    default_requester: ApprovalRequester | None = None
-    max_input_bytes: int = 1_000_000
-    max_output_chars: int = 100_000
-    _static: dict[tuple[int, int, int], dict[str, tuple[Verdict, int]]] = field(default_factory=dict)
-    # (static key, tool, command-policy verdict) -> the call's verdict, for NEEDS_COMMAND tools.
-    _by_command: dict[tuple[Any, ...], Verdict] = field(default_factory=dict)
-    # Keys hold the policy, rewriters and deferred set themselves (not ids), so no key outlives its object.
-    _lists: dict[tuple[Any, ...], Any] = field(default_factory=dict)
-
-    def static_verdict(
-        self, policy: PermissionPolicy, tier: ExecTier, entry: RegisteredTool, turn: TurnContext | None
-    ) -> tuple[Verdict, int]:
-        """The name-level verdict (no arguments), cached per policy, tier, turn mode and registry generation.
-
-        Returns (verdict, needs): what a concrete input may change. ``NEEDS_NOTHING``; ``NEEDS_COMMAND``
-        when only the command policy's verdict on the tool's shell text can; ``NEEDS_ARGUMENTS`` when an
-        argument rule, an argument floor or a plugin vote may too.
-        """
-        cache = self._static.get(key := self._static_key(policy, tier, turn))
-        if cache is None:
-            if len(self._static) > 64:
-                self._static.clear()
-            cache = self._static[key] = {}
-        hit = cache.get(entry.name)
-        if hit is not None:
-            return hit
-        verdict = _decide_by_name(policy, tier, entry, turn, None)
-        if (
-            policy.has_specs_for(entry.name, entry.source)
-            or self.voters
-            or entry.name in ARGUMENT_FLOOR_TOOLS
-            or callable(getattr(entry.tool, "sub_calls", None))
-        ):
-            needs = NEEDS_ARGUMENTS
-        elif callable(getattr(entry.tool, "shell_command", None)):
-            needs = NEEDS_COMMAND
-        else:
-            needs = NEEDS_NOTHING
-        cache[entry.name] = (verdict, needs)
-        return verdict, needs
-
-    def command_verdict(
-        self,
-        policy: PermissionPolicy,
-        tier: ExecTier,
-        entry: RegisteredTool,
-        turn: TurnContext | None,
-        command: tuple[str, str, tuple[str, ...]],
-        uncontained: str | None = None,
-    ) -> Verdict:
-        """The verdict of a ``NEEDS_COMMAND`` tool's call, given the command policy's verdict on its text.
-
-        Nothing else of the input can change it (no argument rule, floor or vote applies to the tool),
-        so it is decided once per command-policy verdict (and containment reason) and remembered (bounded).
-        """
-        key = (self._static_key(policy, tier, turn), entry.name, command, uncontained)
-        verdict = self._by_command.get(key)
-        if verdict is None:
-            if len(self._by_command) >= _BY_COMMAND_ENTRIES:
-                self._by_command.clear()
-            verdict = self._by_command[key] = _decide_by_name(policy, tier, entry, turn, command, uncontained)
-        return verdict
-
-    def _static_key(self, policy: PermissionPolicy, tier: ExecTier, turn: TurnContext | None) -> tuple[int, int, int]:
-        # A side question and plan mode deny with different rule ids: each has its own key.
-        mode = 0 if turn is None else 20 if turn.side_question else 10 if turn.plan_mode else 0
-        return (policy.token, int(tier) + mode, self.registry.generation)
-
-
-def _decide_by_name(
-    policy: PermissionPolicy,
-    tier: ExecTier,
-    entry: RegisteredTool,
-    turn: TurnContext | None,
-    command: tuple[str, str, tuple[str, ...]] | None,
-    uncontained: str | None = None,
-) -> Verdict:
-    """A call's verdict from the tool's name alone, and the command policy's verdict on its text if given."""
-    return decide_call(
-        tool=entry.name,
-        facts=entry.facts,
-        decision=policy.decide(entry.name, entry.source),
-        tier=tier,
-        turn=turn,
-        input=None,
-        names_exactly=policy.names_exactly(entry.name),
-        command=command,
-        exec_class=command is not None,
-        uncontained=uncontained,
-    )
-
 
 class _Unset:
     """The type of "leave this field as it is" in :meth:`ScopedToolService.derive`."""
@@ -234,8 +80,8 @@ class _Unset:
 _UNSET = _Unset()
 
 
-class ScopedToolService(Judging, Recording, BaseToolService):
-    """The per-request tool service: one agent, one channel, one turn, one tier."""
+class ScopedToolService(Identity, Judging, Recording, BaseToolService):
+    """The per-request tool service: one principal (agent, channel, session, role, chain), one turn, one tier."""
 
     def __init__(
         self,
@@ -251,8 +97,11 @@ class ScopedToolService(Judging, Recording, BaseToolService):
         rewriters: Sequence[DefinitionRewriter] = (),
         deferred: Any = None,
         extra_tools: Mapping[str, RegisteredTool] | None = None,
+        principal: Principal | None = None,
     ) -> None:
         self._cp = chokepoint
+        self.principal = principal if principal is not None else principal_for(agent, channel, turn)
+        """Who is calling: fixed for the service's life (a new turn may name its session, nothing else)."""
         self.policy = policy if policy is not None else PermissionPolicy([])
         self.tier = tier
         self.agent = agent
@@ -271,15 +120,23 @@ class ScopedToolService(Judging, Recording, BaseToolService):
         turn: TurnContext | _Unset | None = _UNSET,
         requester: ApprovalRequester | _Unset | None = _UNSET,
     ) -> ScopedToolService:
-        """The same service (policy, tier, agent, channel, allow-set, discovery) for another turn or requester.
+        """The same service (principal, policy, tier, allow-set, discovery) for another turn or requester.
 
         Framework integrations build one per tool call: the turn carries the framework's session key and
-        call id, the requester the framework's own approval answer. Cheap: nothing is recomputed.
+        call id, the requester the framework's own approval answer. Cheap: nothing is recomputed. The
+        principal stays; a turn naming another session moves it to that session only if the session is
+        unused or the principal's own (:class:`~aleph.PermissionDenied` otherwise).
         """
         clone = object.__new__(type(self))  # copy.copy's reduce protocol costs ~5x this on every framework call
         clone.__dict__.update(self.__dict__)
         if not isinstance(turn, _Unset):
             clone.turn = turn
+            session = turn.session_key if turn is not None else ""
+            if session and session != self.principal.session:
+                if not self.claim_session(session):
+                    raise PermissionDenied("session", f"session {session!r} belongs to another agent")
+                clone.principal = dataclasses.replace(self.principal, session=session)
+                clone._scope = None
         if not isinstance(requester, _Unset):
             clone.requester = requester
         return clone
@@ -299,7 +156,7 @@ class ScopedToolService(Judging, Recording, BaseToolService):
 
     def _visible(self, entry: RegisteredTool) -> bool:
         """Listed exactly when some call of the tool could be allowed (or asked about)."""
-        if not self._is_allowed(entry.name):
+        if not self._is_allowed(entry.name) or (entry.facts.requires_role and self._role_refusal(entry)):
             return False
         verdict, _ = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
         if verdict.action != "deny":
@@ -338,6 +195,7 @@ class ScopedToolService(Judging, Recording, BaseToolService):
             int(self.tier),
             plan,
             self.allowed,
+            self.principal.role,
             self._cp.registry.generation,
             deferred_gen,
             self.deferred,
@@ -426,6 +284,11 @@ class ScopedToolService(Judging, Recording, BaseToolService):
                 entry = self._entry(repaired[0])
             if entry is None or not self._is_allowed(entry.name):
                 raise ToolNotFound(name, suggestions=suggest_candidates(name, offered))
+        if entry.facts.requires_role is not None:
+            refusal = self._role_refusal(entry)
+            if refusal is not None:
+                await self._record_role_refusal(entry, input, refusal)
+                raise PermissionDenied(entry.name, refusal)
         known = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
         static, needs = known
         if static.action == "deny" and self._denied_whatever_the_input(entry, static):
@@ -452,7 +315,7 @@ class ScopedToolService(Judging, Recording, BaseToolService):
     def decision_for(self, name: str, input: Mapping[str, Any]) -> str:
         """The decision (``allow``/``ask``/``deny``) for a call of ``name`` with ``input``; nothing is asked or run."""
         entry = self._entry(name) if isinstance(name, str) else None
-        if entry is None or not self._is_allowed(entry.name):
+        if entry is None or not self._is_allowed(entry.name) or self._role_refusal(entry):
             return "deny"
         return self.decide(entry, input)
 
@@ -467,31 +330,19 @@ class ScopedToolService(Judging, Recording, BaseToolService):
         now needs a human refuse instead of run.
         """
         entry = self._entry(name) if isinstance(name, str) else None
-        if entry is None or not self._is_allowed(entry.name):
+        if entry is None or not self._is_allowed(entry.name) or self._role_refusal(entry):
             return "deny"
         return self._by_name(entry, self._cp.static_verdict(self.policy, self.tier, entry, self.turn))
 
     # -- approval ---------------------------------------------------------------------------------
 
-    def _grant_scope(self) -> str:
-        """Whom a session grant or a remembered denial belongs to: this agent, on this channel, in this session.
-
-        Without a session key it is this service alone, so the breaker and "refused again" still hold.
-        """
-        session = self.turn.session_key if self.turn is not None else ""
-        if not session:
-            if self._scope is None:
-                self._scope = f"service:{uuid.uuid4().hex}"
-            return self._scope
-        return f"{self.agent or ''}\x1f{self.channel or ''}\x1f{session}"
-
     async def _approve(self, entry: RegisteredTool, input: Mapping[str, Any], verdict: Verdict) -> None:
         name = entry.name
-        operator = self.turn.caller_is_operator() if self.turn is not None else True
-        fp = grant_fingerprint(name, input)
+        operator = self.principal.is_operator()
+        fp = self._bound_fingerprint(grant_fingerprint(name, input))
         request = ApprovalRequest(
             tool_name=name,
-            summary=summarize_call(name, input),
+            summary=self._who_asks(summarize_call(name, input)),
             reason=escape_for_prompt(verdict.reason),
             rule_id=verdict.rule_id,
             allowed_decisions=allowed_decisions(verdict.rule_id, operator),
@@ -547,7 +398,14 @@ class ScopedToolService(Judging, Recording, BaseToolService):
             call_handler(handler, handler.on_tool_start, name, summarize_call(name, prepared.arguments))
         token = _TURN.set(self.turn) if self.turn is not None else None
         call = CallContext(
-            self, name, agent=self.agent, channel=self.channel, turn=self.turn, parent=_CALL.get(), decision=action
+            self,
+            name,
+            agent=self.agent,
+            channel=self.channel,
+            turn=self.turn,
+            parent=_CALL.get(),
+            decision=action,
+            principal=self.principal,
         )
         call_token = _CALL.set(call)
         try:

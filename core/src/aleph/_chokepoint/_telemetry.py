@@ -222,8 +222,16 @@ async def traced_execute(
     }
     if turn is not None and turn.call_id:
         attributes["gen_ai.tool.call.id"] = turn.call_id
-    if turn is not None and turn.principal:
-        attributes["aleph.principal"] = str(turn.principal)
+    principal = getattr(service, "principal", None)  # who the host bound to the service, never an argument
+    if principal is not None:
+        attributes["aleph.principal.agent"] = principal.agent
+        attributes["aleph.principal.role"] = principal.role
+        if principal.user:
+            attributes["aleph.principal.user"] = principal.user
+        if principal.chain:  # acting for others: the agents behind this one, outermost first
+            attributes["aleph.principal.chain"] = [p.agent for p in principal.chain]
+    elif turn is not None and turn.principal:
+        attributes["aleph.principal.user"] = str(turn.principal)
     if service.agent:
         attributes["aleph.agent"] = service.agent
     if service.channel:

@@ -152,7 +152,8 @@ class Console:
             if filters["agent"] and agent != filters["agent"]:
                 continue
             for row in ledger.rows(agent, limit=MAX_ROWS):
-                if filters["principal"] and (row.principal or "") != filters["principal"]:
+                # The principal field is the principal and its chain as JSON: match a name within it.
+                if filters["principal"] and filters["principal"] not in (row.principal or ""):
                     continue
                 if filters["tool"] and row.target != filters["tool"]:
                     continue

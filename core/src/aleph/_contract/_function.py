@@ -10,7 +10,7 @@ import inspect
 import re
 from collections.abc import Callable
 from functools import partial
-from typing import Any, ClassVar, cast, get_type_hints, overload
+from typing import Any, ClassVar, Literal, cast, get_type_hints, overload
 
 import anyio.to_thread
 import docstring_parser
@@ -89,6 +89,7 @@ def tool(
     max_duration_ms: int | None = None,
     tags: tuple[str, ...] | list[str] = (),
     inline: bool = False,
+    requires_role: Literal["operator", "member", "guest"] | None = None,
 ) -> Callable[[Callable[..., Any]], AlephTool[BaseModel]]: ...
 
 
@@ -104,6 +105,7 @@ def tool(
     max_duration_ms: int | None = None,
     tags: tuple[str, ...] | list[str] = (),
     inline: bool = False,
+    requires_role: Literal["operator", "member", "guest"] | None = None,
 ) -> AlephTool[BaseModel] | Callable[[Callable[..., Any]], AlephTool[BaseModel]]:
     """Turn a typed function (sync or async) into an :class:`AlephTool`.
 
@@ -118,6 +120,7 @@ def tool(
         max_duration_ms=max_duration_ms,
         tags=tuple(tags),
         inline=inline,
+        requires_role=requires_role,
     )
 
     def build(func: Callable[..., Any]) -> AlephTool[BaseModel]:

@@ -57,16 +57,29 @@ class ToolFacts:
     """Free-form labels (``"network"``, ``"filesystem"``) for policies and search."""
     inline: bool = False
     """A sync tool that is cheap enough to run on the event loop instead of a worker thread."""
+    requires_role: Literal["operator", "member", "guest"] | None = None
+    """The weakest caller role that may call the tool (operator > member > guest); None: any role.
+
+    The chokepoint enforces it from the bound principal: a weaker caller is refused like a deny and
+    does not see the tool listed.
+    """
+
+    def __post_init__(self) -> None:
+        if self.requires_role not in (None, "operator", "member", "guest"):
+            raise ValueError(f"requires_role must be operator, member, guest or None, not {self.requires_role!r}")
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form used in definitions and the CLI."""
-        return {
+        out: dict[str, Any] = {
             "idempotent": self.idempotent,
             "requires_approval": self.requires_approval,
             "concurrent_safe": self.concurrent_safe,
             "max_duration_ms": self.max_duration_ms,
             "tags": list(self.tags),
         }
+        if self.requires_role is not None:
+            out["requires_role"] = self.requires_role
+        return out
 
 
 @dataclass(frozen=True, slots=True)

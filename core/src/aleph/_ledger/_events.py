@@ -41,7 +41,8 @@ CREATE TABLE IF NOT EXISTS events (
     turn_id TEXT,
     detail TEXT NOT NULL,
     by TEXT,
-    at_ms INTEGER NOT NULL
+    at_ms INTEGER NOT NULL,
+    principal TEXT
 );
 CREATE INDEX IF NOT EXISTS events_by_session ON events (session_key, id);
 """
@@ -59,13 +60,15 @@ class SessionEvent:
     detail: str
     by: str | None
     at_ms: int
+    principal: str | None = None
+    """Who made the call: the principal and its chain as JSON (see :class:`aleph.Principal`)."""
 
     def to_json(self) -> dict[str, Any]:
         """The event as a JSON object."""
         return asdict(self)
 
 
-_Row = tuple[str, str, str, str | None, str | None, str, str | None, int]
+_Row = tuple[str, str, str, str | None, str | None, str, str | None, int, str | None]
 
 
 class _Flush:
@@ -107,6 +110,7 @@ class EventLog:
         turn_id: str | None = None,
         detail: str = "",
         by: str | None = None,
+        principal: str | None = None,
     ) -> None:
         """Queue one event. Raises ``ValueError`` only for an unknown ``kind`` (a programming error)."""
         if kind not in _KINDS:
@@ -120,6 +124,7 @@ class EventLog:
             _clip(detail) or "",
             _clip(by),
             time.time_ns() // 1_000_000,
+            _clip(principal),
         )
         if not self._ensure_started():
             self._lose(1, "the event log is closed")
@@ -153,6 +158,9 @@ class EventLog:
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA busy_timeout=2000")
             conn.executescript(_SCHEMA)
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(events)")}
+            if "principal" not in columns:  # a log written before events carried their principal
+                conn.execute("ALTER TABLE events ADD COLUMN principal TEXT")
         except BaseException:
             conn.close()
             raise
@@ -175,8 +183,9 @@ class EventLog:
                     with conn:
                         conn.execute("BEGIN")
                         conn.executemany(
-                            "INSERT INTO events (session_key, kind, tool, call_id, turn_id, detail, by, at_ms)"
-                            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                            "INSERT INTO events"
+                            " (session_key, kind, tool, call_id, turn_id, detail, by, at_ms, principal)"
+                            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                             rows,
                         )
                 except (sqlite3.Error, OSError) as exc:
@@ -217,7 +226,7 @@ class EventLog:
             conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
             try:
                 cur = conn.execute(
-                    "SELECT session_key, kind, tool, call_id, turn_id, detail, by, at_ms FROM events"
+                    "SELECT session_key, kind, tool, call_id, turn_id, detail, by, at_ms, principal FROM events"
                     " WHERE session_key = ? ORDER BY id DESC LIMIT ?",
                     (session_key, limit),
                 )

@@ -8,7 +8,8 @@ same call (the answer covers exactly that call's fingerprint):
   open and waits (bounded) for the answer;
 - 2026-07-28: ``tools/call`` answers ``input_required`` carrying the elicitation and a ``requestState``;
   the client asks its user and retries with the answer. The server keeps nothing between rounds: the
-  state names the call's fingerprint, this server's session and a one-time nonce, and the SDK's
+  state names the call's fingerprint, the session and principal it was asked for, the client it was
+  asked of (a digest of the request's ``Authorization`` header), and a one-time nonce, and the SDK's
   :class:`~mcp.server.request_state.RequestStateBoundary` seals it (AES-256-GCM under a key kept in the
   data directory) bound to the tool, its arguments and an expiry, and refuses anything else that comes
   back. A nonce is honoured once, so an approved-once state cannot be replayed.
@@ -17,6 +18,7 @@ same call (the answer covers exactly that call's fingerprint):
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import secrets
@@ -39,6 +41,7 @@ __all__ = [
     "ReplayGuard",
     "answer_from_elicitation",
     "approval_form",
+    "digest",
     "elicit_request",
     "new_nonce",
     "offered_choices",
@@ -114,11 +117,23 @@ class AskState:
     session: str
     nonce: str
     offered: tuple[str, ...]
+    principal: str = ""
+    """A digest of the principal (chain included) the question was asked for."""
+    client: str = ""
+    """A digest of what identifies the client on the wire (see :func:`client_binding`)."""
 
     def dump(self) -> str:
         """The plaintext the boundary seals."""
         return json.dumps(
-            {"v": 1, "fp": self.fingerprint, "session": self.session, "nonce": self.nonce, "offered": self.offered}
+            {
+                "v": 2,
+                "fp": self.fingerprint,
+                "session": self.session,
+                "nonce": self.nonce,
+                "offered": self.offered,
+                "principal": self.principal,
+                "client": self.client,
+            }
         )
 
     @classmethod
@@ -128,9 +143,16 @@ class AskState:
             return None
         try:
             data = json.loads(text)
-            if data.get("v") != 1:
+            if data.get("v") != 2:
                 return None
-            return cls(str(data["fp"]), str(data["session"]), str(data["nonce"]), tuple(map(str, data["offered"])))
+            return cls(
+                str(data["fp"]),
+                str(data["session"]),
+                str(data["nonce"]),
+                tuple(map(str, data["offered"])),
+                str(data["principal"]),
+                str(data["client"]),
+            )
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
 
@@ -197,6 +219,11 @@ def answer_from_elicitation(result: Any, offered: list[str] | tuple[str, ...]) -
     reason = content.get("reason")
     text = str(reason)[:500] if isinstance(reason, str) and reason.strip() else None
     return ApprovalResponse(outcome, deny_reason=text if not outcome.is_approved else None)
+
+
+def digest(text: str) -> str:
+    """A short SHA-256 digest of ``text`` (what a state keeps of a principal or a client binding)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def new_nonce() -> str:

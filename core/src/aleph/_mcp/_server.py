@@ -10,15 +10,11 @@ manager, so a burst of notifications costs one re-list.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import contextvars
-import json
 import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -32,16 +28,14 @@ from mcp.client.subscriptions import (
     ToolsListChanged,
 )
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aleph._config import McpServerConfig
-from aleph._contract._types import ToolOutput
-from aleph._errors import ExecutionFailed, ToolError, ToolNotFound, ToolTimeout, TransportError, ValidationFailed
 from aleph._mcp._chain import CHAIN_ENV, child_chain
 from aleph._mcp._eof import watched_stdio
-from aleph._mcp._hygiene import cap_text, expand_vars
+from aleph._mcp._hygiene import expand_vars
+from aleph._mcp._listing import Listing
+from aleph._mcp._requests import TRANSPORT_ERRORS, Requests, contains, describe
 from aleph._mcp._status import ServerStatus, State
-from aleph._progress import notify_tool_streaming_chunk
 
 if TYPE_CHECKING:
     from aleph._mcp._manager import McpManager
@@ -49,26 +43,6 @@ if TYPE_CHECKING:
 __all__ = ["ServerConnection", "expanded_settings"]
 
 log = logging.getLogger("aleph.mcp")
-
-_MAX_PAGES = 50
-"""A paginating server that never stops cannot hang a listing."""
-_MAX_ITEMS = 2000
-"""Per list: tools, resources, templates or prompts kept from one server."""
-_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
-    anyio.ClosedResourceError,
-    anyio.BrokenResourceError,
-    anyio.EndOfStream,
-    ConnectionError,
-    OSError,
-)
-
-
-class _RawToolPage(BaseModel):
-    """A ``tools/list`` page read without per-tool validation (each tool is validated on its own)."""
-
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
-    tools: list[dict[str, Any]] = Field(default_factory=list, max_length=_MAX_ITEMS * 2)
-    next_cursor: str | None = Field(default=None, alias="nextCursor")
 
 
 def expanded_settings(config: McpServerConfig) -> McpServerConfig:
@@ -94,22 +68,7 @@ def _without_userinfo(url: str) -> str:
     return f"{scheme}://{authority.rpartition('@')[2]}{slash}{path}"
 
 
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(_describe(e) for e in exc.exceptions[:3])
-    if isinstance(exc, MCPError):
-        return f"MCP error {exc.code}: {exc.message}"[:500]
-    text = str(exc) or type(exc).__name__
-    return f"{type(exc).__name__}: {text}"[:500]
-
-
-def _contains(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> bool:
-    if isinstance(exc, BaseExceptionGroup):
-        return any(_contains(e, kinds) for e in exc.exceptions)
-    return isinstance(exc, kinds)
-
-
-class ServerConnection:
+class ServerConnection(Requests, Listing):
     """The supervised connection to one configured MCP server."""
 
     def __init__(self, server_id: str, config: McpServerConfig, manager: McpManager) -> None:
@@ -150,11 +109,6 @@ class ServerConnection:
         """The scope of each call in flight → when it times out (idle or budget); see :meth:`_expire_calls`."""
 
     # -- status ------------------------------------------------------------------------------
-
-    @property
-    def connected(self) -> bool:
-        """The server answers requests (possibly degraded)."""
-        return self.client is not None and self.state in ("connected", "degraded")
 
     def capability_names(self) -> list[str]:
         """Advertised capabilities as short labels (``tools``, ``tools.listChanged``, ...)."""
@@ -244,7 +198,7 @@ class ServerConnection:
                 await self._session()
                 reason = self._lost_reason or "connection closed"
             except Exception as exc:
-                reason = _describe(exc)
+                reason = describe(exc)
                 self.needs_auth = self.transport == "http" and await self._wants_oauth()
                 if self.needs_auth:
                     reason += " (the server wants OAuth: run the mcp_login tool)"
@@ -418,15 +372,15 @@ class ServerConnection:
                 with anyio.fail_after(min(self.config.timeout_seconds, 10.0)):
                     await self._probe()
             except Exception as exc:
-                if _contains(exc, _TRANSPORT_ERRORS) or (isinstance(exc, MCPError) and exc.code == -32000):
-                    self._lost_reason = f"connection lost: {_describe(exc)}"
+                if contains(exc, TRANSPORT_ERRORS) or (isinstance(exc, MCPError) and exc.code == -32000):
+                    self._lost_reason = f"connection lost: {describe(exc)}"
                     return
                 failures += 1
                 if failures >= 2:
                     self.state = "degraded"
-                    self.reason = f"{failures} failed health checks: {_describe(exc)}"
+                    self.reason = f"{failures} failed health checks: {describe(exc)}"
                 if failures >= policy.unhealthy_after:
-                    self._lost_reason = f"unhealthy after {failures} failed health checks: {_describe(exc)}"
+                    self._lost_reason = f"unhealthy after {failures} failed health checks: {describe(exc)}"
                     return
                 continue
             if failures:
@@ -474,7 +428,7 @@ class ServerConnection:
         elif isinstance(message, types.ResourceListChangedNotification):
             self.mark_dirty("resources")
         elif isinstance(message, Exception):
-            log.debug("MCP server %r sent something unusable: %s", self.id, _describe(message))
+            log.debug("MCP server %r sent something unusable: %s", self.id, describe(message))
         await anyio.lowlevel.checkpoint()
 
     async def _listener(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -517,16 +471,16 @@ class ServerConnection:
                 # No replay on re-listen: refetch everything we depend on.
                 ready()
                 failures += 1
-                log.info("MCP server %r: subscription lost (%s); listening again", self.id, _describe(exc))
+                log.info("MCP server %r: subscription lost (%s); listening again", self.id, describe(exc))
                 self.mark_dirty("tools", "resources", "prompts")
                 await anyio.sleep(min(0.2 * 2**failures, 5.0))
             except Exception as exc:
                 ready()
-                if _contains(exc, _TRANSPORT_ERRORS):
+                if contains(exc, TRANSPORT_ERRORS):
                     self.wake()
                     return
                 failures += 1
-                log.warning("MCP server %r: listen failed: %s", self.id, _describe(exc))
+                log.warning("MCP server %r: listen failed: %s", self.id, describe(exc))
                 await anyio.sleep(min(0.2 * 2**failures, 5.0))
         ready()
 
@@ -539,243 +493,7 @@ class ServerConnection:
                 with anyio.fail_after(self.config.timeout_seconds):
                     await self._relist(kinds)
             except Exception as exc:
-                log.warning("MCP server %r: re-listing %s failed: %s", self.id, sorted(kinds), _describe(exc))
+                log.warning("MCP server %r: re-listing %s failed: %s", self.id, sorted(kinds), describe(exc))
                 self.wake()
                 continue
             self.manager.lists_changed(self, kinds)
-
-    async def _list_all(self, method: Callable[..., Any], attr: str) -> list[Any]:
-        items: list[Any] = []
-        cursor: str | None = None
-        for _ in range(_MAX_PAGES):
-            page = await method(cursor=cursor)
-            items.extend(getattr(page, attr))
-            cursor = page.next_cursor
-            if not cursor or len(items) >= _MAX_ITEMS:
-                break
-        if len(items) > _MAX_ITEMS:
-            self._warn(f"{attr}: only the first {_MAX_ITEMS} of more are used")
-        return items[:_MAX_ITEMS]
-
-    async def _relist(self, kinds: set[str]) -> None:
-        """Re-list what the server advertises; never ask for a list it did not advertise."""
-        client, caps = self.client, self.capabilities
-        if client is None or caps is None:
-            return
-        if "tools" in kinds:
-            if caps.tools is None:
-                self.tools = []
-            else:
-                self.invalid_tools = []
-                try:
-                    self.tools = await self._list_all(client.list_tools, "tools")
-                except ValidationError:
-                    # One malformed tool must not hide the others: list raw, keep what validates.
-                    self.tools = await self._list_tools_leniently(client)
-        if "resources" in kinds:
-            if caps.resources is not None:
-                self.resources = await self._list_all(client.list_resources, "resources")
-                self.templates = await self._list_all(client.list_resource_templates, "resource_templates")
-            else:
-                self.resources, self.templates = [], []
-        if "prompts" in kinds:
-            self.prompts = await self._list_all(client.list_prompts, "prompts") if caps.prompts is not None else []
-
-    async def _list_tools_leniently(self, client: Client) -> list[types.Tool]:
-        tools: list[types.Tool] = []
-        self.invalid_tools = []
-        cursor: str | None = None
-        for _ in range(_MAX_PAGES):
-            request = types.ListToolsRequest(params=types.PaginatedRequestParams(cursor=cursor))
-            page = _RawToolPage.model_validate(await _send_unvalidated(client, request, self.config.timeout_seconds))
-            for raw in page.tools[:_MAX_ITEMS]:
-                try:
-                    tools.append(types.Tool.model_validate(raw))
-                except ValidationError as exc:
-                    name = raw.get("name") if isinstance(raw.get("name"), str) else "(unnamed)"
-                    reason = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
-                    self.invalid_tools.append(
-                        {"tool": str(name)[:200], "reason": f"invalid definition: {reason}"[:300]}
-                    )
-            cursor = page.next_cursor
-            if not cursor or len(tools) >= _MAX_ITEMS:
-                break
-        tools = tools[:_MAX_ITEMS]
-        # Let the session learn the valid tools (output schemas, 2026 header maps) as a normal listing
-        # would; otherwise its result validation re-lists and trips over the malformed ones again.
-        absorb = getattr(client.session, "_absorb_tool_listing", None)
-        if absorb is not None:
-            absorb(types.ListToolsResult(tools=tools), complete=True)
-        return tools
-
-    def _warn(self, text: str) -> None:
-        if text not in self.warnings:
-            self.warnings.append(text)
-            del self.warnings[:-50]
-
-    # -- requests ------------------------------------------------------------------------------
-
-    def require_client(self, tool: str) -> Client:
-        """The live client, or a :class:`TransportError` saying why there is none."""
-        client = self.client
-        if client is None or not self.connected:
-            why = f" ({self.reason})" if self.reason else ""
-            raise TransportError(tool, f"MCP server {self.id!r} is not connected: state {self.state}{why}")
-        return client
-
-    def _map_error(self, tool: str, exc: BaseException) -> ToolError:
-        if isinstance(exc, ToolError):
-            return exc
-        if isinstance(exc, MCPError):
-            text = cap_text(exc.message, 2000)
-            if exc.code == -32602 and ("unknown tool" in text.lower() or "not found" in text.lower()):
-                return ToolNotFound(tool)
-            if exc.code == -32602:
-                return ValidationFailed(tool, f"the MCP server refused the arguments: {text}")
-            if exc.code in (-32001,):
-                return ToolTimeout(tool, 0)
-            if exc.code == -32000:
-                self.wake()
-                return TransportError(tool, f"MCP server {self.id!r}: {text}")
-            return ExecutionFailed(tool, f"MCP error {exc.code}: {text}")
-        if isinstance(exc, TimeoutError):
-            return ToolTimeout(tool, 0)
-        if _contains(exc, _TRANSPORT_ERRORS):
-            self.wake()
-            return TransportError(tool, f"MCP server {self.id!r}: {_describe(exc)}")
-        return ExecutionFailed(tool, _describe(exc))
-
-    async def call_tool(self, wire: str, inner: str, arguments: Mapping[str, Any], budget_s: float) -> ToolOutput:
-        """Call ``inner`` on this server for the registered tool ``wire``; errors mapped per R17.4.
-
-        The call ends after ``timeout_seconds`` without progress (each progress report pushes that back)
-        and in any case after ``budget_s``.
-        """
-        client = self.require_client(wire)
-        idle = self.config.timeout_seconds
-        start = anyio.current_time()
-        hard_end = start + budget_s
-        # The SDK's own read timeout is left unarmed (``inf``): the sweeper enforces the budget too.
-        scope = anyio.CancelScope()
-        deadlines = self._deadlines
-        deadlines[scope] = min(start + idle, hard_end)
-        caller = contextvars.copy_context()
-
-        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-            # Progress is a liveness signal: each one pushes the idle deadline back (never past the
-            # budget). The callback is passed on every call: a server only reports progress on a
-            # request that carries a progress token, and a call is only known to be long once it is.
-            if scope in deadlines:
-                deadlines[scope] = min(anyio.current_time() + idle, hard_end)
-            text = message or (f"{progress:g}/{total:g}" if total else f"{progress:g}")
-            # The SDK runs this callback in its receive task; run the notification in the caller's
-            # context so handlers that route by context (``aleph serve``) find the calling request.
-            caller.run(notify_tool_streaming_chunk, wire, cap_text(text, 2000))
-
-        try:
-            with scope:
-                result = await client.call_tool(
-                    inner, dict(arguments), read_timeout_seconds=math.inf, progress_callback=on_progress
-                )
-        except Exception as exc:
-            raise self._map_error(wire, exc) from None
-        finally:
-            del deadlines[scope]
-        if scope.cancelled_caught:
-            raise ToolTimeout(wire, int((anyio.current_time() - start) * 1000))
-        text = render_content(result.content)
-        if not text and result.structured_content is not None:
-            text = json.dumps(result.structured_content, ensure_ascii=False, default=str)
-        if result.is_error:
-            raise ExecutionFailed(wire, cap_text(text, 4000) or "MCP tool returned failure without message")
-        return ToolOutput(cap_text(text), metadata={"mcp_server": self.id})
-
-    async def read_resource(self, tool: str, uri: str) -> Any:
-        """Read ``uri``; returns the R17.7 output shape."""
-        client = self.require_client(tool)
-        try:
-            with anyio.fail_after(self.config.timeout_seconds):
-                result = await client.read_resource(uri)
-        except Exception as exc:
-            raise self._map_error(tool, exc) from None
-        items = [resource_item(c) for c in result.contents[:100]]
-        if len(items) == 1:
-            return items[0]
-        return {"contents": items}
-
-    async def get_prompt(self, tool: str, name: str, arguments: Mapping[str, str]) -> dict[str, Any]:
-        """Get the prompt ``name``; returns ``{description?, messages}``."""
-        client = self.require_client(tool)
-        try:
-            with anyio.fail_after(self.config.timeout_seconds):
-                result = await client.get_prompt(name, dict(arguments))
-        except Exception as exc:
-            raise self._map_error(tool, exc) from None
-        out: dict[str, Any] = {}
-        if result.description:
-            out["description"] = result.description
-        out["messages"] = [
-            {"role": m.role, "content": cap_text(render_content([m.content]), 200_000)} for m in result.messages[:500]
-        ]
-        return out
-
-
-async def _send_unvalidated(client: Client, request: Any, timeout: float) -> Any:
-    """Send ``request`` and return the raw result dict.
-
-    ``ClientSession.send_request`` validates the whole result against the protocol schema, so one
-    malformed tool would fail the listing of every tool. The session exposes no unvalidated path, so
-    this uses its dispatcher the way ``send_request`` does (stamp, then send).
-    """
-    session: Any = client.session
-    data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
-    opts: dict[str, Any] = {"timeout": timeout}
-    session._stamp(data, opts)
-    return await session._dispatcher.send_raw_request(data["method"], data.get("params"), opts)
-
-
-def _approx_b64_bytes(data: str) -> int:
-    return len(data) * 3 // 4
-
-
-def render_content(content: Any) -> str:
-    """MCP content blocks as text: images and binaries are described, never inlined (R17.7)."""
-    parts: list[str] = []
-    for block in content or ():
-        if isinstance(block, types.TextContent):
-            parts.append(block.text)
-        elif isinstance(block, types.ImageContent):
-            parts.append(f"[Image: {block.mime_type} (~{_approx_b64_bytes(block.data)} bytes)]")
-        elif isinstance(block, types.AudioContent):
-            parts.append(f"[Audio: {block.mime_type} (~{_approx_b64_bytes(block.data)} bytes)]")
-        elif isinstance(block, types.EmbeddedResource):
-            res = block.resource
-            text = getattr(res, "text", None)
-            parts.append(text if isinstance(text, str) else f"[Resource: {res.uri}]")
-        elif isinstance(block, types.ResourceLink):
-            parts.append(f"[Resource: {block.uri}]")
-        else:
-            parts.append(f"[{type(block).__name__}]")
-    return "\n".join(parts)
-
-
-def resource_item(contents: Any) -> dict[str, Any]:
-    """One resource content as ``{content, content_type, mime_type}`` (binary base64, capped)."""
-    mime = getattr(contents, "mime_type", None)
-    text = getattr(contents, "text", None)
-    if isinstance(text, str):
-        return {"content": cap_text(text), "content_type": "text", "mime_type": mime or "text/plain"}
-    blob = getattr(contents, "blob", "") or ""
-    kind = "image" if (mime or "").startswith("image/") else "binary"
-    if len(blob) > 4_000_000:
-        return {
-            "content": "",
-            "content_type": kind,
-            "mime_type": mime,
-            "error": f"content too large to return (~{_approx_b64_bytes(blob)} bytes)",
-        }
-    try:
-        base64.b64decode(blob, validate=True)
-    except ValueError:
-        return {"content": "", "content_type": kind, "mime_type": mime, "error": "the server sent invalid base64"}
-    return {"content": blob, "content_type": kind, "mime_type": mime}

@@ -3,6 +3,11 @@
 ``tools/list`` is ``await service.list()`` (a denied tool is hidden) and ``tools/call`` is
 ``await service.execute(...)`` (a failure comes back as an ``isError`` result carrying the message), with a
 service built per request by ``rt.tool_service(channel="mcp", requester=DeferredApprovals(...))``.
+Every connection is its own principal (the configured agent on channel ``mcp``, in a session of its
+own): a legacy connection (or the one stdio client) gets a session key of its own, and on the
+2026-07-28 HTTP era, where every POST stands alone, a call has no session at all, so no grant made
+for one client ever covers another's call. A ``requestState`` is bound to the session, principal and
+client it was issued to. No frame a client sends may exceed :func:`~aleph._mcp._serve_frames.frame_limit`.
 Approval is asked of the client's user through form elicitation on both protocol eras (see
 :mod:`aleph._mcp._serve_ask`); a client that declared no elicitation gets a refusal naming what it lacks.
 Registry changes become ``notifications/tools/list_changed`` on both eras: pushed on legacy sessions,
@@ -16,7 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import logging
+import os
 import secrets
 import socket
 import warnings
@@ -32,7 +39,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from aleph._chokepoint._approval import ApprovalOutcome, ApprovalRequest, ApprovalResponse
+from aleph._chokepoint._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalResponse
 from aleph._chokepoint._requesters import DeferredApprovals
 from aleph._contract._service import panic_error
 from aleph._contract._types import ToolDefinition
@@ -44,10 +51,12 @@ from aleph._mcp._serve_ask import (
     ReplayGuard,
     answer_from_elicitation,
     approval_form,
+    digest,
     elicit_request,
     new_nonce,
     request_state_boundary,
 )
+from aleph._mcp._serve_frames import BoundedLines, frame_limit
 from aleph._mcp._serve_log import McpLog
 from aleph._mcp._serve_resources import ResourceSources
 from aleph._mcp._serve_roots import ROOTS_WAIT_S, RootWorkspaces
@@ -78,6 +87,20 @@ def _default_load(workspace: Path) -> Aleph:
 def _connection(ctx: ServerRequestContext[Any, Any]) -> Any:
     """The client connection a request came on (its ServerSession is built anew per request)."""
     return getattr(ctx.session, "_connection", ctx.session)
+
+
+def _http_request(ctx: ServerRequestContext[Any, Any]) -> Any:
+    """The HTTP request a message came in (None over stdio)."""
+    request = ctx.request
+    return request if getattr(request, "headers", None) is not None else None
+
+
+def _client_binding(ctx: ServerRequestContext[Any, Any]) -> str:
+    """What identifies the client on the wire beyond its session: its ``Authorization`` header, if any."""
+    request = _http_request(ctx)
+    if request is None:
+        return ""
+    return digest("authorization\x1f" + str(request.headers.get("authorization", "")))
 
 
 def _client_can_elicit(ctx: ServerRequestContext[Any, Any]) -> bool:
@@ -202,7 +225,8 @@ class AlephMcpServer:
 
     def _service(self, requester: Any = None, session: str | None = None, rt: Aleph | None = None) -> Any:
         # MCP clients validate and generate arguments from the schemas they list, and bring their own tool
-        # search: serve full schemas, without Aleph's per-session disclosure tools.
+        # search: serve full schemas, without Aleph's per-session disclosure tools. The principal is the
+        # configured agent on this channel, in this connection's session (none on the 2026-07-28 HTTP era).
         turn = TurnContext(session_key=session, channel_id=self.channel) if session else None
         return (rt or self.rt).tool_service(
             agent=self.agent, channel=self.channel, turn=turn, requester=requester, discovery=False
@@ -212,14 +236,19 @@ class AlephMcpServer:
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             self._legacy_sessions[_connection(ctx)] = ctx.session
 
-    def _session_key(self, ctx: ServerRequestContext[Any, Any]) -> str:
-        """Session grants ("approve for this session") live this long: a legacy session, or this server."""
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return f"mcp:{self.token}"
-        connection = _connection(ctx)
+    def _session_key(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        """The session of this connection: session grants ("approve for this session") live this long.
+
+        A legacy connection has its own; over stdio the one client has one; on the 2026-07-28 HTTP era
+        every POST stands alone (there is no session to tell two clients apart), so there is none.
+        """
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        if modern and _http_request(ctx) is not None:
+            return None
+        connection = _connection(ctx) if not modern else self
         key = self._session_keys.get(connection)
         if key is None:
-            key = self._session_keys[connection] = f"mcp:{self.token}:{secrets.token_hex(4)}"
+            key = self._session_keys[connection] = f"mcp:{self.token}:{secrets.token_hex(8)}"
         return key
 
     async def _runtime(self, ctx: ServerRequestContext[Any, Any]) -> Aleph:
@@ -272,11 +301,12 @@ class AlephMcpServer:
         session = self._session_key(ctx)
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         answers = DeferredApprovals()
+        rt = await self._runtime(ctx)
+        who = self._principal_digest(session, rt)
         if modern and params.request_state is not None:
-            problem = self._take_answer(AskState.load(params.request_state), session, params, answers)
+            problem = self._take_answer(AskState.load(params.request_state), (session, who, ctx), params, answers)
             if problem is not None:
                 return _text_result(f"approval for tool {params.name} was not accepted: {problem}", error=True)
-        rt = await self._runtime(ctx)
         for _ in range(MAX_APPROVAL_ROUNDS):
             try:
                 return await self._run(ctx, params.name, arguments, answers, session, rt)
@@ -286,23 +316,37 @@ class AlephMcpServer:
                 return _text_result(_no_elicitation(request), error=True)
             if modern:
                 # 2026-07-28: never wait inside a round; the client asks its user and retries with the answer.
+                if session is None:  # no session on this wire: "for this session" would be a promise not kept
+                    kept = tuple(d for d in request.allowed_decisions if d is not ApprovalDecision.ALLOW_SESSION)
+                    request = dataclasses.replace(request, allowed_decisions=kept)
                 elicit, offered = elicit_request(request)
-                state = AskState(request.fingerprint, session, new_nonce(), tuple(offered))
+                state = AskState(
+                    request.fingerprint, session or "", new_nonce(), tuple(offered), who, _client_binding(ctx)
+                )
                 return types.InputRequiredResult(input_requests={APPROVAL_KEY: elicit}, request_state=state.dump())
             answers.answer(request.fingerprint, await self._elicit_legacy(ctx, request))
         return _text_result(f"tool {params.name} asked for approval more than {MAX_APPROVAL_ROUNDS} times", error=True)
 
+    def _principal_digest(self, session: str | None, rt: Aleph) -> str:
+        """A digest of the principal a call of this connection runs as (what a requestState is bound to).
+
+        The principal follows from the configured agent, the channel and the session; the runtime (the
+        workspace a client's roots chose) is part of it too.
+        """
+        return digest(f"{self.token}\x1d{id(rt)}\x1d{self.agent or ''}\x1d{self.channel}\x1d{session or ''}")
+
     def _take_answer(
         self,
         state: AskState | None,
-        session: str,
+        asker: tuple[str | None, str, ServerRequestContext[Any, Any]],
         params: types.CallToolRequestParams,
         answers: DeferredApprovals,
     ) -> str | None:
-        """Accept the client's answer to a question this server asked; else say why not."""
+        """Accept the client's answer to a question this server asked this session and client; else say why not."""
+        session, who, ctx = asker
         if state is None:
             return "the requestState is not one this server issued"
-        if state.session != session:
+        if state.session != (session or "") or state.principal != who or state.client != _client_binding(ctx):
             return "the question was asked by another server or session; call the tool again to be asked anew"
         answer = (params.input_responses or {}).get(APPROVAL_KEY)
         if answer is None:
@@ -331,7 +375,7 @@ class AlephMcpServer:
         name: str,
         arguments: Mapping[str, Any],
         answers: DeferredApprovals,
-        session: str,
+        session: str | None,
         rt: Aleph,
     ) -> types.CallToolResult:
         """Execute once, streaming progress; raises ApprovalRequired, any other failure is an error result."""
@@ -422,14 +466,30 @@ class AlephMcpServer:
 
         from mcp.server.stdio import stdio_server
 
-        stdin = anyio.wrap_file(TextIOWrapper(wire_in, encoding="utf-8", errors="replace")) if wire_in else None
+        limit = frame_limit(self.rt.config.tools.max_input_bytes)
+        restore: int | None = None
+        if wire_in is None:
+            # Read fd 0 through a private descriptor, and point fd 0 at the null device while serving so
+            # that tools and their children never read the wire (what the SDK does for its own reader).
+            private = os.dup(0)
+            null = os.open(os.devnull, os.O_RDONLY)
+            restore = os.dup(0)
+            os.dup2(null, 0)
+            os.close(null)
+            wire_in = os.fdopen(private, "rb")
+        stdin: Any = BoundedLines(wire_in, limit)
         stdout = anyio.wrap_file(TextIOWrapper(wire_out, encoding="utf-8")) if wire_out else None
 
         async def body() -> None:
             async with stdio_server(stdin, stdout) as (read, write):
                 await self.server.run(read, write, self.server.create_initialization_options())
 
-        await self._serve(body)
+        try:
+            await self._serve(body)
+        finally:
+            if restore is not None:
+                os.dup2(restore, 0)
+                os.close(restore)
 
     async def run_http(self, sock: socket.socket, *, ready: Callable[[int], None] | None = None) -> None:
         """Serve Streamable HTTP at ``http://host:port/mcp`` on a bound loopback socket until cancelled."""
@@ -438,7 +498,9 @@ class AlephMcpServer:
             raise ValueError(f"refusing to serve on {host!r}: aleph serve binds loopback addresses only")
         import uvicorn
 
-        app = self.server.streamable_http_app(host=host)
+        app = self.server.streamable_http_app(
+            host=host, max_request_body_size=frame_limit(self.rt.config.tools.max_input_bytes)
+        )
         config = uvicorn.Config(app, log_level="warning", lifespan="on")
         server = uvicorn.Server(config)
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from aleph._config import AlephConfig
     from aleph._ledger import Ledger
     from aleph._ledger._events import EventLog
+    from aleph._principal import Principal
     from aleph._turn import TurnContext
 
 log = logging.getLogger("aleph.plugins")
@@ -54,6 +55,8 @@ class RuntimeHandle(Protocol):
         turn: TurnContext | None = None,
         requester: ApprovalRequester | None = None,
         tier: str | ExecTier | None = None,
+        *,
+        principal: Principal | None = None,
     ) -> ScopedToolService:
         """A permission-checked tool service of this runtime."""
         ...
@@ -174,12 +177,18 @@ class PluginContext:
         turn: TurnContext | None = None,
         requester: ApprovalRequester | None = None,
         tier: str | ExecTier | None = None,
+        *,
+        principal: Principal | None = None,
     ) -> ScopedToolService:
         """A permission-checked tool service of this runtime (e.g. to run a team member's calls as that agent).
 
-        The same as :meth:`aleph.Aleph.tool_service`; usable at call time only.
+        The same as :meth:`aleph.Aleph.tool_service`; usable at call time only. Work done for another
+        principal goes through :meth:`aleph.CallContext.delegate` (or this service's ``delegate``), never
+        through a service built for the other agent directly.
         """
-        return self._runtime().tool_service(agent=agent, channel=channel, turn=turn, requester=requester, tier=tier)
+        return self._runtime().tool_service(
+            agent=agent, channel=channel, turn=turn, requester=requester, tier=tier, principal=principal
+        )
 
     @property
     def ledger(self) -> Ledger | None:

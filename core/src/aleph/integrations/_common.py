@@ -24,7 +24,6 @@ from aleph import (
     ToolOutput,
     TurnContext,
 )
-from aleph._chokepoint._gate import grant_fingerprint
 from aleph._chokepoint._once import once_id
 
 __all__ = ["CallBridge", "approval_payload", "missing", "response_from"]
@@ -145,13 +144,16 @@ class CallBridge:
         principal, session, tool call id and fingerprint, which the gate records as used.
         """
         turn = self.turn(session_key=session_key, run_id=run_id, call_id=call_id)
+        service = self.service.derive(turn=turn, requester=self._no_answer)
         if answer is None:
-            return self.service.derive(turn=turn, requester=self._no_answer)
-        fingerprint = grant_fingerprint(name, arguments)
+            return service
+        # The chokepoint asks under the fingerprint bound to the service's principal: answer that one.
+        fingerprint = service.approval_fingerprint(name, arguments)
         if answer.once_id is None:
             principal = (self.service.agent, self.service.channel, turn.session_key, call_id, fingerprint)
             answer = dataclasses.replace(answer, once_id=once_id(*principal))
-        return self.service.derive(turn=turn, requester=DeferredApprovals({fingerprint: answer}))
+        service.requester = DeferredApprovals({fingerprint: answer})
+        return service
 
     async def execute(
         self,

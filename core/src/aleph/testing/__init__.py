@@ -14,6 +14,10 @@ Subclass :class:`ToolContractTests` in your plugin's tests::
             return [("text_stats", {"text": "hello world"})]
 
 The kit's ``test_*`` methods must not be overridden; a subclass that does fails at import.
+
+A family that stores objects for a principal also subclasses :class:`OwnershipContractTests` once per
+kind of object (see its module docstring): objects one principal creates are invisible and immutable
+to another, and a foreign object answers exactly like a missing one.
 """
 
 from __future__ import annotations
@@ -35,8 +39,9 @@ from aleph._contract._tool import facts_declared
 from aleph._contract._types import ToolDefinition, ToolFacts
 from aleph._errors import ValidationFailed
 from aleph._runtime import Aleph, load
+from aleph.testing._ownership import OwnershipContractTests
 
-__all__ = ["ToolContractTests", "isolated_runtime", "strict_schema_problems"]
+__all__ = ["OwnershipContractTests", "ToolContractTests", "isolated_runtime", "strict_schema_problems"]
 
 
 def strict_schema_problems(schema: dict[str, Any], where: str = "$") -> list[str]:
