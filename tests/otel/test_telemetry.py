@@ -183,7 +183,12 @@ async def test_calls_are_counted_by_tool_and_decision(workspace: Path) -> None:
         await rt.tool_service().execute("echo", {"text": "b"})
         with pytest.raises(aleph.PermissionDenied):
             await rt.tool_service(agent="guest").execute("shell", {"command": "x"})
+        for i in range(3):
+            with pytest.raises(aleph.ToolNotFound):
+                await rt.tool_service().execute(f"made_up_{i}", {})
     after = _calls_by_decision()
+    assert not any(tool.startswith("made_up") for tool, _ in after)
+    assert after[("(unresolved)", "none")] - before.get(("(unresolved)", "none"), 0) == 3
     assert after[("echo", "allow")] - before.get(("echo", "allow"), 0) == 2
     assert after[("shell", "deny")] - before.get(("shell", "deny"), 0) == 1
 

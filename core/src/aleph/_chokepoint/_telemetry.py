@@ -288,7 +288,10 @@ def _record_metrics(name: str, open_: _Open, outcome: str, seconds: float) -> No
     if _metrics._internal._METER_PROVIDER is None:
         return
     meters = _meters()
-    labels = {"gen_ai.tool.name": str(name)[:256], "aleph.decision": open_.decision or "none", "aleph.outcome": outcome}
+    # A name the chokepoint never resolved is the model's text: one label for all of them keeps the
+    # metric's cardinality bounded by the registry.
+    tool = str(name)[:256] if open_.decision is not None else "(unresolved)"
+    labels = {"gen_ai.tool.name": tool, "aleph.decision": open_.decision or "none", "aleph.outcome": outcome}
     meters.calls.add(1, labels)
     meters.duration.record(seconds, labels)
     if open_.wait_s is not None:
