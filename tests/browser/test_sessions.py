@@ -124,3 +124,29 @@ def test_read_tools_are_idempotent_and_mixed_ones_are_not(make_rt: Any, tmp_path
         assert facts[name].idempotent, name
     for name in ("browser_tabs", "browser_cookies", "browser_click", "browser_navigate", "browser_screenshot"):
         assert not facts[name].idempotent, name
+
+
+async def test_profiles_and_the_default_session_are_each_agents_own(make_rt: Any, tmp_path: Path, site: Any) -> None:
+    cookie = {"name": "bank", "value": "alice-token", "url": site.url("/"), "expires": 4_000_000_000}
+    async with make_rt(tmp_path, f'allowed_origins = ["{site.origin}"]') as rt:
+        alice, mallory = rt.tool_service(agent="alice"), rt.tool_service(agent="mallory")
+        used = (await alice.execute("browser_profile", {"action": "use", "name": "bank"})).value
+        assert used["session_profile"] == "bank" and used["in_use"] == {}
+        await alice.execute("browser_open", {"url": site.url("/form"), "snapshot": "none"})
+        await alice.execute("browser_cookies", {"action": "set", "cookies": [cookie]})
+        listed = (await mallory.execute("browser_profile", {"action": "list"})).value
+        assert listed["profiles"] == [] and listed["in_use"] == {}
+        # mallory's "bank" is a profile of her own: empty, and not "in use" by alice's session
+        await mallory.execute("browser_profile", {"action": "use", "name": "bank"})
+        await mallory.execute("browser_open", {"url": site.url("/form"), "snapshot": "none"})
+        assert (await mallory.execute("browser_cookies", {"action": "get"})).value["cookies"] == []
+        with pytest.raises(aleph.ExecutionFailed, match="is open in a session"):
+            await mallory.execute("browser_profile", {"action": "delete", "name": "bank"})  # her own, open
+        await alice.execute("browser_profile", {"action": "ephemeral"})
+        await mallory.execute("browser_profile", {"action": "ephemeral"})
+        # without a session key, each agent still has its own default session
+        await alice.execute("browser_cookies", {"action": "set", "cookies": [{**cookie, "name": "eph"}]})
+        assert (await mallory.execute("browser_cookies", {"action": "get"})).value["cookies"] == []
+        info = (await mallory.execute("browser_session", {})).value
+        assert info["session"] == "default:mallory"
+    assert (tmp_path / ".aleph-data" / "browser" / "profiles" / ".agents").is_dir()

@@ -111,14 +111,40 @@ def counter(db: Path, name: str) -> int:
     return int(row[0]) if row else 0
 
 
+TEAM_AGENTS = (
+    *(f"w{i}" for i in range(1, 4)),
+    *(f"m{i}" for i in range(16)),
+    *("analyst", "architect", "critic", "developer", "optimist", "researcher"),
+    *("reviewer", "security", "skeptic", "tester", "writer"),
+)
+"""Agents the tests enrol in teams; each accepts delegation from ``lead``, ``main`` and ``boss`` (:func:`consents`)."""
+
+
+def consents(agents: tuple[str, ...] = TEAM_AGENTS, *, accepts: tuple[str, ...] = ("lead", "main", "boss")) -> str:
+    """``[agents.<a>] accepts_delegation_from`` lines: the consent core's delegation door asks for."""
+    listed = ", ".join(f'"{a}"' for a in accepts)
+    return "".join(f"\n[agents.{a}]\naccepts_delegation_from = [{listed}]\n" for a in agents)
+
+
 def runtime(
-    workspace: Path, runners: Runners | None = None, *, teams: str = "", toml: str = "", store: str | None = None
+    workspace: Path,
+    runners: Runners | None = None,
+    *,
+    teams: str = "",
+    toml: str = "",
+    store: str | None = None,
+    consent: bool = True,
 ) -> aleph.Aleph:
-    """A strict runtime with the teams plugin (and the runners plugin); ``teams`` lines go under ``[teams]``."""
+    """A strict runtime with the teams plugin (and the runners plugin); ``teams`` lines go under ``[teams]``.
+
+    With ``consent`` the usual team agents (:data:`TEAM_AGENTS`) accept delegation from ``lead``, ``main`` and ``boss``.
+    """
     lines = [f'store = "{store}"'] if store else []
     if teams:
         lines.append(teams)
     extra = "\n[teams]\n" + "\n".join(lines) + "\n" if lines else ""
+    if consent:
+        extra += consents()
     plugins: list[object] = [aleph_teams.plugin]
     if runners is not None:
         plugins.append(runners)

@@ -181,6 +181,7 @@ def test_schedule_claims_are_won_once_per_due_time(store: TeamStore, store_url: 
             "prompt": "p",
             "schedule": {"type": "every", "every_ms": 1000},
             "agent_id": "main",
+            "created_by": "main",
             "missed": "run_once",
             "next_run": time.time() - 1,
         }

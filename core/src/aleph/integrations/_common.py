@@ -141,13 +141,13 @@ class CallBridge:
 
         An "allow once" answer is spent by the call it approves: the framework's state that carries it can be
         saved and resumed (or replayed) more than once, so the answer is bound to a one-time id of this
-        principal, session, tool call id and fingerprint, which the gate records as used.
+        principal, session, tool call id and fingerprint, which the gate records as used. The fingerprint is
+        the one the chokepoint asks under for the service's principal.
         """
         turn = self.turn(session_key=session_key, run_id=run_id, call_id=call_id)
         service = self.service.derive(turn=turn, requester=self._no_answer)
         if answer is None:
             return service
-        # The chokepoint asks under the fingerprint bound to the service's principal: answer that one.
         fingerprint = service.approval_fingerprint(name, arguments)
         if answer.once_id is None:
             principal = (self.service.agent, self.service.channel, turn.session_key, call_id, fingerprint)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import re
 import shutil
 import time
@@ -27,7 +28,7 @@ from aleph_browser._config import BrowserConfig
 from aleph_browser._paths import confine
 from aleph_browser._policy import OriginPolicy
 from aleph_browser._proxy import PolicyProxy
-from aleph_browser._session import Session, Tab, clip, ignore_result, session_key
+from aleph_browser._session import Session, Tab, caller_owner, clip, ignore_result, session_key
 from aleph_browser._snapshot import REF_TARGET, budget, delta
 
 __all__ = ["BrowserManager", "BrowserProblem", "BrowserUnavailable", "PolicyRefusal", "Session", "Tab"]
@@ -277,27 +278,52 @@ class BrowserManager:
         await session.close()
         return True
 
+    # Profiles (cookies and storage on disk) belong to the agent that made them: each agent names its
+    # own under its own folder, so no agent can open, list or delete another's logged-in profile.
+    # ``session.profile`` holds the profile's folder relative to ``profiles_dir``.
+
+    @staticmethod
+    def _owner_prefix() -> str:
+        owner = caller_owner()
+        if owner in ("default", "main"):  # the host's own agent keeps the folder profiles always had
+            return ""
+        return f".agents/{hashlib.sha256(owner.encode()).hexdigest()[:24]}/"
+
+    def profiles_root(self) -> Path:
+        """The folder holding the calling agent's profiles."""
+        prefix = self._owner_prefix()
+        return self.profiles_dir / prefix if prefix else self.profiles_dir
+
     async def use_profile(self, name: str | None) -> None:
-        """Switch the calling session to the persistent profile ``name`` (None: back to ephemeral)."""
+        """Switch the calling session to its agent's persistent profile ``name`` (None: back to ephemeral)."""
         key = session_key()
         if name is not None:
-            check_profile_name(name)
-            if any(s.profile == name and s.context is not None and k != key for k, s in self._sessions.items()):
+            ref = self._owner_prefix() + check_profile_name(name)
+            if any(s.profile == ref and s.context is not None and k != key for k, s in self._sessions.items()):
                 raise BrowserProblem(
                     f"profile {name!r} is in use by another session; a profile can be open in one session at a time"
                 )
-            self._session_profiles[key] = name
+            self._session_profiles[key] = ref
         else:
             self._session_profiles.pop(key, None)
         await self.close_session(key)
 
     def session_profile(self) -> str | None:
-        """The profile the calling session uses (None: ephemeral)."""
-        return self._session_profiles.get(session_key())
+        """The name of the profile the calling session uses (None: ephemeral)."""
+        ref = self._session_profiles.get(session_key())
+        return ref.rsplit("/", 1)[-1] if ref else None
 
     def profiles_in_use(self) -> dict[str, str]:
-        """Profile name → session key, for open profiles."""
-        return {s.profile: k for k, s in self._sessions.items() if s.profile and s.context is not None}
+        """The calling agent's open profiles: name → session key."""
+        prefix = self._owner_prefix()
+        return {
+            s.profile[len(prefix) :]: k
+            for k, s in self._sessions.items()
+            if s.profile
+            and s.context is not None
+            and s.profile.startswith(prefix)
+            and "/" not in s.profile[len(prefix) :]
+        }
 
     async def tab(self, *, create: bool = True) -> Tab:
         """The calling session's current tab (a blank one is opened when there is none)."""

@@ -26,6 +26,7 @@ __all__ = [
     "Session",
     "SessionHost",
     "Tab",
+    "caller_owner",
     "clip",
     "ignore_result",
     "session_key",
@@ -45,10 +46,25 @@ class SessionHost(Protocol):
         ...
 
 
+def caller_owner() -> str:
+    """The owner key of the calling principal (``default`` when the host named no agent, or outside a call)."""
+    principal = aleph.current_principal()
+    return principal.owner if principal is not None else DEFAULT_SESSION
+
+
 def session_key() -> str:
-    """The agent session the running tool call belongs to (``default`` outside a turn)."""
+    """The agent session the running tool call belongs to.
+
+    The turn's session key (core binds each key to one agent); without one, the calling agent's own
+    default session (``default:<agent>``), so two agents without sessions never share a browser context;
+    ``default`` when no agent is named either.
+    """
     turn = aleph.current_turn()
-    return (getattr(turn, "session_key", "") or DEFAULT_SESSION) if turn is not None else DEFAULT_SESSION
+    key = getattr(turn, "session_key", "") if turn is not None else ""
+    if key:
+        return str(key)
+    owner = caller_owner()
+    return DEFAULT_SESSION if owner == DEFAULT_SESSION else f"{DEFAULT_SESSION}:{owner}"
 
 
 @dataclass(slots=True)

@@ -473,7 +473,7 @@ class BrowserProfile(BrowserTool[ProfileArgs]):
 
     async def run(self, args: ProfileArgs) -> dict[str, Any]:
         manager = self.manager
-        root = manager.profiles_dir
+        root = manager.profiles_root()  # the calling agent's own profiles, never another's
         if args.action in ("create", "delete", "use"):
             if args.name is None:
                 raise BrowserProblem(f"action {args.action} needs a profile name")
@@ -494,7 +494,9 @@ class BrowserProfile(BrowserTool[ProfileArgs]):
                 await manager.use_profile(name)
         elif args.action == "ephemeral":
             await manager.use_profile(None)
-        names = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        names = (
+            sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) if root.is_dir() else []
+        )
         return {
             "action": args.action,
             "profiles": names,

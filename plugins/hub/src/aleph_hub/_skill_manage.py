@@ -18,7 +18,7 @@ from aleph_hub._scan import scan_text
 from aleph_hub._skill_pin import approved_content
 from aleph_hub._skill_tools import check_file_name, check_skill_id, find_skill
 from aleph_hub._skills import MAX_SKILL_MD_CHARS, Skill, SkillError, discover, parse_skill_md
-from aleph_hub._state import HubState, running_call
+from aleph_hub._state import HubState, owner, running_call
 
 __all__ = ["SkillManage"]
 
@@ -128,14 +128,14 @@ class SkillManage(AlephTool[ManageArgs]):
                 fields["enabled"] = int(args.enabled)
             if args.scope is not None:
                 fields["scope"] = args.scope
-            store.update_skill(skill.id, **fields)
+            store.update_skill(skill.id, owner=owner(), **fields)
             return {"success": True, "message": f"Skill {skill.id} configuration updated", "skill_id": skill.id}
         if args.action in ("pin", "unpin", "archive", "restore"):
             skill = find_skill(self.state, self.NAME, args.skill_id)
             column, value = {"pin": ("pinned", 1), "unpin": ("pinned", 0), "archive": ("archived", 1)}.get(
                 args.action, ("archived", 0)
             )
-            store.update_skill(skill.id, **{column: value})
+            store.update_skill(skill.id, owner=owner(), **{column: value})
             return {"success": True, "message": f"Skill '{skill.id}': {args.action} done", "skill_id": skill.id}
         if args.action == "run":
             return await self._run(args)
@@ -244,8 +244,7 @@ class SkillManage(AlephTool[ManageArgs]):
         return {"success": True, "message": f"Wrote {rel} in skill '{skill.id}'.{note}", "skill_id": skill.id}
 
     def _delete(self, skill: Skill) -> dict[str, Any]:
-        state = self.state.store.skill_states().get(skill.id, {})
-        if state.get("pinned"):
+        if self.state.store.pinned(skill.id):
             raise aleph.ExecutionFailed(self.NAME, f"Skill '{skill.id}' is pinned. Unpin it first (action='unpin').")
         self._mutable(skill, "delete")
         shutil.rmtree(skill.location)
@@ -277,7 +276,7 @@ class SkillManage(AlephTool[ManageArgs]):
 
     async def _run(self, args: ManageArgs) -> dict[str, Any]:
         skill, command = self._script_command(args)
-        state = self.state.store.skill_states().get(skill.id, {})
+        state = self.state.store.skill_states(owner=owner()).get(skill.id, {})
         if state.get("enabled") == 0 or state.get("archived"):
             raise aleph.PermissionDenied(self.NAME, f"skill '{skill.id}' is disabled or archived; enable it first")
         # A script runs only from a skill a human approved as it is now (whatever wrote the folder).

@@ -17,7 +17,7 @@ from aleph_hub._archive import ArchiveError, remove_tree, unpack_source
 from aleph_hub._scan import disclose_skill, scan_text
 from aleph_hub._skill_pin import approved_content, pin_installed, pin_state, read_verified, skill_content
 from aleph_hub._skills import MAX_RESOURCE_BYTES, Skill, discover, skill_files, validate_skill_dir
-from aleph_hub._state import HubState, consent
+from aleph_hub._state import HubState, consent, owner
 
 __all__ = ["SkillInstall", "SkillList", "SkillRead", "SkillStatus", "check_skill_id", "find_skill", "rank_skills"]
 
@@ -98,7 +98,7 @@ class SkillList(AlephTool[ListArgs]):
 
     async def call(self, args: ListArgs) -> dict[str, Any]:
         skills, _ = discover(self.state.roots())
-        states = self.state.store.skill_states()
+        states = self.state.store.skill_states(owner=owner())
         if not args.include_archived:
             skills = [s for s in skills if not states.get(s.id, {}).get("archived")]
         if args.filter:
@@ -180,7 +180,7 @@ class SkillRead(AlephTool[ReadArgs]):
             raise aleph.ExecutionFailed(
                 self.NAME, f"'{args.file_name}' is a binary file ({size} bytes); open it at {target} with a file tool"
             ) from None
-        self.state.store.bump(skill.id, "uses" if str(rel) == "SKILL.md" else "views")
+        self.state.store.bump(skill.id, "uses" if str(rel) == "SKILL.md" else "views", owner=owner())
         return {
             "success": True,
             "skill_id": skill.id,
@@ -236,7 +236,7 @@ class SkillStatus(AlephTool[StatusArgs]):
 
     async def call(self, args: StatusArgs) -> dict[str, Any]:
         skills, _ = discover(self.state.roots())
-        states = self.state.store.skill_states()
+        states = self.state.store.skill_states(owner=owner())
         entries = []
         for s in sorted(skills, key=lambda s: (_SOURCE_ORDER.get(s.source, 3), s.id)):
             st = states.get(s.id, {})

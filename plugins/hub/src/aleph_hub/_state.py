@@ -14,7 +14,7 @@ from aleph_hub._config import HubConfig
 from aleph_hub._skills import SkillRoot, skill_roots
 from aleph_hub._store import HubStore
 
-__all__ = ["HubState", "consent", "running_call"]
+__all__ = ["HubState", "consent", "owner", "running_call"]
 
 
 class HubState:
@@ -90,6 +90,17 @@ class HubState:
             return {d.name for d in await service.list()}
         except RuntimeError:
             return set()
+
+
+def owner() -> str:
+    """Whose choices a skill state is: the calling principal's owner key (``main`` outside a call).
+
+    The one place the hub asks who is calling; no tool argument names it.
+    """
+    principal = aleph.current_principal()
+    if principal is None or principal.owner == "default":
+        return "main"
+    return principal.owner
 
 
 def running_call(tool: str) -> aleph.CallContext:

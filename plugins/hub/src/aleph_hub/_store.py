@@ -17,7 +17,9 @@ from typing import Any
 
 __all__ = ["HubStore", "receipt_message"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+"""2: skill pins and sealed receipts; 3: skill state is per owner (each principal enables, scopes, pins and
+archives skills for itself)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS catalog (
@@ -37,13 +39,15 @@ CREATE TABLE IF NOT EXISTS catalog (
     synced_at REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS skill_state (
-    id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,            -- the principal whose choice this is (principal.owner)
+    id TEXT NOT NULL,
     enabled INTEGER,
     scope TEXT,
     pinned INTEGER NOT NULL DEFAULT 0,
     archived INTEGER NOT NULL DEFAULT 0,
     uses INTEGER NOT NULL DEFAULT 0,
-    views INTEGER NOT NULL DEFAULT 0
+    views INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (owner, id)
 );
 CREATE TABLE IF NOT EXISTS skill_pins (
     location TEXT PRIMARY KEY,      -- the skill folder, resolved
@@ -66,6 +70,20 @@ CREATE TABLE IF NOT EXISTS receipts (
 );
 """
 
+# Version 1 kept one state per skill for everyone; it becomes the default agent's ("main"), whose
+# choices they were when no principal was known.
+_TO_2 = """
+CREATE TABLE skill_state_v2 (
+    owner TEXT NOT NULL, id TEXT NOT NULL, enabled INTEGER, scope TEXT, pinned INTEGER NOT NULL DEFAULT 0,
+    archived INTEGER NOT NULL DEFAULT 0, uses INTEGER NOT NULL DEFAULT 0, views INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (owner, id)
+);
+INSERT INTO skill_state_v2 (owner, id, enabled, scope, pinned, archived, uses, views)
+    SELECT 'main', id, enabled, scope, pinned, archived, uses, views FROM skill_state;
+DROP TABLE skill_state;
+ALTER TABLE skill_state_v2 RENAME TO skill_state
+"""
+
 
 class HubStore:
     """One connection per store, serialised by a lock (calls run in worker threads)."""
@@ -82,6 +100,11 @@ class HubStore:
         if version > SCHEMA_VERSION:
             raise RuntimeError(f"{path} has schema {version}, newer than this aleph-hub ({SCHEMA_VERSION}); upgrade")
         with self.transaction() as db:
+            state = {row[1] for row in db.execute("PRAGMA table_info(skill_state)")}
+            if version and state and "owner" not in state:  # before the new tables: skill state becomes per owner
+                for statement in _TO_2.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     db.execute(statement)
@@ -157,31 +180,38 @@ class HubStore:
 
     # -- skills ----------------------------------------------------------------------------
 
-    def skill_states(self) -> dict[str, dict[str, Any]]:
-        """``{skill id: state}`` for every skill with recorded state."""
-        return {r["id"]: dict(r) for r in self.query("SELECT * FROM skill_state")}
+    def skill_states(self, *, owner: str) -> dict[str, dict[str, Any]]:
+        """``{skill id: state}`` of ``owner``'s recorded choices (another principal's are never seen)."""
+        rows = self.query("SELECT * FROM skill_state WHERE owner = ?", (owner,))
+        return {r["id"]: {k: r[k] for k in r.keys() if k != "owner"} for r in rows}
 
-    def update_skill(self, skill_id: str, **fields: Any) -> None:
-        """Set the given state columns of ``skill_id`` (``uses=+1`` style increments via ``bump``)."""
+    def update_skill(self, skill_id: str, *, owner: str, **fields: Any) -> None:
+        """Set ``owner``'s state columns of ``skill_id`` (``uses=+1`` style increments via ``bump``)."""
         allowed = {"enabled", "scope", "pinned", "archived"}
         unknown = set(fields) - allowed
         if unknown:
             raise ValueError(f"unknown skill state fields: {sorted(unknown)}")
         with self.transaction() as db:
-            db.execute("INSERT OR IGNORE INTO skill_state (id) VALUES (?)", (skill_id,))
+            db.execute("INSERT OR IGNORE INTO skill_state (owner, id) VALUES (?, ?)", (owner, skill_id))
             for key, value in fields.items():
-                db.execute(f"UPDATE skill_state SET {key} = ? WHERE id = ?", (value, skill_id))
+                db.execute(f"UPDATE skill_state SET {key} = ? WHERE owner = ? AND id = ?", (value, owner, skill_id))
 
-    def bump(self, skill_id: str, counter: str) -> None:
-        """Add one to the ``uses`` or ``views`` counter of ``skill_id``."""
+    def bump(self, skill_id: str, counter: str, *, owner: str) -> None:
+        """Add one to ``owner``'s ``uses`` or ``views`` counter of ``skill_id``."""
         if counter not in ("uses", "views"):
             raise ValueError(counter)
         with self.transaction() as db:
-            db.execute("INSERT OR IGNORE INTO skill_state (id) VALUES (?)", (skill_id,))
-            db.execute(f"UPDATE skill_state SET {counter} = {counter} + 1 WHERE id = ?", (skill_id,))
+            db.execute("INSERT OR IGNORE INTO skill_state (owner, id) VALUES (?, ?)", (owner, skill_id))
+            db.execute(
+                f"UPDATE skill_state SET {counter} = {counter} + 1 WHERE owner = ? AND id = ?", (owner, skill_id)
+            )
+
+    def pinned(self, skill_id: str) -> bool:
+        """Whether any principal pinned ``skill_id`` (the skill's files are shared: one pin protects them)."""
+        return bool(self.query("SELECT 1 FROM skill_state WHERE id = ? AND pinned = 1 LIMIT 1", (skill_id,)))
 
     def forget_skill(self, skill_id: str) -> None:
-        """Drop ``skill_id``'s state."""
+        """Drop every principal's state of ``skill_id`` (its files are gone)."""
         with self.transaction() as db:
             db.execute("DELETE FROM skill_state WHERE id = ?", (skill_id,))
 

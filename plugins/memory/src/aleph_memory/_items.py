@@ -151,10 +151,10 @@ class ItemStore:
 
     # -- reads -----------------------------------------------------------------------------------
 
-    def get(self, item_id: str) -> Item | None:
-        """The item with ``item_id`` (any status), or None."""
+    def get(self, item_id: str, *, owner: str) -> Item | None:
+        """``owner``'s item with ``item_id`` (any status), or None: another agent's item is a missing one."""
         with self.db.read() as conn:
-            row = conn.execute(f"SELECT {_COLUMNS} FROM items WHERE id = ?", (item_id,)).fetchone()
+            row = conn.execute(f"SELECT {_COLUMNS} FROM items WHERE id = ? AND agent = ?", (item_id, owner)).fetchone()
         return Item.from_row(row) if row else None
 
     def by_rowids(self, rowids: Iterable[int]) -> dict[int, Item]:
@@ -191,17 +191,18 @@ class ItemStore:
             ).fetchone()
         return int(row[0])
 
-    def history(self, item_id: str, *, limit: int = 200) -> list[Item]:
-        """Every version of the fact ``item_id`` belongs to, oldest first (the supersession chain)."""
-        start = self.get(item_id)
+    def history(self, item_id: str, *, owner: str, limit: int = 200) -> list[Item]:
+        """Every version of ``owner``'s fact ``item_id`` belongs to, oldest first ([] for another agent's)."""
+        start = self.get(item_id, owner=owner)
         if start is None:
             return []
         chain = [start]
         seen = {start.id}
+        one = f"SELECT {_COLUMNS} FROM items WHERE id = ? AND agent = ?"  # a chain never crosses owners
         with self.db.read() as conn:
             current = start
             while current.supersedes and current.supersedes not in seen and len(chain) < limit:
-                row = conn.execute(f"SELECT {_COLUMNS} FROM items WHERE id = ?", (current.supersedes,)).fetchone()
+                row = conn.execute(one, (current.supersedes, owner)).fetchone()
                 if row is None:
                     break
                 current = Item.from_row(row)
@@ -209,7 +210,7 @@ class ItemStore:
                 chain.insert(0, current)
             current = start
             while current.superseded_by and current.superseded_by not in seen and len(chain) < limit:
-                row = conn.execute(f"SELECT {_COLUMNS} FROM items WHERE id = ?", (current.superseded_by,)).fetchone()
+                row = conn.execute(one, (current.superseded_by, owner)).fetchone()
                 if row is None:
                     break
                 current = Item.from_row(row)

@@ -238,15 +238,29 @@ class Memory:
             [(m, e, call.agent, call.session, call.turn, call.call_id, call.tool, at, d) for m, e, d in rows],
         )
 
-    def provenance(self, memory_id: str, *, limit: int = 500) -> list[dict[str, Any]]:
-        """Indexed provenance events of ``memory_id``, oldest first."""
+    def provenance(self, memory_id: str, *, owner: str, limit: int = 500) -> list[dict[str, Any]]:
+        """Indexed provenance events of ``owner``'s item ``memory_id``, oldest first ([] for another's)."""
         with self.db.read() as conn:
             rows = conn.execute(
                 "SELECT event, agent, session, turn, call_id, tool, at, detail FROM provenance"
-                " WHERE memory_id = ? ORDER BY rowid LIMIT ?",
-                (memory_id, limit),
+                " WHERE memory_id = ? AND EXISTS (SELECT 1 FROM items WHERE id = ? AND agent = ?)"
+                " ORDER BY rowid LIMIT ?",
+                (memory_id, memory_id, owner, limit),
             ).fetchall()
         keys = ("event", "agent", "session", "turn", "call_id", "tool", "at", "detail")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def session_events(self, session: str, *, owner: str, limit: int) -> list[dict[str, Any]]:
+        """Provenance events of ``owner``'s items in ``session``, oldest first ([] for another agent's session)."""
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT p.memory_id, p.event, p.agent, p.turn, p.call_id, p.tool, p.at, p.detail FROM provenance p"
+                " JOIN items i ON i.id = p.memory_id WHERE p.session = ? AND i.agent = ?"
+                " AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.key = ? AND s.agent != ?)"
+                " ORDER BY p.rowid LIMIT ?",
+                (session, owner, session, owner, limit),
+            ).fetchall()
+        keys = ("memory_id", "event", "agent", "turn", "call_id", "tool", "at", "detail")
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
     def decide(self, agent: str, action: str, reason: str, subject: str) -> None:

@@ -64,12 +64,16 @@ def parse_note(path: str, text: str) -> Note:
     return Note(path, title, body, tags, meta, links)
 
 
-def render_note(title: str, body: str, tags: list[str], created: str, updated: str) -> str:
-    """A note file's text: front matter, then the body."""
+def render_note(
+    title: str, body: str, tags: list[str], created: str, updated: str, extra: dict[str, str] | None = None
+) -> str:
+    """A note file's text: front matter (``extra`` fields last, e.g. ``private``/``owner``), then the body."""
     lines = ["---", f"title: {' '.join(title.split())}"]
     if tags:
         lines.append("tags: [" + ", ".join(t.replace(",", " ").strip() for t in tags) + "]")
-    lines += [f"created: {created}", f"updated: {updated}", "---", ""]
+    lines += [f"created: {created}", f"updated: {updated}"]
+    lines += [f"{k}: {' '.join(v.split())}" for k, v in (extra or {}).items()]
+    lines += ["---", ""]
     return "\n".join(lines) + body.rstrip("\n") + "\n"
 
 

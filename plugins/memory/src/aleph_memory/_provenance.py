@@ -16,7 +16,7 @@ from typing import Any
 
 import aleph
 
-__all__ = ["CallInfo", "annotate", "call_info", "ledger_refs", "record"]
+__all__ = ["CallInfo", "annotate", "call_info", "ledger_refs", "owns_session", "record"]
 
 log = logging.getLogger("aleph.memory")
 
@@ -52,6 +52,18 @@ def call_info(tool: str) -> CallInfo:
         call_id = turn.call_id
     agent = getattr(ctx, "agent", None) if ctx is not None else None
     return CallInfo(agent or "default", getattr(ctx, "tool", None) or tool, call_id, session, run)
+
+
+def owns_session(key: str, *, claim: bool) -> bool:
+    """Whether session ``key`` is the calling principal's, as core binds sessions to agents.
+
+    ``claim=True`` binds an unused key to the caller first (a session the caller opens or writes);
+    ``False`` only asks (a key named as a target: an unused key is nobody's). Outside a call: True.
+    """
+    ctx = _current()
+    if ctx is None:
+        return True
+    return bool(ctx.claim_session(key) if claim else ctx.owns_session(key))
 
 
 def _clean(refs: Mapping[str, Any]) -> dict[str, str]:

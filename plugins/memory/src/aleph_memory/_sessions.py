@@ -19,7 +19,7 @@ from aleph_memory._db import Database
 from aleph_memory._items import iso, now_ms
 from aleph_memory._text import fts_query, terms
 
-__all__ = ["KEY", "SessionStore", "extract", "next_epoch"]
+__all__ = ["KEY", "ForeignSession", "SessionStore", "extract", "next_epoch"]
 
 KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9:_.@/-]{0,199}")
 MAX_MESSAGE = 100_000
@@ -46,29 +46,55 @@ class Message:
     compacted: bool
 
 
+class ForeignSession(Exception):
+    """The session key belongs to another agent: nothing was read or changed."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"session {key!r} belongs to another agent")
+        self.key = key
+
+
+def _own(conn: Any, key: str, agent: str, at: int) -> None:
+    """Claim ``key`` for ``agent`` on first sight, else check it is ``agent``'s (raises :class:`ForeignSession`).
+
+    Every write to a session passes here, in the writing transaction: a session is its first writer's,
+    and no key given by a turn or a host lets one agent open, close, rename or fill another's session.
+    """
+    conn.execute(
+        "INSERT INTO sessions (key, agent, created_at, last_active_at) VALUES (?, ?, ?, ?) ON CONFLICT(key) DO NOTHING",
+        (key, agent, at, at),
+    )
+    owner = conn.execute("SELECT agent FROM sessions WHERE key = ?", (key,)).fetchone()[0]
+    if owner != agent:
+        raise ForeignSession(key)
+
+
 class SessionStore:
-    """Sessions, transcripts and queues in the family's database."""
+    """Sessions, transcripts and queues in the family's database; each session is one agent's."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
 
     def touch(self, key: str, agent: str) -> None:
-        """Note that ``key`` is active (creating its row on first sight)."""
+        """Note that ``agent``'s session ``key`` is active (claiming it on first sight)."""
         at = now_ms()
         with self.db.write() as conn:
-            conn.execute(
-                "INSERT INTO sessions (key, agent, created_at, last_active_at) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT(key) DO UPDATE SET last_active_at = excluded.last_active_at",
-                (key, agent, at, at),
-            )
+            _own(conn, key, agent, at)
+            conn.execute("UPDATE sessions SET last_active_at = ? WHERE key = ?", (at, key))
 
-    def get(self, key: str) -> dict[str, Any] | None:
-        """One session's metadata."""
+    def foreign(self, key: str, agent: str) -> bool:
+        """Whether ``key`` is a session of another agent than ``agent``."""
+        with self.db.read() as conn:
+            row = conn.execute("SELECT agent FROM sessions WHERE key = ?", (key,)).fetchone()
+        return row is not None and row[0] != agent
+
+    def get(self, key: str, *, owner: str | None) -> dict[str, Any] | None:
+        """One session's metadata: ``owner``'s, or None as for a missing one (``owner=None``: a host's view)."""
         with self.db.read() as conn:
             row = conn.execute(
                 "SELECT key, agent, topic, created_at, last_active_at, closed_at, completed_at, parent, message_count,"
-                " last_message_preview FROM sessions WHERE key = ?",
-                (key,),
+                " last_message_preview FROM sessions WHERE key = ? AND (? IS NULL OR agent = ?)",
+                (key, owner, owner),
             ).fetchone()
         return _session(row) if row else None
 
@@ -106,11 +132,8 @@ class SessionStore:
         text = content if len(content) <= MAX_MESSAGE else content[:MAX_MESSAGE] + "… [truncated]"
         at = now_ms()
         with self.db.write() as conn:
-            conn.execute(
-                "INSERT INTO sessions (key, agent, created_at, last_active_at) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT(key) DO UPDATE SET last_active_at = excluded.last_active_at",
-                (key, agent, at, at),
-            )
+            _own(conn, key, agent, at)
+            conn.execute("UPDATE sessions SET last_active_at = ? WHERE key = ?", (at, key))
             cur = conn.execute(
                 "INSERT INTO messages (session, role, content, at) VALUES (?, ?, ?, ?)", (key, role, text, at)
             )
@@ -122,13 +145,18 @@ class SessionStore:
             )
         return rowid
 
-    def messages(self, key: str, *, include_compacted: bool = False, limit: int = 10_000) -> list[Message]:
-        """``key``'s transcript, oldest first."""
-        sql = "SELECT rowid, session, role, content, at, compacted FROM messages WHERE session = ?"
+    def messages(
+        self, key: str, *, owner: str | None, include_compacted: bool = False, limit: int = 10_000
+    ) -> list[Message]:
+        """``owner``'s session ``key``'s transcript, oldest first ([] for another agent's; None: a host's view)."""
+        sql = (
+            "SELECT rowid, session, role, content, at, compacted FROM messages WHERE session = ?"
+            " AND (? IS NULL OR EXISTS (SELECT 1 FROM sessions WHERE key = ? AND agent = ?))"
+        )
         if not include_compacted:
             sql += " AND compacted = 0"
         with self.db.read() as conn:
-            rows = conn.execute(sql + " ORDER BY rowid LIMIT ?", (key, limit)).fetchall()
+            rows = conn.execute(sql + " ORDER BY rowid LIMIT ?", (key, owner, key, owner, limit)).fetchall()
         return [Message(r[0], r[1], r[2], r[3], r[4], bool(r[5])) for r in rows]
 
     def mark_compacted(self, rowids: list[int]) -> None:
@@ -141,18 +169,14 @@ class SessionStore:
         new = next_epoch(key)
         at = now_ms()
         with self.db.write() as conn:
-            conn.execute(
-                "INSERT INTO sessions (key, agent, created_at, last_active_at) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT(key) DO NOTHING",
-                (key, agent, at, at),
-            )
+            _own(conn, key, agent, at)
+            _own(conn, new, agent, at)  # the next epoch's key may not be someone else's either
             conn.execute(
                 "UPDATE sessions SET closed_at = ?, topic = coalesce(?, topic) WHERE key = ?", (at, topic, key)
             )
             conn.execute(
-                "INSERT INTO sessions (key, agent, created_at, last_active_at, parent) VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT(key) DO UPDATE SET closed_at = NULL, last_active_at = excluded.last_active_at",
-                (new, agent, at, at, key),
+                "UPDATE sessions SET closed_at = NULL, last_active_at = ?, parent = coalesce(parent, ?) WHERE key = ?",
+                (at, key, new),
             )
         return new
 
@@ -160,21 +184,15 @@ class SessionStore:
         """Set ``key``'s topic."""
         at = now_ms()
         with self.db.write() as conn:
-            conn.execute(
-                "INSERT INTO sessions (key, agent, created_at, last_active_at, topic) VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT(key) DO UPDATE SET topic = excluded.topic, last_active_at = excluded.last_active_at",
-                (key, agent, at, at, topic),
-            )
+            _own(conn, key, agent, at)
+            conn.execute("UPDATE sessions SET topic = ?, last_active_at = ? WHERE key = ?", (topic, at, key))
 
     def complete(self, key: str, agent: str) -> None:
         """Mark ``key``'s task complete (the conversation goes on)."""
         at = now_ms()
         with self.db.write() as conn:
-            conn.execute(
-                "INSERT INTO sessions (key, agent, created_at, last_active_at, completed_at) VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT(key) DO UPDATE SET completed_at = excluded.completed_at",
-                (key, agent, at, at, at),
-            )
+            _own(conn, key, agent, at)
+            conn.execute("UPDATE sessions SET completed_at = ? WHERE key = ?", (at, key))
 
     def send(self, target: str, content: str, *, sender_session: str | None, sender_agent: str) -> str:
         """Queue ``content`` for ``target``; returns the message id."""

@@ -125,7 +125,7 @@ class MemoryExploreTool(FamilyTool):
                 break
             hops = hop
             expanded.extend(found)
-            frontier = [self.memory.items.get(e["id"]) for e in found]  # type: ignore[misc]
+            frontier = [self.memory.items.get(e["id"], owner=call.agent) for e in found]  # type: ignore[misc]
             frontier = [f for f in frontier if f is not None]
         return {
             "seed_facts": [_hit(h) for h in seeds],
@@ -140,7 +140,7 @@ class MemoryExploreTool(FamilyTool):
         if item.session is not None and item.seq is not None:
             near = self.memory.items.neighbours(agent, item.session, item.seq)
             out.extend((Hit(i, 0.0), "neighbouring turn") for i in near)
-        for version in self.memory.items.history(item.id):
+        for version in self.memory.items.history(item.id, owner=agent):
             if version.id != item.id:
                 out.append((Hit(version, 0.0), "another version of this fact"))
         for hit in self.memory.search(agent, f"{item.content} {query}", limit=5).hits:
@@ -163,7 +163,8 @@ class MemoryTimelineTool(FamilyTool):
     FACTS = READ
 
     async def call(self, args: TimelineArgs) -> dict[str, Any]:
-        versions = await in_thread(self.memory.items.history, args.fact_id)
+        owner = call_info(self.NAME).agent
+        versions = await in_thread(self.memory.items.history, args.fact_id, owner=owner)
         if not versions:
             raise aleph.ExecutionFailed(
                 self.NAME, f"no memory item with id {args.fact_id!r}; find ids with memory_search"
@@ -173,7 +174,7 @@ class MemoryTimelineTool(FamilyTool):
         for v in versions:
             entry = v.to_json(full=True)
             entry["events"] = [
-                {**e, "at": iso(e["at"])} for e in await in_thread(self.memory.provenance, v.id, limit=50)
+                {**e, "at": iso(e["at"])} for e in await in_thread(self.memory.provenance, v.id, owner=owner, limit=50)
             ]
             out.append(entry)
         return {

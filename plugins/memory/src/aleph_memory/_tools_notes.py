@@ -12,8 +12,9 @@ from aleph_memory._base import FamilyTool, in_thread
 from aleph_memory._confine import NotesPathError, split_path
 from aleph_memory._guard import scan
 from aleph_memory._items import iso, now_ms
-from aleph_memory._notes import SCHEMA_FILE, Notes, content_hash, parse_note, render_note
-from aleph_memory._provenance import annotate
+from aleph_memory._notes import SCHEMA_FILE, Note, Notes, content_hash, parse_note, render_note
+from aleph_memory._notes_owned import OwnedNotes, is_private, private_meta
+from aleph_memory._provenance import annotate, call_info
 
 __all__ = ["MemoryBrowseTool", "NoteGraphQueryTool", "NoteManageTool", "NoteOrientTool", "NoteSchemaTool"]
 
@@ -34,10 +35,10 @@ class NoteTool(FamilyTool):
     """A tool over the notes folder."""
 
     @property
-    def notes(self) -> Notes:
-        """The notes folder and its index."""
+    def notes(self) -> OwnedNotes:
+        """The notes folder and its index as the calling agent sees them (others' private notes do not exist)."""
         notes: Notes = self.rt.notes
-        return notes
+        return OwnedNotes(notes, call_info(self.NAME).agent)
 
 
 class ManageArgs(aleph.ToolArgs):
@@ -61,6 +62,13 @@ class ManageArgs(aleph.ToolArgs):
     """The new ``folder/name`` (rename); links to the note are rewritten."""
     limit: int = Field(default=20, ge=1, le=200)
     """Results returned at most (list, query)."""
+    private: bool = False
+    """For create: the note is yours alone; other agents' tools see no such note."""
+
+
+def _kept_meta(note: Note) -> dict[str, str]:
+    """The privacy fields an update, append or rename carries over."""
+    return private_meta(note.meta.get("owner", "")) if is_private(note) else {}
 
 
 class NoteManageTool(NoteTool):
@@ -109,12 +117,14 @@ class NoteManageTool(NoteTool):
             stamp = iso(now_ms()) or ""
             if action == "create":
                 title = self._need(args.title, "title", action)
-                folder.write(path, render_note(title, body, args.tags or [], stamp, stamp), create=True)
+                extra = private_meta(self.notes.agent) if args.private else None
+                folder.write(path, render_note(title, body, args.tags or [], stamp, stamp, extra), create=True)
             else:
                 old = parse_note(path, folder.read(path))
                 title = args.title or old.title
                 tags = args.tags if args.tags is not None else old.tags
-                folder.write(path, render_note(title, body, tags, old.meta.get("created", stamp), stamp), create=False)
+                created = old.meta.get("created", stamp)
+                folder.write(path, render_note(title, body, tags, created, stamp, _kept_meta(old)), create=False)
             annotate(note=folder.workspace_path(path))
             related = [r for r in self.notes.search(f"{title} {body[:500]}", 6) if r["path"] != _bare(path)][:5]
             out: dict[str, Any] = {
@@ -135,7 +145,7 @@ class NoteManageTool(NoteTool):
             if folder.exists(path):
                 old = parse_note(path, folder.read(path))
                 body = _with_links(old.body.rstrip("\n") + "\n" + "\n".join(lines), args.links or [])
-                text = render_note(old.title, body, old.tags, old.meta.get("created", stamp), stamp)
+                text = render_note(old.title, body, old.tags, old.meta.get("created", stamp), stamp, _kept_meta(old))
             else:
                 body = _with_links("\n".join(lines), args.links or [])
                 text = render_note(args.title or path.rsplit("/", 1)[-1], body, args.tags or [], stamp, stamp)

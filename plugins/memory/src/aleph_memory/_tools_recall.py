@@ -68,8 +68,8 @@ class RecallEventsTool(FamilyTool):
 
     async def call(self, args: EventsArgs) -> dict[str, Any]:
         call = call_info(self.NAME)
-        if not call.session:
-            return {
+        if not call.session or await in_thread(self.rt.sessions.foreign, call.session, call.agent):
+            return {  # another agent's session key reads like no session at all
                 "query": args.query,
                 "matched": 0,
                 "hits": [],
@@ -84,7 +84,9 @@ class RecallEventsTool(FamilyTool):
                 meta.append(
                     {"seq": seq, "kind": event.kind, "tool": event.tool, "at": iso(event.at_ms), "by": event.by}
                 )
-        for message in await in_thread(self.rt.sessions.messages, call.session, include_compacted=True):
+        for message in await in_thread(
+            self.rt.sessions.messages, call.session, owner=call.agent, include_compacted=True
+        ):
             docs.append(("", message.content))
             meta.append({"kind": f"{message.role}_message", "at": iso(message.at)})
         if not docs:

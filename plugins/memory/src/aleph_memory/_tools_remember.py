@@ -168,8 +168,8 @@ class MemoryTraceTool(FamilyTool):
             raise aleph.ValidationFailed(self.NAME, f"target: required for kind {args.kind!r}")
         ledger = await in_thread(self._ledger_index, call.agent)
         if args.kind == "session":
-            return await in_thread(self._session, args.target, args.max_results, ledger)
-        versions = await in_thread(self.memory.items.history, args.target)
+            return await in_thread(self._session, args.target, call.agent, args.max_results, ledger)
+        versions = await in_thread(self.memory.items.history, args.target, owner=call.agent)
         if not versions:
             raise aleph.ExecutionFailed(
                 self.NAME, f"no memory item with id {args.target!r}; find ids with memory_search"
@@ -178,7 +178,7 @@ class MemoryTraceTool(FamilyTool):
         injected: list[dict[str, Any]] = []
         for version in versions:
             events: list[dict[str, Any]] = []
-            for event in await in_thread(self.memory.provenance, version.id, limit=args.max_results):
+            for event in await in_thread(self.memory.provenance, version.id, owner=call.agent, limit=args.max_results):
                 event["at"] = iso(event["at"])
                 event["ledger"] = _confirm(ledger, version.id, event)
                 (injected if event["event"] == "injected" else events).append(event)
@@ -193,17 +193,9 @@ class MemoryTraceTool(FamilyTool):
             "ledger_checked": ledger is not None,
         }
 
-    def _session(self, session: str, limit: int, ledger: Any) -> dict[str, Any]:
-        with self.memory.db.read() as conn:
-            rows = conn.execute(
-                "SELECT memory_id, event, agent, turn, call_id, tool, at, detail FROM provenance WHERE session = ?"
-                " ORDER BY rowid LIMIT ?",
-                (session, limit),
-            ).fetchall()
-        keys = ("memory_id", "event", "agent", "turn", "call_id", "tool", "at", "detail")
+    def _session(self, session: str, owner: str, limit: int, ledger: Any) -> dict[str, Any]:
         events = []
-        for row in rows:
-            event = dict(zip(keys, row, strict=True))
+        for event in self.memory.session_events(session, owner=owner, limit=limit):
             event["ledger"] = _confirm(ledger, event["memory_id"], event)
             event["at"] = iso(event["at"])
             events.append(event)

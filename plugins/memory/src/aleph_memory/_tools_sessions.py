@@ -10,8 +10,8 @@ from pydantic import Field
 import aleph
 from aleph_memory._base import FamilyTool, in_thread
 from aleph_memory._items import NewItem, now_ms
-from aleph_memory._provenance import CallInfo, annotate, call_info
-from aleph_memory._sessions import KEY, SessionStore, extract
+from aleph_memory._provenance import CallInfo, annotate, call_info, owns_session
+from aleph_memory._sessions import KEY, ForeignSession, SessionStore, extract
 
 __all__ = [
     "SessionCompactTool",
@@ -38,13 +38,28 @@ class SessionTool(FamilyTool):
         return store
 
     def need_session(self) -> CallInfo:
-        """The call, which must belong to a session."""
+        """The call, which must belong to a session of the calling agent's own."""
         call = call_info(self.NAME)
         if not call.session:
             raise aleph.ExecutionFailed(
                 self.NAME, f"{self.NAME}: no session context available (this call has no session key)"
             )
         return call
+
+    async def own(self, fn: Any, key: str, *args: Any, **kwargs: Any) -> Any:
+        """Run a write to session ``key`` in a worker thread; another agent's session is refused, nothing changed.
+
+        Core's binding of sessions to agents decides first; the family's own table (sessions a host
+        wrote through :class:`~aleph_memory.MemoryStore`) must agree.
+        """
+        try:
+            if not owns_session(key, claim=True):
+                raise ForeignSession(key)
+            return await in_thread(fn, key, *args, **kwargs)
+        except ForeignSession as exc:
+            raise aleph.PermissionDenied(
+                self.NAME, f"{exc}: a session is opened, renamed, compacted or closed only by the agent it belongs to"
+            ) from None
 
 
 class ListArgs(aleph.ToolArgs):
@@ -68,12 +83,12 @@ class SessionListTool(SessionTool):
     async def call(self, args: ListArgs) -> dict[str, Any]:
         call = call_info(self.NAME)
         if call.session:
-            await in_thread(self.sessions.touch, call.session, call.agent)
+            await self.own(self.sessions.touch, call.session, call.agent)
         since = now_ms() - args.active_minutes * 60_000 if args.active_minutes else None
         rows = await in_thread(self.sessions.list_sessions, agent=call.agent, active_since=since, limit=args.limit)
         if args.message_limit:
             for row in rows:
-                msgs = await in_thread(self.sessions.messages, row["key"], include_compacted=True)
+                msgs = await in_thread(self.sessions.messages, row["key"], owner=call.agent, include_compacted=True)
                 row["messages"] = [{"role": m.role, "content": m.content[:500]} for m in msgs[-args.message_limit :]]
         return {"count": len(rows), "sessions": rows}
 
@@ -96,7 +111,7 @@ class SessionNewTool(SessionTool):
         call = self.need_session()
         assert call.session is not None
         topic = " ".join(args.topic.split())[:100] if args.topic and args.topic.strip() else None
-        new = await in_thread(self.sessions.new_epoch, call.session, call.agent, topic)
+        new = await self.own(self.sessions.new_epoch, call.session, call.agent, topic)
         annotate(session=call.session, new_session=new)
         return {
             "old_session_key": call.session,
@@ -123,7 +138,7 @@ class SessionRenameTool(SessionTool):
         topic = " ".join(args.topic.split())[:100]
         if not topic:
             raise aleph.ValidationFailed(self.NAME, "topic: cannot be empty")
-        await in_thread(self.sessions.rename, call.session, call.agent, topic)
+        await self.own(self.sessions.rename, call.session, call.agent, topic)
         annotate(session=call.session)
         return {"session_key": call.session, "topic": topic, "message": f"Session topic updated to: {topic}"}
 
@@ -148,11 +163,10 @@ class SessionSendTool(SessionTool):
         call = call_info(self.NAME)
         if KEY.fullmatch(args.session_key) is None:
             raise aleph.ValidationFailed(self.NAME, f"session_key: invalid session key {args.session_key!r}")
-        target = await in_thread(self.sessions.get, args.session_key)
-        if target is not None and target.get("agent_id") != call.agent:
-            # Another agent's session is not visible to this one: the same answer as for a missing key.
-            raise aleph.ExecutionFailed(self.NAME, f"No session found for key {args.session_key!r}")
-        if target is None:
+        target = await in_thread(self.sessions.get, args.session_key, owner=call.agent)
+        if target is not None and not owns_session(args.session_key, claim=True):
+            target = None
+        if target is None:  # another agent's session answers like a missing key
             raise aleph.ExecutionFailed(
                 self.NAME,
                 f"No session found for key {args.session_key!r}; session_list shows the sessions you can reach",
@@ -208,7 +222,7 @@ class SessionSearchTool(SessionTool):
             entry["score"] = max(entry["score"], found["score"])
         ranked = sorted(by_session.values(), key=lambda e: -e["score"])[: args.max_results]
         for entry in ranked:
-            meta = await in_thread(self.sessions.get, entry["session_key"]) or {}
+            meta = await in_thread(self.sessions.get, entry["session_key"], owner=call.agent) or {}
             entry["topic"] = meta.get("topic")
             entry["timestamp"] = meta.get("updated_at")
             entry.setdefault("summary", None)
@@ -235,7 +249,8 @@ class SessionCompactTool(SessionTool):
     async def call(self, args: CompactArgs) -> dict[str, Any]:
         call = self.need_session()
         assert call.session is not None
-        messages = await in_thread(self.sessions.messages, call.session)
+        await self.own(self.sessions.touch, call.session, call.agent)
+        messages = await in_thread(self.sessions.messages, call.session, owner=call.agent)
         older = messages[:-KEEP_RECENT]
         if len(older) < 2:
             return {
@@ -309,10 +324,11 @@ class SessionCompleteTool(SessionTool):
             self.memory.check_content(args.outcome)
         except Exception as exc:
             return {"ok": False, "message": f"Task completion NOT recorded: {exc}"}
+        await self.own(self.sessions.touch, call.session, call.agent)  # before anything is stored for it
         stored = await in_thread(
             self.memory.store, call, [NewItem(content, "outcome", session=call.session)], "completed"
         )
-        await in_thread(self.sessions.complete, call.session, call.agent)
+        await self.own(self.sessions.complete, call.session, call.agent)
         annotate(memory_id=stored[0].id, session=call.session)
         return {
             "ok": True,

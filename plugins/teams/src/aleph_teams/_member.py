@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import aleph
-from aleph import Budget, ExecutionFailed, ToolError, ToolOutput, TurnContext
+from aleph import Budget, ExecutionFailed, Principal, ToolError, ToolOutput, TurnContext
+from aleph_teams._acting import run_as
 from aleph_teams._runners import AgentRunner, CallableRunner, MemberTask, RunResult, SubprocessRunner
 from aleph_teams._store import TERMINAL, TeamStore, open_store
 
@@ -73,6 +74,8 @@ class MemberTools:
         run_id: str,
         budget: Budget | None,
         unattended: bool,
+        principal: Principal,
+        outer: Budget | None = None,
     ) -> None:
         self.host = host
         self.team_id = team_id
@@ -81,14 +84,19 @@ class MemberTools:
         self.run_id = run_id
         self.budget = budget
         self.unattended = unattended
+        self.principal = principal
+        """Who the member's calls run as: the member acting for the task's creator and its chain."""
+        self.outer = outer
+        """The delegating call's budget (a live ``team_delegate``): every call is charged to it too."""
         self._step = 0
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def _turn(self, key: str | None) -> TurnContext:
         return TurnContext(
-            session_key=f"task:{self.task_id}",
+            session_key=self.principal.session or "",
             run_id=self.run_id,
+            caller_role=self.principal.role,
             unattended=self.unattended,
             budget=self.budget,
             idempotency_key=key,
@@ -110,7 +118,12 @@ class MemberTools:
                 step = self._step
             else:
                 self._step = max(self._step, step)
-        service = self.host.context.tool_service(agent=self.agent_id, turn=self._turn(f"{self.task_id}:{step}"))
+        service = self.host.context.tool_service(principal=self.principal, turn=self._turn(f"{self.task_id}:{step}"))
+        if self.outer is not None:  # the budget of the call that delegated this run: nested, never bypassed
+            try:
+                self.outer.charge_call(name)
+            except aleph.BudgetExhausted as exc:
+                raise aleph.PermissionDenied(name, f"{exc} (the delegating call's budget)") from None
         try:
             output = await service.execute(name, input)
         except aleph.PermissionDenied:
@@ -311,11 +324,14 @@ class TeamsHost:
         review: bool = False,
         unattended: bool = False,
         claim: bool = True,
+        outer: Budget | None = None,
     ) -> TaskOutcome:
         """Run a task on its owner's runner and settle it; resumes a crash orphan when its worker is dead.
 
         The run's tool calls are keyed ``<task>:<step>``, so a run resumed after a crash answers every call
-        it had finished from the result store and repeats no side effect.
+        it had finished from the result store and repeats no side effect. They run as the owner acting for
+        the task's creator and its chain (never as the owner alone); ``outer`` is the budget of the call
+        that asked for the run now, which every call is charged to as well.
         """
         self.loop = asyncio.get_running_loop()
         store = self.store
@@ -351,6 +367,8 @@ class TeamsHost:
             run_id=run_id,
             budget=budget,
             unattended=unattended,
+            principal=run_as(member["agent_id"], task["acting_for"], session=f"task:{task_id}:{member['agent_id']}"),
+            outer=outer.reserve(name=f"{member['agent_id']} for task {task_id}") if outer is not None else None,
         )
         cancel = asyncio.Event()
         self._running[task_id] = cancel
@@ -394,6 +412,8 @@ class TeamsHost:
             self._running.pop(task_id, None)
             if budget is not None:
                 budget.release()
+            if tools.outer is not None:
+                tools.outer.release()
         if result.input_tokens or result.output_tokens or result.cost:
             tools.report_usage(input_tokens=result.input_tokens, output_tokens=result.output_tokens, cost=result.cost)
         reply = result.reply or "(No reply content)"

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from aleph import ToolError, TurnContext
+from aleph_teams._acting import run_as
 from aleph_teams._member import TeamsHost, worker_alive
 from aleph_teams._tools._schedule import next_run
 
@@ -179,6 +180,8 @@ class Scheduler:
                     description=job["prompt"],
                     owner=job["agent_id"],
                     metadata={"cron_job": job["id"], "schedule_run": run_id},
+                    created_by=job["created_by"],
+                    acting_for=job["acting_for"],
                 )
                 outcome = await self.host.run_task(
                     task["id"], timeout_seconds=self.config.lease_seconds, unattended=True
@@ -207,16 +210,19 @@ class Scheduler:
         if run_id is None:
             return None
         probe = beat["probe"]
+        # the probe runs as the heartbeat's agent acting for whoever created it (never as the agent alone)
+        principal = run_as(beat["agent_id"], beat["acting_for"], session=f"heartbeat:{beat['id']}")
         turn = TurnContext(
-            session_key=f"heartbeat:{beat['id']}",
+            session_key=principal.session or "",
             run_id=run_id,
+            caller_role=principal.role,
             unattended=True,
             refs=(("heartbeat_id", beat["id"]), ("schedule_run", run_id)),
         )
-        service = self.host.context.tool_service(agent=beat["agent_id"], turn=turn)
         fields: dict[str, Any] = {"last_probe_at": time.time()}
         status, output, error = "ok", None, None
         try:
+            service = self.host.context.tool_service(principal=principal, turn=turn)
             result = await service.execute(probe["tool_name"], probe.get("tool_params") or {})
             output = result.text[:20_000]
             fields.update(last_probe_result=output, consecutive_errors=0, last_error=None)
@@ -243,6 +249,8 @@ class Scheduler:
             description=prompt,
             owner=beat["agent_id"],
             metadata={"heartbeat_id": beat["id"], "schedule_run": run_id},
+            created_by=beat["created_by"],
+            acting_for=beat["acting_for"],
         )
         try:
             outcome = await self.host.run_task(task["id"], timeout_seconds=self.config.lease_seconds, unattended=True)

@@ -5,14 +5,18 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "LEADER_ONLY",
     "PRIORITIES",
     "SATISFYING",
     "SETTABLE",
     "TERMINAL",
+    "TO_LEADER",
     "StoreError",
+    "check_protocol",
     "dumps",
     "loads",
     "new_id",
@@ -25,6 +29,24 @@ TERMINAL = frozenset({"completed", "failed", "cancelled", "skipped"})
 SATISFYING = frozenset({"completed", "skipped"})
 PRIORITIES = ("critical", "high", "normal", "low")
 PRIORITY_ORDER = "CASE priority WHEN 'critical' THEN 0 WHEN 'high' THEN 1 WHEN 'normal' THEN 2 ELSE 3 END"
+
+
+LEADER_ONLY = frozenset(
+    {"plan_approved", "plan_rejected", "shutdown_approved", "shutdown_rejected", "system_notification"}
+)
+"""Protocol messages that carry a leader's decision: refused from anyone but the team's leader."""
+TO_LEADER = frozenset({"plan_approval_request", "idle", "shutdown_request"})
+"""Protocol messages a member addresses to its leader only (a leader may still send them to members)."""
+
+
+def check_protocol(msg_type: str, sender: str, leader: str, recipients: Sequence[str]) -> None:
+    """Refuse a protocol message its sender may not send (raises :class:`StoreError`)."""
+    if sender == leader:
+        return
+    if msg_type in LEADER_ONLY:
+        raise StoreError(f"only the team leader ('{leader}') may send '{msg_type}' messages")
+    if msg_type in TO_LEADER and any(r != leader for r in recipients):
+        raise StoreError(f"a '{msg_type}' message from a member goes to the team leader ('{leader}') only")
 
 
 class StoreError(Exception):

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from aleph_teams._store._schema import SCHEMA_VERSION, schema
+from aleph_teams._store._schema import SCHEMA_VERSION, migrations, schema
 from aleph_teams._store._wake import SocketBus, Wakeup
 
 __all__ = ["Database", "IntegrityError", "PostgresDatabase", "SqliteDatabase", "Tx", "open_database"]
@@ -111,6 +111,9 @@ class SqliteDatabase:
                     f"{self.path} has teams schema {found[0]}, newer than this aleph-teams ({SCHEMA_VERSION}); "
                     "upgrade aleph-teams"
                 )
+            if found is not None:  # an existing store: bring its tables up to date before adding new ones
+                for statement in migrations("sqlite", int(found[0])):
+                    tx.execute(statement)
             for statement in schema("sqlite"):
                 tx.execute(statement)
             tx.execute(
@@ -194,11 +197,15 @@ class PostgresDatabase:
         with self.write() as tx:
             # One migrator at a time across hosts: a transaction-scoped advisory lock.
             tx.execute("SELECT pg_advisory_xact_lock(7302011)")
-            for statement in schema("postgres"):
-                tx.execute(statement)
+            tx.execute("CREATE TABLE IF NOT EXISTS teams_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             found = tx.one("SELECT value FROM teams_meta WHERE key = 'schema_version'")
             if found is not None and int(found[0]) > SCHEMA_VERSION:
                 raise RuntimeError(f"the database has teams schema {found[0]}, newer than this aleph-teams")
+            if found is not None:  # an existing store: bring its tables up to date before adding new ones
+                for statement in migrations("postgres", int(found[0])):
+                    tx.execute(statement)
+            for statement in schema("postgres"):
+                tx.execute(statement)
             tx.execute(
                 "INSERT INTO teams_meta (key, value) VALUES ('schema_version', ?) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",

@@ -11,11 +11,12 @@ __all__ = ["ScheduleStore"]
 
 _CRON_COLS = (
     "id, name, prompt, schedule, agent_id, enabled, missed, next_run, running_until, run_count, last_run_at, "
-    "last_status, last_error, run_requested, source_channel_id, source_conversation_id, created_at, updated_at"
+    "last_status, last_error, run_requested, source_channel_id, source_conversation_id, created_at, updated_at, "
+    "created_by, acting_for"
 )
 _HB_COLS = (
     "id, name, agent_id, enabled, interval_ms, probe, next_run, running_until, last_probe_at, last_probe_result, "
-    "last_l2_at, last_l2_status, consecutive_errors, last_error, created_at, updated_at"
+    "last_l2_at, last_l2_status, consecutive_errors, last_error, created_at, updated_at, created_by, acting_for"
 )
 
 
@@ -45,30 +46,32 @@ class ScheduleStore:
 
     # -- workflows ------------------------------------------------------------------------------------
 
-    def save_workflow(self, name: str, definition: dict[str, Any]) -> None:
-        """Insert or replace a workflow template."""
+    def save_workflow(self, owner: str, name: str, definition: dict[str, Any]) -> None:
+        """Insert or replace ``owner``'s workflow template ``name`` (each principal has its own names)."""
         with self.db.write() as tx:
             tx.execute(
-                "INSERT INTO workflows (name, definition, updated_at) VALUES (?,?,?) "
-                "ON CONFLICT (name) DO UPDATE SET definition = excluded.definition, updated_at = excluded.updated_at",
-                (name, dumps(definition), now()),
+                "INSERT INTO workflows (owner, name, definition, updated_at) VALUES (?,?,?,?) "
+                "ON CONFLICT (owner, name) DO UPDATE SET definition = excluded.definition, "
+                "updated_at = excluded.updated_at",
+                (owner, name, dumps(definition), now()),
             )
 
-    def get_workflow(self, name: str) -> dict[str, Any] | None:
-        """A workflow template, or None."""
+    def get_workflow(self, owner: str, name: str) -> dict[str, Any] | None:
+        """``owner``'s workflow template, or None."""
         with self.db.read() as tx:
-            row = tx.one("SELECT definition FROM workflows WHERE name = ?", (name,))
+            row = tx.one("SELECT definition FROM workflows WHERE owner = ? AND name = ?", (owner, name))
         return loads(row[0]) if row else None
 
-    def list_workflows(self) -> list[dict[str, Any]]:
-        """Every template, by name."""
+    def list_workflows(self, owner: str) -> list[dict[str, Any]]:
+        """``owner``'s templates, by name."""
         with self.db.read() as tx:
-            return [loads(r[0]) for r in tx.execute("SELECT definition FROM workflows ORDER BY name")]
+            rows = tx.execute("SELECT definition FROM workflows WHERE owner = ? ORDER BY name", (owner,))
+        return [loads(r[0]) for r in rows]
 
-    def delete_workflow(self, name: str) -> bool:
-        """Delete a template; whether it existed."""
+    def delete_workflow(self, owner: str, name: str) -> bool:
+        """Delete ``owner``'s template; whether it existed."""
         with self.db.write() as tx:
-            return bool(tx.execute("DELETE FROM workflows WHERE name = ? RETURNING name", (name,)))
+            return bool(tx.execute("DELETE FROM workflows WHERE owner = ? AND name = ? RETURNING name", (owner, name)))
 
     def add_workflow_run(self, run_id: str, name: str, team_id: str, steps: dict[str, str], tx: Any) -> None:
         """Record which task runs each step of a workflow run (inside the caller's transaction)."""
@@ -102,7 +105,8 @@ class ScheduleStore:
         with self.db.write() as tx:
             tx.execute(
                 "INSERT INTO cron_jobs (id, name, prompt, schedule, agent_id, enabled, missed, next_run, "
-                "source_channel_id, source_conversation_id, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                "source_channel_id, source_conversation_id, created_at, updated_at, created_by, acting_for) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     job_id,
                     job["name"],
@@ -116,6 +120,8 @@ class ScheduleStore:
                     job.get("source_conversation_id"),
                     ts,
                     ts,
+                    job["created_by"],
+                    job.get("acting_for", "[]"),
                 ),
             )
         found = self.get_cron(job_id)
@@ -164,7 +170,7 @@ class ScheduleStore:
         with self.db.write() as tx:
             tx.execute(
                 "INSERT INTO heartbeats (id, name, agent_id, enabled, interval_ms, probe, next_run, created_at, "
-                "updated_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                "updated_at, created_by, acting_for) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     task_id,
                     task["name"],
@@ -175,6 +181,8 @@ class ScheduleStore:
                     ts + task["interval_ms"] / 1000,
                     ts,
                     ts,
+                    task["created_by"],
+                    task.get("acting_for", "[]"),
                 ),
             )
         found = self.get_heartbeat(task_id)

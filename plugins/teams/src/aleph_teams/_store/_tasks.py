@@ -24,7 +24,8 @@ __all__ = ["TaskStore"]
 
 _TASK_COLS = (
     "id, team_id, subject, description, status, owner, priority, result, metadata, budget, "
-    "used_calls, used_tokens, used_cost, steps, created_at, started_at, completed_at, locked_by, locked_at"
+    "used_calls, used_tokens, used_cost, steps, created_at, started_at, completed_at, locked_by, locked_at, "
+    "created_by, acting_for"
 )
 _BUDGET_KEYS = ("calls", "wall_seconds", "tokens", "cost")
 
@@ -154,9 +155,16 @@ class TaskStore:
         budget: dict[str, Any] | None = None,
         status: str = "pending",
         task_id: str | None = None,
+        created_by: str = "",
+        acting_for: str = "[]",
         tx: Tx | None = None,
     ) -> dict[str, Any]:
-        """Create a task; dependencies must exist (so no cycle can form) and a budget must fit its owner's pool."""
+        """Create a task; dependencies must exist (so no cycle can form) and a budget must fit its owner's pool.
+
+        ``created_by`` is the principal that asked for it: a task without a team is reachable by its creator
+        and its owner only. ``acting_for`` is the creator's chain (``aleph_teams._acting``): the task runs as
+        its owner acting for it.
+        """
         if tx is None:
             with self.db.write() as wtx:
                 return self.create_task(
@@ -170,6 +178,8 @@ class TaskStore:
                     budget=budget,
                     status=status,
                     task_id=task_id,
+                    created_by=created_by,
+                    acting_for=acting_for,
                     tx=wtx,
                 )
         if not subject.strip():
@@ -192,7 +202,7 @@ class TaskStore:
         ts = now()
         tx.execute(
             "INSERT INTO tasks (id, team_id, subject, description, status, owner, priority, metadata, budget, "
-            "created_at, started_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            "created_at, started_at, created_by, acting_for) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 task_id,
                 team_id,
@@ -205,6 +215,8 @@ class TaskStore:
                 dumps(budget),
                 ts,
                 ts if status == "in_progress" else None,
+                created_by or owner or "",
+                acting_for,
             ),
         )
         for dep in deps:
@@ -414,23 +426,37 @@ class TaskStore:
         content: str,
         metadata: Any = None,
         tx: Tx | None = None,
+        team_id: str | None = None,
     ) -> str:
-        """Store a deliverable for a task; its id."""
+        """Store a deliverable for a task (``team_id``: the team of a plan that has no task yet); its id."""
         artifact_id = new_id()
         with self.db.write() if tx is None else _same(tx) as wtx:
             wtx.execute(
                 "INSERT INTO task_artifacts (id, task_id, agent_id, artifact_type, title, content, metadata, "
-                "created_at) VALUES (?,?,?,?,?,?,?,?)",
-                (artifact_id, task_id, agent_id, artifact_type, title, content, dumps(metadata), now()),
+                "created_at, team_id) VALUES (?,?,?,?,?,?,?,?,?)",
+                (artifact_id, task_id, agent_id, artifact_type, title, content, dumps(metadata), now(), team_id),
             )
         return artifact_id
 
     def artifacts(self, task_id: str, artifact_id: str | None = None) -> list[dict[str, Any]]:
-        """Artifacts of a task (oldest first), or the one named (any task: the caller checks ownership)."""
-        keys = ("id", "task_id", "agent_id", "artifact_type", "title", "content", "status", "metadata", "created_at")
+        """Artifacts of a task (oldest first), or the one named if it belongs to that task."""
+        keys = (
+            "id",
+            "task_id",
+            "agent_id",
+            "artifact_type",
+            "title",
+            "content",
+            "status",
+            "metadata",
+            "created_at",
+            "team_id",
+        )
         with self.db.read() as tx:
             if artifact_id is not None:
-                rows = tx.execute(f"SELECT {', '.join(keys)} FROM task_artifacts WHERE id = ?", (artifact_id,))
+                rows = tx.execute(
+                    f"SELECT {', '.join(keys)} FROM task_artifacts WHERE id = ? AND task_id = ?", (artifact_id, task_id)
+                )
             else:
                 rows = tx.execute(
                     f"SELECT {', '.join(keys)} FROM task_artifacts WHERE task_id = ? ORDER BY created_at, id",

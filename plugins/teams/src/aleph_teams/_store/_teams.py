@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from aleph_teams._store._common import StoreError, dumps, loads, new_id, now
+from aleph_teams._store._common import StoreError, check_protocol, dumps, loads, new_id, now
 from aleph_teams._store._db import Database, IntegrityError, Tx
 from aleph_teams._store._schedules import ScheduleStore
 from aleph_teams._store._tasks import TaskStore, check_budget
@@ -261,12 +261,20 @@ class TeamStore(TaskStore, ScheduleStore):
         attachments: Sequence[str] = (),
         ttl_seconds: float | None = None,
     ) -> dict[str, Any]:
-        """Deliver one message to (agent, role) recipients atomically; a reply joins its parent's thread."""
+        """Deliver one message to (agent, role) recipients atomically; a reply joins its parent's thread.
+
+        Protocol messages are checked here, where every sender passes: a leader's decisions
+        (``plan_approved``, ``shutdown_approved``, ...) come from the team's leader only.
+        """
         if not recipients:
             raise StoreError("message_send: at least one recipient (to or cc) is required")
         message_id = new_id()
         ts = now()
         with self.db.write() as tx:
+            leader = tx.one("SELECT leader_id FROM teams WHERE id = ?", (team_id,))
+            if leader is None:
+                raise StoreError(f"team not found: {team_id}")
+            check_protocol(msg_type, from_agent, leader[0], [a for a, _ in recipients])
             thread_id = None
             if reply_to:
                 parent = tx.one(
@@ -353,10 +361,16 @@ class TeamStore(TaskStore, ScheduleStore):
         return messages
 
     def thread(self, team_id: str, thread_id: str, agent_id: str, limit: int = 500) -> list[dict[str, Any]]:
-        """Every message of a thread (the root and its replies), in order."""
+        """The messages of a thread (the root and its replies) that ``agent_id`` sent or received, in order.
+
+        A message between two other members is not part of a third member's thread.
+        """
         with self.db.read() as tx:
             return self._messages(
-                tx, "m.team_id = ? AND (m.id = ? OR m.thread_id = ?)", [agent_id, team_id, thread_id, thread_id], limit
+                tx,
+                "m.team_id = ? AND (m.id = ? OR m.thread_id = ?) AND (m.from_agent = ? OR r.agent_id IS NOT NULL)",
+                [agent_id, team_id, thread_id, thread_id, agent_id],
+                limit,
             )
 
     def unread_counts(self, team_id: str, agent_id: str) -> dict[str, int]:

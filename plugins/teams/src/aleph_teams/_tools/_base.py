@@ -3,25 +3,27 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any, ClassVar, TypeVar
 
 import aleph
 from aleph import AlephTool, ExecutionFailed, ToolArgs, ValidationFailed
+from aleph_teams._acting import caller_principal, consent
 from aleph_teams._member import TeamsHost
-from aleph_teams._store import StoreError, TeamStore
+from aleph_teams._store import StoreError
+from aleph_teams._store._owned import OwnedStore
 
 __all__ = ["ArgsT", "TeamsTool", "caller", "drop_empty", "json_object", "refs"]
 
 ArgsT = TypeVar("ArgsT", bound=ToolArgs)
 
-DEFAULT_AGENT = "main"
-"""The caller when a call names no agent (a program calling without ``agent=``)."""
-
 
 def caller() -> str:
-    """The acting agent of the running call (``main`` when the call names none)."""
-    call = aleph.current_call()
-    return call.agent if call is not None and call.agent else DEFAULT_AGENT
+    """The owner key of the running call's principal: everything this family stores for it is owned by it.
+
+    ``main`` when the host named no agent (see :func:`aleph_teams._acting.caller_principal`).
+    """
+    return caller_principal().owner
 
 
 def refs(**values: Any) -> None:
@@ -62,9 +64,9 @@ class TeamsTool(AlephTool[ArgsT]):
         self.host = host
 
     @property
-    def store(self) -> TeamStore:
-        """The family's store."""
-        return self.host.store
+    def store(self) -> OwnedStore:
+        """The family's store as the calling principal sees it (what it does not own looks missing)."""
+        return OwnedStore(self.host.store, caller_principal())
 
     def fail(self, message: str) -> ExecutionFailed:
         """An error for the model (raise it)."""
@@ -76,7 +78,7 @@ class TeamsTool(AlephTool[ArgsT]):
 
     def team_for(self, team_id: str, who: str | None = None) -> dict[str, Any]:
         """The team if the caller leads it or is a member; else the same "not found" as for a missing team."""
-        team = self.store.authorize(team_id, who or caller())
+        team = self.store.authorize(team_id, who)
         if team is None:
             raise self.fail(f"team `{team_id}` not found")
         refs(team_id=team_id)
@@ -84,15 +86,27 @@ class TeamsTool(AlephTool[ArgsT]):
 
     def task_for(self, task_id: str, who: str | None = None) -> dict[str, Any]:
         """A task the caller can reach (a foreign task looks exactly like a missing one)."""
-        task = self.store.get_task(task_id)
-        if task is None or not self.reachable(task, who or caller()):
+        task = self.store.get_task(task_id) if who in (None, caller()) else None
+        if task is None:
             raise self.fail(f"task '{task_id}' not found")
         refs(team_id=task["team_id"], task_id=task_id)
         return task
 
     def reachable(self, task: dict[str, Any], who: str) -> bool:
-        """A task without a team is everyone's; a team's task is its leader's and members'."""
-        return task["team_id"] is None or self.store.authorize(task["team_id"], who) is not None
+        """Whether ``who`` (the caller) reaches ``task`` (see :class:`OwnedStore`)."""
+        return who == caller() and self.store.reachable(task)
+
+    async def consent_to_join(self, team_name: str, leader: str, agent_ids: Iterable[str]) -> None:
+        """Each agent other than the caller must accept running this team's work for the caller (core's door).
+
+        An ACP reference (``acp:<harness>``) is an external CLI session the team starts itself, not a
+        principal of this install: it runs as itself acting for the task's creator, with no consent to ask.
+        """
+        for agent in dict.fromkeys(agent_ids):
+            if not agent.startswith("acp:"):
+                await consent(
+                    self.NAME, agent, f"join team '{team_name}' led by {leader} and run the tasks it is given"
+                )
 
     def store_error(self, exc: StoreError) -> ExecutionFailed:
         """A store refusal as this tool's error."""

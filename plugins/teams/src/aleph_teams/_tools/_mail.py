@@ -194,11 +194,14 @@ class PlanSubmitTool(TeamsTool[PlanSubmitArgs]):
     async def call(self, args: PlanSubmitArgs) -> dict[str, Any]:
         me = caller()
         team = self.store.get_team(args.team_id)
-        if team is None or self.store.authorize(args.team_id, me) is None:
+        if team is None:
             raise self.fail(f"Team '{args.team_id}' not found")
         refs(team_id=team["id"])
         task_id = args.task_id or f"plan-{int(time.time() * 1000)}"
-        artifact_id = self.store.add_artifact(task_id, me, "plan", args.title, args.content)
+        try:
+            artifact_id = self.store.add_artifact(task_id, me, "plan", args.title, args.content, team_id=team["id"])
+        except StoreError as exc:
+            raise self.store_error(exc) from None
         sent = self.store.send_message(
             team_id=team["id"],
             from_agent=me,
@@ -252,6 +255,11 @@ class PlanResolveTool(TeamsTool[PlanResolveArgs]):
         plan = self.store.get_message(team["id"], args.plan_message_id)
         if plan is None or plan["msg_type"] != "plan_approval_request":
             raise self.fail(f"plan message '{args.plan_message_id}' not found in team '{team['id']}'")
+        if plan["from_agent"] != args.submitter_agent_id:
+            raise self.fail(
+                f"plan message '{args.plan_message_id}' was submitted by '{plan['from_agent']}', not "
+                f"'{args.submitter_agent_id}'"
+            )
         if approved:
             content = "Plan approved." + (f"\n\nFeedback: {args.feedback}" if args.feedback else "")
         else:
@@ -360,9 +368,16 @@ class LifecycleResolveShutdownTool(TeamsTool[LifecycleResolveShutdownArgs]):
     async def call(self, args: LifecycleResolveShutdownArgs) -> dict[str, Any]:
         approved = _decision(self, args.decision)
         team = self.team_for(args.team_id)
+        if team["leader_id"] != caller():
+            raise self.fail(f"only the team leader ('{team['leader_id']}') can resolve shutdown requests")
         request = self.store.get_message(team["id"], args.shutdown_request_id)
         if request is None or request["msg_type"] != "shutdown_request":
             raise self.fail(f"shutdown request '{args.shutdown_request_id}' not found in team '{team['id']}'")
+        if request["from_agent"] != args.requester_agent_id:
+            raise self.fail(
+                f"shutdown request '{args.shutdown_request_id}' came from '{request['from_agent']}', not "
+                f"'{args.requester_agent_id}'"
+            )
         word = "approved" if approved else "rejected"
         sent = self.store.send_message(
             team_id=team["id"],

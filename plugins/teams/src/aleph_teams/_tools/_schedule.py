@@ -9,7 +9,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field
 
+import aleph
 from aleph import ToolArgs, ToolFacts
+from aleph_teams._acting import consent
 from aleph_teams._tools._base import TeamsTool, caller, drop_empty, json_object, refs
 
 __all__ = [
@@ -83,6 +85,15 @@ def next_run(schedule: dict[str, Any], after: float) -> float | None:
     return float(croniter(expr, start, second_at_beginning=six).get_next(float))
 
 
+def _when(schedule: dict[str, Any]) -> str:
+    """A schedule in words, for the approval a human sees."""
+    if schedule["type"] == "at":
+        return f"once at {datetime.fromtimestamp(schedule['at_ms'] / 1000, UTC).isoformat()}"
+    if schedule["type"] == "every":
+        return f"every {schedule['every_ms'] / 1000:g} s"
+    return f"on cron '{schedule['expr']}'"
+
+
 def check_schedule(schedule: dict[str, Any], now_s: float) -> None:
     """Refuse a schedule that would never run or is malformed, with the original's messages."""
     kind = schedule["type"]
@@ -114,7 +125,8 @@ class CronManageArgs(ToolArgs):
     schedule: Schedule | None = None
     """When it runs (create, update)."""
     agent_id: str | None = Field(default=None, max_length=200)
-    """The agent that runs it (default "main"); each run is an unattended turn of this agent."""
+    """The agent that runs it (default: you); each run is an unattended turn of this agent acting for you.
+    Another agent must accept delegation from you, or an operator approves it when the job is created."""
     job_id: str | None = Field(default=None, max_length=100)
     """The job (all actions but create and list)."""
     enabled: bool | None = None
@@ -158,7 +170,7 @@ class CronManageTool(TeamsTool[CronManageArgs]):
         "runs each as an unattended turn that never waits for a human."
     )
     Args = CronManageArgs
-    FACTS = ToolFacts(tags=("teams", "operator"))
+    FACTS = ToolFacts(tags=("teams", "operator"), requires_role="operator")
 
     def _need(self, args: CronManageArgs, *fields: str) -> None:
         for f in fields:
@@ -180,14 +192,16 @@ class CronManageTool(TeamsTool[CronManageArgs]):
                 first = next_run(schedule, now_s)
             except ValueError as exc:
                 raise self.invalid(str(exc)) from None
-            call = __import__("aleph").current_call()
+            call = aleph.current_call()
             turn = call.turn if call is not None else None
+            agent = args.agent_id or caller()
+            await consent(self.NAME, agent, f"run the scheduled job '{args.name}' ({_when(schedule)})")
             job = store.create_cron(
                 {
                     "name": args.name,
                     "prompt": args.prompt,
                     "schedule": schedule,
-                    "agent_id": args.agent_id or "main",
+                    "agent_id": agent,
                     "missed": args.missed or self.host.config.scheduler.missed,
                     "next_run": first,
                     "source_channel_id": (turn.channel_id if turn else None) or (call.channel if call else None),
@@ -227,6 +241,8 @@ class CronManageTool(TeamsTool[CronManageArgs]):
                 "message": f"scheduled job {job['id']} triggered by hand; it runs in the next check cycle",
                 "job_id": job["id"],
             }
+        if args.agent_id is not None and args.agent_id != job["agent_id"]:
+            await consent(self.NAME, args.agent_id, f"run the scheduled job '{job['name']}' ({_when(job['schedule'])})")
         fields = {
             k: v
             for k, v in (
@@ -325,8 +341,9 @@ class HeartbeatCreateArgs(ToolArgs):
     probe_trigger_condition: Trigger = "always"
     """When the output calls for the agent: always, non_empty, changed, {"greater_than": {"threshold": n}},
     {"contains": {"text": "..."}}."""
-    agent_id: str = Field(default="main", max_length=200)
-    """The agent whose permissions the probe and the analysis run under."""
+    agent_id: str | None = Field(default=None, max_length=200)
+    """The agent that runs the probe and the analysis (default: you), acting for you: your permissions and
+    its own both apply. Another agent must accept delegation from you, or an operator approves it now."""
     probe_tool_params: str | None = Field(default=None, max_length=100_000)
     """The probe tool's input: a JSON object as text (default {})."""
 
@@ -338,7 +355,7 @@ class HeartbeatCreateTool(TeamsTool[HeartbeatCreateArgs]):
         "condition, the agent is asked to analyse it and end with heartbeat_report."
     )
     Args = HeartbeatCreateArgs
-    FACTS = ToolFacts(tags=("teams", "operator"))
+    FACTS = ToolFacts(tags=("teams", "operator"), requires_role="operator")
 
     async def call(self, args: HeartbeatCreateArgs) -> dict[str, Any]:
         if args.interval_ms < MIN_INTERVAL_MS:
@@ -349,8 +366,14 @@ class HeartbeatCreateTool(TeamsTool[HeartbeatCreateArgs]):
             "tool_params": json_object(self, "probe_tool_params", args.probe_tool_params),
             "trigger_condition": trigger if isinstance(trigger, str) else trigger.model_dump(),
         }
+        agent = args.agent_id or caller()
+        await consent(
+            self.NAME,
+            agent,
+            f"call `{args.probe_tool_name}` every {args.interval_ms / 1000:g} s (heartbeat '{args.name}')",
+        )
         task = self.store.create_heartbeat(
-            {"name": args.name, "agent_id": args.agent_id, "interval_ms": args.interval_ms, "probe": probe}
+            {"name": args.name, "agent_id": agent, "interval_ms": args.interval_ms, "probe": probe}
         )
         refs(heartbeat_id=task["id"])
         return {"message": f"Heartbeat task '{args.name}' created (ID: {task['id']})", "task_id": task["id"]}
@@ -373,7 +396,7 @@ class HeartbeatUpdateTool(TeamsTool[HeartbeatUpdateArgs]):
     NAME = "heartbeat_update"
     DESCRIPTION = "Update a heartbeat's name, agent, interval or enabled flag (operator only)."
     Args = HeartbeatUpdateArgs
-    FACTS = ToolFacts(tags=("teams", "operator"))
+    FACTS = ToolFacts(tags=("teams", "operator"), requires_role="operator")
 
     async def call(self, args: HeartbeatUpdateArgs) -> dict[str, Any]:
         if args.interval_ms is not None and args.interval_ms < MIN_INTERVAL_MS:
@@ -391,6 +414,12 @@ class HeartbeatUpdateTool(TeamsTool[HeartbeatUpdateArgs]):
         if args.interval_ms is not None:
             fields["next_run"] = time.time() + args.interval_ms / 1000
         refs(heartbeat_id=args.id)
+        beat = self.store.get_heartbeat(args.id)
+        if beat is None:
+            raise self.fail(f"Failed to update heartbeat task: '{args.id}' not found")
+        if args.agent_id is not None and args.agent_id != beat["agent_id"]:
+            probe = beat["probe"].get("tool_name", "")
+            await consent(self.NAME, args.agent_id, f"call `{probe}` on heartbeat '{beat['name']}'")
         if self.store.update_heartbeat(args.id, **fields) is None:
             raise self.fail(f"Failed to update heartbeat task: '{args.id}' not found")
         return {"message": f"Heartbeat task {args.id} updated"}
@@ -405,7 +434,7 @@ class HeartbeatDeleteTool(TeamsTool[HeartbeatIdArgs]):
     NAME = "heartbeat_delete"
     DESCRIPTION = "Delete a heartbeat (operator only)."
     Args = HeartbeatIdArgs
-    FACTS = ToolFacts(tags=("teams", "operator"))
+    FACTS = ToolFacts(tags=("teams", "operator"), requires_role="operator")
 
     async def call(self, args: HeartbeatIdArgs) -> dict[str, Any]:
         refs(heartbeat_id=args.id)
@@ -418,7 +447,7 @@ class HeartbeatToggleTool(TeamsTool[HeartbeatIdArgs]):
     NAME = "heartbeat_toggle"
     DESCRIPTION = "Enable a disabled heartbeat or disable an enabled one (operator only)."
     Args = HeartbeatIdArgs
-    FACTS = ToolFacts(tags=("teams", "operator"))
+    FACTS = ToolFacts(tags=("teams", "operator"), requires_role="operator")
 
     async def call(self, args: HeartbeatIdArgs) -> dict[str, Any]:
         refs(heartbeat_id=args.id)

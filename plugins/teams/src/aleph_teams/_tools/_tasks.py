@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from aleph import ToolArgs, ToolFacts
+from aleph_teams._acting import consent
 from aleph_teams._store import SETTABLE, StoreError
 from aleph_teams._store._common import TERMINAL
 from aleph_teams._tools._base import TeamsTool, caller, drop_empty, json_object, refs
@@ -114,6 +115,8 @@ class TaskCreateTool(TeamsTool[TaskCreateArgs]):
             team = self.team_for(args.team_id, me)
             if args.owner and args.owner not in [m["agent_id"] for m in team["members"]]:
                 raise self.fail(f"Agent '{args.owner}' is not a member of team '{team['id']}'")
+        elif args.owner:  # a task without a team that another agent runs: that agent's consent, as for a schedule
+            await consent(self.NAME, args.owner, f"run the task '{args.subject[:200]}'")
         metadata = json_object(self, "metadata", args.metadata)
         metadata.update(
             drop_empty(
@@ -176,6 +179,13 @@ class TaskUpdateTool(TeamsTool[TaskUpdateArgs]):
         if task is None or not self.reachable(task, caller()):
             raise self.fail(f"no coord_task with id '{args.task_id}'")
         refs(team_id=task["team_id"], task_id=task["id"])
+        if args.owner is not None and args.owner != task["owner"]:
+            if task["team_id"] is not None:
+                team = self.team_for(task["team_id"])
+                if args.owner not in [m["agent_id"] for m in team["members"]]:
+                    raise self.fail(f"Agent '{args.owner}' is not a member of team '{team['id']}'")
+            else:
+                await consent(self.NAME, args.owner, f"run the task '{task['subject'][:200]}'")
         if args.status is not None and args.status not in _STATUSES:
             raise self.invalid(
                 f"Unknown or unsettable status '{args.status[:40]}' (expected one of: {', '.join(SETTABLE)}; "
@@ -334,14 +344,15 @@ class TaskSubmitTool(TeamsTool[TaskSubmitArgs]):
 
     async def call(self, args: TaskSubmitArgs) -> dict[str, Any]:
         me = caller()
-        task = self.store.get_task(args.task_id)
-        if task is not None and not self.reachable(task, me):
-            raise self.fail(f"task '{args.task_id}' not found")
-        refs(task_id=args.task_id, team_id=task["team_id"] if task else None)
+        task = self.task_for(args.task_id)
         metadata = json_object(self, "metadata", args.metadata) if args.metadata is not None else None
-        artifact_id = self.store.add_artifact(args.task_id, me, args.artifact_type, args.title, args.content, metadata)
-        if task is not None:
-            self.store.update_task(task["id"], status="waiting_review", actor=me)
+        try:
+            artifact_id = self.store.add_artifact(
+                args.task_id, me, args.artifact_type, args.title, args.content, metadata
+            )
+        except StoreError as exc:
+            raise self.store_error(exc) from None
+        self.store.update_task(task["id"], status="waiting_review", actor=me)
         return {
             "artifact_id": artifact_id,
             "task_id": args.task_id,
@@ -363,16 +374,11 @@ class TaskReadArtifactTool(TeamsTool[TaskReadArtifactArgs]):
     FACTS = ToolFacts(idempotent=True, concurrent_safe=True, tags=("teams",))
 
     async def call(self, args: TaskReadArtifactArgs) -> dict[str, Any]:
-        task = self.store.get_task(args.task_id)
-        if task is not None and not self.reachable(task, caller()):
-            raise self.fail(f"task '{args.task_id}' not found")
         found = self.store.artifacts(args.task_id, args.artifact_id)
-        if args.artifact_id is not None:
-            if not found:
-                raise self.fail(f"Artifact '{args.artifact_id}' not found")
-            if found[0]["task_id"] != args.task_id:
-                raise self.fail(f"Artifact '{args.artifact_id}' does not belong to task '{args.task_id}'")
-        return {"artifacts": found}
+        if args.artifact_id is not None and not found:
+            # one answer for a missing artifact, another task's artifact and an unreachable task's
+            raise self.fail(f"Artifact '{args.artifact_id}' not found")
+        return {"artifacts": [{k: v for k, v in a.items() if k != "team_id"} for a in found]}
 
 
 class Grounding(BaseModel):

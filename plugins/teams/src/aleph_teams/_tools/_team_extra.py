@@ -98,7 +98,7 @@ class TeamFromTemplateArgs(ToolArgs):
 class TeamFromTemplateTool(TeamsTool[TeamFromTemplateArgs]):
     NAME = "team_from_template"
     DESCRIPTION = (
-        "Create a team from a template: its leader (you, when the template says 'self'), workers and an initial task "
+        "Create a team you lead from a template (its leader must be 'self'): workers and an initial task "
         "DAG, with {goal}, {team_name} and {leader} filled in."
     )
     Args = TeamFromTemplateArgs
@@ -110,7 +110,13 @@ class TeamFromTemplateTool(TeamsTool[TeamFromTemplateArgs]):
         except ValueError as exc:
             raise self.fail(f"team_from_template: {exc}") from None
         me = caller()
-        leader = me if tpl.leader.id == "self" else tpl.leader.id
+        if tpl.leader.id not in ("self", me):
+            # a team is led by whoever creates it: making another agent lead one would act in its name
+            raise self.fail(
+                f"team_from_template: the template names leader '{tpl.leader.id}'; a team you create is led by you "
+                '(set leader.id = "self")'
+            )
+        leader = me
         goal = args.goal or tpl.default_goal or args.team_name
 
         def fill(text: str) -> str:
@@ -119,6 +125,7 @@ class TeamFromTemplateTool(TeamsTool[TeamFromTemplateArgs]):
         for w in tpl.workers:
             if check_agent_id(w.id):
                 raise self.fail(f"team_from_template: materialization failed: {check_agent_id(w.id)}")
+        await self.consent_to_join(args.team_name, leader, [w.id for w in tpl.workers if w.id != leader])
         try:
             team = self.store.create_team(
                 name=args.team_name,
@@ -215,9 +222,9 @@ class TeamSnapshotTool(TeamsTool[TeamSnapshotArgs]):
             return {"meta": meta, "payload": payload}
         if act == "delete":
             return {"snapshot_id": meta["snapshot_id"], "existed": self.store.delete_snapshot(meta["snapshot_id"])}
-        return self._restore(meta, payload, args.apply)
+        return await self._restore(meta, payload, args.apply)
 
-    def _restore(self, meta: dict[str, Any], payload: dict[str, Any], apply: bool) -> dict[str, Any]:
+    async def _restore(self, meta: dict[str, Any], payload: dict[str, Any], apply: bool) -> dict[str, Any]:
         team = self.store.get_team(meta["team_id"])
         assert team is not None
         now_members = {m["agent_id"] for m in team["members"]}
@@ -233,6 +240,7 @@ class TeamSnapshotTool(TeamsTool[TeamSnapshotArgs]):
             and (existing[t["id"]]["stored_status"] == "in_progress" or existing[t["id"]]["stored_status"] in TERMINAL)
         ]
         if apply:
+            await self.consent_to_join(team["name"], team["leader_id"], add)
             try:
                 for a in add:
                     m = then[a]

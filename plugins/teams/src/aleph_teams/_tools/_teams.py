@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+import aleph
 from aleph import ToolArgs, ToolFacts
 from aleph_teams._store import StoreError
 from aleph_teams._tools._base import TeamsTool, caller, drop_empty, refs
@@ -114,6 +115,7 @@ class TeamCreateTool(TeamsTool[TeamCreateArgs]):
             }
             for m in args.members
         ]
+        await self.consent_to_join(args.name, leader, [m["agent_id"] for m in members if m["agent_id"] != leader])
         try:
             team = self.store.create_team(
                 name=args.name,
@@ -177,7 +179,11 @@ class TeamDelegateTool(TeamsTool[TeamDelegateArgs]):
         except StoreError as exc:
             raise self.store_error(exc) from None
         refs(task_id=task["id"])
-        outcome = await self.host.run_task(task["id"], timeout_seconds=args.timeout_secs, review=args.review)
+        call = aleph.current_call()
+        outer = call.turn.budget if call is not None and call.turn is not None else None
+        outcome = await self.host.run_task(
+            task["id"], timeout_seconds=args.timeout_secs, review=args.review, outer=outer
+        )
         return drop_empty(
             {"task_id": task["id"], "status": outcome.status, "reply": outcome.reply, "error": outcome.error}
         )
@@ -298,6 +304,7 @@ class TeamMemberAddTool(TeamsTool[TeamMemberAddArgs]):
                 "(use 'acp:<harness>[/<session>]' for external CLI agents)"
             )
         is_acp = args.agent_id.startswith("acp:")
+        await self.consent_to_join(team["name"], team["leader_id"], [args.agent_id])
         try:
             self.store.add_member(
                 team["id"],
