@@ -37,3 +37,24 @@ def per_call_us_async(fn: Callable[[], Awaitable[object]], n: int, repeat: int =
 def percentile(samples: list[float], q: float) -> float:
     """The ``q`` quantile (0-1) of ``samples``."""
     return statistics.quantiles(samples, n=100, method="inclusive")[max(0, min(98, round(q * 100) - 1))]
+
+
+def alternating_us_async(fns: list[Callable[[], Awaitable[object]]], n: int, rounds: int = 10) -> list[float]:
+    """Best per-call µs of each awaited ``fn``, timed in turns (a, b, a, b, ...) inside one event loop.
+
+    Taking turns in short batches puts a baseline and its measured call under the same machine load, so a
+    burst of load elsewhere moves both rather than the ratio.
+    """
+
+    async def run() -> list[float]:
+        best = [float("inf")] * len(fns)
+        batch = max(1, n // rounds)
+        for _ in range(rounds):
+            for i, fn in enumerate(fns):
+                start = time.perf_counter()
+                for _ in range(batch):
+                    await fn()
+                best[i] = min(best[i], (time.perf_counter() - start) / batch * 1e6)
+        return best
+
+    return asyncio.run(run())

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _util import per_call_us, per_call_us_async
+from _util import alternating_us_async, per_call_us, per_call_us_async
 
 import aleph
 from aleph._chokepoint._permissions import PermissionLayer, PermissionPolicy
@@ -63,8 +63,9 @@ def main() -> None:
     scoped = ScopedToolService(cp, policy=policy, agent="bench", turn=aleph.TurnContext(session_key="s"))
     assert asyncio.run(scoped.execute("add_async", payload)).value == 5
 
-    registry_us = per_call_us_async(lambda: bare.execute("add_async", payload), N)
-    scoped_us = per_call_us_async(lambda: scoped.execute("add_async", payload), N)
+    registry_us, scoped_us = alternating_us_async(
+        [lambda: bare.execute("add_async", payload), lambda: scoped.execute("add_async", payload)], N
+    )
     print(f"registry-only execute (300 tools)          {registry_us:8.2f} µs")
     print(
         f"scoped execute, 200-rule merged policy     {scoped_us:8.2f} µs   overhead {scoped_us - registry_us:6.2f} µs "

@@ -110,7 +110,7 @@ def test_an_empty_table_gives_the_defaults(tmp_path: Path) -> None:
     config = from_toml(tmp_path, "[sandbox.command_policy]\n")
     assert CommandPolicyConfig() == config
     p = CommandPolicy.from_config(config, home=Path(HOME))
-    assert "warn" == check(p, "curl x | bash").action
+    assert "ask" == check(p, "curl x | bash").action
 
 
 def test_disabled_keeps_hardline_and_guards_only(tmp_path: Path) -> None:

@@ -468,7 +468,7 @@ def test_as_a_user_a_layer_run_writes_only_into_the_layer(nobody: Nobody) -> Non
 def test_the_per_run_bubblewrap_fallback_is_as_unprivileged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # When the zygote cannot start, each run gets a bubblewrap of its own: the same user namespace, /etc
     # and seccomp filters (given to bubblewrap), and no capability.
-    import aleph_exec._sandbox as sandbox_module
+    import aleph_exec._namespace as sandbox_module
 
     broken = tmp_path / "no-zygote.py"
     broken.write_text("raise SystemExit('no zygote in this test')\n")

@@ -26,7 +26,7 @@ NO_CGROUP = pytest.mark.skipif(not cgroup_writable(), reason="no writable pids c
 
 def no_zygote(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Make the zygote fail to start, so runs take the direct path (a spawn, or a bwrap, each)."""
-    import aleph_exec._sandbox as sandbox_module
+    import aleph_exec._namespace as sandbox_module
 
     broken = tmp_path / "no-zygote.py"
     broken.write_text("raise SystemExit('no zygote in this test')\n")
@@ -226,7 +226,7 @@ def test_shell_command_contract_for_the_chokepoint(tmp_path: Path) -> None:
 async def test_resource_limits_apply_with_every_launcher(
     workspace: Path, mode: str, launcher: str, monkeypatch, tmp_path: Path
 ) -> None:
-    import aleph_exec._sandbox as sandbox
+    import aleph_exec._namespace as sandbox
 
     if launcher != "zygote":
         # A direct spawn (the zygote did not start): prlimit in front of the command, or, as on a

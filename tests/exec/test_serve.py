@@ -44,3 +44,34 @@ async def test_bash_calls_through_aleph_serve_run_in_the_sandbox_one_after_anoth
     for i in range(4):
         together = results[f"together{i}"]
         assert (f"{i}\n{workspace.resolve()}\n", 0) == (together["stdout"], together["exit_code"])
+
+
+async def test_a_tool_name_that_is_not_text_never_crashes_the_server(workspace: Path) -> None:
+    # Raw JSON-RPC over stdio: the JSON escape "\\udcff" decodes to a lone surrogate (no client library
+    # sends it). The MCP SDK's parser rejects such a frame as invalid JSON and drops it unanswered; what
+    # Aleph owns is that nothing raises and the next call is served.
+    (workspace / "aleph.toml").write_text('[policies]\nexec_tier = "full"\n')
+    params = serve_params(workspace)
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    text = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}) + "\n"
+    text += json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n"
+    names = ["\\udcff", "bash\\udcff", "ba\\ud800sh", "bash"]
+    for i, name in enumerate(names, start=1):
+        call = '{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": {"name": "%s", "arguments": %s}}\n'
+        text += call % (i, name, json.dumps({"command": "echo still"}))
+    answers: dict[int, dict] = {}
+    with anyio.fail_after(60):
+        async with await anyio.open_process([params.command, *params.args], cwd=workspace, env=params.env) as proc:
+            assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+            await proc.stdin.send(text.encode())
+            buffer = b""
+            while len(names) not in answers:
+                buffer += await proc.stdout.receive()
+                *lines, buffer = buffer.split(b"\n")
+                answers.update((m["id"], m) for m in map(json.loads, lines) if "id" in m)
+            await proc.stdin.aclose()
+            errors = b"".join([chunk async for chunk in proc.stderr])
+    for i in range(1, len(names)):
+        assert i not in answers or "not found" in json.dumps(answers[i]), answers[i]
+    assert "still\n" == json.loads(answers[len(names)]["result"]["content"][0]["text"])["stdout"]
+    assert b"Traceback" not in errors and b"UnicodeEncodeError" not in errors, errors[-2000:]

@@ -71,8 +71,56 @@ async def test_undo_refuses_a_path_edited_since_unless_forced(workspace: Path) -
     (workspace / "README.md").write_text("edited by hand\n")
     with pytest.raises(UndoError, match="changed since the call"):
         undo_call(config_path=workspace / "aleph.toml", workspace=workspace)
-    undo_call(config_path=workspace / "aleph.toml", workspace=workspace, force=True)
+    done = undo_call(config_path=workspace / "aleph.toml", workspace=workspace, force=True)
     assert original == (workspace / "README.md").read_bytes()
+    # forced, the hand edit is not overwritten: it is renamed beside
+    assert (["README.md.aleph-undo-1"], "edited by hand\n") == (
+        done["set_aside"],
+        (workspace / "README.md.aleph-undo-1").read_text(),
+    )
+
+
+@pytest.mark.anyio
+async def test_undo_keeps_a_file_someone_added_to_a_folder_the_call_created(workspace: Path) -> None:
+    canary(workspace, files=3)
+    await _commit_calls(workspace, ["mkdir -p nd/deep && echo made > nd/made.txt && echo d > nd/deep/d.txt"])
+    (workspace / "nd" / "human.txt").write_text("mine\n")
+    (workspace / "nd" / "deep" / "also.txt").write_text("mine too\n")
+    done = undo_call(config_path=workspace / "aleph.toml", workspace=workspace)
+    assert ("mine\n", "mine too\n") == (
+        (workspace / "nd" / "human.txt").read_text(),
+        (workspace / "nd" / "deep" / "also.txt").read_text(),
+    )
+    assert (False, False) == ((workspace / "nd" / "made.txt").exists(), (workspace / "nd" / "deep" / "d.txt").exists())
+    assert ["nd/deep"] == done["kept"]
+
+
+@pytest.mark.anyio
+async def test_forced_undo_keeps_a_file_edited_inside_a_created_folder_and_a_file_at_a_deleted_path(
+    workspace: Path,
+) -> None:
+    canary(workspace, files=3)
+    (workspace / "old.txt").write_text("old\n")
+    await _commit_calls(workspace, ["mkdir out && echo gen > out/gen.txt && rm old.txt"])
+    (workspace / "out" / "gen.txt").write_text("hand-tuned\n")
+    (workspace / "old.txt").write_text("a new file a person wrote\n")
+    with pytest.raises(UndoError, match="changed since the call"):
+        undo_call(config_path=workspace / "aleph.toml", workspace=workspace)
+    done = undo_call(config_path=workspace / "aleph.toml", workspace=workspace, force=True)
+    assert "hand-tuned\n" == (workspace / "out" / "gen.txt").read_text()
+    assert ("old\n", "a new file a person wrote\n") == (
+        (workspace / "old.txt").read_text(),
+        (workspace / "old.txt.aleph-undo-1").read_text(),
+    )
+    assert (["out"], ["old.txt.aleph-undo-1"]) == (done["kept"], done["set_aside"])
+
+
+@pytest.mark.anyio
+async def test_undo_of_an_untouched_created_folder_removes_it_whole(workspace: Path) -> None:
+    canary(workspace, files=3)
+    await _commit_calls(workspace, ["mkdir -p a/b/c && echo x > a/b/c/x && ln -s x a/b/c/l"])
+    done = undo_call(config_path=workspace / "aleph.toml", workspace=workspace)
+    assert (False, None) == ((workspace / "a").exists(), done.get("kept"))
 
 
 @pytest.mark.anyio

@@ -210,7 +210,7 @@ async def test_when_the_host_dies_without_bubblewrap_what_its_runs_started_dies_
     # The host is killed outright (SIGKILL: no clean-up of its own) while a run has a process in the
     # background, one that left its session and cleared its environment too. The zygote on the host
     # is told (PR_SET_PDEATHSIG, SIGTERM) and ends every process of its runs before it exits.
-    from aleph_exec._sandbox import _become_subreaper
+    from aleph_exec._processes import _become_subreaper
 
     _become_subreaper()  # the dead host's zygote comes to us to be reaped, whatever PID 1 does
     token = str(800000 + secrets.randbelow(99999))

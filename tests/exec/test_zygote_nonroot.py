@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from aleph_exec._sandbox import _ZYGOTE_PATH
+from aleph_exec._namespace import zygote_files
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 
@@ -48,9 +48,10 @@ class Zygote:
     """A zygote started as ``nobody`` on the host, and the host's side of its protocol."""
 
     def __init__(self, directory: Path, uid: int) -> None:
+        for source in zygote_files():  # the zygote and the modules it loads from beside it
+            shutil.copyfile(source, directory / source.name)
+            (directory / source.name).chmod(0o644)
         script = directory / "_zygote.py"
-        shutil.copyfile(_ZYGOTE_PATH, script)
-        script.chmod(0o644)
         control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.proc = subprocess.Popen(
             [SYSTEM_PYTHON, "-I", "-S", str(script), str(theirs.fileno()), "{}", "host"],

@@ -17,7 +17,9 @@ from .test_skills import make_skill, project
 
 
 async def as_agent(rt: aleph.Aleph, agent: str, name: str, payload: dict[str, Any]) -> Any:
-    return (await rt.tool_service(agent=agent, tier="auto").execute(name, payload)).value
+    # A person approves a skill's bytes before it is served (skill consent); these tests are about state.
+    approve = aleph.ScriptedRequester(lambda request: aleph.ApprovalResponse(aleph.ApprovalOutcome.APPROVED))
+    return (await rt.tool_service(agent=agent, tier="auto", requester=approve).execute(name, payload)).value
 
 
 def test_one_agents_skill_choices_are_invisible_and_immutable_to_another(tmp_path: Path) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -188,3 +190,26 @@ def test_serve_refuses_a_non_loopback_host(workspace: Path) -> None:
     )
     assert 2 == done.returncode
     assert "loopback" in done.stderr
+
+
+async def test_served_http_connections_send_small_writes_at_once() -> None:
+    """Accepted connections carry TCP_NODELAY, so a response written in parts never waits on a delayed ACK."""
+    from aleph._mcp.serve import bind_loopback
+
+    listener = bind_loopback("127.0.0.1", 0)
+    accepted = anyio.Event()
+    flags: list[int] = []
+
+    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        flags.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        accepted.set()
+        writer.close()
+
+    server = await asyncio.start_server(on_connect, sock=listener)
+    async with server:
+        stream = await anyio.connect_tcp("127.0.0.1", listener.getsockname()[1])
+        with anyio.fail_after(10):
+            await accepted.wait()
+        await stream.aclose()
+    assert flags == [1]

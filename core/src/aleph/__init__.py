@@ -72,6 +72,7 @@ from aleph._progress import (
     notify_tool_streaming_chunk,
     set_tool_progress_handler,
 )
+from aleph._protected import ProtectedPaths
 from aleph._runtime import Aleph, load
 from aleph._seal import StateSeal
 from aleph._turn import TurnContext, current_session, current_turn
@@ -126,6 +127,7 @@ __all__ = [
     "PolicyVote",
     "Principal",
     "ProgressiveDisclosure",
+    "ProtectedPaths",
     "RegisteredTool",
     "ScopedToolService",
     "ScriptedRequester",

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from aleph._config_merge import copy_table, drop_invalid, env_overrides, merge, record_changes, with_env
 from aleph._config_tighten import tighten
 from aleph._errors import ConfigError
+from aleph._protected import check_pattern
 from aleph._workspace_trust import WorkspaceTrust
 
 __all__ = [
@@ -290,6 +291,14 @@ class WorkspaceConfig(_Section):
     """The directory tools work in; default the directory holding ``aleph.toml``, else the current one."""
     data_dir: str | None = None
     """Aleph's own data (ledger, sessions, profiles); default ``$ALEPH_DATA_DIR`` or ``~/.local/share/aleph``."""
+    protected: list[str] = Field(default_factory=list, max_length=256)
+    """More workspace globs no tool may write (``*``, ``?`` in one component, ``**`` across), added to
+    :data:`aleph.ProtectedPaths.HOST_EXECUTED`: files a program on this machine runs code from."""
+
+    @field_validator("protected")
+    @classmethod
+    def _globs(cls, value: list[str]) -> list[str]:
+        return [check_pattern(p) for p in value]
 
 
 class PluginsConfig(_Section):

@@ -97,6 +97,9 @@ class ToolNotFound(ToolError, LookupError):
 
     def __init__(self, tool: str, *, suggestions: list[str] | tuple[str, ...] = ()) -> None:
         self.suggestions = list(suggestions)
+        # The name is the caller's text: one that is not valid UTF-8 (a lone surrogate) is kept escaped,
+        # so the message can be logged, recorded and sent anywhere.
+        tool = tool.encode("utf-8", "backslashreplace").decode()
         message = f"tool not found: {tool}"
         if self.suggestions:
             message += f". Did you mean: {', '.join(self.suggestions)}?"

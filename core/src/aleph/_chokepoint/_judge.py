@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any
 from aleph._chokepoint._boundary import InputProblem, json_input
 from aleph._chokepoint._call import MAX_SUBCALL_DEPTH
 from aleph._chokepoint._permissions import CallSubjects, PermissionPolicy, stricter
+from aleph._chokepoint._shared import NEEDS_ARGUMENTS, NEEDS_COMMAND, NEEDS_NOTHING, Explanation
 from aleph._chokepoint._tiers import ExecTier
 from aleph._chokepoint._verdict import PolicyVote, Verdict, decide_call, malformed_vote
 from aleph._contract._tool import Prepared
 from aleph._errors import ToolError, ValidationFailed
 
 if TYPE_CHECKING:
-    from aleph._chokepoint._shared import Chokepoint, CommandSplitter, Explanation
+    from aleph._chokepoint._shared import Chokepoint, CommandSplitter
     from aleph._contract._registry import RegisteredTool
     from aleph._turn import TurnContext
 
@@ -40,9 +41,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("aleph")
-
-NEEDS_NOTHING, NEEDS_COMMAND, NEEDS_ARGUMENTS = 0, 1, 2
-"""What a concrete input may change in a tool's name-level verdict (:meth:`Chokepoint.static_verdict`)."""
 
 
 def frozen(value: Any) -> Any:
@@ -316,8 +314,6 @@ class Judging:
 
     def explain(self, name: str, input: Mapping[str, Any] | None = None) -> Explanation:
         """The decision for a call without running it: decision, rule, layer, reason, and each action's."""
-        from aleph._chokepoint._shared import Explanation
-
         tier = self.tier.id
         entry = self._entry(name) if isinstance(name, str) else None
         if entry is None:

@@ -12,7 +12,9 @@ import inspect
 import os
 import shutil
 import threading
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,10 @@ from aleph._plugins._loader import PluginManager
 from aleph._seal import StateSeal
 from aleph._turn import TurnContext
 
-__all__ = ["AccessControl", "build_chokepoint"]
+__all__ = ["REQUEST_POLICY_CACHE", "AccessControl", "build_chokepoint"]
+
+REQUEST_POLICY_CACHE = 256
+"""Distinct request-time permission tables (per agent and channel) kept parsed, least recently used dropped."""
 
 
 def _workspace_key(layer: str) -> str:
@@ -73,6 +78,7 @@ class AccessControl:
             for key, table in config.workspace_layers.items()
         }
         self._policies: dict[tuple[str | None, str | None], PermissionPolicy] = {}
+        self._request_policies: OrderedDict[tuple[str | None, str | None, Hashable], PermissionPolicy] = OrderedDict()
         self._lock = threading.Lock()
 
     def _layer(self, name: str, key: str, table: ToolPermissionsConfig) -> PermissionLayer:
@@ -86,7 +92,7 @@ class AccessControl:
     ) -> PermissionPolicy:
         """The merged policy global → agent → channel (cached); ``channel_permissions`` adds a request layer."""
         if channel_permissions is not None:
-            return PermissionPolicy([*self._layers(agent, channel), self._request_layer(channel_permissions)])
+            return self._request_policy(agent, channel, channel_permissions)
         key = (agent, channel)
         policy = self._policies.get(key)
         if policy is None:
@@ -124,6 +130,31 @@ class AccessControl:
         keys += [f"channel:{channel}"] if channel is not None else []
         layers.extend(self.workspace_layers[k] for k in keys if k in self.workspace_layers)
         return layers
+
+    def _request_policy(
+        self, agent: str | None, channel: str | None, permissions: Mapping[str, Any]
+    ) -> PermissionPolicy:
+        """The merged policy with a request layer, cached by the rules' content (a gateway resends the same table).
+
+        The key is the agent, the channel and a typed, ordered copy of the table (:func:`_frozen`), compared in
+        full on a hit, so a changed rule, agent or channel never meets a cached policy. A table that is not
+        plain JSON data is parsed afresh each time.
+        """
+        frozen = _frozen(permissions)
+        if frozen is None:
+            return PermissionPolicy([*self._layers(agent, channel), self._request_layer(permissions)])
+        key = (agent, channel, frozen)
+        with self._lock:
+            policy = self._request_policies.get(key)
+            if policy is not None:
+                self._request_policies.move_to_end(key)
+                return policy
+        policy = PermissionPolicy([*self._layers(agent, channel), self._request_layer(permissions)])
+        with self._lock:
+            self._request_policies[key] = policy
+            while len(self._request_policies) > REQUEST_POLICY_CACHE:
+                self._request_policies.popitem(last=False)
+        return policy
 
     def _request_layer(self, permissions: Mapping[str, Any]) -> PermissionLayer:
         try:
@@ -168,6 +199,46 @@ class AccessControl:
             role = self.config.channels[channel].role
         wanted = ExecTier.parse(requested) if requested is not None else None
         return resolve_exec_tier(configured, wanted, stored, role)
+
+
+_STR = frozenset({str})
+_FLAT = frozenset({str, bool, type(None)})
+
+
+def _frozen(value: Any) -> Hashable | None:
+    """A hashable copy of a JSON-shaped value that equals another only when they validate alike, else None.
+
+    Order is kept (it picks which rule a refusal names) and every scalar carries its type: Python holds
+    ``1 == 1.0 == True`` and would print ``{1: ...}`` like ``{"1": ...}``, yet each validates differently.
+    Only dicts with string keys, lists, str, int, float, bool and None have such a copy.
+    """
+    kind = type(value)
+    if kind is dict:
+        if not set(map(type, value)) <= _STR:  # map/set run in C: a 10,000-rule table costs about a ms
+            return None
+        if set(map(type, value.values())) <= _STR:
+            # keys and values alternate in one flat tuple: no tuple per rule for the collector to chase
+            return ("str-dict", tuple(chain.from_iterable(value.items())))
+        pairs = []
+        for key, item in value.items():
+            frozen = _frozen(item)
+            if frozen is None:
+                return None
+            pairs.append((key, frozen))
+        return ("dict", tuple(pairs))
+    if kind is list:
+        items = []
+        for item in value:
+            frozen = _frozen(item)
+            if frozen is None:
+                return None
+            items.append(frozen)
+        return ("list", tuple(items))
+    if kind in _FLAT:
+        return (kind.__name__, value)
+    if kind in (int, float):
+        return (kind.__name__, repr(value))  # repr keeps -0.0 apart from 0.0 and nan equal to nan
+    return None
 
 
 def build_chokepoint(config: AlephConfig, registry: ToolRegistry, plugins: PluginManager) -> Chokepoint:

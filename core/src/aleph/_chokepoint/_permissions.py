@@ -326,10 +326,28 @@ class PermissionLayer:
         self.default: Action = default
         self.rules = list(rules)
         self.exact = {r.name_pattern: r for r in self.rules if r.spec_kind == "none" and r.is_exact}
+        exact_ids = {id(r) for r in self.exact.values()}  # by identity: `in dict.values()` made this quadratic
         self.globs = sorted(
-            (r for r in self.rules if r.spec_kind == "none" and r not in self.exact.values()), key=lambda r: r.key
+            (r for r in self.rules if r.spec_kind == "none" and id(r) not in exact_ids), key=lambda r: r.key
         )
         self.specs = [r for r in self.rules if r.spec_kind != "none"]
+        # Argument rules indexed by the one tool they name, so a call tries only its own; rules naming a
+        # pattern or a server's tools stay in a list tried one by one. Positions keep the table's order.
+        self._spec_by_name: dict[str, list[tuple[int, PermissionRule]]] = {}
+        self._spec_wild: list[tuple[int, PermissionRule]] = []
+        for position, rule in enumerate(self.specs):
+            if rule.is_exact and "__" not in rule.name_pattern:
+                self._spec_by_name.setdefault(rule.name_pattern, []).append((position, rule))
+            else:
+                self._spec_wild.append((position, rule))
+
+    def specs_for(self, name: str, source: ToolSource | None) -> list[PermissionRule]:
+        """The argument rules whose name part covers tool ``name``, in the table's order."""
+        named = self._spec_by_name.get(fold_tool_name(name), ())
+        wild = [entry for entry in self._spec_wild if entry[1].matches_name(name, source)]
+        if not wild:
+            return [rule for _, rule in named]
+        return [rule for _, rule in sorted([*named, *wild], key=lambda entry: entry[0])]
 
     @classmethod
     def from_config(
@@ -364,7 +382,9 @@ class PermissionLayer:
 
     def has_specs_for(self, name: str, source: ToolSource | None) -> bool:
         """Whether any argument rule could apply to tool ``name``."""
-        return any(r.matches_name(name, source) for r in self.specs)
+        if fold_tool_name(name) in self._spec_by_name:
+            return True
+        return any(entry[1].matches_name(name, source) for entry in self._spec_wild)
 
     def decide_name(self, name: str, source: ToolSource | None) -> LayerDecision:
         """The decision from name rules only (exact, then globs), else the default."""
@@ -384,7 +404,7 @@ class PermissionLayer:
     ) -> LayerDecision:
         """The layer's decision for one call; argument rules first when ``subjects`` is given."""
         if subjects is not None and self.specs:
-            relevant = [r for r in self.specs if r.matches_name(name, source)]
+            relevant = self.specs_for(name, source)
             if relevant:
                 call = subjects()
                 for wanted in ("deny", "ask"):
@@ -483,7 +503,7 @@ class PermissionPolicy:
         for layer in self.layers:
             if layer.decide_name(name, source).action != "deny":
                 continue
-            rescue = [r.key for r in layer.specs if r.action != "deny" and r.matches_name(name, source)]
+            rescue = [r.key for r in layer.specs_for(name, source) if r.action != "deny"]
             if not rescue:
                 return None
             keys.extend(rescue)

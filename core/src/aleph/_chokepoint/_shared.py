@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from aleph._chokepoint._approval import ApprovalRequester
 from aleph._chokepoint._gate import ApprovalGate
-from aleph._chokepoint._judge import NEEDS_ARGUMENTS, NEEDS_COMMAND, NEEDS_NOTHING
 from aleph._chokepoint._owners import SessionOwners
 from aleph._chokepoint._permissions import PermissionPolicy
 from aleph._chokepoint._tiers import ARGUMENT_FLOOR_TOOLS, ExecTier
@@ -26,7 +25,19 @@ if TYPE_CHECKING:
     from aleph._ledger import Ledger
     from aleph._ledger._events import EventLog
 
-__all__ = ["Chokepoint", "CommandChecker", "CommandSplitter", "DefinitionRewriter", "Explanation"]
+__all__ = [
+    "NEEDS_ARGUMENTS",
+    "NEEDS_COMMAND",
+    "NEEDS_NOTHING",
+    "Chokepoint",
+    "CommandChecker",
+    "CommandSplitter",
+    "DefinitionRewriter",
+    "Explanation",
+]
+
+NEEDS_NOTHING, NEEDS_COMMAND, NEEDS_ARGUMENTS = 0, 1, 2
+"""What a concrete input may change in a tool's name-level verdict (:meth:`Chokepoint.static_verdict`)."""
 
 _BY_COMMAND_ENTRIES = 1024
 

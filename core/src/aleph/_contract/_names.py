@@ -17,6 +17,15 @@ __all__ = ["repair_tool_name", "suggest_candidates"]
 RepairTier = Literal["exact", "case", "separator", "fuzzy"]
 
 
+def _encodable(name: str) -> bool:
+    """Whether ``name`` is text at all: a lone surrogate (U+DCFF alone) cannot name an offered tool."""
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _unique(matches: list[str]) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
@@ -26,7 +35,7 @@ def repair_tool_name(emitted: str, offered: Sequence[str]) -> tuple[str, RepairT
 
     Any ambiguity returns None, so the caller reports "not found" instead of guessing.
     """
-    if not emitted:
+    if not emitted or not _encodable(emitted):
         return None
     if emitted in offered:
         return emitted, "exact"
@@ -58,7 +67,7 @@ def repair_tool_name(emitted: str, offered: Sequence[str]) -> tuple[str, RepairT
 def suggest_candidates(emitted: str, offered: Iterable[str], limit: int = 5) -> list[str]:
     """Up to ``limit`` offered names close to ``emitted``, best first (case fold, substring, edit distance)."""
     names = list(offered)
-    if not emitted or not names or limit <= 0:
+    if not emitted or not names or limit <= 0 or not _encodable(emitted):
         return []
     needle = emitted.lower()
     bound = 1 if len(needle.encode()) < 3 else 3

@@ -10,9 +10,10 @@ auto-generated ``title`` keywords, which only cost tokens.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic.json_schema import GenerateJsonSchema
 
 __all__ = [
     "MAX_INPUT_DEPTH",
@@ -42,9 +43,28 @@ MAX_INPUT_DEPTH = 64
 """Deepest nesting of objects and arrays accepted in a tool input."""
 
 
+class _Generator(GenerateJsonSchema):
+    """pydantic's generator, with its core-schema-type → method table named once per class, not per schema.
+
+    pydantic rebuilds that table (by introspecting a large Literal) in every generator's ``__init__``; that
+    was about 40% of a tool's schema and so of registering it. Methods are still bound to each instance.
+    """
+
+    _method_names: ClassVar[tuple[tuple[Any, str], ...] | None] = None
+
+    def build_schema_type_to_method(self) -> dict[Any, Any]:
+        """The same table pydantic builds, from names looked up once."""
+        names = type(self)._method_names
+        if names is None:
+            table = super().build_schema_type_to_method()
+            type(self)._method_names = tuple((key, method.__name__) for key, method in table.items())
+            return table
+        return {key: getattr(self, name) for key, name in names}
+
+
 def model_input_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The strict-subset JSON Schema of ``model``'s input, built with pydantic's public API."""
-    raw = model.model_json_schema(mode="validation")
+    raw = model.model_json_schema(mode="validation", schema_generator=_Generator)
     defs: dict[str, Any] = raw.pop("$defs", {})
     keep: dict[str, Any] = {}
 

@@ -12,12 +12,14 @@ command runs is reported as an :class:`Unknown`, never guessed. Program-specific
 
 from __future__ import annotations
 
-import itertools
-import posixpath
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
-from aleph._floor._parse import (
+from aleph._floor._braces import _brace_expand
+from aleph._floor._command import Analysis, Command, Limits, Unknown, basename, resolve
+from aleph._floor._longopts import canonical_options
+from aleph._floor._parse import parse
+from aleph._floor._syntax import (
     Budget,
     BudgetExceeded,
     Compound,
@@ -30,7 +32,6 @@ from aleph._floor._parse import (
     ShellSyntaxError,
     Simple,
     Word,
-    parse,
 )
 from aleph._floor._wrappers import SHELLS, Arg, Argv, Text, unmodelled, unwrap
 
@@ -47,98 +48,7 @@ __all__ = [
 ]
 
 
-_MAX_BRACE_WORD = 4_096
 _INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """The analysis budget: every number an input controls is bounded."""
-
-    max_input_chars: int = 262_144
-    max_commands: int = 1_000
-    max_depth: int = 24
-    max_words: int = 20_000
-
-
-@dataclass(frozen=True, slots=True)
-class Command:
-    """One command the text would run, after unwrapping.
-
-    :ivar argv: the expanded words, program first (may be empty for a bare assignment).
-    :ivar program: basename of the program, ``""`` if none or not known.
-    :ivar assigns: ``(name, value, literal)`` for each ``NAME=value`` given to this command (or on its own).
-    :ivar redirects: ``(operator, fd, target)``; ``target`` is ``None`` for fd duplications.
-    :ivar upstream: programs of earlier stages of the same pipeline (what feeds its standard input).
-    :ivar stdin_known: its standard input is known text (a here-document, here-string, literal ``echo``).
-    :ivar input_programs: programs inside the substitutions in its words and input redirections.
-    :ivar via: the wrappers it was found inside, outermost first (``("sudo", "bash -c")``).
-    :ivar cwd: the working directory it runs in, when known.
-    :ivar speculative: a guess at what a loosely known wrapper runs; only rules apply to it.
-    """
-
-    argv: tuple[Arg, ...]
-    program: str
-    assigns: tuple[tuple[str, str, bool], ...] = ()
-    redirects: tuple[tuple[str, str | None, Arg | None], ...] = ()
-    upstream: tuple[str, ...] = ()
-    stdin_known: bool = False
-    input_programs: frozenset[str] = frozenset()
-    via: tuple[str, ...] = ()
-    cwd: str | None = None
-    depth: int = 0
-    speculative: bool = False
-    memo: dict[str, object] = field(default_factory=dict, compare=False, repr=False, hash=False)
-    """Per-command scratch space for facts the rules derive more than once (write targets)."""
-    values: dict[str, set[str]] = field(default_factory=dict, compare=False, repr=False, hash=False)
-    """Every literal value the text gives each variable anywhere (assignments, ``for`` words), shared by
-    all commands of one analysis. Order and scope are ignored, so it may only make a verdict stricter."""
-
-    @property
-    def args(self) -> tuple[Arg, ...]:
-        """The arguments after the program."""
-        return self.argv[1:]
-
-    @property
-    def text(self) -> str:
-        """Normalised text: assignments, program, arguments and redirections, space-joined."""
-        parts = [f"{name}={value}" for name, value, _ in self.assigns]
-        parts.extend(a.text for a in self.argv)
-        parts.extend(f"{op} {target.text}" for op, _, target in self.redirects if target is not None)
-        return " ".join(parts)
-
-
-@dataclass(frozen=True, slots=True)
-class Unknown:
-    """Something the analyser cannot prove safe: a rule name for it and the reason."""
-
-    rule: str
-    reason: str
-
-
-@dataclass(slots=True)
-class Analysis:
-    """Everything :func:`analyse` found."""
-
-    commands: list[Command] = field(default_factory=list)
-    unknowns: list[Unknown] = field(default_factory=list)
-    fork_bombs: list[str] = field(default_factory=list)
-    budget_exceeded: str | None = None
-
-
-def basename(text: str) -> str:
-    """The program basename of a (possibly path-qualified) program word."""
-    return text.rstrip("/").rsplit("/", 1)[-1]
-
-
-def resolve(text: str, cwd: str | None) -> str | None:
-    """Absolute, normalised form of a path (no filesystem access); ``None`` if relative and cwd unknown."""
-    if not text.startswith("/"):
-        if cwd is None:
-            return None
-        text = f"{cwd}/{text}"
-    path = posixpath.normpath(text)
-    return "/" + path.lstrip("/") if path.startswith("//") else path
 
 
 @dataclass(slots=True)
@@ -474,6 +384,8 @@ class _Walker:
                 program = basename(head.text)
             else:
                 self.unknown(ctx, "dynamic_program", f"the program name {head.text!r} is only known at run time")
+        if program:
+            argv = [argv[0], *canonical_options(program, argv[1:])]  # `--recur` is `--recursive`, as getopt reads it
         command = Command(
             argv=tuple(argv),
             program=program,
@@ -522,7 +434,7 @@ class _Walker:
                     spec = replace(inner, stdin=None, speculative=True)
                     programs |= self.text(item.arg.text, spec, label)
                 elif item.arg.literal:
-                    sub = replace(inner, stdin=None)
+                    sub = replace(inner, stdin=None, loop_vars=_positional(item, inner.loop_vars))
                     programs |= self.text(item.arg.text, sub, label)
                     if program == "eval":  # eval runs in this shell: its cd stays
                         ctx.cwd = sub.cwd
@@ -607,6 +519,8 @@ _HIDDEN_ASSIGNMENT = re.compile(
     r"\(\s*\)|\bfunction\b|\beval\b|\bsource\b|(?:^|[\s;&|(])\.\s|\$'|\balias\b|BASH_FUNC_"
     r"|\b(?:declare|local|typeset|readonly|export)\b[^\n;|&]{0,200}?\s-[A-Za-z]*n"
 )
+
+
 _REBINDERS = frozenset({"eval", "source", ".", "read", "mapfile", "readarray", "let", "getopts", "printf", "unset"})
 
 
@@ -634,8 +548,28 @@ def _rebinds(bodies: list[Script], name: str) -> bool:
     return scripts(bodies)
 
 
+_SHIFTS = re.compile(r"(?<![\w-])(?:shift|set|getopts|eval|source|\.)(?![\w-])|\(\s*\)")
+"""Words after which ``$1``... may no longer be what the caller passed (or a function has its own)."""
+
+
+def _positional(item: Text, outer: tuple[tuple[str, Arg], ...]) -> tuple[tuple[str, Arg], ...]:
+    """``sh -c CODE arg0 arg1...``: ``$0``, ``$1``... (and ``$@`` for a single argument) bound to the literal words.
+
+    ``find -exec sh -c 'rm -rf "$1"' _ {} +`` is then judged with find's targets as rm's operands.
+    Code that shifts or resets them (or defines functions) keeps them unknown.
+    """
+    if not item.positional or _SHIFTS.search(item.arg.text):
+        return outer
+    # An unquoted reference globs its value: a word that was quoted outside is a pattern inside.
+    words = [Arg(a.text, True, a.glob or _is_glob(a.text)) if a.literal else a for a in item.positional[:10]]
+    bound = [(str(n), a) for n, a in enumerate(words) if a.literal]
+    if len(words) == 2 and words[1].literal:
+        bound += [("@", words[1]), ("*", words[1])]
+    return (*outer, *bound)
+
+
 def _bound(source: str, loop_vars: tuple[tuple[str, Arg], ...]) -> Arg | None:
-    m = re.fullmatch(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", source)
+    m = re.fullmatch(r"\$\{?([A-Za-z_][A-Za-z0-9_]*|[0-9@*])\}?", source)
     if m is None:
         return None
     return next((value for name, value in reversed(loop_vars) if name == m.group(1)), None)
@@ -655,88 +589,3 @@ def _forever(node: Compound) -> bool:
 
 def _assignment_like(word: str) -> bool:
     return re.match(r"[A-Za-z_][A-Za-z0-9_]*=", word) is not None
-
-
-def _brace_expand(segs: list[tuple[SegKind, str]], budget: Budget) -> list[list[tuple[SegKind, str]]]:
-    """Bash brace expansion over unquoted text (``{a,b}``, ``{1..3}``), bounded by the word budget."""
-    if sum(len(text) for _, text in segs) > _MAX_BRACE_WORD:
-        raise BudgetExceeded(f"a word with braces longer than {_MAX_BRACE_WORD} characters")
-    atoms: list[tuple[SegKind, str]] = []
-    for kind, text in segs:
-        if kind == "u":
-            atoms.extend(("u", ch) for ch in text)
-        else:
-            atoms.append((kind, text))
-    results: list[list[tuple[SegKind, str]]] = []
-    pending = [atoms]
-    while pending:
-        item = pending.pop()
-        expanded = _brace_once(item)
-        if expanded is None:
-            results.append(item)
-            budget.count_words(1)
-        else:
-            pending.extend(reversed(expanded))
-            budget.count_words(len(expanded))
-    return [_merge(r) for r in results]
-
-
-def _brace_once(atoms: list[tuple[SegKind, str]]) -> list[list[tuple[SegKind, str]]] | None:
-    for start, (kind, text) in enumerate(atoms):
-        if kind != "u" or text != "{" or (start > 0 and atoms[start - 1] == ("u", "$")):
-            continue
-        depth = 0
-        commas: list[int] = []
-        for end in range(start + 1, len(atoms)):
-            k, t = atoms[end]
-            if k != "u":
-                continue
-            if t == "{":
-                depth += 1
-            elif t == "}" and depth:
-                depth -= 1
-            elif t == "}":
-                pre, post = atoms[:start], atoms[end + 1 :]
-                if commas:
-                    bounds = [start, *commas, end]
-                    return [pre + atoms[a + 1 : b] + post for a, b in itertools.pairwise(bounds)]
-                inner = "".join(t for k, t in atoms[start + 1 : end] if k == "u")
-                seq = _sequence(inner) if all(k == "u" for k, _ in atoms[start + 1 : end]) else None
-                if seq is None:
-                    break
-                return [pre + [("u", c) for c in s] + post for s in seq]
-            elif t == "," and depth == 0:
-                commas.append(end)
-    return None
-
-
-def _sequence(inner: str) -> list[str] | None:
-    m = re.fullmatch(r"(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?", inner)
-    if m:
-        a, b = int(m.group(1)), int(m.group(2))
-        step = abs(int(m.group(3) or 1)) or 1
-        if abs(b - a) // step > 10_000:
-            raise BudgetExceeded("brace sequence too long")
-        rng = range(a, b + 1, step) if a <= b else range(a, b - 1, -step)
-        ends = (m.group(1), m.group(2))
-        if any(len(e.lstrip("-")) > 1 and e.lstrip("-").startswith("0") for e in ends):
-            width = max(len(e) for e in ends)  # {01..03}: zero-padded like the widest end
-            return [f"{x:0{width}d}" for x in rng]
-        return [str(x) for x in rng]
-    m = re.fullmatch(r"([A-Za-z])\.\.([A-Za-z])(?:\.\.(-?\d+))?", inner)
-    if m:
-        a, b = ord(m.group(1)), ord(m.group(2))
-        step = abs(int(m.group(3) or 1)) or 1
-        rng = range(a, b + 1, step) if a <= b else range(a, b - 1, -step)
-        return [chr(x) for x in rng]
-    return None
-
-
-def _merge(atoms: list[tuple[SegKind, str]]) -> list[tuple[SegKind, str]]:
-    out: list[tuple[SegKind, str]] = []
-    for kind, text in atoms:
-        if out and kind == "u" and out[-1][0] == "u":
-            out[-1] = ("u", out[-1][1] + text)
-        else:
-            out.append((kind, text))
-    return out

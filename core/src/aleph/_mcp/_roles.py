@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from aleph._config import McpServerConfig
 
-__all__ = ["Connection", "ConnectionRegistry"]
+__all__ = ["Connection", "ConnectionOwner", "ConnectionRegistry"]
 
 
 class Connection(Protocol):
@@ -105,4 +105,27 @@ class ConnectionRegistry(Protocol):
 
     def spawn(self, func: Any, *args: Any) -> None:
         """Run ``func(*args)`` in the manager's task group."""
+        ...
+
+
+class ConnectionOwner(ConnectionRegistry, Protocol):
+    """The manager as a server connection sees it: restart policy, in-process peers, and what to tell it."""
+
+    policy: Any
+    """The restart policy (``RestartPolicy``: health interval, back-off, restart budget)."""
+    inprocess: dict[str, Any]
+    """In-process MCP servers by id (tests and embedded peers)."""
+    chain_id: str | None
+    """This runtime's identity in ``ALEPH_SERVE_CHAIN`` (None: not passed on)."""
+
+    def server_ready(self, conn: Any) -> None:
+        """``conn`` connected and listed what it offers."""
+        ...
+
+    def server_lost(self, conn: Any) -> None:
+        """``conn`` lost its connection (or gave up)."""
+        ...
+
+    def lists_changed(self, conn: Any, kinds: set[str]) -> None:
+        """``conn`` re-listed ``kinds`` (tools, resources, prompts)."""
         ...

@@ -38,7 +38,7 @@ from aleph._mcp._requests import TRANSPORT_ERRORS, Requests, contains, describe
 from aleph._mcp._status import ServerStatus, State
 
 if TYPE_CHECKING:
-    from aleph._mcp._manager import McpManager
+    from aleph._mcp._roles import ConnectionOwner
 
 __all__ = ["ServerConnection", "expanded_settings"]
 
@@ -71,7 +71,7 @@ def _without_userinfo(url: str) -> str:
 class ServerConnection(Requests, Listing):
     """The supervised connection to one configured MCP server."""
 
-    def __init__(self, server_id: str, config: McpServerConfig, manager: McpManager) -> None:
+    def __init__(self, server_id: str, config: McpServerConfig, manager: ConnectionOwner) -> None:
         self.id = server_id
         self.raw_config = config
         self.config = expanded_settings(config)

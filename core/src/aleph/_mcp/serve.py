@@ -519,7 +519,10 @@ class AlephMcpServer:
 def bind_loopback(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port`` (raises OSError, e.g. the address is in use)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # Naming IPPROTO_TCP matters: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and accepted
+    # sockets inherit the listener's proto; with proto 0 a response written in two parts waited for the
+    # client's delayed ACK (Nagle), ~40 ms on every modern-era tools/call.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))

@@ -18,6 +18,7 @@ from aleph._contract._tool import Tool, ToolContractError, contract_problem
 from aleph._contract._types import ToolSource
 from aleph._ledger import ledger_directory
 from aleph._plugins._trust import HeldPlugin, PluginTrust
+from aleph._protected import HOST_EXECUTED_PATHS, check_pattern
 from aleph._seal import StateSeal
 
 if TYPE_CHECKING:
@@ -219,6 +220,17 @@ class PluginContext:
         paths.append(self.config.data_dir)
         paths.append(ledger_directory(self.config))
         return sorted(set(paths))
+
+    @property
+    def protected_patterns(self) -> list[str]:
+        """Globs no tool may write: ProtectedPaths.HOST_EXECUTED, [workspace] protected, aleph_protected_paths.
+
+        A plugin whose ``aleph_protected_paths`` registers a bad glob fails like any failing hook.
+        """
+        extra: list[str] = []
+        if self._manager is not None:
+            self._manager.call_each("aleph_protected_paths", register=lambda p: extra.append(check_pattern(p)))
+        return [*HOST_EXECUTED_PATHS, *self.config.workspace.protected, *extra]
 
     def call_hook(self, hook: str, **kwargs: Any) -> list[tuple[str, Any]]:
         """Call the hook ``hook`` on every plugin (e.g. to collect providers); returns (plugin, result) pairs."""

@@ -71,6 +71,18 @@ def aleph_tool_policy(
 
 
 @hookspec
+def aleph_protected_paths(register: Callable[[str], None]) -> None:
+    """Called when a family builds its file-writing tools, to collect files no tool may write.
+
+    :param register: call ``register("glob")`` for each workspace-relative glob (``*``, ``?`` in one
+        component, ``**`` across) naming a file a program on the host runs code from (its config,
+        hooks, start-up scripts). Added to :attr:`aleph.ProtectedPaths.HOST_EXECUTED` and
+        ``[workspace] protected`` in :attr:`aleph.PluginContext.protected_patterns`; a bad glob is an error.
+    The result is ignored.
+    """
+
+
+@hookspec
 def aleph_command_policy_rules(register: Callable[[CommandRule], None]) -> None:
     """Called once per runtime, when the command-policy floor is built, to collect extra tunable rules.
 

@@ -23,6 +23,7 @@ import aleph
 from aleph import AlephTool, ExecutionFailed, ToolArgs, ToolFacts
 from aleph_channels._adapter import ChannelUnavailable
 from aleph_channels._hub import ChannelHub, QuestionBusy
+from aleph_channels._tools import owner_of_call
 
 __all__ = ["AskUser", "FormField", "parse_answer"]
 
@@ -124,7 +125,7 @@ class AskUser(AlephTool[AskArgs]):
         if turn is not None and turn.unattended:
             raise ExecutionFailed(self.NAME, "nobody is watching this run (it is unattended): decide without asking")
         channel = call.channel if call is not None else None
-        owner = (call.agent if call is not None else None) or "default"
+        owner = owner_of_call()
         steps: list[tuple[str, str, str, list[str]]]
         if args.form:
             steps = [(f.name, f.label, f.kind, f.choices) for f in args.form]

@@ -22,14 +22,13 @@ HARD_MAX_MEDIA = 50 * 1024 * 1024
 
 def owner_of_call() -> str:
     """The agent a call acts as: the owner of everything this family stores for it (one place)."""
-    call = aleph.current_call()
-    return (call.agent if call is not None else None) or "default"
+    principal = aleph.current_principal()
+    return principal.owner if principal is not None else "default"
 
 
 def _is_operator() -> bool:
-    call = aleph.current_call()
-    turn = call.turn if call is not None else None
-    return turn is None or turn.caller_is_operator()
+    principal = aleph.current_principal()
+    return principal is None or principal.has_role("operator")
 
 
 class PairingArgs(ToolArgs):

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from aleph_exec._changeset import Changeset
+from aleph_exec._tree import remove_tree
 
 __all__ = ["CommitError", "commit", "recover"]
 
@@ -205,7 +206,7 @@ class _Applier:
             _copy_data(src, tmp)
         os.rename(tmp, target)
         if kind == "dir":
-            shutil.rmtree(src)
+            remove_tree(src)
         else:
             os.unlink(src)
 
@@ -229,7 +230,7 @@ class _Applier:
             self._fix_tree(src, s["entries"])
             self._parent(target)
             if os.path.isdir(target) and not os.path.islink(target):
-                shutil.rmtree(target)  # a partial copy a crash left (never a user's directory: it was new)
+                remove_tree(target)  # a partial copy a crash left (never a user's directory: it was new)
             self._install(src, target, "dir")
         elif op == "put":
             src = self.upper + rel
@@ -258,7 +259,7 @@ class _Applier:
                 os.unlink(target)
         elif op == "mvdir":
             if os.path.isdir(target) and not os.path.lexists(self.upper + s["path"]):
-                shutil.rmtree(target)
+                remove_tree(target)
         elif op == "rmdir":
             os.makedirs(target, mode=s["mode"], exist_ok=True)
         elif op == "chmod":
@@ -309,7 +310,7 @@ def commit(
     except OSError as exc:
         _rollback(applier, steps)
         path.unlink()
-        shutil.rmtree(undo_dir, ignore_errors=True)
+        remove_tree(undo_dir, ignore_errors=True)
         raise CommitError(f"the commit failed and was rolled back: {exc}") from exc
     return _finish(journal, path)
 
@@ -361,11 +362,11 @@ def recover(journal_dir: Path) -> list[str]:
                 done.append(f"{path.stem}: rolled back ({exc})")
                 continue
             _finish(journal, path)
-            shutil.rmtree(Path(journal["upper"]).parent, ignore_errors=True)
+            remove_tree(Path(journal["upper"]).parent, ignore_errors=True)
             done.append(f"{path.stem}: finished")
         else:
             _rollback(applier, steps)
             path.unlink()
-            shutil.rmtree(journal["undo"], ignore_errors=True)
+            remove_tree(journal["undo"], ignore_errors=True)
             done.append(f"{path.stem}: rolled back (its layer is gone)")
     return done

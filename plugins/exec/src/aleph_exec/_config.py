@@ -66,6 +66,9 @@ class ExecConfig(BaseModel):
     """Or more than this fraction of the workspace's files (when it has ``commit_ask_min_files``)."""
     commit_ask_min_files: int = Field(default=8, ge=1, le=10_000_000)
     """The fraction rule applies from this many workspace files on."""
+    commit_ask_window_minutes: int = Field(default=60, ge=1, le=7 * 24 * 60)
+    """The thresholds also apply to running totals: a session's deletions and overwrites since a person
+    last approved, and an agent's (across its sessions) within this many minutes."""
     max_changeset_files: int = Field(default=100_000, ge=1, le=10_000_000)
     """A changeset with more entries is refused (the work of judging it is bounded)."""
     max_changeset_mb: int = Field(default=4096, ge=1, le=1024 * 1024)

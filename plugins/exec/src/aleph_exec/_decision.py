@@ -18,90 +18,24 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import stat
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from aleph import ProtectedPaths
 from aleph_exec._changeset import Change, Changeset, iter_parents
+from aleph_exec._tally import Prior
 
 __all__ = ["DEFAULT_PROTECTED", "Decision", "ProtectedPaths", "decide"]
 
-DEFAULT_PROTECTED = (
-    "aleph.toml",
-    ".aleph",
-    ".git/config",
-    ".git/config.worktree",
-    ".git/hooks",
-    ".git/modules/**/config",
-    ".git/modules/**/hooks",
-    ".git/worktrees/*/config.worktree",
-    "**/.git/config",
-    "**/.git/config.worktree",
-    "**/.git/hooks",
-)
+DEFAULT_PROTECTED = ("aleph.toml", ".aleph", *ProtectedPaths.HOST_EXECUTED)
 """What every transaction protects besides the runtime's protected paths and the configured additions."""
 
 _MAX_LINKS = 40
+_NO_PRIOR = Prior()
 _MAX_PROBLEMS_SHOWN = 5
-
-
-def _component(part: str) -> str:
-    out = []
-    for ch in part:
-        out.append("[^/]*" if ch == "*" else "[^/]" if ch == "?" else re.escape(ch))
-    return "".join(out)
-
-
-def glob_regex(parts: list[str]) -> str:
-    """Regex text for a ``/``-split glob."""
-    out = ""
-    for i, part in enumerate(parts):
-        last = i == len(parts) - 1
-        if part == "**":
-            out += "[^/]+(?:/[^/]+)*" if last else "(?:[^/]+/)*"
-        else:
-            out += _component(part) + ("" if last else "/")
-    return out
-
-
-class ProtectedPaths:
-    """A set of workspace-relative globs, matched with one regex per question."""
-
-    def __init__(self, patterns: Iterable[str], literals: Iterable[str] = ()) -> None:
-        entries: list[tuple[str, list[str], bool]] = []
-        for p in patterns:
-            entries.append((p, [s for s in p.strip("/").split("/") if s], True))
-        for p in literals:
-            entries.append((p, [s for s in p.strip("/").split("/") if s], False))
-        self.patterns = [e[0] for e in entries if e[1]]
-        full, prefix, self._prefix_names = [], [], []
-        for text, parts, is_glob in entries:
-            if not parts:
-                continue
-            regex = glob_regex(parts) if is_glob else re.escape("/".join(parts))
-            full.append(f"({regex})")
-            for k in range(1, len(parts)):
-                head = parts[:k]
-                if head[-1] == "**":
-                    continue
-                prefix.append(f"({glob_regex(head) if is_glob else re.escape('/'.join(head))})")
-                self._prefix_names.append(text)
-        self._full = re.compile(f"(?:{'|'.join(full)})(?:/.*)?", re.DOTALL) if full else None
-        self._prefix = re.compile("|".join(prefix), re.DOTALL) if prefix else None
-
-    def hit(self, path: str, *, non_dir: bool) -> str | None:
-        """The pattern protecting ``path`` (a change of a non-directory when ``non_dir``), or None."""
-        if self._full is not None and (m := self._full.fullmatch(path)):
-            index = next(i for i, g in enumerate(m.groups()) if g is not None)
-            return self.patterns[index]
-        if non_dir and self._prefix is not None and (m := self._prefix.fullmatch(path)):
-            index = next(i for i, g in enumerate(m.groups()) if g is not None)
-            return self._prefix_names[index]
-        return None
 
 
 @dataclass(slots=True)
@@ -228,8 +162,13 @@ def decide(
     ask_fraction: float = 0.25,
     ask_min_files: int = 8,
     uncounted: frozenset[str] = frozenset(),
+    prior: Prior = _NO_PRIOR,
 ) -> Decision:
-    """Refuse, ask or commit ``cs``; the reason is a sentence for the model and the person asked."""
+    """Refuse, ask or commit ``cs``; the reason is a sentence for the model and the person asked.
+
+    ``prior`` is what the same session or principal committed before (see :mod:`aleph_exec._tally`):
+    a call that deletes or overwrites anything is judged with it added.
+    """
     counts = cs.counts()
     problems = _problems(cs, protected)
     if problems:
@@ -238,20 +177,27 @@ def decide(
         reason = f"the command {shown}" + (f"; and {more} more such changes" if more > 0 else "")
         return Decision("refuse", reason, counts, problems)
     destructive = counts["deleted"] + counts["modified"]
-    if destructive > ask_files:
+    total = destructive + prior.destructive if destructive else 0
+    earlier = (
+        f" (with the {prior.destructive:,} {prior.scope} committed since a person last approved)"
+        if destructive and prior.destructive
+        else ""
+    )
+    if total > ask_files:
         return Decision(
-            "ask", f"{destructive:,} deletions and overwrites exceed [exec] commit_ask_files = {ask_files}", counts
+            "ask", f"{total:,} deletions and overwrites{earlier} exceed [exec] commit_ask_files = {ask_files}", counts
         )
     if destructive:
-        enough = max(ask_min_files, math.floor(destructive / ask_fraction) + 1)
+        enough = max(ask_min_files, math.floor(total / ask_fraction) + 1)
         existing = _count_files(cs.workspace, enough, uncounted)
         if existing >= 2 and counts["deleted"] >= existing:
             return Decision("ask", f"the command deletes every file of the workspace ({existing:,})", counts)
-        if existing >= ask_min_files and destructive > existing * ask_fraction:
+        before = existing + prior.deleted  # the workspace as it was before the earlier deletions
+        if before >= ask_min_files and total > before * ask_fraction:
             return Decision(
                 "ask",
-                f"{destructive:,} deletions and overwrites are more than {ask_fraction:g} of the workspace's "
-                f"{existing:,} files ([exec] commit_ask_fraction)",
+                f"{total:,} deletions and overwrites{earlier} are more than {ask_fraction:g} of the workspace's "
+                f"{before:,} files ([exec] commit_ask_fraction)",
                 counts,
             )
     return Decision("commit", "within the thresholds", counts)

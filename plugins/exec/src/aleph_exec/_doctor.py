@@ -18,7 +18,8 @@ from typing import Any
 
 from aleph_exec import _seccomp
 from aleph_exec._config import ExecConfig
-from aleph_exec._sandbox import WorkspaceSandbox, _pids_hierarchy, bwrap_available
+from aleph_exec._processes import _pids_hierarchy
+from aleph_exec._sandbox import WorkspaceSandbox, bwrap_available
 
 __all__ = ["register_checks"]
 

@@ -95,7 +95,16 @@ async def run_transaction(
         transactions.discard_later(layer)
         return {**run.to_json(), "transaction": True, "changes": {"status": "discarded"}}
     changes = await transactions.settle(tool, layer)
-    return {**run.to_json(), "transaction": True, "changes": changes}
+    result = {**run.to_json(), "transaction": True, "changes": changes}
+    if changes.get("status") == "refused":
+        # The refusal leads the result, in words: an exit code of 0 and output that reads like success
+        # must not let the model believe the files changed.
+        message = (
+            f"the command ran (exit code {run.exit_code}) but none of its file changes were applied: "
+            f"{changes.get('reason', 'the changeset was refused')}"
+        )
+        return {"ok": False, "error": message, **result}
+    return result
 
 
 def _workdir(tool: str, sandbox: WorkspaceSandbox, working_dir: str) -> Path:
@@ -241,7 +250,8 @@ class CodeExecTool(_Contained, AlephTool[CodeExecArgs]):
             stdin=stdin,
             on_line=_stream_to_caller(self.NAME),
         )
-        return {"language": args.language, **result}
+        lead = {k: result[k] for k in ("ok", "error") if k in result}  # a refusal stays the first thing read
+        return {**lead, "language": args.language, **result}
 
 
 _FAILURE_LINE = re.compile(

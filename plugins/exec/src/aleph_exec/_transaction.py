@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import tempfile
 import time
 import uuid
@@ -32,6 +31,8 @@ from aleph_exec._changeset import Changeset, ChangesetTooLarge, is_opaque, read_
 from aleph_exec._commit import CommitError, commit, recover
 from aleph_exec._config import ExecConfig
 from aleph_exec._decision import DEFAULT_PROTECTED, Decision, ProtectedPaths, decide
+from aleph_exec._tally import Prior, Tally
+from aleph_exec._tree import remove_tree
 from aleph_exec._undo import UndoStore, exec_lock
 
 __all__ = ["COMMIT_TOOL", "Transactions"]
@@ -65,14 +66,22 @@ def _empty(upper: Path) -> bool:
 class Transactions:
     """Layers, decisions, commits and undo for one workspace and data directory."""
 
-    def __init__(self, workspace: Path, data_dir: Path, config: ExecConfig, protected: Iterable[Path] = ()) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        data_dir: Path,
+        config: ExecConfig,
+        protected: Iterable[Path] = (),
+        patterns: Iterable[str] = (),
+    ) -> None:
         self.workspace = workspace.resolve()
         self.config = config
         self.root = data_dir.resolve() / "exec"
         self.journal_dir = self.root / "journal"
         literals = [rel for p in protected if (rel := _inside(p, self.workspace)) is not None]
-        self.protected = ProtectedPaths([*DEFAULT_PROTECTED, *config.protected_paths], literals)
+        self.protected = ProtectedPaths([*DEFAULT_PROTECTED, *patterns, *config.protected_paths], literals)
         self._uncounted = frozenset(literals)
+        self.tally = Tally(config.commit_ask_window_minutes * 60.0)
         self.undo = UndoStore(self.root, max_calls=config.undo_max_calls, max_bytes=config.undo_max_mb * MiB)
         # Layers beside the data directory share the workspace's filesystem more often than /tmp does
         # (then a commit renames); never inside the workspace, which the overlay's lower layer is.
@@ -93,7 +102,7 @@ class Transactions:
                 for stale in self._layer_root.iterdir():
                     with contextlib.suppress(OSError):
                         if stale.stat().st_mtime < cutoff:
-                            shutil.rmtree(stale, ignore_errors=True)
+                            remove_tree(stale, ignore_errors=True)
         return done
 
     def new_layer(self) -> Path:
@@ -115,7 +124,7 @@ class Transactions:
     @staticmethod
     def discard(layer: Path) -> None:
         """Remove a layer and whatever it holds."""
-        shutil.rmtree(layer, ignore_errors=True)
+        remove_tree(layer, ignore_errors=True)
 
     def read(self, layer: Path) -> Changeset:
         """The changeset in ``layer/upper``."""
@@ -126,8 +135,8 @@ class Transactions:
             max_bytes=self.config.max_changeset_mb * MiB,
         )
 
-    def judge(self, cs: Changeset) -> Decision:
-        """Refuse, ask or commit (no human is asked here)."""
+    def judge(self, cs: Changeset, prior: Prior | None = None) -> Decision:
+        """Refuse, ask or commit (no human is asked here); ``prior``: the session's or principal's running total."""
         cfg = self.config
         return decide(
             cs,
@@ -136,6 +145,7 @@ class Transactions:
             ask_fraction=cfg.commit_ask_fraction,
             ask_min_files=cfg.commit_ask_min_files,
             uncounted=self._uncounted,
+            prior=prior or Prior(),
         )
 
     def _paths(self, cs: Changeset) -> list[str]:
@@ -191,7 +201,8 @@ class Transactions:
             return {"status": "refused", "reason": f"the changeset could not be read ({exc!r}); {nothing}"}
         if not cs:
             return {"status": "unchanged"}
-        decision = await anyio.to_thread.run_sync(self.judge, cs)
+        principal = Tally.keys(call.agent, call.turn.session_key if call.turn else None) if call is not None else []
+        decision = await anyio.to_thread.run_sync(self.judge, cs, self.tally.prior(principal))
         digest = cs.digest()
         counts = {k: v for k, v in decision.counts.items() if v}
         about = {"summary": cs.summary(), **counts, "digest": digest}
@@ -215,6 +226,9 @@ class Transactions:
                     )
                 except aleph.ToolError as exc:
                     decision = Decision("refuse", f"{decision.reason}; not approved: {exc}", decision.counts)
+                else:
+                    self.tally.approved(principal)  # the person saw the totals: they start again
+                    principal = []
         if decision.action == "refuse":
             await self._note(call, status="refused", digest=digest, counts=counts)
             return {"status": "refused", "reason": f"{decision.reason}; {nothing}", **about, "paths": self._paths(cs)}
@@ -223,6 +237,7 @@ class Transactions:
         except CommitError as exc:
             await self._note(call, status="failed", digest=digest, counts=counts)
             return {"status": "refused", "reason": f"{exc}; {nothing}", **about}
+        self.tally.add(principal, counts.get("deleted", 0) + counts.get("modified", 0), counts.get("deleted", 0))
         await self._note(call, status="committed", digest=digest, counts=counts)
         out = {"status": "committed", **about, "paths": self._paths(cs), "undo": manifest["entry"]}
         if manifest["entry"] in manifest["dropped"] or manifest["call_id"] in manifest["dropped"]:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from aleph_exec._tree import remove_tree
+
 __all__ = ["UndoError", "UndoStore", "exec_lock"]
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -96,6 +98,41 @@ def _changed(ws: Path, step: dict[str, Any]) -> list[str]:
     return [] if _left(path, step["kind"], content) else [step["path"]]
 
 
+def _make_room(ws: Path, rel: str, kind: str, content: str, aside: list[str]) -> None:
+    """Clear ``rel`` for what the call replaced: remove it if it is what the call left, else rename it beside."""
+    target = ws / rel
+    if not os.path.lexists(target):
+        return
+    if kind and kind != "dir" and _left(target, kind, content):
+        os.unlink(target)
+        return
+    n = 1
+    while os.path.lexists(spare := target.with_name(f"{target.name}.aleph-undo-{n}")):
+        n += 1
+    os.rename(target, spare)
+    aside.append(spare.relative_to(ws).as_posix())
+
+
+def _remove_written(ws: Path, top: str, entries: list[list[Any]]) -> list[str]:
+    """Remove a directory the call made, entry by entry: only what it wrote and nobody changed since.
+
+    Returns the directories left because they hold something else (a file someone added, or edited).
+    """
+    kept: list[str] = []
+    ordered = sorted(entries, key=lambda e: -e[0].count("/"))
+    for rel, kind, content, _mode in [*ordered, [top, "dir", "", 0]]:
+        path = ws / rel
+        if kind == "dir":
+            if path.is_dir() and not path.is_symlink():
+                try:
+                    os.rmdir(path)
+                except OSError:
+                    kept.append(rel)
+        elif os.path.lexists(path) and _left(path, kind, content):
+            os.unlink(path)
+    return [k for k in kept if not any(o != k and o.startswith(k + "/") for o in kept)] if kept else []
+
+
 class UndoStore:
     """The undo entries of one data directory."""
 
@@ -134,7 +171,7 @@ class UndoStore:
         while kept and (len(kept) > self.max_calls or total > self.max_bytes):
             oldest = kept.pop(0)
             total -= oldest.manifest.get("saved_bytes", 0)
-            shutil.rmtree(oldest.path, ignore_errors=True)
+            remove_tree(oldest.path, ignore_errors=True)
             dropped.append(oldest.call_id)
         return dropped
 
@@ -174,13 +211,26 @@ class UndoStore:
                         f"{len(changed)} path(s) changed since the call ({changed[0]!r}, ...); "
                         "pass --force to put them back anyway"
                     )
-            restored = self._restore(entry, ws, steps)
-            shutil.rmtree(entry.path, ignore_errors=True)
-        return {"call_id": entry.call_id, "restored": restored, "workspace": str(ws)}
+            restored, kept, aside = self._restore(entry, ws, steps)
+            remove_tree(entry.path, ignore_errors=True)
+        out: dict[str, Any] = {"call_id": entry.call_id, "restored": restored, "workspace": str(ws)}
+        if kept:
+            out["kept"] = kept  # directories the call made that now hold someone else's files
+        if aside:
+            out["set_aside"] = aside  # what stood where the call's files are put back, renamed beside
+        return out
 
-    def _restore(self, entry: Kept, ws: Path, steps: list[dict[str, Any]]) -> int:
+    def _restore(self, entry: Kept, ws: Path, steps: list[dict[str, Any]]) -> tuple[int, list[str], list[str]]:
+        """Put back what the call replaced; returns (restored, kept, set aside).
+
+        Only what the call wrote, and what is still as it left it, is removed: a file someone added to a
+        directory the call made is kept (with that directory), and content someone put where the call
+        wrote (put back with ``force``) is renamed beside, never overwritten.
+        """
         saved = entry.path / "files"
         count = 0
+        kept: list[str] = []
+        aside: list[str] = []
         real = os.path.realpath(ws)
         for s in steps:  # nothing is put back through a directory that now leads outside the workspace
             parent = os.path.realpath(os.path.dirname(ws / s["path"]))
@@ -194,26 +244,22 @@ class UndoStore:
                 with contextlib.suppress(OSError):
                     os.chmod(target, s["old_mode"])
             elif op == "put":
-                if os.path.isdir(target) and not os.path.islink(target):
-                    shutil.rmtree(target)
-                elif os.path.lexists(target):
-                    os.unlink(target)
+                content = s["target"] if s["kind"] == "symlink" else s["sha256"]
+                _make_room(ws, s["path"], s["kind"], content, aside)
                 if s["old"]:
                     self._put_back(saved / s["path"], target)
                 count += 1
             elif op == "mvdir":
-                if os.path.isdir(target) and not os.path.islink(target):
-                    shutil.rmtree(target)
+                kept += _remove_written(ws, s["path"], s["entries"])
                 count += sum(1 for e in s["entries"] if e[1] != "dir")
             elif op == "rmdir":
                 target.mkdir(mode=s["mode"], parents=True, exist_ok=True)
                 os.chmod(target, s["mode"])
             elif op == "del":
-                if os.path.lexists(target) and not os.path.isdir(target):
-                    os.unlink(target)
+                _make_room(ws, s["path"], "", "", aside)
                 self._put_back(saved / s["path"], target)
                 count += 1
-        return count
+        return count, kept, aside
 
     @staticmethod
     def _put_back(keep: Path, target: Path) -> None:

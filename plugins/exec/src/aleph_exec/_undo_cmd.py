@@ -20,7 +20,8 @@ def undo_call(
 ) -> dict[str, Any]:
     """Undo the exec call ``call_id`` (None: the newest kept) of the workspace that ``config_path`` names.
 
-    Returns ``{"call_id", "restored", "workspace"}``; raises :class:`aleph_exec.UndoError` when it cannot
+    Returns ``{"call_id", "restored", "workspace"}`` (and ``kept``, ``set_aside`` when someone else's files
+    were left in place or renamed beside); raises :class:`aleph_exec.UndoError` when it cannot
     (nothing kept, an unknown id, a later call changed the same paths, a path changed since: ``force``).
     """
     import aleph
@@ -82,4 +83,8 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(done))
     else:
         print(f"undid {done['call_id']}: {done['restored']} path(s) restored in {done['workspace']}")
+        for rel in done.get("kept", ()):
+            print(f"  kept {rel}: it holds files the call did not write")
+        for rel in done.get("set_aside", ()):
+            print(f"  set aside {rel}: what stood where the call's files were put back")
     return 0

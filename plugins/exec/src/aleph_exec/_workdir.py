@@ -14,6 +14,8 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
+import aleph
+
 __all__ = ["WorkdirError", "resolve_workdir", "write_in_workspace"]
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -83,8 +85,13 @@ def resolve_workdir(workspace: Path, working_dir: str) -> Path:
     return workspace.joinpath(*names)
 
 
+_HOST_EXECUTED = aleph.ProtectedPaths(aleph.ProtectedPaths.HOST_EXECUTED)
+
+
 def _protected(rel: list[str], workspace: Path, protected: Iterable[Path]) -> bool:
-    rules: list[tuple[str, ...]] = [(".git", "hooks"), (".git", "config")]
+    if rel and _HOST_EXECUTED.hit("/".join(rel), non_dir=True) is not None:
+        return True
+    rules: list[tuple[str, ...]] = []
     for path in protected:
         parts = Path(path).resolve().parts
         if parts[: len(workspace.parts)] == workspace.parts:

@@ -78,9 +78,16 @@ import select
 import shutil
 import signal
 import socket
-import struct
 import sys
 import time
+
+# Run by path with -I (no script directory on sys.path): the zygote's own modules lie beside it, and
+# the sandbox binds them with it (aleph_exec._namespace.zygote_files).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _zygote_kernel import LayerError, harden_proc, install_filter, keep_capabilities_for_self, libc
+from _zygote_procs import EXCLUDED, clear_tmp, processes, remove_tmp
+from _zygote_spawn import CPU, NOFILE, NPROC, RLIMITS, Spawner
 
 MARKER = "ALEPH_SANDBOX_RUN"
 MARKER_B = MARKER.encode()
@@ -93,11 +100,6 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
 DYING_POLL_S = 0.005  # how often killed processes are looked for, until they are reaped
 SHUTDOWN_S = 5.0  # the longest the server waits for killed descendants to be reaped before it exits
-CLOSER_DELAY_S = 0.02  # how long the closer waits before it tears a namespace down
-
-
-RLIMITS = {name: getattr(resource, f"RLIMIT_{name}") for name in ("AS", "CORE", "CPU", "FSIZE", "NOFILE", "NPROC")}
-CPU, NOFILE, NPROC = RLIMITS["CPU"], RLIMITS["NOFILE"], RLIMITS["NPROC"]
 
 
 def encode(message: dict[str, object]) -> bytes:
@@ -167,7 +169,7 @@ class Run:
         return len(targets | self.signalled)
 
 
-class Zygote:
+class Zygote(Spawner):
     """The server loop: one control socket, one socket per run, a pidfd per running command.
 
     A command's exit wakes the loop through its pidfd, not through ``SIGCHLD``: no signal interrupts
@@ -197,6 +199,7 @@ class Zygote:
         self.layered = False  # a run has used an overlay: keep one namespace ready
         self.held: dict[int, int] = {}  # command pid -> its mount namespace, until it is reaped
         self.closer_sock: socket.socket | None = None
+        self.private_tmp = False  # /tmp is the sandbox's own tmpfs (in bubblewrap), not the host's (set by main())
         # Our own CPU time may pass the soft limit we keep set for the runs.
         signal.signal(signal.SIGXCPU, signal.SIG_IGN)
         self.watch(self.control.fileno(), "control")
@@ -339,6 +342,11 @@ class Zygote:
             env[MARKER_B] = marker
             run.tmp, self.spare_tmp = self.spare_tmp or self.make_tmp(), ""
             env[b"TMPDIR"] = run.tmp.encode()
+            if self.private_tmp and not self.by_pid:
+                # No other command runs (the host may not have closed the last run yet): this call starts
+                # with an empty /tmp whoever wrote there before. A process an earlier run left running is
+                # killed when the host closes that run; what it writes until then is its own run's.
+                clear_tmp(keep={run.tmp})
             if cgroup_name and cgroup_name != self.cgroup:
                 # A new process starts in its parent's cgroup: enter the run's (and stay, see step 4).
                 if cgroup < 0:
@@ -387,171 +395,6 @@ class Zygote:
         except OSError:
             return
         self.dying.add(pid)
-
-    def spawn(
-        self,
-        argv: list[bytes],
-        env: dict[bytes, bytes],
-        cwd: bytes,
-        stdio: tuple[int, int, int],
-        limits: dict[int, tuple[int, int]],
-    ) -> int:
-        """``posix_spawn`` (vfork speed, where ``fork`` of even this small interpreter costs a millisecond more).
-
-        The command is born with its soft limits: this server sets its own to the run's before the
-        spawn. Those of CPU time and processes stay set for the next run, which most likely wants the
-        same: they bound nothing this server does but its spawns (its hard limits stay its own, and it
-        ignores ``SIGXCPU``). The open-file one is put back after the spawn, as this server holds
-        descriptors for every run in flight; and as glibc refuses a spawn whose descriptors are
-        numbered at or above the caller's open-file limit, it is lowered no further than the highest of
-        the three passed on. ``prlimit`` then sets the command's limits, hard ones included, which this
-        server cannot lower on itself without losing them for good.
-        ``RLIMIT_NPROC`` is checked at our own spawn against every process of the uid: when the uid
-        already has more processes than the run's limit (possible only for a non-root uid; root is
-        exempt from the check), the spawn is repeated with our own limit, and the command gets the
-        run's from ``prlimit`` alone, a moment after it starts.
-        """
-        # glibc's posix_spawnp searches the PATH of the caller (this server), from the run's cwd, as execvp would.
-        path = env.get(b"PATH") or os.defpath.encode()
-        if path != self.path:
-            os.environb[b"PATH"] = self.path = path
-        os.chdir(cwd)  # it may stay: the next spawn sets its own
-        try:
-            for res, (soft, _) in limits.items():
-                self.set_soft(res, max(soft, max(stdio) + 1) if res == NOFILE else soft)
-            try:
-                pid = self._posix_spawn(argv, env, stdio)
-            except BlockingIOError:
-                if NPROC not in limits:
-                    raise
-                self.set_soft(NPROC, None)
-                pid = self._posix_spawn(argv, env, stdio)
-        finally:
-            self.set_soft(NOFILE, None)
-        try:
-            for res, value in limits.items():
-                resource.prlimit(pid, res, value)
-        except OSError as exc:
-            self.kill(pid)  # it must not run without its limits
-            raise OSError(f"could not set resource limits: {exc}") from None
-        return pid
-
-    def layer_spawn(
-        self,
-        argv: list[bytes],
-        env: dict[bytes, bytes],
-        cwd: bytes,
-        stdio: tuple[int, int, int],
-        limits: dict[int, tuple[int, int]],
-        layer: int,
-    ) -> int:
-        """Start a command on an overlay of the workspace, in a mount namespace of its own.
-
-        This server enters the namespace made for the run ahead of time (:meth:`prepare`), mounts the
-        overlay (:func:`mount_overlay`), ``posix_spawn``s the command there (it is born in that namespace)
-        and goes back to its own. :class:`LayerError` when the overlay cannot be mounted: nothing started.
-        The namespace is held until the command is reaped (its teardown, an RCU grace period, would
-        otherwise delay the command's exit), then handed to the closer process (see :func:`closer`).
-        """
-        prepared, self.prepared = self.prepared, None
-        if prepared is None:
-            prepared = self.prepare_ns()
-        ns, clones = prepared
-        try:
-            setns(ns)
-            try:
-                mount_overlay(self.hardening, layer, clones)
-            except OSError as exc:
-                raise LayerError(f"the copy-on-write view could not be set up: {exc}") from None
-            pid = self.spawn(argv, env, cwd, stdio, limits)
-        except BaseException:
-            os.close(ns)
-            raise
-        finally:
-            self.back_home()
-            for fd, _ in clones:
-                os.close(fd)
-        self.held[pid] = ns
-        return pid
-
-    def start_closer(self) -> None:
-        """Fork the closer process (``aleph-closer``): it is never counted among a run's processes."""
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            pid = os.fork()
-        except OSError:
-            ours.close()
-            theirs.close()
-            return
-        if pid == 0:  # pragma: no cover - the child
-            ours.close()
-            closer(theirs)
-        theirs.close()
-        self.closer_sock = ours
-        EXCLUDED.add(pid)
-
-    def prepare_ns(self) -> tuple[int, list[tuple[int, str]]]:
-        """A fresh mount namespace (private propagation) and read-only clones of the protected binds."""
-        check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-        try:
-            mount(None, "/", None, MS_REC | MS_PRIVATE)
-            ns = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-        finally:
-            self.back_home()
-        return ns, protected_clones(self.hardening)
-
-    def back_home(self) -> None:
-        """Return to our own mount namespace; if that fails, end (a later run must never see another's view)."""
-        try:
-            setns(self.base_ns)
-        except OSError:
-            os._exit(70)  # the namespace dies with us (pid 1); the host starts a new server
-
-    def prepare(self) -> None:
-        """Between runs: make the next overlay run's namespace (once a run has used one)."""
-        if self.prepared is None and self.base_ns >= 0 and self.layered:
-            try:
-                self.prepared = self.prepare_ns()
-            except OSError:
-                self.prepared = None  # made at the run, which reports the error
-
-    def release_ns(self, pid: int) -> None:
-        """The command ``pid`` is reaped: its namespace goes to the closer, which tears it down."""
-        ns = self.held.pop(pid, -1)
-        if ns < 0:
-            return
-        if self.closer_sock is not None:
-            try:
-                socket.send_fds(self.closer_sock, [b"x"], [ns])
-            except OSError:
-                pass  # no closer: closed here (slower)
-        os.close(ns)
-
-    def set_soft(self, res: int, soft: int | None) -> None:
-        """Set our own soft limit of ``res`` (None: the one we started with), within our hard limit."""
-        own = self.own_limits.get(res)
-        if own is None:
-            own = self.own_limits[res] = resource.getrlimit(res)
-        start, hard = own
-        if soft is None:
-            soft = start
-        elif hard != resource.RLIM_INFINITY:
-            soft = min(soft, hard)
-        if self.soft.get(res, start) != soft:
-            resource.setrlimit(res, (soft, hard))
-            self.soft[res] = soft
-
-    @staticmethod
-    def _posix_spawn(argv: list[bytes], env: dict[bytes, bytes], stdio: tuple[int, int, int]) -> int:
-        return os.posix_spawnp(
-            argv[0],
-            argv,
-            env,
-            file_actions=[(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(stdio)],
-            setsid=True,
-            # Ignored here (by Python, or around the spawn); a command starts with the defaults.
-            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGXCPU),
-        )
 
     def reap(self) -> None:
         exited: list[tuple[Run, int]] = []
@@ -623,20 +466,15 @@ class Zygote:
             try:
                 os.rmdir(run.tmp)
             except OSError:
-                shutil.rmtree(run.tmp, ignore_errors=True)
+                remove_tmp(run.tmp)
+        if self.private_tmp and not self.runs:
+            clear_tmp(keep={self.spare_tmp})  # the next call, whoever makes it, starts with an empty /tmp
         if not self.spare_tmp:
             try:
                 self.spare_tmp = self.make_tmp()
             except OSError:
                 pass  # made at the next run, which reports the error if it persists
         self.prepare()
-
-    @staticmethod
-    def make_tmp() -> str:
-        """A fresh private directory for one run: ``/tmp/aleph-run-<random>``, mode 0700."""
-        path = f"/tmp/aleph-run-{os.urandom(8).hex()}"
-        os.mkdir(path, 0o700)
-        return path
 
     def shutdown(self) -> None:
         """End every run, then kill and reap every descendant before exiting."""
@@ -675,201 +513,6 @@ class Zygote:
             time.sleep(0.002)
 
 
-def closer(sock: socket.socket) -> None:  # pragma: no cover - a forked child
-    """The closer process: takes mount namespaces (by ``SCM_RIGHTS``) and closes them.
-
-    Their teardown waits here, not in the server's loop; it exits when the server closes its end.
-    """
-    libc.prctl(PR_SET_NAME, b"aleph-closer", 0, 0, 0)
-    keep = sock.fileno()
-    for name in os.listdir("/proc/self/fd"):
-        if name.isdigit() and int(name) not in (0, 1, 2, keep):
-            try:
-                os.close(int(name))
-            except OSError:
-                pass
-    while True:
-        try:
-            msg, fds, _, _ = socket.recv_fds(sock, 16, 16)
-        except OSError:
-            os._exit(0)
-        # A moment's wait: the run whose namespace this was is still being reported to the host.
-        time.sleep(CLOSER_DELAY_S)
-        for fd in fds:
-            os.close(fd)
-        if not msg:
-            os._exit(0)
-
-
-class LayerError(OSError):
-    """A run's overlay could not be mounted: the command was not started."""
-
-
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
-PR_SET_NO_NEW_PRIVS = 38
-PR_SET_NAME = 15
-PR_SET_SECCOMP = 22
-SECCOMP_MODE_FILTER = 2
-PR_CAP_AMBIENT = 47
-PR_CAP_AMBIENT_CLEAR_ALL = 4
-SYS_OPEN_TREE, SYS_MOVE_MOUNT, SYS_MOUNT_SETATTR = 428, 429, 442
-SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
-OPEN_TREE_CLONE, AT_FDCWD, AT_EMPTY_PATH, MOVE_MOUNT_F_EMPTY_PATH = 1, -100, 0x1000, 0x4
-MOUNT_ATTR_RDONLY = 0x1
-CLONE_NEWNS = 0x20000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
-MNT_DETACH = 2
-LAYER_DIR = "/run/aleph-layer"
-# Container runtimes' lists: read-only, and hidden (a file under /dev/null, a directory under an empty tmpfs).
-PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
-PROC_MASKED = (
-    "/proc/kcore", "/proc/kmsg", "/proc/keys", "/proc/key-users", "/proc/timer_list", "/proc/sched_debug",
-    "/proc/latency_stats", "/proc/timer_stats", "/proc/kpagecount", "/proc/kpageflags", "/proc/kpagecgroup",
-    "/proc/acpi", "/proc/scsi", "/proc/asound", "/proc/driver", "/proc/sysvipc",
-)  # fmt: skip
-
-
-def check(result: int, what: str) -> int:
-    if result < 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"{what}: {os.strerror(errno)}")
-    return result
-
-
-def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = [None if x is None else os.fsencode(x) for x in (source, target, fstype, data)]
-    check(libc.mount(enc[0], enc[1], enc[2], flags, enc[3]), f"mount {target}")
-
-
-def move_mount(fd: int, target: str) -> None:
-    check(
-        libc.syscall(SYS_MOVE_MOUNT, fd, b"", AT_FDCWD, os.fsencode(target), MOVE_MOUNT_F_EMPTY_PATH),
-        f"move_mount {target}",
-    )
-
-
-def ovl_escape(path: str) -> str:
-    return path.replace("\\", "\\\\").replace(":", "\\:").replace(",", "\\,")
-
-
-def protected_clones(hardening: dict[str, object]) -> list[tuple[int, str]]:
-    """Detached read-only clones of the protected binds, to put back on top of an overlay."""
-    clones = []
-    attr = ctypes.create_string_buffer(struct.pack("QQQQ", MOUNT_ATTR_RDONLY, 0, 0, 0))
-    try:
-        for path in [str(p) for p in hardening.get("protected", [])]:  # type: ignore[attr-defined]
-            fd = check(
-                libc.syscall(SYS_OPEN_TREE, AT_FDCWD, os.fsencode(path), OPEN_TREE_CLONE | os.O_CLOEXEC),
-                f"open_tree {path}",
-            )
-            clones.append((fd, path))
-            check(libc.syscall(SYS_MOUNT_SETATTR, fd, b"", AT_EMPTY_PATH, attr, 32), f"mount_setattr {path}")
-    except OSError:
-        for fd, _ in clones:
-            os.close(fd)
-        raise
-    return clones
-
-
-def setns(fd: int) -> None:
-    check(libc.setns(fd, CLONE_NEWNS), "setns(CLONE_NEWNS)")
-
-
-def mount_overlay(hardening: dict[str, object], layer: int, clones: list[tuple[int, str]]) -> None:
-    """In a run's child: a mount namespace of its own with the workspace under an overlay.
-
-    The upper and work directories are in ``layer`` (a detached mount from the host); the protected
-    paths are bound read-only on top again and the layer's staging point is emptied.
-    """
-    workspace = str(hardening["workspace"])
-    move_mount(layer, LAYER_DIR)
-    upper, work = f"{LAYER_DIR}/upper", f"{LAYER_DIR}/work"
-    os.mkdir(upper, 0o755)
-    os.mkdir(work, 0o700)
-    options = (
-        f"lowerdir={ovl_escape(workspace)},upperdir={ovl_escape(upper)},workdir={ovl_escape(work)},"
-        "userxattr,redirect_dir=nofollow,metacopy=off,index=off,xino=off"
-    )
-    mount("overlay", workspace, "overlay", 0, options)
-    # Hidden under an empty read-only tmpfs: an unmount would wait for an RCU grace period (milliseconds
-    # under load) on the run's path; what is under it goes with the namespace (see closer).
-    mount("tmpfs", LAYER_DIR, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0,mode=0555")
-    for fd, path in clones:
-        move_mount(fd, path)
-
-
-def harden_proc() -> None:
-    """Make the kernel's writable interfaces under /proc read-only, and hide the ones that leak."""
-    flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
-    for path in PROC_READ_ONLY:
-        if os.path.exists(path):
-            mount(path, path, None, MS_BIND | MS_REC)
-            mount(None, path, None, flags)
-    for path in PROC_MASKED:
-        if os.path.isdir(path):
-            mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0,mode=0555")
-        elif os.path.exists(path):
-            mount("/dev/null", path, None, MS_BIND)
-
-
-def keep_capabilities_for_self() -> None:
-    """Clear the ambient and inheritable sets: what this server holds is passed to no command it spawns."""
-    check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient capabilities")
-    nr = SYS_CAPSET.get(os.uname().machine)
-    if nr is None:
-        raise OSError("no capset number for this architecture")
-    header = ctypes.create_string_buffer(struct.pack("Ii", 0x20080522, 0))
-    data = ctypes.create_string_buffer(24)
-    check(libc.syscall(nr - 1, header, data), "capget")  # capget is capset - 1 on both
-    words = list(struct.unpack("6I", data.raw))
-    words[2] = words[5] = 0  # inheritable, both halves
-    check(libc.syscall(nr, header, ctypes.create_string_buffer(struct.pack("6I", *words))), "capset")
-
-
-def install_filter(program_hex: object) -> None:
-    """no_new_privs, then the seccomp program (hex of ``struct sock_filter[]``; empty: none)."""
-    check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
-    if not program_hex:
-        return
-    code = bytes.fromhex(str(program_hex))
-    buf = ctypes.create_string_buffer(code)
-    prog = struct.pack("HxxxxxxP", len(code) // 8, ctypes.addressof(buf))
-    check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.c_char_p(prog), 0, 0), "seccomp")
-
-
-EXCLUDED: set[int] = set()  # this server's own helpers (the closer process): never a run's
-
-
-def processes() -> set[int]:
-    """Every process of the runs: this server's descendants (it is a subreaper: orphans come back to it).
-
-    Found through each thread's ``children`` list. In bubblewrap's PID namespace that is every process
-    but its init and this server; without a namespace, the host's other processes are never among them.
-    """
-    found: set[int] = set()
-    todo = [os.getpid()]
-    skip = EXCLUDED
-    while todo:
-        pid = todo.pop()
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue  # gone meanwhile
-        for tid in tasks:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
-                    children = [int(child) for child in fh.read().split()]
-            except (OSError, ValueError):
-                continue
-            for child in children:
-                if child not in found and child not in skip:
-                    found.add(child)
-                    todo.append(child)
-    return found
-
-
 def main() -> None:
     control_fd = int(sys.argv[1])
     for name, (soft, hard) in json.loads(sys.argv[2]).items():
@@ -900,6 +543,7 @@ def main() -> None:
             install_filter(hardening.get("mounts", ""))  # no overlays here: the mount family goes at once
     zygote = Zygote(socket.socket(fileno=control_fd))
     zygote.hardening = hardening
+    zygote.private_tmp = sys.argv[3:4] != ["host"]
     if sys.argv[3:4] == ["ns"] and hardening.get("proc"):
         # Overlays (as root): our own mount namespace to come back to, and the closer process, forked now,
         # while we are in no run's cgroup.

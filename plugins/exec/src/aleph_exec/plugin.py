@@ -30,7 +30,7 @@ def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginCon
         )
     protected = context.protected_paths
     sandbox = WorkspaceSandbox(context.workspace, config, protected)
-    transactions = Transactions(context.workspace, context.data_dir, config, protected)
+    transactions = Transactions(context.workspace, context.data_dir, config, protected, context.protected_patterns)
     transactions.recover()  # a commit a crash cut short is finished (or rolled back) before any new run
 
     async def stop_sandbox() -> None:

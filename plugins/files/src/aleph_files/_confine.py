@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
+import aleph
 from aleph_files._journal import TempJournal
 
 __all__ = ["MAX_NAME_BYTES", "MAX_PATH_BYTES", "PathError", "Target", "Workspace"]
@@ -39,7 +40,6 @@ MAX_SYMLINKS = 40
 """Symlinks followed in one walk before refusing (the kernel's own limit)."""
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_ALWAYS_PROTECTED = ((".git", "hooks"), (".git", "config"))
 
 ErrorKind = Literal["invalid", "denied", "missing", "type"]
 
@@ -87,17 +87,24 @@ class Target:
 class Workspace:
     """The confinement root. Thread-safe: it holds one read-only descriptor and never changes directory."""
 
-    def __init__(self, root: str | os.PathLike[str], protected: Iterable[str | os.PathLike[str]] = ()) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        protected: Iterable[str | os.PathLike[str]] = (),
+        patterns: Iterable[str] = aleph.ProtectedPaths.HOST_EXECUTED,
+    ) -> None:
         # The root comes from the operator's configuration, not from a model: resolving it once is fine.
         self.root = Path(root).resolve()
         self._root_parts = self.root.parts
         self._fd = os.open(self.root, _DIR)
-        rules = set(_ALWAYS_PROTECTED)
+        rules: set[tuple[str, ...]] = set()
         for path in protected:
             parts = Path(path).resolve().parts
             if parts[: len(self._root_parts)] == self._root_parts and len(parts) > len(self._root_parts):
                 rules.add(tuple(parts[len(self._root_parts) :]))
         self.protected: tuple[tuple[str, ...], ...] = tuple(sorted(rules))
+        # Files a program on the host runs code from (git's config and pointers, .envrc, ...): aleph.ProtectedPaths.
+        self.patterns = aleph.ProtectedPaths([*aleph.ProtectedPaths.HOST_EXECUTED, *patterns])
         self.journal: TempJournal | None = None
         """Where writes note their temporary files (set by the plugin); None writes without notes."""
 
@@ -259,13 +266,12 @@ class Workspace:
             n = min(len(rule), len(parts))
             if parts[:n] == rule[:n]:
                 return True
-        # Every repository's own config and hooks, nested ones and submodules too: `git status` run there
-        # reads that config (core.fsmonitor, core.pager run programs), so it is as protected as the root's.
-        for k in range(1, len(parts)):
-            if parts[k] == ".git":
-                tail = parts[k:]
-                if any(tail[: min(len(rule), len(tail))] == rule[: len(tail)] for rule in _ALWAYS_PROTECTED):
-                    return True
+        rel_path = "/".join(parts)
+        if not rel_path:
+            return False
+        # What is above a protected pattern holds it (deleting or moving `.git` moves its config);
+        # a file at a pattern's leading component (a `.git` gitdir pointer) redirects it.
+        return self.patterns.hit(rel_path, non_dir=True) is not None
         return False
 
     def check_writable(self, target: Target, original: str) -> None:

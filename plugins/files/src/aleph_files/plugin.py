@@ -23,7 +23,7 @@ ALEPH_HOOKSPECS = (hookspecs,)
 def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginContext) -> None:
     """Register the file, patch, web and search tools over the runtime's workspace."""
     config = context.config.section("files", FilesConfig)
-    ws = Workspace(context.workspace, context.protected_paths)
+    ws = Workspace(context.workspace, context.protected_paths, context.protected_patterns)
     ws.journal = TempJournal(context.data_dir / "files" / "inflight")
     ws.journal.recover(ws)  # temporary files a killed writer left in the workspace
 

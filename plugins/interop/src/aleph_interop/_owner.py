@@ -9,5 +9,5 @@ __all__ = ["owner_of_call"]
 
 def owner_of_call() -> str:
     """The agent the running call acts as (``default`` outside a named agent)."""
-    call = aleph.current_call()
-    return (call.agent if call is not None else None) or "default"
+    principal = aleph.current_principal()
+    return principal.owner if principal is not None else "default"
