@@ -3,8 +3,8 @@
 Client: scenarios ``initialize`` and ``tools_call`` run conformance/aleph_client.py (Aleph's runtime connecting
 the suite's server). Server: the full server suite runs against a real ``aleph serve --http`` with a fixture
 plugin providing the reference tools; conformance/server-baseline.yml lists the scenarios Aleph does not
-implement (resources, prompts, logging, non-text content...), so every other scenario must keep passing and a
-baseline entry that starts passing fails the run as stale.
+implement (resources, prompts, completion, non-text content, tool-sent logs...), so every other scenario must
+keep passing and a baseline entry that starts passing fails the run as stale.
 """
 
 from __future__ import annotations
@@ -82,5 +82,11 @@ def test_server_scenarios_pass_except_the_documented_baseline(served: str, tmp_p
     done = conformance("server", "--url", served, "--expected-failures", str(baseline), cwd=tmp_path)
     summary = done.stdout[done.stdout.find("=== SUMMARY") :]
     assert 0 == done.returncode, summary + done.stderr[-2000:]
-    for scenario in ("server-initialize", "tools-list", "tools-call-simple-text", "tools-call-with-progress"):
+    for scenario in (
+        "server-initialize",
+        "logging-set-level",
+        "tools-list",
+        "tools-call-simple-text",
+        "tools-call-with-progress",
+    ):
         assert f"✓ {scenario}" in summary

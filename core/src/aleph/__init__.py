@@ -25,9 +25,11 @@ from aleph._chokepoint._call import CallContext, current_call, current_principal
 from aleph._chokepoint._requesters import DeferredApprovals, ScriptedRequester, TerminalRequester
 from aleph._chokepoint._scoped import Explanation, ScopedToolService
 from aleph._chokepoint._secrets import SecretResolver
+from aleph._chokepoint._telemetry import configure_telemetry
 from aleph._chokepoint._tiers import ExecTier
 from aleph._chokepoint._verdict import PolicyVote
 from aleph._config import AlephConfig, load_config
+from aleph._console import Console, ConsoleInbox
 from aleph._contract._function import tool
 from aleph._contract._names import repair_tool_name, suggest_candidates
 from aleph._contract._registry import RegisteredTool, ToolRegistry
@@ -102,6 +104,8 @@ __all__ = [
     "CommandRule",
     "CommandVerdict",
     "ConfigError",
+    "Console",
+    "ConsoleInbox",
     "DeferredApprovals",
     "DeferredSet",
     "DuplicateTool",
@@ -153,6 +157,7 @@ __all__ = [
     "ValidationFailed",
     "VerifyReport",
     "adds_digest",
+    "configure_telemetry",
     "current_call",
     "current_principal",
     "current_session",

@@ -34,6 +34,8 @@ from aleph._chokepoint._permissions import PermissionPolicy
 from aleph._chokepoint._recording import Recording
 from aleph._chokepoint._secrets import Substitution
 from aleph._chokepoint._shared import Chokepoint, CommandChecker, CommandSplitter, DefinitionRewriter, Explanation
+from aleph._chokepoint._telemetry import enabled as telemetry_enabled
+from aleph._chokepoint._telemetry import note_approval, note_verdict, traced_execute
 from aleph._chokepoint._tiers import ExecTier
 from aleph._chokepoint._verdict import Verdict
 from aleph._chokepoint._who import Identity, principal_for
@@ -245,7 +247,16 @@ class ScopedToolService(Identity, Judging, Recording, BaseToolService):
 
     async def execute(self, name: str, input: Mapping[str, Any], *, cancel: asyncio.Event | None = None) -> ToolOutput:
         """Run ``name`` through every gate; raises a :class:`ToolError` with advice for the model."""
+        if telemetry_enabled():  # an OpenTelemetry SDK is configured: the same call inside a span
+            return await traced_execute(self, name, input, cancel, self._untraced)
         guard = guard_for(self)  # the turn's budget and idempotency key, when it carries either
+        entry, prepared, action = await self._admit(name, input, guard)
+        if guard is not None:
+            return await guard.run(entry, prepared, cancel, action)
+        return await self._run(entry, prepared, cancel, action)
+
+    async def _untraced(self, name: str, input: Mapping[str, Any], cancel: asyncio.Event | None) -> ToolOutput:
+        guard = guard_for(self)
         entry, prepared, action = await self._admit(name, input, guard)
         if guard is not None:
             return await guard.run(entry, prepared, cancel, action)
@@ -283,6 +294,7 @@ class ScopedToolService(Identity, Judging, Recording, BaseToolService):
         known = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
         static, needs = known
         if static.action == "deny" and self._denied_whatever_the_input(entry, static):
+            note_verdict(static)
             # Refused by name: judged (and recorded) before the input is even looked at.
             try:
                 arguments: Mapping[str, Any] = json_input(input, max_bytes=self._cp.max_input_bytes)
@@ -292,6 +304,7 @@ class ScopedToolService(Identity, Judging, Recording, BaseToolService):
             raise PermissionDenied(entry.name, static.refusal())
         prepared = prepare_input(entry, input, self._cp.max_input_bytes)
         verdict = static if not needs else self._verdict(entry, prepared, static=known)
+        note_verdict(verdict)
         if verdict.action == "deny":
             await self._record_refusal(entry, prepared.arguments, verdict.refusal(), verdict)
             raise PermissionDenied(entry.name, verdict.refusal())
@@ -346,6 +359,7 @@ class ScopedToolService(Identity, Judging, Recording, BaseToolService):
             await self._record_refusal(entry, input, cause, verdict)
             raise ApprovalUnavailable(name, cause)
         outcome = await self._cp.gate.confirm(self.requester, request, session_key=session, unattended=unattended)
+        note_approval(outcome.outcome.value, outcome.by, outcome.approved, outcome.waited_ms, outcome.asked)
         await self._record_approval(
             entry, input, verdict, outcome.approved, outcome.by, outcome.outcome.value, outcome.deny_reason
         )

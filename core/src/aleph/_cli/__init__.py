@@ -29,6 +29,7 @@ from typing import Any
 from aleph._cli import (
     approvals_cmd,
     config_cmd,
+    console_cmd,
     doctor_cmd,
     ledger_cmd,
     mcp_cmd,
@@ -45,7 +46,18 @@ __all__ = ["main"]
 
 log = logging.getLogger("aleph.cli")
 
-COMMANDS = (tools_cmd, plugins_cmd, config_cmd, policy_cmd, approvals_cmd, ledger_cmd, mcp_cmd, serve_cmd, doctor_cmd)
+COMMANDS = (
+    tools_cmd,
+    plugins_cmd,
+    config_cmd,
+    policy_cmd,
+    approvals_cmd,
+    ledger_cmd,
+    mcp_cmd,
+    serve_cmd,
+    console_cmd,
+    doctor_cmd,
+)
 
 
 def _version() -> str:

@@ -57,6 +57,7 @@ from aleph._mcp._serve_ask import (
     request_state_boundary,
 )
 from aleph._mcp._serve_frames import BoundedLines, frame_limit
+from aleph._mcp._serve_log import McpLog
 from aleph._mcp._serve_resources import ResourceSources
 from aleph._mcp._serve_roots import ROOTS_WAIT_S, RootWorkspaces
 from aleph._progress import ToolProgressCallback, get_tool_progress_handler, set_tool_progress_handler
@@ -202,7 +203,15 @@ class AlephMcpServer:
         self.resources = ResourceSources()
         # Resources are advertised only when a family offers some (aleph_mcp_resources).
         offers = bool(self.resources.of(rt))
-        self.server = _Server(
+        self.mcp_log = McpLog()
+        with warnings.catch_warnings():  # logging/setLevel is deprecated for 2026-07-28 only; older clients use it
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            self.server = self._server(offers)
+        # Seals every outgoing requestState and verifies every incoming one before a handler sees it.
+        self.server.middleware.append(request_state_boundary(rt.config.data_dir))
+
+    def _server(self, offers: bool) -> _Server:
+        return _Server(
             "aleph",
             version="0.1.0",
             instructions="Aleph's tools, checked against the user's policy before every call.",
@@ -211,9 +220,8 @@ class AlephMcpServer:
             on_list_resources=self._list_resources if offers else None,
             on_read_resource=self._read_resource if offers else None,
             on_subscriptions_listen=ListenHandler(self.bus),
+            on_set_logging_level=self.mcp_log.set_level,
         )
-        # Seals every outgoing requestState and verifies every incoming one before a handler sees it.
-        self.server.middleware.append(request_state_boundary(rt.config.data_dir))
 
     def _service(self, requester: Any = None, session: str | None = None, rt: Aleph | None = None) -> Any:
         # MCP clients validate and generate arguments from the schemas they list, and bring their own tool
@@ -389,14 +397,18 @@ class AlephMcpServer:
 
                 tg.start_soon(forward)
                 try:
-                    output = await self._service(answers, session, rt).execute(name, arguments)
+                    service = self._service(answers, session, rt)
+                    await self.mcp_log.decision(ctx, service, name, arguments)
+                    output = await service.execute(name, arguments)
                     result = _text_result(output.text, error=False)
                 except ApprovalRequired:
                     raise
                 except ToolError as exc:
                     result = _text_result(str(exc), error=True)
+                    await self.mcp_log.failure(ctx, name, exc)
                 except Exception as exc:
                     result = _text_result(str(panic_error(name, exc)), error=True)
+                    await self.mcp_log.failure(ctx, name, exc)
                 finally:
                     await anyio.sleep(0)  # let already-queued chunks reach the stream before it closes
                     sink.loop.call_soon(sink.send.close)
