@@ -23,10 +23,14 @@ def make_runtime(workspace: Path, extra_toml: str = "", plugins: tuple[object, .
 def caller(
     rt: aleph.Aleph, agent: str = "alice", session: str = "s1", requester: aleph.ApprovalRequester | None = None
 ) -> Call:
-    """``await call(tool, **input)`` through the real chokepoint as ``agent`` in ``session`` → parsed output."""
+    """``await call(tool, **input)`` through the real chokepoint as ``agent`` in ``session`` → parsed output.
+
+    A session belongs to one agent, so the key is the agent's own (``alice:s1``).
+    """
 
     async def run(tool: str, /, **payload: Any) -> Any:
-        service = rt.tool_service(agent=agent, turn=aleph.TurnContext(session_key=session), requester=requester)
+        turn = aleph.TurnContext(session_key=f"{agent}:{session}")
+        service = rt.tool_service(agent=agent, turn=turn, requester=requester)
         out = await service.execute(tool, payload)
         return json.loads(out.text)
 

@@ -35,7 +35,7 @@ async def test_publish_names_the_artifact_by_its_sha256_and_stores_it_read_only(
     assert out["created"] is True
     assert (art["id"], art["uri"]) == (digest, f"aleph-artifact://sha256/{digest}")
     assert (art["name"], art["size"], art["media_type"]) == ("report.pdf", len(data), "application/pdf")
-    assert (art["published_by"], art["session"], art["source_path"]) == ("alice", "s1", "out/report.pdf")
+    assert (art["published_by"], art["session"], art["source_path"]) == ("alice", "alice:s1", "out/report.pdf")
     assert art["published_at"].endswith("Z")
     (blob,) = blobs(workspace)
     assert blob.name == digest and blob.read_bytes() == data
@@ -77,7 +77,7 @@ async def test_listing_is_per_session_unless_all_sessions(workspace: Path, rt: a
     await s1("artifact_publish", path="one.txt")
     await s2("artifact_publish", path="two.txt")
     assert [a["name"] for a in (await s1("artifact_list"))["artifacts"]] == ["one.txt"]
-    assert (await s2("artifact_list"))["session"] == "s2"
+    assert (await s2("artifact_list"))["session"] == "alice:s2"
     assert sorted(a["name"] for a in (await s1("artifact_list", all_sessions=True))["artifacts"]) == [
         "one.txt",
         "two.txt",
