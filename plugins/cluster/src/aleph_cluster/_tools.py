@@ -178,15 +178,8 @@ def uncontained_remote(input: Mapping[str, Any]) -> str | None:
     return "its effects land on another machine, under that node's own sandbox and transactions"
 
 
-class NodeInvokeTool(AlephTool[NodeInvokeArgs]):
-    NAME = "node_invoke"
-    DESCRIPTION = (
-        "Run one bash command on one named node and return exit_code, stdout and stderr (bounded), whether it "
-        "timed out, and the node's changeset summary. The node judges it again under its own policy and may "
-        "refuse what this side allowed. Cancelling the call kills the remote process."
-    )
-    Args = NodeInvokeArgs
-    FACTS = ToolFacts(max_duration_ms=200_000, tags=("cluster", "exec"))
+class _RemoteCommand:
+    """What both remote-command tools tell the chokepoint: the shell text they run, and that it is uncontained."""
 
     def __init__(self, handle: CenterHandle) -> None:
         self.handle = handle
@@ -199,6 +192,17 @@ class NodeInvokeTool(AlephTool[NodeInvokeArgs]):
     def uncontained(self, input: Mapping[str, Any]) -> str | None:
         """Under the ``auto`` tier a remote command is asked about: this side cannot hold its effects back."""
         return uncontained_remote(input)
+
+
+class NodeInvokeTool(_RemoteCommand, AlephTool[NodeInvokeArgs]):
+    NAME = "node_invoke"
+    DESCRIPTION = (
+        "Run one bash command on one named node and return exit_code, stdout and stderr (bounded), whether it "
+        "timed out, and the node's changeset summary. The node judges it again under its own policy and may "
+        "refuse what this side allowed. Cancelling the call kills the remote process."
+    )
+    Args = NodeInvokeArgs
+    FACTS = ToolFacts(max_duration_ms=200_000, tags=("cluster", "exec"))
 
     async def call(self, args: NodeInvokeArgs) -> dict[str, Any]:
         center = await self.handle.get(self.NAME)
@@ -266,7 +270,7 @@ class NodeInvokeManyArgs(ToolArgs):
     """Nodes talked to at once (at most [cluster] max_concurrency)."""
 
 
-class NodeInvokeManyTool(AlephTool[NodeInvokeManyArgs]):
+class NodeInvokeManyTool(_RemoteCommand, AlephTool[NodeInvokeManyArgs]):
     NAME = "node_invoke_many"
     DESCRIPTION = (
         "Run one bash command on many nodes (by tag or by name) with bounded concurrency. Returns each node's "
@@ -274,18 +278,6 @@ class NodeInvokeManyTool(AlephTool[NodeInvokeManyArgs]):
     )
     Args = NodeInvokeManyArgs
     FACTS = ToolFacts(max_duration_ms=600_000, tags=("cluster", "exec"))
-
-    def __init__(self, handle: CenterHandle) -> None:
-        self.handle = handle
-
-    def shell_command(self, input: Mapping[str, Any]) -> str | None:
-        """The shell text this call runs on every node, for the chokepoint's command-policy floor."""
-        command = input.get("command")
-        return command if isinstance(command, str) else None
-
-    def uncontained(self, input: Mapping[str, Any]) -> str | None:
-        """Under the ``auto`` tier a remote command is asked about: this side cannot hold its effects back."""
-        return uncontained_remote(input)
 
     async def call(self, args: NodeInvokeManyArgs) -> dict[str, Any]:
         center = await self.handle.get(self.NAME)
