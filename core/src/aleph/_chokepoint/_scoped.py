@@ -249,14 +249,10 @@ class ScopedToolService(Identity, Judging, Recording, BaseToolService):
         """Run ``name`` through every gate; raises a :class:`ToolError` with advice for the model."""
         if telemetry_enabled():  # an OpenTelemetry SDK is configured: the same call inside a span
             return await traced_execute(self, name, input, cancel, self._untraced)
-        guard = guard_for(self)  # the turn's budget and idempotency key, when it carries either
-        entry, prepared, action = await self._admit(name, input, guard)
-        if guard is not None:
-            return await guard.run(entry, prepared, cancel, action)
-        return await self._run(entry, prepared, cancel, action)
+        return await self._untraced(name, input, cancel)
 
     async def _untraced(self, name: str, input: Mapping[str, Any], cancel: asyncio.Event | None) -> ToolOutput:
-        guard = guard_for(self)
+        guard = guard_for(self)  # the turn's budget and idempotency key, when it carries either
         entry, prepared, action = await self._admit(name, input, guard)
         if guard is not None:
             return await guard.run(entry, prepared, cancel, action)
