@@ -152,3 +152,22 @@ async def test_a_date_nothing_was_said_or_done_in_does_not_silence_the_vectors(r
     hits = store.search("alice", "Which pet did the child get in May 2019?", limit=3).hits
     assert hits[0].item.ref == "s1:1"
     store.close()
+
+
+async def test_a_both_question_takes_each_named_persons_turns(rt: aleph.Aleph, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = MemoryStore.of(rt)
+    store.ingest(
+        "alice",
+        [
+            turn("Vienna was wonderful, the Vienna opera and the Vienna cafes!", "Maya", "s1", 0, "2023-01-10"),
+            turn("I keep dreaming of Vienna and its cafes, Vienna forever.", "Maya", "s2", 0, "2023-02-10"),
+            turn("Vienna in winter: cafes, opera, cake. I love Vienna.", "Maya", "s3", 0, "2023-03-10"),
+            turn("Hey Maya. I spent a week in Vienna once.", "Leo", "s4", 0, "2023-04-10"),
+        ],
+    )
+    question = "Which Vienna cafes have both Maya and Leo been to?"
+    assert "s4:0" in [h.item.ref for h in store.search("alice", question, limit=3).hits]
+    # Spread over sessions only, the first person's three turns fill the list.
+    monkeypatch.setattr("aleph_memory._search.asks_about_both", lambda q: False)
+    assert "s4:0" not in [h.item.ref for h in store.search("alice", question, limit=3).hits]
+    store.close()
