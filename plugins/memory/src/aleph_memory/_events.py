@@ -41,7 +41,7 @@ from functools import lru_cache
 from aleph_memory._holidays import HOLIDAY, ON_MONDAY, holiday_date, holiday_key
 from aleph_memory._when import find_window
 
-__all__ = ["Event", "events_in", "mentions_last_talk", "resolve_events"]
+__all__ = ["Event", "events_in", "mentions_last_talk", "resolve_events", "told_elsewhere", "window_holds"]
 
 DAY = timedelta(days=1)
 MAX_EVENTS = 4
@@ -220,6 +220,37 @@ def events_in(
             value = confidence * min(1.0, (end - start) / max(1, e_end - e_start))
             out[rowid] = max(out.get(rowid, 0.0), value)
     return out
+
+
+def told_elsewhere(conn: sqlite3.Connection, rowids: list[int], ranges: tuple[tuple[int, int], ...]) -> set[int]:
+    """Those of ``rowids`` (said inside ``ranges``) whose own words put what they tell of outside every range.
+
+    "Two months ago I was in Denver", said on the day a question asks about, is not what happened that day:
+    event time comes first, said time only stands in for it when the words name no time.
+    """
+    told: set[int] = set()
+    inside: set[int] = set()
+    for at in range(0, len(rowids), 500):
+        chunk = rowids[at : at + 500]
+        marks = ",".join("?" * len(chunk))
+        for rowid, start, end in conn.execute(
+            f"SELECT rowid, start, end FROM item_events WHERE rowid IN ({marks})", chunk
+        ):
+            told.add(rowid)
+            if any(start < high and low < end for low, high in ranges):
+                inside.add(rowid)
+    return told - inside
+
+
+def window_holds(conn: sqlite3.Connection, agent: str, ranges: tuple[tuple[int, int], ...]) -> bool:
+    """Whether any item of ``agent`` was said, or tells of something that happened, inside ``ranges``."""
+    for start, end in ranges:
+        said = conn.execute(
+            "SELECT 1 FROM items WHERE agent = ? AND occurred_at >= ? AND occurred_at < ? LIMIT 1", (agent, start, end)
+        ).fetchone()
+        if said is not None or events_in(conn, agent, ((start, end),), 1):
+            return True
+    return False
 
 
 MAX_SPAN = 366 * 86_400_000

@@ -39,7 +39,7 @@ from typing import Any
 
 from aleph_memory._answers import POOL, asks_about_both, asks_for_a_set, diversify
 from aleph_memory._db import Database
-from aleph_memory._events import events_in
+from aleph_memory._events import events_in, told_elsewhere, window_holds
 from aleph_memory._holidays import HOLIDAY
 from aleph_memory._items import Item, ItemStore, fts_table
 from aleph_memory._lexical import DocCounts, compound_forms, match_expression
@@ -246,7 +246,7 @@ class Ranker:
         """The ``limit`` best active items of ``agent`` for ``query`` (optionally of ``kinds`` / one ``session``)."""
         original = query
         window = find_window(query, self._years(agent) if _MONTH_WORD.search(query) else None)
-        if window is not None and not window.bound and not self._holds(agent, window):
+        if window is not None and not window.bound and not self._holds(agent, window.ranges):
             # Nothing was said or happened then: the date cannot narrow anything, and its words ("summer")
             # may still match the turn that tells of it with another date ("last summer", said a year on).
             window = None
@@ -319,7 +319,11 @@ class Ranker:
         features = self._features(list(scores))
         asks_when = bool(_ASKS_WHEN.match(original))
         openers = self._openers(agent, features, window) if window is not None and OPENER_WEIGHT else {}
-        elsewhere = self._told_elsewhere(features, window, events) if window is not None and not window.bound else set()
+        elsewhere: set[int] = set()
+        if window is not None and not window.bound:
+            said = [r for r, f in features.items() if r not in events and f[6] is not None and f[6] in window]
+            with self.db.read() as conn:
+                elsewhere = told_elsewhere(conn, said, window.ranges)
         final: dict[int, float] = {}
         for rowid, lex in scores.items():
             f = features.get(rowid)
@@ -474,38 +478,9 @@ class Ranker:
             return None
         return datetime.fromtimestamp(low / 1000, UTC).year, datetime.fromtimestamp(high / 1000, UTC).year
 
-    def _told_elsewhere(self, features: dict[int, _Features], window: Window, events: dict[int, float]) -> set[int]:
-        """The items said inside ``window`` whose own words put what they tell of outside it.
-
-        "Two weeks ago I was in Denver", said on the day a question asks about, is not what happened that day:
-        event time comes first, said time only stands in for it when the words name no time.
-        """
-        said = [r for r, f in features.items() if r not in events and f[6] is not None and f[6] in window]
-        told: set[int] = set()
-        inside: set[int] = set()
+    def _holds(self, agent: str, ranges: tuple[tuple[int, int], ...]) -> bool:
         with self.db.read() as conn:
-            for start in range(0, len(said), 500):
-                chunk = said[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                for rowid, e_start, e_end in conn.execute(
-                    f"SELECT rowid, start, end FROM item_events WHERE rowid IN ({marks})", chunk
-                ):
-                    told.add(rowid)
-                    if any(e_start < high and low < e_end for low, high in window.ranges):
-                        inside.add(rowid)
-        return told - inside
-
-    def _holds(self, agent: str, window: Window) -> bool:
-        """Whether any item of ``agent`` was said, or tells of something that happened, inside ``window``."""
-        with self.db.read() as conn:
-            for start, end in window.ranges:
-                said = conn.execute(
-                    "SELECT 1 FROM items WHERE agent = ? AND occurred_at >= ? AND occurred_at < ? LIMIT 1",
-                    (agent, start, end),
-                ).fetchone()
-                if said is not None or events_in(conn, agent, ((start, end),), 1):
-                    return True
-        return False
+            return window_holds(conn, agent, ranges)
 
     def _openers(self, agent: str, features: dict[int, _Features], window: Window) -> dict[str, int]:
         """The first turn's ``seq`` of each session that has a candidate inside ``window``."""
