@@ -171,3 +171,20 @@ async def test_a_both_question_takes_each_named_persons_turns(rt: aleph.Aleph, m
     monkeypatch.setattr("aleph_memory._search.asks_about_both", lambda q: False)
     assert "s4:0" not in [h.item.ref for h in store.search("alice", question, limit=3).hits]
     store.close()
+
+
+async def test_an_event_on_the_day_asked_beats_one_in_the_days_around_it(rt: aleph.Aleph) -> None:
+    store = MemoryStore.of(rt)
+    store.ingest(
+        "alice",
+        [
+            # 4 October 2023 is a Wednesday: last Tuesday is the 3rd, last Saturday the 30th of September.
+            turn("Last Tuesday I was in Boston for work.", "Ann", "s1", 0, "2023-10-04"),
+            turn("Last Saturday I was in Denver for work.", "Ann", "s1", 1, "2023-10-04"),
+        ],
+    )
+    # The window around the 3rd is widened by a few days for when things were said; what the words date
+    # exactly needs no widening, so the day itself wins.
+    refs = [h.item.ref for h in store.search("alice", "Which city was Ann in on October 3, 2023?", limit=2).hits]
+    assert refs == ["s1:0", "s1:1"]
+    store.close()

@@ -202,12 +202,14 @@ def resolve_events(text: str, said_at: int, previous: int | None = None) -> list
 
 
 def events_in(
-    conn: sqlite3.Connection, agent: str, ranges: tuple[tuple[int, int], ...], limit: int
+    conn: sqlite3.Connection, agent: str, ranges: tuple[tuple[int, int], ...], limit: int, slack: int = 0
 ) -> dict[int, float]:
     """The items of ``agent`` whose event time overlaps one of ``ranges``, with how surely it lies there.
 
     That is the event's confidence times its specificity: a span no longer than the range counts fully,
-    a longer one ("last summer" for a question about one day) by the share of it the range can be.
+    a longer one ("last summer" for a question about one day) by the share of it the range can be. ``slack``
+    (ms) is how much each range was widened on both sides for said time (a session late at night); event
+    time resolved from words needs none, so an event that touches only the widening counts half.
     """
     out: dict[int, float] = {}
     for start, end in ranges:
@@ -218,6 +220,9 @@ def events_in(
             (agent, start - MAX_SPAN, end, start, limit),
         ):
             value = confidence * min(1.0, (end - start) / max(1, e_end - e_start))
+            low, high = (start + slack, end - slack) if end - start > 2 * slack else (start, end)
+            if not (e_start < high and low < e_end):
+                value *= 0.5
             out[rowid] = max(out.get(rowid, 0.0), value)
     return out
 

@@ -277,7 +277,7 @@ class Ranker:
             # Event time first: the items whose own words put what they tell of inside the window
             # ("yesterday", said the day after) are candidates, and rank above what was merely said then.
             with self.db.read() as conn:
-                events = events_in(conn, agent, window.ranges, EVENT_CANDIDATES)
+                events = events_in(conn, agent, window.ranges, EVENT_CANDIDATES, window.slack)
             for rowid in events:
                 scores.setdefault(rowid, 0.0)
         if window is not None and not window.bound and WINDOW_CANDIDATES:

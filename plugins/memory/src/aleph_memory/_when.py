@@ -51,6 +51,7 @@ _PATTERNS = [
 SLACK = timedelta(days=3)
 """A day or month named in a question is matched a little loosely (a session late at night, "last Friday")."""
 
+_SLACK_MS = int(SLACK.total_seconds() * 1000)
 MAX_YEARS = 50
 """A month named without a year spans at most this many years (the latest of the store's)."""
 
@@ -63,6 +64,8 @@ class Window:
     text: str
     bound: bool = False
     """An "as of" / "until" / "since" window: everything up to (or from) the date, not the date itself."""
+    slack: int = 0
+    """How far (ms) each range was widened on both sides beyond the date named (see SLACK)."""
     words: str = ""
     """Words of ``text`` that stay in the full-text query: a holiday's or a season's name is how a turn says it
     ("this past Christmas"), while the digits of a date written out rarely appear in what it dates."""
@@ -111,7 +114,8 @@ def _find_date(text: str, years: tuple[int, int] | None) -> Window | None:
             days = [d for y in range(first, last + 1) if key and (d := holiday_date(key, y)) is not None]
             if not days:
                 continue
-            return Window(tuple(_around(d, d + timedelta(days=1)) for d in days), match.group(0), words=match.group(1))
+            ranges = tuple(_around(d, d + timedelta(days=1)) for d in days)
+            return Window(ranges, match.group(0), slack=_SLACK_MS, words=match.group(1))
         if kind == "any month":
             if years is None:
                 continue
@@ -123,7 +127,7 @@ def _find_date(text: str, years: tuple[int, int] | None) -> Window | None:
                 start = datetime(year, month, 1, tzinfo=UTC)
                 end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
                 ranges.append((int((start - SLACK).timestamp() * 1000), int((end + SLACK).timestamp() * 1000)))
-            return Window(tuple(ranges), match.group(0))
+            return Window(tuple(ranges), match.group(0), slack=_SLACK_MS)
         assert year_g is not None
         year = int(match.group(year_g))
         try:
@@ -132,12 +136,14 @@ def _find_date(text: str, years: tuple[int, int] | None) -> Window | None:
                 day = holiday_date(key, year) if key else None
                 if day is None:
                     continue
-                return Window((_around(day, day + timedelta(days=1)),), match.group(0), words=match.group(1))
+                return Window(
+                    (_around(day, day + timedelta(days=1)),), match.group(0), slack=_SLACK_MS, words=match.group(1)
+                )
             if kind == "season":
                 month = _SEASONS[match.group(1).lower()]
                 first_day = date(year, month, 1)
                 end_day = date(year + (month + 3 > 12), (month + 2) % 12 + 1, 1)
-                return Window((_around(first_day, end_day),), match.group(0), words=match.group(1))
+                return Window((_around(first_day, end_day),), match.group(0), slack=_SLACK_MS, words=match.group(1))
             if kind == "day":
                 assert day_g is not None and month_g is not None
                 month = _MONTHS[match.group(month_g).lower()]
@@ -154,7 +160,9 @@ def _find_date(text: str, years: tuple[int, int] | None) -> Window | None:
             continue
         slack = SLACK if kind != "year" else timedelta(0)
         return Window(
-            ((int((start - slack).timestamp() * 1000), int((end + slack).timestamp() * 1000)),), match.group(0)
+            ((int((start - slack).timestamp() * 1000), int((end + slack).timestamp() * 1000)),),
+            match.group(0),
+            slack=int(slack.total_seconds() * 1000),
         )
     return None
 
