@@ -242,6 +242,8 @@ def report_locomo(embedders: list[str], data: list[tuple[str, Path]]) -> None:
     for label, _ in data:
         names = [n for n in baseline if n.startswith(label + "/")]
         base = total(baseline, names, None)
+        if not base[2]:
+            continue  # no answerable questions in this data set
         lexical = total(runs["lexical"], names, None)
         for run, table in runs.items():
             ours = total(table, names, None)
