@@ -432,9 +432,12 @@ class Ranker:
         # last of the nearest DENSE_CANDIDATES scores 0.
         high, low = float(sims[best].max()), float(sims[best].min())
         spread = (high - low) or 1.0
-        wanted = np.isin(ids, np.fromiter(scores, dtype=np.int64, count=len(scores)))
-        scaled = np.clip((sims[wanted] - low) / spread, 0.0, 1.0)
-        out = dict(zip(ids[wanted].tolist(), scaled.tolist(), strict=True))
+        # The index's rowids ascend: the candidates are found by binary search, not a pass over every row.
+        wanted = np.fromiter(scores, dtype=np.int64, count=len(scores))
+        at = np.minimum(np.searchsorted(ids, wanted), len(ids) - 1)
+        found = at[ids[at] == wanted]
+        scaled = np.clip((sims[found] - low) / spread, 0.0, 1.0)
+        out = dict(zip(ids[found].tolist(), scaled.tolist(), strict=True))
         for question, answer in replies.items():
             if question in out:
                 out[answer] = out.get(answer, 0.0) + DENSE_REPLY_SHARE * out[question]
