@@ -27,7 +27,7 @@ import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.to_thread
@@ -391,6 +391,21 @@ class Ledger(ChainWriter):
             report.first_bad_seq = report.rows + 1
             report.reason = f"the chain's signing key no longer matches its recorded public key: {problem}"
         return report
+
+    def stored_checkpoint(self, agent_id: str) -> dict[str, Any] | None:
+        """The newest checkpoint stored beside the agent's chain as written (``seq``, ``head_hash``, ``at_ms``...).
+
+        Not verified here: :meth:`verify` checks it against the chain (``checkpoint_seq`` of its report).
+        None when there is none or its last line cannot be read.
+        """
+        lines, _ = read_lines(self._chain_paths(check_agent_id(agent_id))[1])
+        if not lines:
+            return None
+        try:
+            data = json.loads(lines[-1])
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None
 
     def export_checkpoint(self, agent_id: str, path: Path) -> None:
         """Write a signed checkpoint of the agent's current head to ``path`` (keep it off this machine).
