@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from aleph._chokepoint._approval import ApprovalOutcome, ApprovalRequest, ApprovalRequester, ApprovalResponse
-from aleph._chokepoint._askstore import AskStore, console_running, inbox_directory
+from aleph._chokepoint._askstore import AskStore, InboxClosed, console_running, inbox_directory
 from aleph._chokepoint._requesters import DeferredApprovals
 from aleph._console._preview import preview_for
 from aleph._errors import ApprovalRequired
@@ -153,6 +153,8 @@ class SharedInbox:
         settled = None
         try:
             settled = await store.wait(ask_id)
+        except InboxClosed as exc:
+            return ApprovalResponse(ApprovalOutcome.UNAVAILABLE, str(exc))
         finally:
             if settled is None:  # cancelled: another requester answered, or the call ended
                 with contextlib.suppress(Exception):

@@ -38,6 +38,7 @@ __all__ = [
     "MAX_PENDING",
     "POLL_S",
     "AskStore",
+    "InboxClosed",
     "StoredAsk",
     "console_running",
     "hold_console_lock",
@@ -63,6 +64,11 @@ ANSWERS: dict[ApprovalDecision, ApprovalOutcome] = {
     ApprovalDecision.DENY: ApprovalOutcome.DENIED,
 }
 """What each answer a console offers means to the waiting call."""
+
+
+class InboxClosed(RuntimeError):
+    """The inbox was closed (the runtime ended) while an ask waited in it."""
+
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS asks (
@@ -208,7 +214,12 @@ class AskStore:
             db.execute("COMMIT")
 
     def close(self) -> None:
-        """Close the file (asks still waiting are answered UNAVAILABLE by their requesters)."""
+        """Close the file; a wait still open ends with :class:`InboxClosed` (its ask stays for its expiry)."""
+        if self._poller is not None:
+            self._poller.cancel()
+        for future in self._waits.values():
+            if not future.done():
+                future.set_exception(InboxClosed("the console inbox was closed while the ask waited"))
         with self._locked() as db:
             db.close()
 

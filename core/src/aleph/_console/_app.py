@@ -162,7 +162,7 @@ class Console:
         cards += [_shared_card(ask) for ask in self.shared.pending()]
         return cards
 
-    def answer(self, ask_id: str, decision: str, reason: str | None) -> str | None:
+    def answer(self, ask_id: str, decision: str, reason: str | None = None) -> str | None:
         """Answer the ask ``ask_id`` wherever it waits; returns why not when it cannot be answered."""
         if any(ask.id == ask_id for ask in self.inbox.pending()):
             return self.inbox.answer(ask_id, decision, reason)
