@@ -119,8 +119,8 @@ class SharedInbox:
 
     def alongside(self, requester: ApprovalRequester | None, principal: Principal | None) -> ApprovalRequester | None:
         """``requester`` with the inbox asked beside it (or the inbox alone, or ``requester`` as it is)."""
-        if self.mode == "off" or isinstance(requester, DeferredApprovals):
-            return requester
+        if self.mode == "off" or isinstance(requester, DeferredApprovals) or getattr(requester, "is_console", False):
+            return requester  # a console's own in-process inbox already shows the ask on its page
         inbox = InboxRequester(self, principal)
         if requester is None:
             return inbox if self.offered() else None

@@ -145,7 +145,9 @@ def _row(values: tuple[Any, ...]) -> StoredAsk:
         request = json.loads(values[7])
     except ValueError:
         request = {}
-    return StoredAsk(*values[:7], request if isinstance(request, dict) else {}, *values[8:])
+    ask_id, asked_at, expires_at, host, pid, process, tool, _, state, decision, reason, by = values
+    request = request if isinstance(request, dict) else {}
+    return StoredAsk(ask_id, asked_at, expires_at, host, pid, process, tool, request, state, decision, reason, by)
 
 
 def _clip_request(request: dict[str, Any]) -> str:
@@ -256,7 +258,7 @@ class AskStore:
     async def wait(self, ask_id: str) -> StoredAsk:
         """Wait until the row ``ask_id`` is answered, withdrawn or past its expiry (then marked expired)."""
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        future: asyncio.Future[StoredAsk] = loop.create_future()
         self._waits[ask_id] = future
         self._version = None  # read the rows on the next look even if nothing was written since the last
         poller = self._poller

@@ -250,6 +250,7 @@ def _local_card(ask: PendingAsk, config: Any) -> Card:
 
 def _shared_card(ask: StoredAsk) -> Card:
     r = ask.request
+    who, preview = r.get("who"), r.get("preview")
     return Card(
         ask.id,
         ask.tool,
@@ -258,9 +259,9 @@ def _shared_card(ask: StoredAsk) -> Card:
         str(r.get("rule_id", "")),
         ask.allowed,
         r.get("arguments", {}),
-        r.get("who") if isinstance(r.get("who"), dict) else {},
+        who if isinstance(who, dict) else {},
         ask.asked_at,
         f"{ask.process} (pid {ask.pid})",
         ask.expires_at,
-        r.get("preview") if isinstance(r.get("preview"), dict) else None,
+        preview if isinstance(preview, dict) else None,
     )

@@ -34,6 +34,9 @@ class PendingAsk:
 class ConsoleInbox:
     """An approval requester whose asks wait for an answer from the console page (or time out)."""
 
+    is_console = True
+    """Its asks are on a console page already: the runtime does not offer them to the shared inbox too."""
+
     def __init__(self, *, timeout_s: float = 300.0) -> None:
         """:param timeout_s: how long an ask waits before it is answered TIMEOUT (nobody answered)."""
         if not timeout_s > 0:

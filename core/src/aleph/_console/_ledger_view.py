@@ -183,8 +183,8 @@ def timeline_svg(rows: Sequence[dict[str, Any]]) -> str:
     if not rows:
         return "<p id=timeline-empty>No calls in this window.</p>"
     lanes = sorted({r["who"] for r in rows})
-    first = min(r["at_ms"] for r in rows)
-    last = max(r["at_ms"] for r in rows)
+    first = min(int(r["at_ms"]) for r in rows)
+    last = max(int(r["at_ms"]) for r in rows)
     span = max(last - first, 1000)
     height = _TOP + _LANE * len(lanes) + 20
 
