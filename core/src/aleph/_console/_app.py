@@ -107,14 +107,14 @@ class Console:
             refused = await guard(request)
             if refused is not None:
                 return refused
-            cards = await asyncio.to_thread(self.cards)
+            cards = self._local_cards() + await asyncio.to_thread(self._shared_cards)
             return HTMLResponse(inbox_page(self.token, cards, request.query_params.get("note")))
 
         async def asks(request: Request) -> Response:
             refused = await guard(request)
             if refused is not None:
                 return refused
-            return PlainTextResponse(asks_digest(await asyncio.to_thread(self.cards)))
+            return PlainTextResponse(asks_digest(self._local_cards() + await asyncio.to_thread(self._shared_cards)))
 
         async def answer(request: Request) -> Response:
             form = await read_form(request)
@@ -123,9 +123,11 @@ class Console:
             refused = await guard(request, form)
             if refused is not None:
                 return refused
-            problem = await asyncio.to_thread(
-                self.answer, form.get("id", ""), form.get("decision", ""), form.get("reason")
-            )
+            ask_id, decision, reason = form.get("id", ""), form.get("decision", ""), form.get("reason")
+            if any(ask.id == ask_id for ask in self.inbox.pending()):  # this process's: answered on its loop
+                problem = self.inbox.answer(ask_id, decision, reason)
+            else:
+                problem = await asyncio.to_thread(self._answer_shared, ask_id, decision, reason)
             query = {"token": self.token} | ({"note": problem} if problem else {})
             return RedirectResponse(f"/?{urlencode(query)}", status_code=303)
 
@@ -156,16 +158,28 @@ class Console:
         )
 
     def cards(self) -> list[Card]:
-        """Every waiting ask: this process's, then the data directory's inbox, oldest first in each."""
-        config = self.rt.config
-        cards = [_local_card(ask, config) for ask in self.inbox.pending()]
-        cards += [_shared_card(ask) for ask in self.shared.pending()]
-        return cards
+        """Every waiting ask: this process's, then the data directory's inbox, oldest first in each.
+
+        Call it on the event loop of the services that use :attr:`inbox`.
+        """
+        return self._local_cards() + self._shared_cards()
+
+    def _local_cards(self) -> list[Card]:
+        return [_local_card(ask, self.rt.config) for ask in self.inbox.pending()]
+
+    def _shared_cards(self) -> list[Card]:
+        return [_shared_card(ask) for ask in self.shared.pending()]
 
     def answer(self, ask_id: str, decision: str, reason: str | None = None) -> str | None:
-        """Answer the ask ``ask_id`` wherever it waits; returns why not when it cannot be answered."""
+        """Answer the ask ``ask_id`` wherever it waits; returns why not when it cannot be answered.
+
+        Call it on the event loop of the services that use :attr:`inbox` (its asks wait on futures of it).
+        """
         if any(ask.id == ask_id for ask in self.inbox.pending()):
             return self.inbox.answer(ask_id, decision, reason)
+        return self._answer_shared(ask_id, decision, reason)
+
+    def _answer_shared(self, ask_id: str, decision: str, reason: str | None) -> str | None:
         return self.shared.answer(ask_id, decision, reason, by=f"aleph console (pid {os.getpid()})")
 
     def _explain(self, form: dict[str, str]) -> tuple[dict[str, Any] | None, str | None, list[Any]]:

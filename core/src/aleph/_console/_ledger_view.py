@@ -179,7 +179,12 @@ _W, _LEFT, _LANE, _TOP = 960, 190, 26, 24
 
 
 def timeline_svg(rows: Sequence[dict[str, Any]]) -> str:
-    """Calls over time, one lane per principal, coloured by decision (an inline SVG; no script)."""
+    """Calls over time, one lane per principal, coloured by decision (an inline SVG; no script).
+
+    Rows that are not a call or a decision about one (a chain's key rows, a tool's own events) stay in the
+    table only.
+    """
+    rows = [r for r in rows if r["decision"] != "other"]
     if not rows:
         return "<p id=timeline-empty>No calls in this window.</p>"
     lanes = sorted({r["who"] for r in rows})
@@ -201,11 +206,12 @@ def timeline_svg(rows: Sequence[dict[str, Any]]) -> str:
             f'<line x1="{_LEFT}" x2="{_W - 8}" y1="{y}" y2="{y}" stroke="#eee"/>'
             f'<text x="6" y="{y + 4}" font-size="12" class=lane>{esc(lane[:28])}</text>'
         )
-    for k in range(5):
+    clock = slice(11, 23) if span < 60_000 else slice(11, 19)  # milliseconds when the calls are close
+    for k, anchor in enumerate(("start", "middle", "middle", "middle", "end")):
         at = first + span * k // 4
         parts.append(
-            f'<text x="{x(at):.1f}" y="14" font-size="10" text-anchor="middle" fill="#666">'
-            f"{esc(_when_ms(at)[11:19])}</text>"
+            f'<text x="{x(at):.1f}" y="14" font-size="10" text-anchor="{anchor}" fill="#666">'
+            f"{esc(_when_ms(at)[clock])}</text>"
         )
     index = {lane: i for i, lane in enumerate(lanes)}
     for r in rows:

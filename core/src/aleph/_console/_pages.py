@@ -95,7 +95,8 @@ def _preview(preview: dict[str, Any] | None) -> str:
             f"<li class={k}>{esc(k)}: <b>{esc(preview.get(k))}</b></li>" for k in ("created", "modified", "deleted")
         )
         network = preview.get("network")
-        net = "" if network is None else f"<li>network: <b>{esc('used' if network is True else network)}</b></li>"
+        used = {True: "used", False: "not used"}.get(network, network) if isinstance(network, bool) else network
+        net = "" if network is None else f"<li>network: <b>{esc(used)}</b></li>"
         dirs = ", ".join(esc(d) for d in preview.get("top_dirs") or ())
         return (
             f"<div class=changeset><h4>Changeset of {esc(preview.get('tool') or 'the command')}</h4>"

@@ -10,6 +10,9 @@ for one client ever covers another's call. A ``requestState`` is bound to the se
 client it was issued to. No frame a client sends may exceed :func:`~aleph._mcp._serve_frames.frame_limit`.
 Approval is asked of the client's user through form elicitation on both protocol eras (see
 :mod:`aleph._mcp._serve_ask`); a client that declared no elicitation gets a refusal naming what it lacks.
+While the data directory's approval inbox is offered (``[console] inbox``, see
+:mod:`aleph._chokepoint._alongside`) a legacy-era question goes to ``aleph console`` too, the first
+answer winning, and a client that cannot elicit is answered from the console instead of refused.
 Registry changes become ``notifications/tools/list_changed`` on both eras: pushed on legacy sessions,
 published on the ``subscriptions/listen`` bus for 2026-07-28 clients. Live output of a call (a shell
 command's lines, an MCP server's progress) becomes ``notifications/progress`` of that call.
