@@ -121,10 +121,10 @@ class SharedInbox:
         """``requester`` with the inbox asked beside it (or the inbox alone, or ``requester`` as it is)."""
         if self.mode == "off" or isinstance(requester, DeferredApprovals) or getattr(requester, "is_console", False):
             return requester  # a console's own in-process inbox already shows the ask on its page
+        if not self.offered():  # "auto" with no console up: a service lives for one request, the next looks again
+            return requester
         inbox = InboxRequester(self, principal)
-        if requester is None:
-            return inbox if self.offered() else None
-        return FirstAnswer((requester, inbox))
+        return inbox if requester is None else FirstAnswer((requester, inbox))
 
     async def ask(self, request: ApprovalRequest, principal: Principal | None = None) -> ApprovalResponse:
         """Offer ``request`` in the inbox and wait for its answer (UNAVAILABLE at once when it is not offered)."""
