@@ -265,3 +265,31 @@ async def test_a_bad_console_setting_fails_at_load_naming_it(workspace: Path) ->
 
 def _request() -> ApprovalRequest:
     return ApprovalRequest("deploy", "deploy: target=x", "asked", "rule", (), "fp", {"target": "x"})
+
+
+XSS = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
+
+
+async def test_for_the_session_and_always_have_their_usual_effect_from_another_process(
+    console: Console, workspace: Path, page: Any
+) -> None:
+    async with await load(workspace) as rt:
+
+        def service(session: str) -> aleph.ScopedToolService:
+            return rt.tool_service(agent="ops", turn=aleph.TurnContext(session_key=session), requester=Waiting())
+
+        task = asyncio.create_task(service("S").execute("deploy", {"target": XSS}))
+        await until(console.cards, "the ask")
+        await page.goto(console.url)
+        card = await page.inner_text("section.ask")
+        assert "<script>" in card and "ops" in card and "session S" in card
+        assert await page.evaluate("window.__xss") is None and await page.locator("section.ask img").count() == 0
+        await page.click('button[data-decision="allow_session"]')
+        await task
+        await service("S").execute("deploy", {"target": XSS})  # not asked again in session S
+        task = asyncio.create_task(service("T").execute("deploy", {"target": XSS}))  # another session is asked
+        cards = await until(console.cards, "the ask of session T")
+        assert console.answer(cards[0].id, "allow_always") is None
+        await task
+        await service("U").execute("deploy", {"target": XSS})  # a standing grant: nobody is asked
+        assert console.cards() == []
