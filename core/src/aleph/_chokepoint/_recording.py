@@ -141,7 +141,9 @@ class Recording:
                 )
 
             try:
-                unrecorded = await append_later(agent, build, durable=True, on_row=ledger_row_sink(agent))
+                sink = ledger_row_sink(agent)  # only while a span is open: a stand-in ledger may not take it
+                extra = {"on_row": sink} if sink is not None else {}
+                unrecorded = await append_later(agent, build, durable=True, **extra)
             except Exception as exc:
                 log.exception("ledger append failed")
                 unrecorded = f"the ledger failed: {type(exc).__name__}"
@@ -242,7 +244,10 @@ class Recording:
             refs=refs or None,
         )
         try:
-            return await (ledger.append(record, durable=True, on_row=on_row) if durable else ledger.append(record))
+            if not durable:
+                return await ledger.append(record)
+            extra = {"on_row": on_row} if on_row is not None else {}
+            return await ledger.append(record, durable=True, **extra)
         except Exception as exc:
             log.exception("ledger append failed")
             return f"the ledger failed: {type(exc).__name__}"
