@@ -293,3 +293,36 @@ async def test_for_the_session_and_always_have_their_usual_effect_from_another_p
         await task
         await service("U").execute("deploy", {"target": XSS})  # a standing grant: nobody is asked
         assert console.cards() == []
+
+
+class Answers:
+    """A requester that answers at once with a fixed response, or raises."""
+
+    def __init__(self, answer: ApprovalResponse | BaseException) -> None:
+        self.answer = answer
+
+    async def request_approval(self, request: ApprovalRequest) -> ApprovalResponse:
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
+
+
+async def test_when_nobody_answers_anywhere_a_timeout_wins_over_unavailable() -> None:
+    from aleph._chokepoint._alongside import FirstAnswer
+
+    timeout = Answers(ApprovalResponse(ApprovalOutcome.TIMEOUT, "nobody at the terminal"))
+    nobody = Answers(ApprovalResponse(ApprovalOutcome.UNAVAILABLE, "no console"))
+    assert (await FirstAnswer((nobody, timeout)).request_approval(_request())).outcome is ApprovalOutcome.TIMEOUT
+    broken = Answers(RuntimeError("the chat is down"))
+    answer = await FirstAnswer((broken, nobody)).request_approval(_request())
+    assert answer.outcome is ApprovalOutcome.UNAVAILABLE and "the chat is down" in str(answer.deny_reason)
+
+
+async def test_a_requester_that_defers_the_call_ends_the_wait_at_once() -> None:
+    from aleph._chokepoint._alongside import FirstAnswer
+
+    waiting = Waiting()
+    deferring = Answers(aleph.ApprovalRequired("deploy", _request()))
+    with pytest.raises(aleph.ApprovalRequired):
+        await FirstAnswer((waiting, deferring)).request_approval(_request())
+    assert waiting.cancelled
