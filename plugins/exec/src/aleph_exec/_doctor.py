@@ -94,7 +94,7 @@ def _isolation(probe: _Probe) -> tuple[str, str]:
     mapping = f"sandbox uid {inside} = host uid {host}"
     if os.geteuid() == 0:
         mapping += " (idmapped workspace)"
-    network = "no network" if cfg.network == "none" else "host network"
+    network = {"none": "no network", "host": "host network"}.get(cfg.network.mode, "network through the egress proxy")
     detail = f"bubblewrap + user namespace: {mapping}; pid/ipc/uts namespaces, {network}; "
     detail += f"/proc/sys not writable ({run['sysctl']})"
     if host == "0" or run["sysctl"] == "writable":

@@ -219,7 +219,7 @@ class Namespaces:
         assert self.bwrap is not None
         state = self._sandbox_state()
         argv = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
-        if self.config.network == "none":
+        if self.config.network.mode != "host":
             argv.append("--unshare-net")
         uid = str(_userns.SANDBOX_ID)
         if state.userns is not None:
@@ -243,6 +243,8 @@ class Namespaces:
                 argv += ["--ro-bind", d, d]
         # A minimal /etc: the sandbox's passwd and group, and what tools need of the host's.
         for name in _ETC_ALLOW:
+            if name == "resolv.conf" and self.config.network.mode != "host":
+                continue  # no DNS inside: the proxy resolves names (a DNS query cannot carry data out)
             if os.path.exists(f"/etc/{name}"):
                 argv += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
         argv += [
@@ -303,6 +305,7 @@ class Namespaces:
             "mounts": _seccomp.MOUNTS.hex(),
             "workspace": str(self.workspace),
             "protected": [str(path) for path in self._ro_candidates if path.exists()],
+            "proxy": self.config.network.mode == "proxied",
         }
 
     def _bwrap_argv(self, cwd: Path) -> tuple[list[str], Callable[[], None] | None, list[int]]:
