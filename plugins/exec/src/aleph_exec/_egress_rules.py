@@ -11,7 +11,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,18 +66,21 @@ class RunNetwork:
         self,
         config: NetworkConfig,
         *,
-        agent: str | None = None,
-        channel: str | None = None,
+        agents: Iterable[str] = (),
+        channels: Iterable[str] = (),
         ask: Ask | None = None,
     ) -> None:
         self.config = config
         self.token = secrets.token_urlsafe(24)
         """The run's proxy password (``HTTP_PROXY=http://aleph:<token>@...``): connections are attributed by it."""
+        # Every agent and channel of the caller's chain restricts (acting for another only narrows).
         self.layers: list[tuple[str, NetworkLayer]] = []
-        if agent is not None and agent in config.agents:
-            self.layers.append((f"[exec.network.agents.{agent}]", config.agents[agent]))
-        if channel is not None and channel in config.channels:
-            self.layers.append((f"[exec.network.channels.{channel}]", config.channels[channel]))
+        for agent in dict.fromkeys(agents):
+            if agent in config.agents:
+                self.layers.append((f"[exec.network.agents.{agent}]", config.agents[agent]))
+        for channel in dict.fromkeys(channels):
+            if channel in config.channels:
+                self.layers.append((f"[exec.network.channels.{channel}]", config.channels[channel]))
         self.guard = aleph.AddressGuard.of(config.private_hosts, config.private_networks)
         self.ask = ask
         self.asked: dict[tuple[str, int], bool] = {}
