@@ -194,15 +194,24 @@ class EgressProxy:
 
     async def aclose_run(self, run: RunNetwork) -> None:
         """Stop accepting ``run``'s token and end its connections (from the caller's event loop)."""
-        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._close_run(run), self.loop))
+        if self._retire(run):
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._close_run(run), self.loop))
 
     def close_run(self, run: RunNetwork) -> None:
         """:meth:`aclose_run` for a thread."""
-        asyncio.run_coroutine_threadsafe(self._close_run(run), self.loop).result(30)
+        if self._retire(run):
+            asyncio.run_coroutine_threadsafe(self._close_run(run), self.loop).result(30)
+
+    def _retire(self, run: RunNetwork) -> bool:
+        """Refuse ``run``'s token from now on; True when connections of it are open (the loop must end them).
+
+        ``closed`` is set first: a connection registering itself afterwards sees it and ends on its own.
+        """
+        run.closed = True
+        self._runs.pop(run.token, None)
+        return bool(self._tasks.get(run))
 
     async def _close_run(self, run: RunNetwork) -> None:
-        self._runs.pop(run.token, None)
-        run.closed = True
         tasks = self._tasks.pop(run, set())
         for task in tasks:
             task.cancel()
@@ -246,13 +255,19 @@ class EgressProxy:
                     run = found
                     if task is not None:
                         self._tasks.setdefault(run, set()).add(task)
+                    if run.closed:  # closed while we registered: its close may not have seen us
+                        return
                 await self._request(run, head, reader, writer)
                 return
         except (ConnectionError, OSError, asyncio.CancelledError):
             pass
         finally:
             if run is not None and task is not None:
-                self._tasks.get(run, set()).discard(task)
+                open_tasks = self._tasks.get(run)
+                if open_tasks is not None:
+                    open_tasks.discard(task)
+                    if not open_tasks:
+                        self._tasks.pop(run, None)
             writer.close()
 
     async def _request(
