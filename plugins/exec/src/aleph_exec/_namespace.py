@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from aleph_exec import _seccomp, _userns
-from aleph_exec._capture import MiB, SandboxError
+from aleph_exec._capture import MiB, SandboxError, TransactionUnavailable
 from aleph_exec._processes import _Cgroup
 
 _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -293,6 +293,25 @@ class Namespaces:
         assert state.userns is not None and state.idmap is not None
         preexec = _userns.stage(stage, staged, [(ws, "ws")], state.idmap)
         return argv, preexec, [state.userns.fd]
+
+    def _layer_fd(self, layer: Path) -> int:
+        """The layer as a detached mount for the zygote (idmapped as the workspace is); TransactionUnavailable."""
+        state = self._state
+        if state is None or state.userns is None:
+            raise TransactionUnavailable("no user namespace of the sandbox's own here")
+        if state.idmap is None:
+            # A user's layer is theirs already (the sandbox's user): a plain clone, made in that namespace.
+            try:
+                return state.layer_cloner().clone(layer)
+            except OSError as exc:
+                raise TransactionUnavailable(f"the layer {layer} cannot be handed to the sandbox: {exc}") from None
+        try:
+            owner = state.owner
+            if owner is not None and (layer.stat().st_uid, layer.stat().st_gid) != owner:
+                os.chown(layer, *owner)  # its upper/ and work/ are made by the sandbox user: the owner on disk
+            return _userns.idmapped_clone(layer, state.idmap)
+        except OSError as exc:
+            raise TransactionUnavailable(f"the layer {layer} cannot be handed to the sandbox: {exc}") from None
 
     def _hardening(self) -> dict[str, Any]:
         """What the zygote sets up in bubblewrap before it serves (see _zygote.main)."""

@@ -37,7 +37,6 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from aleph_exec import _userns
 from aleph_exec._capture import Capture, RunResult, SandboxError, TransactionUnavailable, _Output
 from aleph_exec._config import ExecConfig
 from aleph_exec._egress import EgressProxy, attach, closing_on_error, open_net
@@ -590,22 +589,3 @@ class WorkspaceSandbox(Namespaces, Supervision):
         run = zygote.stage(payload, stdin is not None, cgroup, later, layer_fd)
         run.marker = marker
         return run
-
-    def _layer_fd(self, layer: Path) -> int:
-        """The layer as a detached mount for the zygote (idmapped as the workspace is); TransactionUnavailable."""
-        state = self._state
-        if state is None or state.userns is None:
-            raise TransactionUnavailable("no user namespace of the sandbox's own here")
-        if state.idmap is None:
-            # A user's layer is theirs already (the sandbox's user): a plain clone, made in that namespace.
-            try:
-                return state.layer_cloner().clone(layer)
-            except OSError as exc:
-                raise TransactionUnavailable(f"the layer {layer} cannot be handed to the sandbox: {exc}") from None
-        try:
-            owner = state.owner
-            if owner is not None and (layer.stat().st_uid, layer.stat().st_gid) != owner:
-                os.chown(layer, *owner)  # its upper/ and work/ are made by the sandbox user: the owner on disk
-            return _userns.idmapped_clone(layer, state.idmap)
-        except OSError as exc:
-            raise TransactionUnavailable(f"the layer {layer} cannot be handed to the sandbox: {exc}") from None
