@@ -37,8 +37,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-import aleph
 from aleph_exec._egress_rules import Connection, RunNetwork
+
+# aleph-core is imported where a host is decided, not at import: the sandbox runs without it (the
+# non-root tests run it as nobody from a copy of aleph_exec and its own dependencies only).
 
 __all__ = ["EgressProxy", "proxy_env"]
 
@@ -357,6 +359,8 @@ class EgressProxy:
         return run.record(host, port, "allowed")
 
     async def _connect(self, run: RunNetwork, conn: Connection) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        import aleph
+
         cfg = run.config
         pinned = cfg.hosts.get(conn.host)
         literal = aleph.parse_address(conn.host)

@@ -15,8 +15,10 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import aleph
 from aleph_exec._netconfig import MiB, NetworkConfig, NetworkLayer
+
+# aleph-core is imported where a host is decided, not at import: the sandbox runs without it (the
+# non-root tests run it as nobody from a copy of aleph_exec and its own dependencies only).
 
 __all__ = ["Connection", "RunNetwork"]
 
@@ -81,7 +83,7 @@ class RunNetwork:
         for channel in dict.fromkeys(channels):
             if channel in config.channels:
                 self.layers.append((f"[exec.network.channels.{channel}]", config.channels[channel]))
-        self.guard = aleph.AddressGuard.of(config.private_hosts, config.private_networks)
+        self._guard: Any = None
         self.ask = ask
         self.asked: dict[tuple[str, int], bool] = {}
         self.log: list[Connection] = []
@@ -94,12 +96,23 @@ class RunNetwork:
         self._recent: dict[str, deque[float]] = {}
 
     @property
+    def guard(self) -> Any:
+        """The address guard (``aleph.AddressGuard``) of ``private_hosts`` and ``private_networks``."""
+        if self._guard is None:
+            import aleph
+
+            self._guard = aleph.AddressGuard.of(self.config.private_hosts, self.config.private_networks)
+        return self._guard
+
+    @property
     def max_bytes(self) -> int:
         """Bytes (both directions) the call may move."""
         return self.config.max_bytes_mb * MiB
 
     def judge(self, host: str) -> tuple[str, str]:
         """``("allow" | "ask" | "deny", why)`` for ``host`` (lowercase, no trailing dot) by the lists alone."""
+        import aleph
+
         is_ip = aleph.parse_address(host) is not None
         layers: list[tuple[str, NetworkLayer]] = [("[exec.network]", self.config), *self.layers]
         for where, layer in layers:

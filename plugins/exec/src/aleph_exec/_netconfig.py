@@ -26,7 +26,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-import aleph
+# aleph-core is imported where a host is decided, not at import: the sandbox runs without it (the
+# non-root tests run it as nobody from a copy of aleph_exec and its own dependencies only).
 
 __all__ = ["NetworkConfig", "NetworkLayer", "check_pattern"]
 
@@ -37,6 +38,8 @@ _NAME = re.compile(r"(\*\.)?([a-z0-9_]([a-z0-9_-]{0,62})\.)*[a-z0-9_][a-z0-9_-]{
 
 def check_pattern(pattern: str) -> str:
     """The normalised host pattern (lowercase, no trailing dot); ``ValueError`` names a bad one."""
+    import aleph
+
     text = pattern.strip().lower().rstrip(".")
     if text == "*":
         return text
@@ -109,12 +112,16 @@ class NetworkConfig(NetworkLayer):
     @field_validator("private_networks")
     @classmethod
     def _networks(cls, value: list[str]) -> list[str]:
+        import aleph
+
         aleph.AddressGuard.of(private_networks=value)  # raises, naming the bad one
         return value
 
     @field_validator("hosts")
     @classmethod
     def _pinned(cls, value: dict[str, str]) -> dict[str, str]:
+        import aleph
+
         out = {}
         for name, address in value.items():
             parsed = aleph.parse_address(address)
