@@ -414,11 +414,18 @@ def egress_rows(size: int = 1024 * 1024) -> None:
             bare_argv = ["curl", "-sS", "-o", "/dev/null", f"http://127.0.0.1:{port}/one.bin"]
             command = f"curl -sS -o /dev/null http://files.example:{port}/one.bin"
 
+            sandbox = rt.registry.get("bash").tool.sandbox  # type: ignore[union-attr]
+            sandboxed = ["curl", "-sS", "-o", "/dev/null", f"http://files.example:{port}/one.bin"]
+
             async def alternate() -> tuple[list[float], list[float], list[float], list[float], str]:
                 first = json.loads((await service.execute("bash", {"command": command})).text)
                 assert first["connections"]["allowed"] == 1 and first["exit_code"] == 0, first
                 curl_bare, curl_tool, true_bare, true_tool = [], [], [], []
                 for _ in range(N * ROUNDS):
+                    await asyncio.sleep(SETTLE_S)
+                    start = time.perf_counter()
+                    await sandbox.arun(sandboxed, cwd=ws, timeout=30)
+                    curl_sandbox.append(time.perf_counter() - start)
                     for argv, into in ((bare_argv, curl_bare), (["bash", "-c", "true"], true_bare)):
                         await asyncio.sleep(SETTLE_S)
                         start = time.perf_counter()
@@ -431,12 +438,18 @@ def egress_rows(size: int = 1024 * 1024) -> None:
                         into.append(time.perf_counter() - start)
                 return curl_bare, curl_tool, true_bare, true_tool, first["network"]
 
+            curl_sandbox: list[float] = []
             curl_bare, curl_tool, true_bare, true_tool, network = asyncio.run(alternate())
             asyncio.run(rt.aclose())
         finally:
             server.kill()
             server.wait()
     cb, ct, tb, tt = (statistics.median(x) * 1000 for x in (curl_bare, curl_tool, true_bare, true_tool))
+    cs = statistics.median(curl_sandbox) * 1000
+    print(
+        f"{'  curl 1 MB through the proxy, sandbox.arun alone':<50} {cs:8.2f} ms  bare curl {cb:5.2f} ms  "
+        f"ratio {cs / cb:5.2f}x  (the proxy and the sandbox, without the chokepoint)"
+    )
     print(
         f"{'curl 1 MB through the egress proxy (bash call)':<50} {ct:8.2f} ms  bare curl {cb:5.2f} ms  "
         f"ratio {ct / cb:5.2f}x  [{network}]  (<= 1.3x)"

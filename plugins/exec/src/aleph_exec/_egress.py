@@ -45,7 +45,7 @@ from aleph_exec._egress_rules import Connection, RunNetwork
 __all__ = ["EgressProxy", "proxy_env"]
 
 _HEAD_LIMIT = 64 * 1024
-_CHUNK = 64 * 1024
+_CHUNK = 256 * 1024  # what one read of an asyncio socket transport brings at most
 _HEAD_TIMEOUT_S = 30.0
 _HOP_HEADERS = frozenset({"proxy-authorization", "proxy-connection", "connection", "keep-alive", "te", "upgrade"})
 
@@ -431,6 +431,8 @@ class EgressProxy:
                     run.cut(conn, f"no bytes either way for {limit:g} s, [exec.network] idle_timeout_seconds")
                     return
 
+        for w in (client_w, up_w):  # a chunk in flight per direction without waiting for the socket to drain
+            w.transport.set_write_buffer_limits(high=2 * _CHUNK)
         pumps = [
             asyncio.ensure_future(pump(client_r, up_w, True)),
             asyncio.ensure_future(pump(up_r, client_w, False)),
