@@ -26,18 +26,18 @@ The proxy runs on an event loop of its own in a daemon thread, shared by every s
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import concurrent.futures
 import contextlib
+import functools
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from aleph_exec._egress_rules import Connection, RunNetwork
+from aleph_exec._egress_http import Head, Refused, answer, framing, split_host_port
+from aleph_exec._egress_rules import MAX_ASKS, Connection, RunNetwork
 
 # aleph-core is imported where a host is decided, not at import: the sandbox runs without it (the
 # non-root tests run it as nobody from a copy of aleph_exec and its own dependencies only).
@@ -47,6 +47,7 @@ __all__ = ["EgressProxy", "proxy_env"]
 _HEAD_LIMIT = 64 * 1024
 _CHUNK = 256 * 1024  # what one read of an asyncio socket transport brings at most
 _HEAD_TIMEOUT_S = 30.0
+_MAX_CLIENTS = 4096  # connections from sandboxes open at once, across all runs (each costs a task)
 _HOP_HEADERS = frozenset({"proxy-authorization", "proxy-connection", "connection", "keep-alive", "te", "upgrade"})
 
 
@@ -61,93 +62,6 @@ def proxy_env(port: int, token: str) -> dict[str, str]:
     return env
 
 
-class _Refused(Exception):
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-
-
-_STATUS = {400: "Bad Request", 403: "Forbidden", 407: "Proxy Authentication Required", 429: "Too Many Requests"}
-_STATUS.update({502: "Bad Gateway", 504: "Gateway Timeout"})
-
-
-def _answer(status: int, text: str, *, keep_alive: bool = False) -> bytes:
-    body = f"Aleph egress proxy: {text}\n".encode()
-    head = [f"HTTP/1.1 {status} {_STATUS.get(status, 'Error')}", "Content-Type: text/plain; charset=utf-8"]
-    head.append(f"Content-Length: {len(body)}")
-    head.append(f"X-Aleph-Egress: {text[:200]}".replace("\r", " ").replace("\n", " "))
-    if status == 407:
-        head.append('Proxy-Authenticate: Basic realm="aleph"')
-    head.append("Connection: keep-alive" if keep_alive else "Connection: close")
-    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
-
-
-def _split_host_port(text: str, default: int) -> tuple[str, int]:
-    """``host[:port]`` / ``[v6]:port`` → (host lowercase without brackets or trailing dot, port)."""
-    host, port = text, default
-    if text.startswith("["):
-        end = text.find("]")
-        if end < 0:
-            raise _Refused(400, f"{text!r} is not a host")
-        host, rest = text[1:end], text[end + 1 :]
-        if rest:
-            if not rest.startswith(":"):
-                raise _Refused(400, f"{text!r} is not a host")
-            port = _port(rest[1:])
-    elif text.count(":") == 1:
-        host, _, raw = text.partition(":")
-        port = _port(raw)
-    host = host.lower().rstrip(".")
-    if not host or not host.isascii() or any(c in host for c in " /\\@%\t"):
-        raise _Refused(400, f"{text!r} is not a host name")
-    return host, port
-
-
-def _port(raw: str) -> int:
-    if not raw.isdigit() or not 0 < int(raw) < 65536:
-        raise _Refused(400, f"{raw!r} is not a port")
-    return int(raw)
-
-
-class _Head:
-    """A parsed request head."""
-
-    def __init__(self, raw: bytes) -> None:
-        try:
-            text = raw.decode("latin-1")
-        except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
-            raise _Refused(400, "the request head is not text") from None
-        lines = text.split("\r\n")
-        parts = lines[0].split(" ")
-        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
-            raise _Refused(400, "not an HTTP request line")
-        self.method, self.target, self.version = parts
-        self.headers: list[tuple[str, str]] = []
-        for line in lines[1:]:
-            if not line:
-                continue
-            name, sep, value = line.partition(":")
-            if not sep or not name or name != name.strip():
-                raise _Refused(400, f"malformed header line {line[:60]!r}")
-            self.headers.append((name, value.strip()))
-
-    def get(self, name: str) -> str | None:
-        lower = name.lower()
-        return next((v for n, v in self.headers if n.lower() == lower), None)
-
-    def token(self) -> str | None:
-        value = self.get("Proxy-Authorization") or ""
-        scheme, _, data = value.partition(" ")
-        if scheme.lower() != "basic":
-            return None
-        try:
-            _, _, password = base64.b64decode(data.strip(), validate=True).decode("utf-8").partition(":")
-        except (binascii.Error, UnicodeDecodeError):
-            return None
-        return password or None
-
-
 class EgressProxy:
     """The proxy's event loop (a daemon thread), its listeners and the runs it serves."""
 
@@ -158,6 +72,7 @@ class EgressProxy:
         self.loop = asyncio.new_event_loop()
         self._runs: dict[str, RunNetwork] = {}
         self._tasks: dict[RunNetwork, set[asyncio.Task[None]]] = {}
+        self._clients = 0
         self._thread = threading.Thread(target=self._main, name="aleph-egress-proxy", daemon=True)
         self._thread.start()
 
@@ -225,16 +140,20 @@ class EgressProxy:
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         run: RunNetwork | None = None
+        self._clients += 1
         try:
+            if self._clients > _MAX_CLIENTS:
+                writer.write(answer(429, f"more than {_MAX_CLIENTS} connections to the proxy are open"))
+                return
             while True:
                 try:
                     raw = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _HEAD_TIMEOUT_S)
                 except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
                     return
                 try:
-                    head = _Head(raw[:-4])
-                except _Refused as exc:
-                    writer.write(_answer(exc.status, exc.reason))
+                    head = Head(raw[:-4])
+                except Refused as exc:
+                    writer.write(answer(exc.status, exc.reason))
                     return
                 token = head.token()
                 found = self._runs.get(token) if token else None
@@ -243,7 +162,7 @@ class EgressProxy:
                     bodyless = head.method == "CONNECT" or head.get("Content-Length") in (None, "0")
                     bodyless = bodyless and head.get("Transfer-Encoding") is None
                     writer.write(
-                        _answer(
+                        answer(
                             407,
                             "this proxy serves only the commands Aleph runs (use the HTTP_PROXY it sets)",
                             keep_alive=bodyless,
@@ -264,6 +183,7 @@ class EgressProxy:
         except (ConnectionError, OSError, asyncio.CancelledError):
             pass
         finally:
+            self._clients -= 1
             if run is not None and task is not None:
                 open_tasks = self._tasks.get(run)
                 if open_tasks is not None:
@@ -273,40 +193,46 @@ class EgressProxy:
             writer.close()
 
     async def _request(
-        self, run: RunNetwork, head: _Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, run: RunNetwork, head: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         conn: Connection | None = None
         try:
             if head.method == "CONNECT":
-                host, port = _split_host_port(head.target, 443)
+                host, port = split_host_port(head.target, 443)
             else:
                 host, port, path = self._origin(head)
             conn = await self._decide(run, host, port)
             upstream_r, upstream_w = await self._connect(run, conn)
-        except _Refused as exc:
+        except Refused as exc:
             if conn is None:
                 conn = run.record(*self._target_of(head), "refused", exc.reason)
             elif conn.verdict != "refused":
                 run.refuse(conn, exc.reason)
-            writer.write(_answer(exc.status, exc.reason))
+            writer.write(answer(exc.status, exc.reason))
             await writer.drain()
             return
         try:
             if head.method == "CONNECT":
                 writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
                 await writer.drain()
+                upward = None
             else:
                 kept = [(n, v) for n, v in head.headers if n.lower() not in _HOP_HEADERS]
                 lines = [f"{head.method} {path} {head.version}", *(f"{n}: {v}" for n, v in kept), "Connection: close"]
                 request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-                run.moved(conn, len(request), 0)
+                over = run.moved(conn, len(request), 0)
+                if over is not None:
+                    run.cut(conn, over)
+                    raise ConnectionAbortedError(over)
                 upstream_w.write(request)
-            await self._relay(run, conn, reader, writer, upstream_r, upstream_w)
+                # Exactly this request's body goes up; nothing after it (a pipelined request for another host).
+                upward = functools.partial(self._body, run, conn, reader, upstream_w, framing(head))
+            await self._relay(run, conn, reader, writer, upstream_r, upstream_w, upward)
         finally:
             upstream_w.close()
 
     @staticmethod
-    def _target_of(head: _Head) -> tuple[str, int]:
+    def _target_of(head: Head) -> tuple[str, int]:
         """Host and port of a refused request, for its log entry (as written, when it does not parse)."""
         target = head.target if head.method == "CONNECT" else (urlsplit(head.target).netloc or head.get("Host") or "")
         host, _, port = target.rpartition(":")
@@ -315,31 +241,37 @@ class EgressProxy:
         return host.strip("[]").lower()[:200], int(port)
 
     @staticmethod
-    def _origin(head: _Head) -> tuple[str, int, str]:
+    def _origin(head: Head) -> tuple[str, int, str]:
         """Host, port and origin-form path of a plain-HTTP proxy request; the Host header must agree."""
+        if len(head.all("Host")) > 1:
+            raise Refused(400, "a request with more than one Host header")
         host_header = head.get("Host")
         if head.target.startswith("/"):
             if not host_header:
-                raise _Refused(400, "a request without a host")
-            host, port = _split_host_port(host_header, 80)
+                raise Refused(400, "a request without a host")
+            host, port = split_host_port(host_header, 80)
             return host, port, head.target
         url = urlsplit(head.target)
         if url.scheme != "http":
-            raise _Refused(400, f"only http:// URLs are forwarded as requests; use CONNECT for {url.scheme or 'this'}")
+            raise Refused(400, f"only http:// URLs are forwarded as requests; use CONNECT for {url.scheme or 'this'}")
         if url.username or url.password:
-            raise _Refused(400, "URLs with credentials in them are refused")
-        host, port = _split_host_port(url.netloc, 80)
+            raise Refused(400, "URLs with credentials in them are refused")
+        host, port = split_host_port(url.netloc, 80)
         if host_header is not None:
-            named, named_port = _split_host_port(host_header, port)
+            named, named_port = split_host_port(host_header, port)
             if (named, named_port) != (host, port):
-                raise _Refused(403, f"the Host header names {host_header}, but the URL names {url.netloc}")
+                raise Refused(403, f"the Host header names {host_header}, but the URL names {url.netloc}")
         path = url.path or "/"
+        framing(head)  # a body whose end cannot be told is refused before anything is connected
         return host, port, path + (f"?{url.query}" if url.query else "")
 
     async def _decide(self, run: RunNetwork, host: str, port: int) -> Connection:
         verdict, why = run.judge(host)
         if verdict == "ask":
             key = (host, port)
+            if key not in run.asked and len(run.asked) >= MAX_ASKS:
+                why = f"host {host} is not in [exec.network] allow, and this call asked about {MAX_ASKS} hosts already"
+                raise Refused(403, f"{why}; ask the user to add the hosts it needs")
             if key not in run.asked:
                 assert run.ask is not None
                 try:
@@ -352,10 +284,10 @@ class EgressProxy:
                 verdict = "deny"
                 why = f"host {host} is not in [exec.network] allow and was not approved; ask the user to add it"
         if verdict != "allow":
-            raise _Refused(403, why)
+            raise Refused(403, why)
         bound = run.admit(host)
         if bound is not None:
-            raise _Refused(429, f"connection to {host} refused: {bound}")
+            raise Refused(429, f"connection to {host} refused: {bound}")
         return run.record(host, port, "allowed")
 
     async def _connect(self, run: RunNetwork, conn: Connection) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -372,14 +304,14 @@ class EgressProxy:
                     try:
                         infos = await self.loop.getaddrinfo(conn.host, conn.port, type=socket.SOCK_STREAM)
                     except OSError as exc:
-                        raise _Refused(502, f"cannot resolve {conn.host}: {exc.strerror or exc}") from None
+                        raise Refused(502, f"cannot resolve {conn.host}: {exc.strerror or exc}") from None
                     texts = list(dict.fromkeys(str(info[4][0]) for info in infos))
                 addresses = [a for t in texts if (a := aleph.parse_address(t)) is not None]
                 if not addresses:
-                    raise _Refused(502, f"{conn.host} resolved to no address")
+                    raise Refused(502, f"{conn.host} resolved to no address")
                 problem = run.guard.problem(conn.host, addresses)
                 if problem is not None:
-                    raise _Refused(
+                    raise Refused(
                         403, f"{problem}; list the name in [exec.network] private_hosts to reach internal hosts"
                     )
                 last: OSError | None = None
@@ -391,11 +323,54 @@ class EgressProxy:
                         continue
                     conn.address = str(addr)
                     return reader, writer
-                raise _Refused(502, f"cannot connect to {conn.host}:{conn.port}: {last}")
+                raise Refused(502, f"cannot connect to {conn.host}:{conn.port}: {last}")
         except TimeoutError:
-            raise _Refused(
+            raise Refused(
                 504, f"{conn.host}:{conn.port} did not answer within {cfg.connect_timeout_seconds:g} s"
             ) from None
+
+    async def _body(
+        self,
+        run: RunNetwork,
+        conn: Connection,
+        src: asyncio.StreamReader,
+        dst: asyncio.StreamWriter,
+        length: int | None,
+    ) -> None:
+        """Forward one request body (``length`` bytes, or chunked when None), counted like the rest."""
+
+        async def copy(n: int) -> None:
+            while n > 0:
+                data = await src.read(min(n, _CHUNK))
+                if not data:
+                    raise ConnectionResetError("the request body ended early")
+                n -= len(data)
+                await send(data)
+
+        async def send(data: bytes) -> None:
+            over = run.moved(conn, len(data), 0)
+            if over is not None:
+                run.cut(conn, over)
+                raise ConnectionAbortedError(over)
+            dst.write(data)
+            await dst.drain()
+
+        if length is not None:
+            await copy(length)
+            return
+        while True:
+            line = await src.readuntil(b"\r\n")
+            await send(line)
+            size_text = line.split(b";", 1)[0].strip()
+            if not size_text or len(size_text) > 16 or any(c not in b"0123456789abcdefABCDEF" for c in size_text):
+                raise ConnectionAbortedError("a malformed chunk size in the request body")
+            size = int(size_text, 16)
+            if size == 0:
+                while (trailer := await src.readuntil(b"\r\n")) != b"\r\n":
+                    await send(trailer)
+                await send(trailer)
+                return
+            await copy(size + 2)  # the chunk and its CRLF
 
     async def _relay(
         self,
@@ -405,8 +380,12 @@ class EgressProxy:
         client_w: asyncio.StreamWriter,
         up_r: asyncio.StreamReader,
         up_w: asyncio.StreamWriter,
+        upward: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        """Stream both ways until both ends are done, a bound is reached, or both sides stay idle."""
+        """Stream both ways until the host's side ends, a bound is reached, or both sides stay idle.
+
+        ``upward`` replaces the client-to-host stream (a plain HTTP request's body, see :meth:`_body`).
+        """
 
         async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, upward: bool) -> None:
             while True:
@@ -434,7 +413,7 @@ class EgressProxy:
         for w in (client_w, up_w):  # a chunk in flight per direction without waiting for the socket to drain
             w.transport.set_write_buffer_limits(high=2 * _CHUNK)
         pumps = [
-            asyncio.ensure_future(pump(client_r, up_w, True)),
+            asyncio.ensure_future(upward() if upward is not None else pump(client_r, up_w, True)),
             asyncio.ensure_future(pump(up_r, client_w, False)),
         ]
         watch = asyncio.ensure_future(idle_watch())

@@ -9,6 +9,7 @@ the proxy's event loop only, and read by the sandbox once the run is over.
 from __future__ import annotations
 
 import secrets
+import socket
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
@@ -24,6 +25,8 @@ __all__ = ["Connection", "RunNetwork"]
 
 _MAX_LOGGED = 1000  # connections kept in a run's log (the counts stay complete)
 _MAX_SHOWN = 50  # entries a result lists
+MAX_ASKS = 8
+"""Hosts one call may ask a person about; past them, unlisted hosts are refused."""
 
 Ask = Callable[[str, int], Awaitable[bool]]
 """Asks a person whether this call may reach ``host:port``; True when approved."""
@@ -51,6 +54,19 @@ class Connection:
         if self.reason:
             out["reason"] = self.reason
         return out
+
+
+def _is_address(host: str) -> bool:
+    """An IP address in any spelling a resolver takes as one (``10.0.0.1``, ``[::1]``, ``0x7f.1``, ``2130706433``)."""
+    import aleph
+
+    if aleph.parse_address(host) is not None:
+        return True
+    try:
+        socket.inet_aton(host)  # the classic forms getaddrinfo reads as an address, never as a name
+    except OSError:
+        return False
+    return True
 
 
 def _matches(host: str, is_ip: bool, pattern: str, *, deny: bool = False) -> bool:
@@ -111,9 +127,7 @@ class RunNetwork:
 
     def judge(self, host: str) -> tuple[str, str]:
         """``("allow" | "ask" | "deny", why)`` for ``host`` (lowercase, no trailing dot) by the lists alone."""
-        import aleph
-
-        is_ip = aleph.parse_address(host) is not None
+        is_ip = _is_address(host)
         layers: list[tuple[str, NetworkLayer]] = [("[exec.network]", self.config), *self.layers]
         for where, layer in layers:
             if any(_matches(host, is_ip, p, deny=True) for p in layer.deny):
@@ -177,14 +191,17 @@ class RunNetwork:
             self.notes.append(note)
 
     def moved(self, conn: Connection, up: int, down: int) -> str | None:
-        """Count bytes of ``conn``; why it must be cut now, or None."""
+        """Count bytes of ``conn`` about to be forwarded; why they must not be (the cut), or None.
+
+        Bytes past the bound are neither forwarded nor counted: what a call moves never exceeds it.
+        """
+        if self.bytes_up + self.bytes_down + up + down > self.max_bytes:
+            return f"the call moved more than {self.config.max_bytes_mb} MiB, [exec.network] max_bytes_mb"
         conn.up += up
         conn.down += down
         conn.last = time.monotonic()
         self.bytes_up += up
         self.bytes_down += down
-        if self.bytes_up + self.bytes_down > self.max_bytes:
-            return f"the call moved more than {self.config.max_bytes_mb} MiB, [exec.network] max_bytes_mb"
         return None
 
     def to_json(self) -> dict[str, Any]:
