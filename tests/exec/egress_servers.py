@@ -91,3 +91,35 @@ def git_repository(root: Path) -> Path:
     git("clone", "-q", "--bare", str(src), str(root / "repo.git"), cwd=root)
     git("update-server-info", cwd=root / "repo.git")
     return root / "repo.git"
+
+
+class KeepAliveRecorder:
+    """A raw HTTP server that answers the first request and keeps the connection open, recording every byte.
+
+    It ignores ``Connection: close`` on purpose (as some servers and CDNs do): whatever a proxy forwards
+    after the first request reaches it, and :attr:`received` shows it once the proxy closes the connection.
+    """
+
+    def __init__(self) -> None:
+        import socket
+
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.received = b""
+        self.closed = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        conn, _ = self.sock.accept()
+        with conn:
+            answered = False
+            while chunk := conn.recv(65536):
+                self.received += chunk
+                if not answered and b"\r\n\r\n" in self.received:
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                    answered = True
+        self.closed.set()
+
+    def close(self) -> None:
+        self.sock.close()

@@ -272,3 +272,63 @@ async def test_network_none_and_host_still_mean_what_they_say(workspace: Path, s
     async with make_runtime(workspace, '[exec]\nnetwork = "host"\n') as rt:
         host = await bash(rt, f"curl -sS http://127.0.0.1:{site}/hello.txt")
     assert ("host", "hello from files.example\n") == (host["network"], host["stdout"])
+
+
+RAW_CLIENT = """
+import base64, os, socket, sys, urllib.parse
+proxy = urllib.parse.urlsplit(os.environ["HTTP_PROXY"])
+auth = base64.b64encode(f"{proxy.username}:{proxy.password}".encode()).decode()
+head = f"Proxy-Authorization: Basic {auth}\\r\\n"
+def send(raw, until_eof=True):
+    s = socket.create_connection((proxy.hostname, proxy.port))
+    s.sendall(raw.replace("{AUTH}", head).encode())
+    data = b""
+    while (b"\\r\\n\\r\\n" not in data or not data.endswith(b"ok") and not until_eof) and (chunk := s.recv(65536)):
+        data += chunk
+        if data.startswith(b"HTTP/1.1 200") and data.endswith(b"ok"):
+            break
+    s.close()
+    return data.decode(errors="replace").split("\\r\\n")[0]
+port = sys.argv[1]
+get, host = f"GET http://files.example:{port}/ HTTP/1.1\\r\\n", f"Host: files.example:{port}\\r\\n"
+print(send(f"{get}{host}Host: evil.example\\r\\n{{AUTH}}\\r\\n"))
+print(send(f"{get}{host}X-A: 1\\nHost: evil.example\\r\\n{{AUTH}}\\r\\n"))
+post = f"POST http://files.example:{port}/ HTTP/1.1\\r\\n{host}Content-Length: 3\\r\\nTransfer-Encoding: chunked\\r\\n"
+print(send(f"{post}{{AUTH}}\\r\\n"))
+print(send(
+    f"{get}{host}{{AUTH}}\\r\\n"
+    "GET /steal HTTP/1.1\\r\\nHost: evil.example\\r\\n\\r\\n",
+    until_eof=False,
+))
+"""
+
+
+async def test_one_connection_carries_one_judged_request_and_nothing_smuggled(workspace: Path) -> None:
+    from .egress_servers import KeepAliveRecorder
+
+    upstream = KeepAliveRecorder()
+    try:
+        async with make_runtime(workspace, network_toml()) as rt:
+            svc = aleph.UnscopedToolService(rt.registry)
+            args = {"command": f"python3 -c '{RAW_CLIENT}' {upstream.port}", "timeout_seconds": 60}
+            out = json.loads((await svc.execute("bash", args)).text)
+        assert upstream.closed.wait(30), "the proxy never closed the upstream connection"
+    finally:
+        upstream.close()
+    lines = out["stdout"].splitlines()
+    assert ["HTTP/1.1 400 Bad Request"] * 3 + ["HTTP/1.1 200 OK"] == lines, out
+    assert b"GET / HTTP/1.1\r\n" in upstream.received and b"Connection: close\r\n" in upstream.received
+    assert b"evil.example" not in upstream.received and b"/steal" not in upstream.received
+    assert b"Proxy-Authorization" not in upstream.received  # the run's credential never leaves the proxy
+
+
+async def test_every_spelling_of_an_address_is_an_address(workspace: Path, site: int) -> None:
+    needs("curl")
+    proxy = '--noproxy "" -x "$HTTP_PROXY"'
+    async with make_runtime(workspace, network_toml(allow=("*",))) as rt:
+        result = await bash(
+            rt,
+            f"for h in 2130706433 0x7f.1 127.1 '[::ffff:127.0.0.1]'; do curl -sS {proxy} http://$h:{site}/; done",
+        )
+    assert 4 == result["stdout"].count("is a raw IP address"), result
+    assert "hello" not in result["stdout"] and 4 == result["connections"]["refused"]
