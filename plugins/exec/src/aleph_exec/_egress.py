@@ -455,9 +455,18 @@ def bridge_ask(ask: Callable[[str, int], Any], loop: asyncio.AbstractEventLoop, 
                     result.set_result(t.result())
 
             task.add_done_callback(done)
-            result.add_done_callback(lambda f: loop.call_soon_threadsafe(task.cancel) if f.cancelled() else None)
 
-        loop.call_soon_threadsafe(start)
+            def abandoned(f: concurrent.futures.Future[bool]) -> None:
+                if f.cancelled():
+                    with contextlib.suppress(RuntimeError):  # the caller's loop is closed: nothing to cancel
+                        loop.call_soon_threadsafe(task.cancel)
+
+            result.add_done_callback(abandoned)
+
+        try:
+            loop.call_soon_threadsafe(start)
+        except RuntimeError:  # the caller's loop is gone: nobody can be asked
+            return False
         return await asyncio.wrap_future(result)
 
     return bridged
