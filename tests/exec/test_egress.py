@@ -57,6 +57,8 @@ async def test_an_allowed_host_is_reached_with_curl_and_the_call_stays_contained
     needs("curl")
     async with make_runtime(workspace, network_toml()) as rt:
         result = await bash(rt, f"curl -sS --fail http://files.example:{site}/hello.txt")
+        # -p: through a CONNECT tunnel, as HTTPS goes (the proxy relays bytes it cannot read).
+        tunnel = await bash(rt, f"curl -sS --fail -p http://files.example:{site}/hello.txt")
         sandbox = rt.registry.get("bash").tool.sandbox  # type: ignore[union-attr]
         assert uncontained_reason(sandbox) is None
     assert ("hello from files.example\n", "proxied", True) == (
@@ -72,6 +74,10 @@ async def test_an_allowed_host_is_reached_with_curl_and_the_call_stays_contained
         "127.0.0.1",
     )
     assert conn["bytes_down"] > len("hello from files.example\n") and conn["bytes_up"] > 0
+    assert "hello from files.example\n" == tunnel["stdout"]
+    assert [("files.example", site, "allowed")] == [
+        (c["host"], c["port"], c["verdict"]) for c in tunnel["connections"]["connections"]
+    ]
 
 
 async def test_pip_downloads_from_an_index_through_the_proxy(workspace: Path, tmp_path: Path) -> None:
