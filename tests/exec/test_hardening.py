@@ -202,8 +202,9 @@ def _doctor(toml: str, tmp_path: Path) -> dict[str, tuple[str, str]]:
 
 
 def test_doctor_reports_what_is_in_force(tmp_path: Path) -> None:
-    checks = _doctor('[exec]\nisolation = "bwrap"\n', tmp_path)
-    assert set(checks) == {"exec.isolation", "exec.overlay", "exec.cgroup", "exec.seccomp"}
+    checks = _doctor('[exec]\nisolation = "bwrap"\n[exec.network]\nallow = ["pypi.org"]\n', tmp_path)
+    assert set(checks) == {"exec.isolation", "exec.overlay", "exec.cgroup", "exec.seccomp", "exec.network"}
+    assert ("ok", True) == (checks["exec.network"][0], "allowed hosts: pypi.org" in checks["exec.network"][1])
     status, detail = checks["exec.isolation"]
     assert status == "ok" and "user namespace" in detail and "host uid 0 " not in detail, detail
     assert checks["exec.seccomp"][0] == "ok", checks["exec.seccomp"]
@@ -216,6 +217,7 @@ def test_doctor_says_plain_processes_hold_nothing_back(tmp_path: Path) -> None:
     assert checks["exec.isolation"][0] == "warn" and "plain processes" in checks["exec.isolation"][1]
     assert checks["exec.overlay"] == ("warn", checks["exec.overlay"][1])
     assert "isolation is none" in checks["exec.overlay"][1]
+    assert checks["exec.network"][0] == "warn" and "cannot be taken away" in checks["exec.network"][1]
 
 
 # -- as a user: Debian's python3 as `nobody`, with copies of aleph_exec and what it imports ----------------
