@@ -260,6 +260,9 @@ async def test_an_unlisted_host_is_asked_about_and_the_person_sees_it(workspace:
         denied = await bash(rt, f"curl -sS {url}", requester=no, tier="auto")
         unattended = aleph.TurnContext(unattended=True)
         nobody = await bash(rt, f"curl -sS {url}", tier="auto", turn=unattended)  # never asked: refused
+        # The allowlist is the policy: even the `full` tier asks about a host it does not name.
+        full = aleph.ScriptedRequester([aleph.ApprovalOutcome.DENIED])
+        under_full = await bash(rt, f"curl -sS {url}", requester=full, tier="full")
     assert "hello from files.example\n" * 2 == approved["stdout"]
     assert 1 == len(yes.requests)  # asked once per call and host
     request = yes.requests[0]
@@ -267,6 +270,7 @@ async def test_an_unlisted_host_is_asked_about_and_the_person_sees_it(workspace:
     assert ("exec_network", "files.example", site) == asked
     assert "was not approved; ask the user to add it" in denied["stdout"]
     assert "hello" not in nobody["stdout"] and 1 == nobody["connections"]["refused"]
+    assert (1, "hello" in under_full["stdout"]) == (len(full.requests), False)
 
 
 async def test_network_none_and_host_still_mean_what_they_say(workspace: Path, site: int) -> None:

@@ -1,10 +1,10 @@
 """The egress proxy seen from a tool call: the caller's rules, asking a person, the ledger row.
 
 A host on no ``[exec.network]`` list (with ``unlisted = "ask"``) is decided by the chokepoint as a
-step of the running call: ``exec_network`` with the host and port as its arguments, so the caller's
-permission layers (``exec_network = "deny"``, ``"exec_network(...)"`` rules), its tier and its
-approval requester decide, and an approval grant for a host covers it again later in the session. An
-unattended call is never asked: the host is refused.
+step of the running call: ``exec_network`` with the host and port as its arguments. The tool declares
+its own confirmation gate, so a person is asked under every tier; the caller's permission layers may
+refuse it without asking (``exec_network = "deny"``), and a session or "always" grant for a host covers
+it again. An unattended call is never asked: the host is refused.
 """
 
 from __future__ import annotations
@@ -95,11 +95,13 @@ class ExecNetworkTool(AlephTool[ExecNetworkArgs]):
     NAME = NETWORK_TOOL
     DESCRIPTION = (
         "Not for models: the approval aleph-exec asks for when a sandboxed command wants a host that no "
-        '[exec.network] list names (a person approves or refuses it; `exec_network = "allow"` or "deny" '
-        "in the policy decides without asking). Calling it directly opens nothing."
+        '[exec.network] list names (a person approves or refuses it; `exec_network = "deny"` in the policy '
+        "refuses without asking). Calling it directly opens nothing."
     )
     Args = ExecNetworkArgs
-    FACTS = ToolFacts(tags=("destructive", "network"), max_duration_ms=1_000, inline=True)
+    # Its own confirmation gate: a host no list names is asked about under every tier, `full` included (the
+    # allowlist is the policy); `exec_network = "deny"` refuses without asking, grants cover a host again.
+    FACTS = ToolFacts(requires_approval=True, tags=("network",), max_duration_ms=1_000, inline=True)
 
     async def call(self, args: ExecNetworkArgs) -> dict[str, Any]:
         raise ExecutionFailed(
