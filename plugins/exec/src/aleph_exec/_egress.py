@@ -477,8 +477,14 @@ def attach(zygote: Any, mode: str) -> None:
     listener = zygote.proxy_listener
     if listener is None or mode != "proxied":
         return
-    zygote.proxy_port = listener.getsockname()[1]
-    zygote.on_close = EgressProxy.shared().serve(listener)
+    try:
+        port = listener.getsockname()[1]
+        zygote.on_close = EgressProxy.shared().serve(listener)
+    except (OSError, RuntimeError, TimeoutError) as exc:  # runs then get no network: closed, never open
+        zygote.proxy_error = f"the egress proxy could not serve the sandbox: {exc}"
+        listener.close()
+        return
+    zygote.proxy_port = port
 
 
 def open_net(zygote: Any, mode: str, network: RunNetwork | None, config: Any, env: dict[str, str]) -> RunNetwork | None:
