@@ -100,9 +100,10 @@ class KeepAliveRecorder:
     after the first request reaches it, and :attr:`received` shows it once the proxy closes the connection.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, answer_after: bytes = b"\r\n\r\n") -> None:
         import socket
 
+        self.answer_after = answer_after  # what the request must hold before the answer goes out
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.received = b""
@@ -116,7 +117,7 @@ class KeepAliveRecorder:
             answered = False
             while chunk := conn.recv(65536):
                 self.received += chunk
-                if not answered and b"\r\n\r\n" in self.received:
+                if not answered and self.answer_after in self.received:
                     conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
                     answered = True
         self.closed.set()

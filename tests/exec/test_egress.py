@@ -342,3 +342,47 @@ async def test_every_spelling_of_an_address_is_an_address(workspace: Path, site:
         )
     assert 4 == result["stdout"].count("is a raw IP address"), result
     assert "hello" not in result["stdout"] and 4 == result["connections"]["refused"]
+
+
+POST_CLIENT = """
+import base64, os, socket, sys, urllib.parse
+proxy = urllib.parse.urlsplit(os.environ["HTTP_PROXY"])
+auth = base64.b64encode(f"{proxy.username}:{proxy.password}".encode()).decode()
+port, framing = sys.argv[1], sys.argv[2]
+head = f"POST http://files.example:{port}/up HTTP/1.1\\r\\nHost: files.example:{port}\\r\\n"
+head += f"Proxy-Authorization: Basic {auth}\\r\\n"
+if framing == "chunked":
+    chunks = "5;x=1\\r\\nhello\\r\\n6\\r\\n world\\r\\n0\\r\\nX-T: 1\\r\\n\\r\\n"
+    raw = head + "Transfer-Encoding: chunked\\r\\n\\r\\n" + chunks
+else:
+    raw = head + "Content-Length: 11\\r\\n\\r\\nhello world"
+s = socket.create_connection((proxy.hostname, proxy.port))
+s.sendall(raw.encode() + b"GET /after HTTP/1.1\\r\\n\\r\\n")
+data = b""
+while not data.endswith(b"ok") and (chunk := s.recv(65536)):
+    data += chunk
+print(data.split(b"\\r\\n")[0].decode())
+"""
+
+
+@pytest.mark.parametrize("framing", ["chunked", "length"])
+async def test_a_request_body_is_forwarded_exactly_by_its_framing(workspace: Path, framing: str) -> None:
+    from .egress_servers import KeepAliveRecorder
+
+    end = b"0\r\nX-T: 1\r\n\r\n" if framing == "chunked" else b"hello world"
+    upstream = KeepAliveRecorder(answer_after=end)
+    try:
+        async with make_runtime(workspace, network_toml()) as rt:
+            svc = aleph.UnscopedToolService(rt.registry)
+            args = {"command": f"python3 -c '{POST_CLIENT}' {upstream.port} {framing}", "timeout_seconds": 60}
+            out = json.loads((await svc.execute("bash", args)).text)
+        assert upstream.closed.wait(30), "the proxy never closed the upstream connection"
+    finally:
+        upstream.close()
+    assert "HTTP/1.1 200 OK\n" == out["stdout"], out
+    head, _, body = upstream.received.partition(b"\r\n\r\n")
+    expected = b"5;x=1\r\nhello\r\n6\r\n world\r\n" + end if framing == "chunked" else end
+    assert expected == body  # the body, exactly: nothing the client sent after it
+    assert head.startswith(b"POST /up HTTP/1.1\r\n")
+    [conn] = out["connections"]["connections"]
+    assert conn["bytes_up"] == len(upstream.received)
