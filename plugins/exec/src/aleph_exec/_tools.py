@@ -21,20 +21,12 @@ from pydantic import Field
 
 import aleph
 from aleph import AlephTool, ExecutionFailed, ToolArgs, ToolFacts, ValidationFailed
-from aleph_exec._netcall import NETWORK_TOOL, network_for_call, record_network
+from aleph_exec._netcall import network_for_call, record_network
 from aleph_exec._sandbox import RunResult, SandboxError, WorkspaceSandbox
 from aleph_exec._transaction import COMMIT_TOOL, Transactions
 from aleph_exec._workdir import WorkdirError, resolve_workdir
 
-__all__ = [
-    "NETWORK_TOOL",
-    "BashTool",
-    "CodeCheckTool",
-    "CodeExecTool",
-    "ExecCommitTool",
-    "run_sandboxed",
-    "uncontained_reason",
-]
+__all__ = ["BashTool", "CodeCheckTool", "CodeExecTool", "ExecCommitTool", "run_sandboxed", "uncontained_reason"]
 
 _SHELL_LANGUAGES = ("shell", "bash", "sh")
 
