@@ -8,9 +8,10 @@ Run: python bench/bench_dataflow.py [--cost-only] [--suite NAME ...]
 2. AgentDojo (needs ``agentdojo``; see bench/agentdojo_replay.py). Per suite and mode: utility (user
    tasks whose ground truth runs unasked, the prompt given as trusted context) and attack success
    (injection ground truth run unasked right after the injected text was read), over the pairs whose
-   injection makes a sink call; pairs without one are printed apart. Modes: no rules, the naive rule
-   (the issue's baseline: whole third-party outputs untrusted), the rules (third-party fields untrusted,
-   ``[flow.tainted] "*" = "ask"``), and the rules with ``named_sources = true``.
+   injection makes a sink call; pairs without one are printed apart. Modes: no rules; the naive rule
+   (the issue's baseline: whole third-party outputs untrusted, identifiers only); the rules (third-party
+   fields untrusted, ``[flow.tainted]`` for the sinks without identifiers: bookings, events, deletions,
+   updates); the same with ``[flow.tainted]`` for every sink; and the rules with ``named_sources = true``.
    This is an upper bound for a model that follows the reference solutions, not a model evaluation.
 """
 
@@ -93,7 +94,7 @@ def agentdojo(suites: list[str]) -> None:
     header = f"{'suite':10} {'mode':12} {'utility':>14} {'attacks':>16} {'no sink call (succeeded)':>26} {'s':>5}"
     print(header)
     for suite in suites:
-        for mode in ("off", "naive", "rules", "named"):
+        for mode in ("off", "naive", "rules", "strict", "named"):
             start = time.perf_counter()
             with tempfile.TemporaryDirectory() as root:
                 res = asyncio.run(run_suite(suite, mode, root=Path(root)))

@@ -207,9 +207,10 @@ class FlowState:
             if len(self.mentioned) > self._max:
                 self.mentioned.popitem(last=False)
                 self.overflowed = True
+        line_origin = Origin("text", origin.tool, origin.call, origin.source, named)
         for line in text_lines(text):
             fp = self._fp("text", line)
-            self.lines[fp] = origin
+            self.lines[fp] = line_origin
             if len(self.lines) > self._max:
                 self.lines.popitem(last=False)
 
