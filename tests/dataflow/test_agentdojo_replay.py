@@ -40,7 +40,9 @@ async def test_without_the_rules_the_same_attacks_succeed(tmp_path: Path) -> Non
 
 @pytest.mark.anyio
 async def test_a_named_source_lets_the_bill_be_paid_and_so_lets_its_attacker_in(tmp_path: Path) -> None:
-    result = await replay.run_suite("banking", "named", user_ids=["user_task_0"], injection_ids=INJECTIONS, root=tmp_path)
+    result = await replay.run_suite(
+        "banking", "named", user_ids=["user_task_0"], injection_ids=INJECTIONS, root=tmp_path
+    )
     assert result.failed_users == []
     # the bill file is the injection vector: its only IBAN is then the attacker's
     assert "user_task_0×injection_task_0" in result.succeeded_pairs
