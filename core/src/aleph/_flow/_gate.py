@@ -109,7 +109,9 @@ class Provenance:
             return verdict
         flow: DataFlow = self._cp.flow
         states = self._flow_states(flow)
-        tainted_by = next((s.tainted_by for s in states if s.tainted_by is not None), None)
+        tainted_by = states[0].tainted_by
+        for state in states[1:]:
+            tainted_by = tainted_by or state.tainted_by
         if tainted_by is None:
             return verdict  # nothing untrusted entered this session: nothing can flow
         principal = self.principal
@@ -121,14 +123,18 @@ class Provenance:
         named: list[Flow] = []
         for path, text in flat_strings(arguments):
             seen = []
+            identifiers = False
             for kind, value in candidate_values(text):
+                identifiers = True
                 origin = _first(states, kind, value)
                 if origin is not None:
                     seen.append((kind, origin))
-            if not seen:
-                origin = next((o for s in states if (o := s.origin_of_text(text)) is not None), None)
-                if origin is not None:
-                    seen.append(("text", origin))
+            if not identifiers:  # a copied line (a command, a sentence) when the text holds no identifier
+                for state in states:
+                    origin = state.origin_of_text(text)
+                    if origin is not None:
+                        seen.append(("text", origin))
+                        break
             for kind, origin in seen:
                 found = Flow(path, kind, origin, *rules.for_argument(path))
                 (named if origin.named and named_ok else flows).append(found)

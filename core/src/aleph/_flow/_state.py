@@ -81,11 +81,17 @@ OVERFLOW = Origin("value", "(untracked)", "-", "more untrusted content than this
 
 def flat_strings(value: Any, path: str = "", out: list[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
     """(argument path, text) for every string in JSON ``value`` (at most :data:`MAX_FLAT` of them)."""
-    if out is None and type(value) is dict and all(type(v) is not dict and type(v) is not list for v in value.values()):
-        # the common case, flat arguments: no recursion
-        return [(k, v) for k, v in value.items() if type(v) is str][:MAX_FLAT] + [
-            (k, str(int(v))) for k, v in value.items() if type(v) in (int, float) and abs(v) >= 10_000_000
-        ]
+    if out is None and type(value) is dict:  # the common case, flat arguments: one loop, no recursion
+        flat: list[tuple[str, str]] = []
+        for key, item in value.items():
+            kind = type(item)
+            if kind is str:
+                flat.append((key, item))
+            elif kind is dict or kind is list:
+                return flat_strings(value, path, [])
+            elif (kind is int or kind is float) and abs(item) >= 10_000_000:
+                flat.append((key, str(int(item))))
+        return flat[:MAX_FLAT]
     found: list[tuple[str, str]] = [] if out is None else out
     if len(found) >= MAX_FLAT:
         return found
