@@ -47,8 +47,8 @@ MAX_VALUES = 10_000
 MAX_SESSIONS = 4_096
 """Session states one runtime keeps (least recently used dropped first; a dropped one comes back overflowed)."""
 MAX_TRUSTED = 50_000
-MAX_PENDING_CHARS = 1_000_000
-MAX_CONTEXT_CHARS = 100_000
+MAX_PENDING_CHARS = 64_000
+"""Trusted output queued per session before its first untrusted content (more is indexed at once)."""
 MAX_FLAT = 512
 _MIN_NAMED = 4
 
@@ -115,7 +115,6 @@ class FlowState:
         "_fp",
         "_max",
         "calls",
-        "context",
         "endorsed",
         "lines",
         "mentioned",
@@ -135,7 +134,6 @@ class FlowState:
         self.mentioned: OrderedDict[int, Origin] = OrderedDict()
         self.trusted: dict[int, str] = {}
         self.endorsed: set[int] = set()
-        self.context: list[str] = []
         self.pending: deque[str] = deque()
         self.pending_chars = 0
         self.tainted_by: Origin | None = OVERFLOW if overflowed else None
@@ -146,8 +144,6 @@ class FlowState:
 
     def endorse(self, text: str) -> None:
         """The host's trusted context (the user's request): its values are trusted whatever their history."""
-        if sum(map(len, self.context)) < MAX_CONTEXT_CHARS:
-            self.context.append(canonical_text(text[:MAX_CONTEXT_CHARS]))
         for kind, value in mentioned_values(text):
             fp = self._fp(kind, value)
             self.endorsed.add(fp)
