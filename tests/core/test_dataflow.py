@@ -381,3 +381,16 @@ def test_mcp_tools_are_untrusted_unless_the_operator_trusts_the_server() -> None
         "MCP server github_evil"
     )
     assert policy.output_source("file_read", aleph.ToolSource.plugin("files"), facts) is None
+
+
+@pytest.mark.anyio
+async def test_an_untrusted_workspace_file_cannot_switch_the_flow_rules_off(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ALEPH_TRUST_WORKSPACE_CONFIG", raising=False)
+    toml = '[flow]\nuntrusted_to_sink = "allow"\nuntrusted = []\n[flow.rules]\n"*" = "allow"\n'
+    async with runtime(workspace, toml) as rt:
+        svc = service(rt)
+        await svc.execute("read_email", {"id": "17"})
+        with pytest.raises(ApprovalUnavailable):
+            await svc.execute("send_money", {"recipient": ATTACKER_IBAN, "amount": 1})
