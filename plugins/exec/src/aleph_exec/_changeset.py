@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from aleph_exec._layers import LAYERS_DIR
+
 __all__ = ["Change", "Changeset", "ChangesetTooLarge", "read_changeset"]
 
 Action = Literal["create", "modify", "delete"]
@@ -271,7 +273,9 @@ class _Reader:
     def opaque_rest(self, lower: str, rel: str, names: set[str]) -> None:
         """Entries of the lower directory that an opaque upper directory hides: deleted."""
         with os.scandir(lower) as it:
-            hidden = sorted((e for e in it if e.name not in names), key=lambda e: e.name)
+            # The workspace's layers are not the project's: an opaque root hides them from nobody.
+            kept = (e for e in it if e.name not in names and (rel or e.name != LAYERS_DIR))
+            hidden = sorted(kept, key=lambda e: e.name)
         for entry in hidden:
             sub = f"{rel}/{entry.name}" if rel else entry.name
             self.deleted_tree(entry.path, sub, entry.stat(follow_symlinks=False))

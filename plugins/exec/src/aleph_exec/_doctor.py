@@ -18,6 +18,7 @@ from typing import Any
 
 from aleph_exec import _seccomp
 from aleph_exec._config import ExecConfig
+from aleph_exec._layers import layers_check
 from aleph_exec._processes import _pids_hierarchy
 from aleph_exec._sandbox import WorkspaceSandbox, bwrap_available
 
@@ -140,9 +141,16 @@ def _seccomp_check(probe: _Probe) -> tuple[str, str]:
     )
 
 
-def register_checks(register: Callable[[str, Check], None], config: ExecConfig) -> None:
-    """Register exec.isolation, exec.overlay, exec.cgroup and exec.seccomp (no I/O until a check runs)."""
+def register_checks(
+    register: Callable[[str, Check], None],
+    config: ExecConfig,
+    workspace: Path | None = None,
+    data_dir: Path | None = None,
+) -> None:
+    """Register exec.isolation, exec.overlay, exec.cgroup, exec.seccomp and exec.layers (no I/O until a check runs)."""
     probe = _Probe(config)
+    if workspace is not None and data_dir is not None:
+        register("exec.layers", lambda: layers_check(workspace, data_dir))
     register("exec.isolation", lambda: _isolation(probe))
     register("exec.overlay", lambda: _overlay(probe))
     register("exec.cgroup", lambda: _cgroup(probe))

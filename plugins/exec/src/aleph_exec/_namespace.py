@@ -283,6 +283,10 @@ class Namespaces:
         for path in self._ro_candidates:
             if path.exists():
                 argv += ["--ro-bind", ws_source + str(path)[len(ws) :], str(path)]
+        layers = str(self._layers)
+        if os.path.isdir(layers) and not os.path.islink(layers):
+            # The transactions' layers: an empty read-only tmpfs over them (see aleph_exec._layers).
+            argv += ["--perms", "0555", "--tmpfs", layers, "--remount-ro", layers]
         # The sandbox's own root and /etc (a tmpfs bubblewrap builds) are read-only: a command cannot leave
         # anything there for the next call, another session's or another agent's (/tmp is cleared instead).
         argv += ["--remount-ro", "/"]
@@ -303,6 +307,7 @@ class Namespaces:
             "mounts": _seccomp.MOUNTS.hex(),
             "workspace": str(self.workspace),
             "protected": [str(path) for path in self._ro_candidates if path.exists()],
+            "masked": [str(self._layers)],
         }
 
     def _bwrap_argv(self, cwd: Path) -> tuple[list[str], Callable[[], None] | None, list[int]]:
