@@ -35,12 +35,13 @@ import threading
 import time
 from pathlib import Path
 
+import aleph
 from aleph_exec._tree import remove_tree
 
 __all__ = ["LAYERS_DIR", "LayerRoot", "fallback_dir", "layers_check", "placement"]
 
-LAYERS_DIR = ".aleph-tx"
-"""The workspace-level directory of transaction layers (reserved: masked in the sandbox, never committed)."""
+LAYERS_DIR = aleph.ProtectedPaths.INTERNAL[0]
+"""``.aleph-tx``: the workspace-level directory of transaction layers (masked in the sandbox, never committed)."""
 
 _RUNTIME_PREFIX = "rt-"
 _STAGING_PREFIX = "new-"
