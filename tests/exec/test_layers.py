@@ -271,3 +271,24 @@ def test_exec_registers_the_layers_as_a_protected_path(workspace: Path) -> None:
     seen: list[str] = []
     aleph_exec.plugin.aleph_protected_paths(seen.append)
     assert [LAYERS_DIR] == seen
+
+
+def test_the_changeset_digest_is_the_documented_row_format(workspace: Path, tmp_path: Path) -> None:
+    # The ledger binds this digest: SHA-256 over a header and one json.dumps([path, action, kind, content]) a row.
+    import hashlib
+
+    txn = Transactions(workspace, tmp_path / "data", ExecConfig())
+    layer = txn.new_layer()
+    upper = layer / "upper"
+    (upper / "src").mkdir(parents=True)
+    for i in range(80):  # past the point where the lower directory is listed instead of probed
+        (upper / "src" / f'n\u00e9w "{i}".py').write_text(f"{i}\n")
+    (upper / "src" / "old.py").write_text("x = 2\n")
+    os.symlink("../src/old.py", upper / "link")
+    cs = txn.read(layer)
+    assert {"created": 81, "modified": 1} == {k: v for k, v in cs.counts().items() if v}
+    h = hashlib.sha256(b"aleph-exec-changeset-1\n")
+    for c in cs.changes:
+        h.update(json.dumps([c.path, c.action, c.kind, c.content()]).encode() + b"\n")
+    assert h.hexdigest() == cs.digest()
+    txn.close()
