@@ -271,6 +271,7 @@ def test_exec_registers_the_layers_as_a_protected_path(workspace: Path) -> None:
     seen: list[str] = []
     aleph_exec.plugin.aleph_protected_paths(seen.append)
     assert [LAYERS_DIR] == seen
+    assert LAYERS_DIR in aleph.ProtectedPaths.INTERNAL  # what aleph-files leaves out of its listings
 
 
 def test_the_changeset_digest_is_the_documented_row_format(workspace: Path, tmp_path: Path) -> None:

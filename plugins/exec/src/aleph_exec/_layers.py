@@ -35,13 +35,14 @@ import threading
 import time
 from pathlib import Path
 
-import aleph
 from aleph_exec._tree import remove_tree
 
 __all__ = ["LAYERS_DIR", "LayerRoot", "fallback_dir", "layers_check", "placement"]
 
-LAYERS_DIR = aleph.ProtectedPaths.INTERNAL[0]
-"""``.aleph-tx``: the workspace-level directory of transaction layers (masked in the sandbox, never committed)."""
+LAYERS_DIR = ".aleph-tx"
+"""The workspace-level directory of transaction layers (masked in the sandbox, never committed); one of
+``aleph.ProtectedPaths.INTERNAL``, spelled out here because the sandbox's modules import nothing of core
+(they also run as another user with only their own copies)."""
 
 _RUNTIME_PREFIX = "rt-"
 _STAGING_PREFIX = "new-"
