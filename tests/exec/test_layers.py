@@ -293,3 +293,44 @@ def test_the_changeset_digest_is_the_documented_row_format(workspace: Path, tmp_
         h.update(json.dumps([c.path, c.action, c.kind, c.content()]).encode() + b"\n")
     assert h.hexdigest() == cs.digest()
     txn.close()
+
+
+NOBODY_LAYER_PROBE = """
+import json, os, sys, tempfile
+from pathlib import Path
+from aleph_exec._config import ExecConfig
+from aleph_exec._layers import LayerRoot
+from aleph_exec._sandbox import WorkspaceSandbox
+ws = Path(sys.argv[1])
+layers = LayerRoot(ws, ws.parent / "fallback")
+layer = Path(tempfile.mkdtemp(prefix="layer-", dir=layers.mine()))
+box = WorkspaceSandbox(ws, ExecConfig(isolation="bwrap"))
+command = "ls -A .aleph-tx; echo x > .aleph-tx/p 2>/dev/null; echo w=$?; echo new > created.txt; ls"
+result = box.run(["bash", "-c", command], cwd=ws, timeout=60, layer=layer)
+print(json.dumps({"out": result.stdout, "err": result.stderr, "transaction": result.transaction,
+                  "upper": sorted(os.listdir(layer / "upper")), "in": str(layer.relative_to(ws)),
+                  "zygote_error": box.zygote_error}))
+box.close()
+layers.close()
+"""
+
+
+def test_as_a_user_a_layer_in_the_workspace_works_and_stays_hidden(tmp_path: Path) -> None:
+    from .test_hardening import Nobody
+
+    _need(os.geteuid() == 0, "switching to nobody needs root")
+    import shutil
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="aleph-nonroot-"))  # nobody must reach it (tmp_path is root's alone)
+    try:
+        nobody = Nobody(root)
+        (nobody.ws / "base.txt").write_text("base\n")
+        got = nobody.run(NOBODY_LAYER_PROBE, str(nobody.ws))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    assert got["transaction"] is True, got
+    assert got["in"].startswith(f"{LAYERS_DIR}/rt-"), got
+    # .aleph-tx shows empty and read-only; the command's write is in its layer, seen through the overlay.
+    assert got["out"].split("\n") == ["w=1", "base.txt", "created.txt", ""], got
+    assert got["upper"] == ["created.txt"], got
