@@ -42,8 +42,9 @@ __all__ = ["COMMIT_TOOL", "Transactions"]
 COMMIT_TOOL = "exec_commit"
 MiB = 1024 * 1024
 _READY_LAYERS = 2
-_CLOSE_WAIT_S = 60.0
 """Empty layers kept made ahead, so a run's mkdir is off its path."""
+_CLOSE_WAIT_S = 60.0
+"""How long closing waits for the layer removals still under way."""
 
 
 def _inside(path: Path, root: Path) -> str | None:
