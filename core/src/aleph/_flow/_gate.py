@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from aleph._chokepoint._verdict import Verdict
 from aleph._flow._policy import FlowConfig, FlowPolicy
+from aleph._flow._roles import argument_fits
 from aleph._flow._state import FlowState, FlowTracker, Origin, StateKey, flat_strings
 from aleph._flow._values import MAX_SCAN_CHARS, candidate_values, kind_label
 
@@ -119,6 +120,14 @@ class Provenance:
             entry.name, entry.source, principal.agents, principal.channel, self._cp.registry.generation
         )
         named_ok = flow.policy.config.named_sources
+        roles_ok = flow.policy.config.named_roles
+
+        def chosen(path: str, text: str, origin: Origin) -> bool:
+            """The user's request chose this value: its named source, or the role it asked the source for."""
+            if origin.named and named_ok:
+                return True
+            return origin.role and roles_ok and argument_fits(path, text, origin.kind)
+
         flows: list[Flow] = []
         named: list[Flow] = []
         for path, text in flat_strings(arguments):
@@ -137,7 +146,7 @@ class Provenance:
                         break
             for kind, origin in seen:
                 found = Flow(path, kind, origin, *rules.for_argument(path))
-                (named if origin.named and named_ok else flows).append(found)
+                (named if chosen(path, text, origin) else flows).append(found)
         session_action, session_rule, session_layer = rules.session
         strict_action, strict_rule, strict_layer = rules.mentions
         if strict_action != "allow":
@@ -146,7 +155,7 @@ class Provenance:
                     hit = state.mention_of(text)
                     if hit is not None:
                         found = Flow(path, hit[0], hit[1], strict_action, strict_rule, strict_layer)
-                        (named if hit[1].named and named_ok else flows).append(found)
+                        (named if chosen(path, text, hit[1]) else flows).append(found)
                         break
         if not flows and not named and session_action == "allow":
             return verdict  # the common case: nothing untrusted in the arguments

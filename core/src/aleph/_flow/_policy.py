@@ -6,6 +6,7 @@
     untrusted_to_sink = "ask"       # a sink argument carrying an untrusted value: allow | ask | deny
     tainted_session = "allow"       # every sink call once the session has read untrusted content
     named_sources = false           # values from a source the user's request names count as the user's
+    named_roles = true              # ... only the kind of value the request asks for, in that role
     sinks = ["slack__post_*"]       # more sinks than tools declare (names or globs)
     untrusted = ["notes_import"]    # more untrusted sources than tools declare
     trusted = ["github__*"]         # MCP tools whose output is trusted (MCP tools are untrusted by default)
@@ -91,6 +92,13 @@ class FlowConfig(FlowLayerConfig):
     Off by default: such a source can direct a sink ("pay the bill in bill.txt" pays whatever bill.txt
     says). On, it vouches for an identifier only when it is the one value of its kind in that source,
     and never for a code or password.
+    """
+    named_roles: bool = True
+    """A value the user's request asks for by kind from a source it names may fill that role.
+
+    "Her e-mail is on her website www.x.com": the one e-mail address on that page, as the whole of an
+    argument whose name says it is an e-mail address (``user_email``), counts as the user's. Nothing
+    else from the page does, and a page with two addresses vouches for neither (see ``_flow/_roles``).
     """
     sinks: list[str] = Field(default_factory=list)
     """Tools (names or globs) that are sinks beyond those whose facts say so."""

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from aleph._flow._roles import requested_roles
 from aleph._flow._values import (
     Fingerprinter,
     candidate_values,
@@ -70,6 +71,8 @@ class Origin:
     """The untrusted source's label (``web``, ``e-mail``, ``MCP server github``)."""
     named: bool = False
     """The user's request named that call's source (so its values are the user's choice)."""
+    role: bool = False
+    """The user's request named that call's source and asked for a value of this kind from it."""
 
     def describe(self) -> str:
         """``read_email`` (call 17), e-mail."""
@@ -121,6 +124,7 @@ class FlowState:
         "overflowed",
         "pending",
         "pending_chars",
+        "roles",
         "tainted_by",
         "trusted",
         "untrusted",
@@ -134,6 +138,7 @@ class FlowState:
         self.mentioned: OrderedDict[int, Origin] = OrderedDict()
         self.trusted: dict[int, str] = {}
         self.endorsed: set[int] = set()
+        self.roles: dict[int, frozenset[str]] = {}
         self.pending: deque[str] = deque()
         self.pending_chars = 0
         self.tainted_by: Origin | None = OVERFLOW if overflowed else None
@@ -150,6 +155,9 @@ class FlowState:
             self.untrusted.pop(fp, None)
         for line in text_lines(text):
             self.lines.pop(self._fp("text", line), None)
+        for (kind, value), kinds in requested_roles(text).items():
+            fp = self._fp(kind, value)
+            self.roles[fp] = self.roles.get(fp, frozenset()) | kinds
 
     def saw_trusted(self, text: str) -> None:
         """A trusted tool's output. Before the session read anything untrusted it is only queued (cheap)."""
@@ -178,9 +186,13 @@ class FlowState:
                 self._index_trusted(self.pending.popleft())
             self.pending_chars = 0
         values = list(dict.fromkeys(candidate_values(text)))
+        named_by = list(named_by)
         named = self._names(named_by)
+        roles = self._roles(named_by)
+        if roles & {"email", "url"}:
+            roles |= {"host"}  # the host of the address or link the request asked for
         ambiguous: set[str] = set()
-        if named:
+        if named or roles:
             # A named source vouches for an identifier only when it is the one value of its kind there: a
             # bill with two IBANs (its own and one an attacker added) leaves the choice to a human.
             kinds = [kind for kind, _ in values if kind != "host"]
@@ -195,7 +207,8 @@ class FlowState:
                 self.untrusted.move_to_end(fp)
                 continue
             vouched = named and kind not in ambiguous
-            self.untrusted[fp] = Origin(kind, origin.tool, origin.call, origin.source, vouched)
+            role = kind in roles and kind not in ambiguous
+            self.untrusted[fp] = Origin(kind, origin.tool, origin.call, origin.source, vouched, role)
             if len(self.untrusted) > self._max:
                 self.untrusted.popitem(last=False)
                 self.overflowed = True
@@ -205,7 +218,8 @@ class FlowState:
                 continue
             # codes and passwords are never taken from a document on the user's word alone
             vouched = named and kind != "token" and kind not in ambiguous
-            self.mentioned[fp] = Origin(kind, origin.tool, origin.call, origin.source, vouched)
+            role = kind in roles and kind not in ambiguous
+            self.mentioned[fp] = Origin(kind, origin.tool, origin.call, origin.source, vouched, role)
             if len(self.mentioned) > self._max:
                 self.mentioned.popitem(last=False)
                 self.overflowed = True
@@ -229,6 +243,17 @@ class FlowState:
                 if kind in ("path", "url", "email") and self._fp(kind, value) in self.endorsed:
                     return True
         return False
+
+    def _roles(self, arguments: Iterable[str]) -> frozenset[str]:
+        """The kinds of value the user's request asked to take from the source these arguments name."""
+        if not self.roles:
+            return frozenset()
+        kinds: frozenset[str] = frozenset()
+        for text in arguments:
+            for kind, value in candidate_values(text):
+                if kind in ("path", "url", "email"):
+                    kinds |= self.roles.get(self._fp(kind, value), frozenset())
+        return kinds
 
     # -- what a sink carries ----------------------------------------------------------------------
 
