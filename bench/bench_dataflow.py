@@ -94,7 +94,7 @@ def agentdojo(suites: list[str]) -> None:
     header = f"{'suite':10} {'mode':12} {'utility':>14} {'attacks':>16} {'no sink call (succeeded)':>26} {'s':>5}"
     print(header)
     for suite in suites:
-        for mode in ("off", "naive", "rules", "strict", "named"):
+        for mode in ("off", "naive", "no_roles", "rules", "strict", "named"):
             start = time.perf_counter()
             with tempfile.TemporaryDirectory() as root:
                 res = asyncio.run(run_suite(suite, mode, root=Path(root)))

@@ -102,6 +102,10 @@ class Judging:
     def _is_allowed(self, name: str) -> bool:
         raise NotImplementedError
 
+    if TYPE_CHECKING:  # the data-flow half (aleph._flow._gate.Provenance) provides it
+
+        def _flow_verdict(self, entry: RegisteredTool, arguments: Mapping[str, Any], verdict: Verdict) -> Verdict: ...
+
     # -- one call's verdict ---------------------------------------------------------------------
 
     def _verdict(
@@ -331,6 +335,9 @@ class Judging:
                 verdict = self._verdict(entry, prepared)
             except ValidationFailed as exc:
                 return Explanation("deny", "invalid_input", None, None, str(exc), tier, "boundary")
+        flow = self._cp.flow
+        if prepared is not None and flow is not None and flow.is_sink(entry):  # as execute judges it
+            verdict = self._flow_verdict(entry, prepared.arguments, verdict)
         if verdict.action == "deny":
             reason = verdict.refusal()
         elif verdict.reason:

@@ -21,14 +21,18 @@ from aleph._flow._values import candidate_values
 __all__ = ["ROLE_KINDS", "argument_fits", "requested_roles"]
 
 _KIND_WORDS: dict[str, re.Pattern[str]] = {
-    "email": re.compile(r"\be-?mails?(?:\s+address(?:es)?)?\b|\bmail\s+address(?:es)?\b", re.IGNORECASE),
+    # "her e-mail", "Dora's email", "the e-mail address"; not "via e-mail" or "an email" (the medium, a message)
+    "email": re.compile(
+        r"\b(?:her|his|their|its|(?-i:[A-Z][\w-]*)'s)\s+e-?mails?\b|\be-?mail\s+address(?:es)?\b", re.IGNORECASE
+    ),
     "iban": re.compile(r"\bibans?\b|\bbank\s+account(?:\s+numbers?)?\b", re.IGNORECASE),
     "number": re.compile(r"\b(?:phone|telephone|mobile|account)\s+numbers?\b|\bphone\b", re.IGNORECASE),
     "url": re.compile(r"\blinks?\b|\burls?\b", re.IGNORECASE),
 }
 """Words by which a request asks for a value of a kind ("her e-mail", "the IBAN", "the link").
 
-"website" or "page" is not among them: it names the source, not a value to take from it.
+"website" or "page" is not among them: it names the source, not a value to take from it; nor is
+"e-mail" alone ("send it via e-mail" names the medium, not an address to take from the file).
 """
 
 ROLE_KINDS = frozenset(_KIND_WORDS)
