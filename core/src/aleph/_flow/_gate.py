@@ -32,6 +32,8 @@ __all__ = ["DataFlow", "Provenance"]
 
 _RANK = {"allow": 0, "ask": 1, "deny": 2}
 _SHOWN_FLOWS = 3
+MAX_STEPS = 256
+"""Steps of one composite call judged one by one (a longer batch is judged as one sink call)."""
 
 
 @dataclass(slots=True)
@@ -47,7 +49,19 @@ class DataFlow:
         return cls(FlowPolicy(config), FlowTracker(max_values=config.max_values))
 
     def is_sink(self, entry: RegisteredTool) -> bool:
-        """Whether calls of ``entry`` are judged as sinks (the one check on the hot path)."""
+        """Whether calls of ``entry`` are judged (the one check on the hot path): a sink, or a composite.
+
+        A composite tool (one with ``sub_calls``, such as a browser batch) is judged by the steps it
+        would take that are sinks themselves (its ``type`` step as ``browser_type``).
+        """
+        return (
+            entry.facts.sink
+            or (bool(self.policy.sinks) and self.policy.sinks.matches(entry.name, entry.source))
+            or callable(getattr(entry.tool, "sub_calls", None))
+        )
+
+    def is_plain_sink(self, entry: RegisteredTool) -> bool:
+        """Whether ``entry`` itself is a sink (its facts or ``[flow] sinks``)."""
         return entry.facts.sink or (bool(self.policy.sinks) and self.policy.sinks.matches(entry.name, entry.source))
 
 
@@ -104,11 +118,15 @@ class Provenance:
             return [own]
         return [own, *flow.tracker.states(state_key(p) for p in principal.chain)]
 
-    def _flow_verdict(self, entry: RegisteredTool, arguments: Mapping[str, Any], verdict: Verdict) -> Verdict:
+    def _flow_verdict(
+        self, entry: RegisteredTool, arguments: Mapping[str, Any], verdict: Verdict, *, whole: bool = False
+    ) -> Verdict:
         """The verdict of a sink call once its arguments' provenance is judged (never looser than ``verdict``)."""
         if verdict.action == "deny":
             return verdict
         flow: DataFlow = self._cp.flow
+        if not whole and not flow.is_plain_sink(entry):  # a composite: judged by its steps that are sinks
+            return self._flow_steps(flow, entry, arguments, verdict)
         states = self._flow_states(flow)
         tainted_by = states[0].tainted_by
         for state in states[1:]:
@@ -179,6 +197,25 @@ class Provenance:
         if action == "allow" or _RANK[action] < _RANK[verdict.action]:
             return _with_notes(verdict, notes)
         return Verdict(action, "data_flow", reason, rule, f"flow {layer}", "flow", tuple(notes))  # type: ignore[arg-type]
+
+    def _flow_steps(
+        self, flow: DataFlow, entry: RegisteredTool, arguments: Mapping[str, Any], verdict: Verdict
+    ) -> Verdict:
+        """A composite call's verdict: each of its steps that is a sink judged as that tool's own call."""
+        try:
+            steps = list(entry.tool.sub_calls(arguments))  # type: ignore[attr-defined]
+        except Exception:  # steps that cannot be listed: all of its arguments are judged as one sink call
+            return self._flow_verdict(entry, arguments, verdict, whole=True)
+        if len(steps) > MAX_STEPS:  # too many to judge one by one: all of its arguments as one sink call
+            return self._flow_verdict(entry, arguments, verdict, whole=True)
+        for name, step_arguments in steps:
+            step = self._cp.registry.get(name) if isinstance(name, str) else None
+            if step is None or not flow.is_plain_sink(step) or not isinstance(step_arguments, Mapping):
+                continue
+            verdict = self._flow_verdict(step, step_arguments, verdict, whole=True)
+            if verdict.action == "deny":
+                break
+        return verdict
 
     def _flow_observe(
         self, entry: RegisteredTool, arguments: Mapping[str, Any], output: ToolOutput, call: CallContext

@@ -226,7 +226,7 @@ class BrowserType(BrowserTool[TypeArgs]):
         "replacing its content; optionally press Enter to submit."
     )
     Args = TypeArgs
-    FACTS = ToolFacts(max_duration_ms=60_000, tags=TAGS)
+    FACTS = ToolFacts(sink=True, max_duration_ms=60_000, tags=TAGS)
 
     async def run(self, args: TypeArgs) -> str:
         tab = await self.manager.tab()
@@ -291,7 +291,7 @@ class BrowserFillForm(BrowserTool[FillFormArgs]):
         'label, checkboxes/radios/switches are set from "true"/"false". Does not submit the form.'
     )
     Args = FillFormArgs
-    FACTS = ToolFacts(max_duration_ms=120_000, tags=TAGS)
+    FACTS = ToolFacts(sink=True, max_duration_ms=120_000, tags=TAGS)
 
     def sub_calls(self, input: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         """Each field as the typing it is: a rule on ``browser_type`` holds for every field filled."""
@@ -465,7 +465,7 @@ class BrowserUpload(BrowserTool[UploadArgs]):
         "workspace-relative; '..', symlinks and files outside the workspace are refused."
     )
     Args = UploadArgs
-    FACTS = ToolFacts(max_duration_ms=60_000, tags=(*TAGS, "filesystem"))
+    FACTS = ToolFacts(sink=True, max_duration_ms=60_000, tags=(*TAGS, "filesystem"))
 
     async def run(self, args: UploadArgs) -> str:
         files = [str(self.manager.path(p, must_exist=True)) for p in args.paths]

@@ -7,6 +7,7 @@ call would run (:meth:`shell_command`) and applies the policy before the tool ru
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import importlib.util
 import re
 import shutil
@@ -137,12 +138,28 @@ def _stream_to_caller(name: str) -> Callable[[str], None]:
     return lambda line: context.run(aleph.notify_tool_streaming_chunk, name, line)
 
 
+def reaches_hosts(sandbox: WorkspaceSandbox) -> bool:
+    """Whether commands in ``sandbox`` can reach hosts on their own (not host by host on a person's word).
+
+    ``[exec.network]`` mode ``host``, or no bubblewrap (the network cannot be taken away), or ``proxied``
+    with hosts on the allowlist. ``none``, and ``proxied`` with an empty allowlist (each host is asked
+    for or refused), reach nothing unasked.
+    """
+    network = sandbox.config.network
+    if sandbox.bwrap is None or network.mode == "host":
+        return True
+    return network.mode == "proxied" and (network.allow is None or bool(network.allow))
+
+
 class _Contained:
     """The answers a sandboxed shell tool gives the chokepoint: where a call starts, and whether it is a transaction."""
 
     def __init__(self, sandbox: WorkspaceSandbox, transactions: Transactions | None = None) -> None:
         self.sandbox = sandbox
         self.transactions = transactions
+        if reaches_hosts(sandbox):  # a command that can reach hosts can send data out: a data-flow sink
+            facts: ToolFacts = type(self).FACTS  # type: ignore[attr-defined]
+            self.FACTS = dataclasses.replace(facts, sink=True)
 
     def uncontained(self, input: Mapping[str, Any]) -> str | None:
         """None when this call runs as a transaction (its changeset judged before it lands); else why not."""

@@ -80,7 +80,7 @@ class MessageSendTool(TeamsTool[MessageSendArgs]):
         "ordered per sender; a reply_to joins the parent's thread."
     )
     Args = MessageSendArgs
-    FACTS = ToolFacts(tags=("teams",))
+    FACTS = ToolFacts(sink=True, tags=("teams",))  # it carries text to other principals: the data-flow rules judge it
 
     async def call(self, args: MessageSendArgs) -> dict[str, Any]:
         sender = caller()

@@ -313,7 +313,7 @@ class TaskCommentTool(TeamsTool[TaskCommentArgs]):
     NAME = "task_comment"
     DESCRIPTION = "Add a permanent comment to a task (kept across retries), e.g. a finding or a hand-off note."
     Args = TaskCommentArgs
-    FACTS = ToolFacts(tags=("teams",))
+    FACTS = ToolFacts(sink=True, tags=("teams",))  # every member of the team reads it: a data-flow sink
 
     async def call(self, args: TaskCommentArgs) -> dict[str, Any]:
         body = args.body.strip()
