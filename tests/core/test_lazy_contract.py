@@ -38,7 +38,7 @@ def test_decorating_and_registering_builds_no_model_and_listing_no_schema() -> N
     definitions = registry.definitions()
     assert [d.name for d in definitions] == [f"t_{i:04d}" for i in range(50)]
     assert not any(d.schema_built for d in definitions)
-    assert all(vars(type(t))["Args"]._model is None for t in tools)
+    assert not any(vars(type(t))["Args"].built for t in tools)
 
 
 async def test_a_tool_builds_its_model_and_schema_when_first_needed_and_keeps_them() -> None:

@@ -100,13 +100,17 @@ class LazyArgs:
     be built raises :class:`ToolContractError` naming the tool at that first read.
     """
 
-    __slots__ = ("_build", "_lock", "_model", "_name")
+    __slots__ = ("_build", "_holder", "_lock", "_model", "_name")
 
     def __init__(self, name: str, build: Callable[[], type[BaseModel]]) -> None:
         self._name = name
         self._build = build
         self._model: type[BaseModel] | None = None
+        self._holder: type | None = None
         self._lock = threading.Lock()
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._holder = owner
 
     def __get__(self, obj: object, owner: type | None = None) -> type[BaseModel]:
         model = self._model
@@ -117,8 +121,15 @@ class LazyArgs:
                         self._model = self._build()
                     except Exception as exc:
                         raise ToolContractError(_unbuildable(self._name, exc)) from exc
+                    if self._holder is not None:  # from now on a plain class attribute: no call per read
+                        type.__setattr__(self._holder, "Args", self._model)
                 model = self._model
         return model
+
+    @property
+    def built(self) -> bool:
+        """Whether the model exists already."""
+        return self._model is not None
 
 
 @runtime_checkable
@@ -279,25 +290,22 @@ class AlephTool(Generic[ArgsT]):
             self.FACTS,
         )
 
-    def _validate(self, input: Any) -> ArgsT:
-        try:
-            return self.Args.model_validate(input)
-        except ValidationError as exc:
-            raise _bad_input(self.NAME, exc) from None
-        except PydanticUserError as exc:  # a deferred Args model that cannot be built: the tool's fault
-            raise ExecutionFailed(self.NAME, _unbuildable(self.NAME, exc)) from exc
-        except ToolContractError as exc:
-            raise ExecutionFailed(self.NAME, str(exc)) from exc
-
     def parse(self, input: Mapping[str, Any]) -> ArgsT:
         """Validate ``input`` against ``Args``; a failure names each bad field."""
         if not isinstance(input, Mapping):
             raise _not_an_object(self.NAME, input)
-        return self._validate(input)
+        try:
+            return self.Args.model_validate(input)
+        except Exception as exc:
+            raise _refused(self.NAME, exc) from None
 
     def prepare(self, input: dict[str, Any]) -> Prepared:
         """Validate ``input`` (boundary-checked JSON) once, for the judge and the run alike."""
-        return Prepared(input, self._validate(input), dump=_dump_model)
+        try:
+            model = self.Args.model_validate(input)
+        except Exception as exc:
+            raise _refused(self.NAME, exc) from None
+        return Prepared(input, model, dump=_dump_model)
 
     async def run_prepared(self, prepared: Prepared) -> ToolOutput:
         """Run :meth:`call` on the arguments :meth:`prepare` validated."""
@@ -311,6 +319,17 @@ class AlephTool(Generic[ArgsT]):
     async def call(self, args: ArgsT) -> Any:
         """Run the tool on validated arguments. Raise a :class:`ToolError` to fail with a message."""
         raise NotImplementedError
+
+
+def _refused(name: str, exc: Exception) -> Exception:
+    """What validating a tool's input raised, as the chokepoint reports it."""
+    if isinstance(exc, ValidationError):
+        return _bad_input(name, exc)
+    if isinstance(exc, PydanticUserError):  # a deferred Args model that cannot be built: the tool's fault
+        return ExecutionFailed(name, _unbuildable(name, exc))
+    if isinstance(exc, ToolContractError):
+        return ExecutionFailed(name, str(exc))
+    return exc
 
 
 def _unbuildable(name: str, exc: Exception) -> str:
