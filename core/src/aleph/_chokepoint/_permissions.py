@@ -430,11 +430,7 @@ class PermissionLayer:
                     rule = plan.refusal(call, wanted)
                     if rule is not None:
                         return LayerDecision(rule.action, rule.key, True)
-                allows = [r for r in plan.rules if r.action == "allow"]
-                for kind in ("command", "path", "domain", "field"):
-                    group = [r for r in allows if r.spec_kind == kind]
-                    if not group:
-                        continue
+                for kind, group in plan.allow_groups:
                     if kind == "command" and call.opaque:
                         continue  # what the analyser could not see is never covered by an allow
                     subs = group[0].subjects_of(call)
@@ -494,7 +490,8 @@ class PermissionPolicy:
         """Merge every layer's decision; explicit when any layer named the tool."""
         if not self.layers:
             return PolicyDecision("allow", None, "default", False)
-        best: PolicyDecision | None = None
+        best: LayerDecision | None = None
+        best_layer = ""
         explicit = False
         for layer in self.layers:
             d = layer.decide(name, source, subjects)
@@ -505,9 +502,9 @@ class PermissionPolicy:
                 or (_RANK[d.action] == _RANK[best.action] and d.explicit and not best.explicit)
             )
             if better:
-                best = PolicyDecision(d.action, d.rule, layer.name, d.explicit)
+                best, best_layer = d, layer.name
         assert best is not None
-        return PolicyDecision(best.action, best.rule, best.layer, explicit)
+        return PolicyDecision(best.action, best.rule, best_layer, explicit)
 
     def allowing_rules(self, name: str, source: ToolSource | None = None) -> list[str] | None:
         """For a tool denied by name: the argument rules under which some call of it is still allowed.

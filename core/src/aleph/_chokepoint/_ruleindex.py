@@ -111,11 +111,18 @@ R = TypeVar("R", bound=PermissionRule)
 class RulePlan(Generic[R]):
     """One tool's argument rules in one layer: indexed literal field rules, the rest in table order."""
 
-    __slots__ = ("_indexed", "_tried", "rules")
+    __slots__ = ("_indexed", "_tried", "allow_groups", "rules")
 
     def __init__(self, rules: Sequence[tuple[int, R]]) -> None:
         self.rules = [rule for _, rule in rules]
         """Every argument rule that applies to the tool, in the table's order."""
+        allows = [rule for rule in self.rules if rule.action == "allow"]
+        self.allow_groups = [
+            (kind, group)
+            for kind in ("command", "path", "domain", "field")
+            if (group := [rule for rule in allows if rule.spec_kind == kind])
+        ]
+        """The allow rules by the kind of subject they judge (commands, paths, domains, fields), in table order."""
         # action -> field -> value key -> (position, rule): the first matching rule of the table wins.
         self._indexed: dict[str, dict[str, dict[_Key, tuple[int, R]]]] = {"deny": {}, "ask": {}}
         self._tried: dict[str, list[tuple[int, R]]] = {"deny": [], "ask": []}
