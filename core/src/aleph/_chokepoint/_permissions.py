@@ -165,7 +165,7 @@ class PermissionRule:
             return bool(self._spec.fullmatch(subject))
         key, text, value_re = self._spec
         value = subject.get(key)
-        if isinstance(value, list | tuple):  # any listed value for deny/ask; every one for an allow
+        if isinstance(value, (list, tuple)):  # any listed value for deny/ask; every one for an allow
             if not value:
                 return False
             results = (_field_matches(text, value_re, item) for item in value)
@@ -183,7 +183,7 @@ def _field_matches(text: str, pattern: re.Pattern[str], value: Any) -> bool:
         return text.lower() == ("true" if value else "false")
     if value is None:
         return text.lower() == "null"
-    if isinstance(value, int | float):
+    if isinstance(value, (int, float)):
         try:  # compared exactly: an int too large for a float (or not one exactly) equals no float
             return float(text) == value
         except ValueError:

@@ -17,6 +17,9 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 __all__ = ["RulePlan"]
 
 _Key = tuple[Any, ...]
+# Tuples, not `int | float`: a union in isinstance is built anew every time the line runs (every call).
+_NUMBER = (int, float)
+_LIST = (list, tuple)
 
 
 class CallSubjects(Protocol):
@@ -82,7 +85,7 @@ def _value_keys(value: Any) -> list[_Key]:
         return [("bool", value)]
     if value is None:
         return [("null",)]
-    if isinstance(value, int | float):
+    if isinstance(value, _NUMBER):
         keys: list[_Key] = [("numstr", str(value))]
         if isinstance(value, float):
             keys.append(("num", value))
@@ -96,10 +99,10 @@ def _value_keys(value: Any) -> list[_Key]:
         return keys
     if isinstance(value, str):
         return [("str", value)]
-    if isinstance(value, list | tuple):
+    if isinstance(value, _LIST):
         out: list[_Key] = []
         for item in value:
-            if not isinstance(item, list | tuple):  # a nested list never matches a field rule
+            if not isinstance(item, _LIST):  # a nested list never matches a field rule
                 out.extend(_value_keys(item))
         return out
     return []

@@ -337,8 +337,11 @@ def _unbuildable(name: str, exc: Exception) -> str:
     return f"tool {name}: its input model cannot be built ({first}); give every parameter a JSON-compatible type"
 
 
+_SCALARS = (str, int, float, bool)
+
+
 def _jsonable(name: str, value: Any) -> Any:
-    if value is None or isinstance(value, str | int | float | bool):
+    if value is None or isinstance(value, _SCALARS):  # a tuple: `str | int | ...` is rebuilt on every call
         return value
     if is_flat_json(value):
         return value  # already JSON data (the common flat result): nothing to convert
