@@ -1,6 +1,7 @@
 """bash ``true`` through the full chokepoint and the sandbox vs a bare ``subprocess.run(["bash", "-c", "true"])``.
 
-Run: python bench/bench_exec.py [N]   (``commit``: only the commit rows; ``typical``: git status and pytest)
+Run: python bench/bench_exec.py [N]   (``commit``: only the commit rows; ``typical``: git status and pytest;
+``egress``: only the egress proxy rows)
 Targets, measured against the bare spawn in the same run: <= 2.0x where the call runs as a transaction
 (bubblewrap: a copy-on-write layer per call, its changeset read and judged); <= 1.5x without one.
 With bubblewrap, the first run of a workspace starts its zygote (one bwrap kept for the workspace);
@@ -33,7 +34,8 @@ ROUNDS = 5
 SETTLE_S = 0.005
 
 MODES = {
-    "bwrap + cgroup (auto, default here)": '[exec]\nisolation = "auto"\n',
+    "bwrap + cgroup (auto, default here; network proxied)": '[exec]\nisolation = "auto"\n',
+    "bwrap + cgroup, network none": '[exec]\nisolation = "auto"\nnetwork = "none"\n',
     "bwrap, no cgroup": '[exec]\nisolation = "auto"\ncgroup = "off"\n',
     "no bwrap, cgroup (zygote on the host)": '[exec]\nisolation = "none"\n',
     "no bwrap, no cgroup (zygote on the host)": '[exec]\nisolation = "none"\ncgroup = "off"\n',
@@ -170,51 +172,104 @@ def measure(toml: str) -> tuple[float, float, float, str]:
 def commit_rows(files: int = 1000, rounds: int = 7) -> None:
     """Committing a changeset of ``files`` new files (target <= 50 ms): read + judge + commit, and each part.
 
-    The layer's upper directory is written the way overlayfs leaves new files (plain files; the
-    directories new or, for ``src/``, existing), so the figure needs no mount. Same filesystem: a new
-    directory is one rename, a file in an existing one is one rename; across filesystems (/dev/shm when
-    it is one): copied beside, then renamed. The journal is fsynced, files are not.
+    Through :class:`Transactions` (layer placement, read, judge, journal, undo store, apply), with the data
+    directory on the workspace's filesystem and on another one (/dev/shm, a tmpfs, when it is one): the
+    layer is placed in the workspace's ``.aleph-tx`` either way, so a commit renames. The upper directory
+    is written the way overlayfs leaves new files, so the figure needs no mount. The last rows are the
+    baseline of the old placement, a layer on another filesystem than the workspace (copied, then renamed).
+    The journal is fsynced, files are not.
     """
     from aleph_exec._changeset import read_changeset
     from aleph_exec._commit import commit
+    from aleph_exec._config import ExecConfig
     from aleph_exec._decision import DEFAULT_PROTECTED, ProtectedPaths, decide
+    from aleph_exec._transaction import Transactions
 
-    protected = ProtectedPaths(DEFAULT_PROTECTED)
-    places: dict[str, Path | None] = {"same filesystem (rename)": None}
+    disk = Path(tempfile.gettempdir())
     shm = Path("/dev/shm")
-    if shm.is_dir() and shm.stat().st_dev != Path(tempfile.gettempdir()).stat().st_dev:
-        places["layer on another filesystem (copy)"] = shm
-    cases = [(f"{label}, new directories", where, "gen/d{}") for label, where in places.items()]
-    cases += [(f"{label}, into src/", where, "src") for label, where in places.items()]
-    for label, layer_dir, into in cases:
-        parts: dict[str, list[float]] = {"read": [], "judge": [], "commit": [], "total": []}
+    other = shm if shm.is_dir() and shm.stat().st_dev != disk.stat().st_dev else None
+    places: dict[str, Path | None] = {"data dir on the workspace's fs": None}
+    if other is not None:
+        places["data dir on another fs (tmpfs)"] = other
+    else:
+        print("commit: /dev/shm is not another filesystem here: the cross-filesystem rows are left out")
+
+    def workspace(tmp: str) -> Path:
+        ws = Path(tmp) / "ws"
+        (ws / "src").mkdir(parents=True)
+        for i in range(20):
+            (ws / "src" / f"old{i}.py").write_text("x = 1\n")
+        return ws
+
+    def fill(upper: Path, into: str) -> None:
+        for i in range(files):
+            d = upper / into.format(i % 10)
+            d.mkdir(parents=True, exist_ok=True)
+            (d / f"f{i}.py").write_text(f"value = {i}\n")
+
+    def report(label: str, parts: dict[str, list[float]]) -> None:
+        med = {k: statistics.median(v) for k, v in parts.items()}
+        print(
+            f"commit {files} new files, {label:<58} {med['total']:7.2f} ms (min {min(parts['total']):.2f})  "
+            f"read+hash {med['read']:.2f}, judge {med['judge']:.2f}, journal+apply {med['commit']:.2f}  "
+            "(target <= 50 ms)"
+        )
+
+    floor: list[float] = []
+    for _ in range(rounds):
+        # The floor on this machine now: renaming 1,000 small files, one call each, with nothing else.
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = Path(tmp) / "a", Path(tmp) / "b"
+            src.mkdir()
+            dst.mkdir()
+            for i in range(files):
+                (src / f"f{i}").write_text("x")
+            t0 = time.perf_counter()
+            for i in range(files):
+                os.rename(src / f"f{i}", dst / f"f{i}")
+            floor.append((time.perf_counter() - t0) * 1000)
+    print(f"floor: {files} bare os.rename calls into one directory {statistics.median(floor):7.2f} ms (same run)")
+    for into, what in (("gen/d{}", "new directories"), ("src", "into src/")):
+        for label, data_on in places.items():
+            parts: dict[str, list[float]] = {"read": [], "judge": [], "commit": [], "total": []}
+            for r in range(rounds):
+                with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory(dir=data_on) as data:
+                    txn = Transactions(workspace(tmp), Path(data), ExecConfig())
+                    layer = txn.new_layer()
+                    fill(layer / "upper", into)
+                    t0 = time.perf_counter()
+                    cs = txn.read(layer)
+                    t1 = time.perf_counter()
+                    decision = txn.judge(cs)
+                    t2 = time.perf_counter()
+                    assert decision.action == "commit", decision
+                    txn.commit(cs, "bench", f"c{r}", cs.digest())
+                    t3 = time.perf_counter()
+                    txn.discard(layer)
+                    txn.close()
+                for key, value in (("read", t1 - t0), ("judge", t2 - t1), ("commit", t3 - t2), ("total", t3 - t0)):
+                    parts[key].append(value * 1000)
+            report(f"{what}, {label}", parts)
+        if other is None:
+            continue
+        # Baseline: the old placement, the layer beside a data directory on another filesystem (a copy per file).
+        protected = ProtectedPaths(DEFAULT_PROTECTED)
+        parts = {"read": [], "judge": [], "commit": [], "total": []}
         for _ in range(rounds):
-            with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory(dir=layer_dir) as layer:
-                ws = Path(tmp) / "ws"
-                (ws / "src").mkdir(parents=True)
-                for i in range(20):
-                    (ws / "src" / f"old{i}.py").write_text("x = 1\n")
+            with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory(dir=other) as layer:
+                ws = workspace(tmp)
                 upper = Path(layer) / "upper"
-                for i in range(files):
-                    d = upper / into.format(i % 10)
-                    d.mkdir(parents=True, exist_ok=True)
-                    (d / f"f{i}.py").write_text(f"value = {i}\n")
+                fill(upper, into)
                 t0 = time.perf_counter()
                 cs = read_changeset(upper, ws)
                 t1 = time.perf_counter()
                 decision = decide(cs, protected)
                 t2 = time.perf_counter()
-                assert decision.action == "commit", decision
                 commit(cs, journal_dir=Path(tmp) / "journal", undo_dir=Path(tmp) / "undo" / "c", meta={})
                 t3 = time.perf_counter()
-                for key, value in (("read", t1 - t0), ("judge", t2 - t1), ("commit", t3 - t2), ("total", t3 - t0)):
-                    parts[key].append(value * 1000)
-        med = {k: statistics.median(v) for k, v in parts.items()}
-        print(
-            f"commit {files} new files, {label:<50} {med['total']:7.2f} ms (min {min(parts['total']):.2f})  "
-            f"read+hash {med['read']:.2f}, judge {med['judge']:.2f}, journal+apply {med['commit']:.2f} "
-            f"(min {min(parts['commit']):.2f})  (target <= 50 ms)"
-        )
+            for key, value in (("read", t1 - t0), ("judge", t2 - t1), ("commit", t3 - t2), ("total", t3 - t0)):
+                parts[key].append(value * 1000)
+        report(f"{what}, baseline: layer on another fs (copy)", parts)
 
 
 def measure_transaction() -> tuple[float, float, float, str]:
@@ -373,7 +428,95 @@ def typical_rows() -> None:
         sandbox.close()
 
 
+def egress_rows(size: int = 1024 * 1024) -> None:
+    """``curl`` of a 1 MB file through the egress proxy (a bash call, network proxied) vs the same ``curl`` bare.
+
+    The file comes from ``python -m http.server`` in a process of its own on loopback, named
+    ``files.example`` for the proxy (``[exec.network] hosts``). Target: <= 1.3x.
+    """
+    import shutil
+
+    if shutil.which("curl") is None:
+        print("egress: curl is not installed")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        site = Path(tmp) / "site"
+        site.mkdir()
+        (site / "one.bin").write_bytes(os.urandom(size))
+        server = subprocess.Popen(
+            [sys.executable, "-m", "http.server", "0", "-b", "127.0.0.1", "-d", str(site)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        try:
+            assert server.stdout is not None
+            port = int(server.stdout.readline().split("port ")[1].split()[0])  # "Serving HTTP on ... port N ..."
+            ws = Path(tmp) / "ws"
+            ws.mkdir()
+            toml = (
+                f'[workspace]\ndata_dir = "{(Path(tmp) / "data").as_posix()}"\n'
+                '[exec.network]\nallow = ["files.example"]\nprivate_hosts = ["files.example"]\n'
+                'hosts = { "files.example" = "127.0.0.1" }\n'
+            )
+            (ws / "aleph.toml").write_text(toml)
+            rt = aleph.load(
+                ws / "aleph.toml", workspace=ws, plugins=[aleph_exec.plugin], entry_points=False, strict=True
+            )
+            service = rt.tool_service(tier="full")
+            bare_argv = ["curl", "-sS", "-o", "/dev/null", f"http://127.0.0.1:{port}/one.bin"]
+            command = f"curl -sS -o /dev/null http://files.example:{port}/one.bin"
+
+            sandbox = rt.registry.get("bash").tool.sandbox  # type: ignore[union-attr]
+            sandboxed = ["curl", "-sS", "-o", "/dev/null", f"http://files.example:{port}/one.bin"]
+
+            async def alternate() -> tuple[list[float], list[float], list[float], list[float], str]:
+                first = json.loads((await service.execute("bash", {"command": command})).text)
+                assert first["connections"]["allowed"] == 1 and first["exit_code"] == 0, first
+                curl_bare, curl_tool, true_bare, true_tool = [], [], [], []
+                for _ in range(N * ROUNDS):
+                    await asyncio.sleep(SETTLE_S)
+                    start = time.perf_counter()
+                    await sandbox.arun(sandboxed, cwd=ws, timeout=30)
+                    curl_sandbox.append(time.perf_counter() - start)
+                    for argv, into in ((bare_argv, curl_bare), (["bash", "-c", "true"], true_bare)):
+                        await asyncio.sleep(SETTLE_S)
+                        start = time.perf_counter()
+                        subprocess.run(argv, check=True)
+                        into.append(time.perf_counter() - start)
+                    for text, into in ((command, curl_tool), ("true", true_tool)):
+                        await asyncio.sleep(SETTLE_S)
+                        start = time.perf_counter()
+                        await service.execute("bash", {"command": text})
+                        into.append(time.perf_counter() - start)
+                return curl_bare, curl_tool, true_bare, true_tool, first["network"]
+
+            curl_sandbox: list[float] = []
+            curl_bare, curl_tool, true_bare, true_tool, network = asyncio.run(alternate())
+            asyncio.run(rt.aclose())
+        finally:
+            server.kill()
+            server.wait()
+    cb, ct, tb, tt = (statistics.median(x) * 1000 for x in (curl_bare, curl_tool, true_bare, true_tool))
+    cs = statistics.median(curl_sandbox) * 1000
+    print(
+        f"{'  curl 1 MB through the proxy, sandbox.arun alone':<50} {cs:8.2f} ms  bare curl {cb:5.2f} ms  "
+        f"ratio {cs / cb:5.2f}x  (the proxy and the sandbox, without the chokepoint)"
+    )
+    print(
+        f"{'curl 1 MB through the egress proxy (bash call)':<50} {ct:8.2f} ms  bare curl {cb:5.2f} ms  "
+        f"ratio {ct / cb:5.2f}x  [{network}]  (<= 1.3x)"
+    )
+    print(
+        f"{'bash true, network proxied':<50} {tt:8.2f} ms  bare {tb:5.2f} ms  ratio {tt / tb:5.2f}x  "
+        f"[{network}]  (<= 2.0x)"
+    )
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["egress"]:
+        egress_rows()
+        return
     if sys.argv[1:2] == ["commit"]:
         commit_rows()
         return
@@ -390,6 +533,7 @@ def main() -> None:
         target = "2.0x, a transaction" if label.startswith("bwrap") else "1.5x, no transaction"
         print(f"{label:<50} {ms:8.2f} ms  bare {bare:5.2f} ms  ratio {ratio:5.2f}x  [{isolation}]  (<= {target})")
     transaction_rows()
+    egress_rows()
     print("a small repository (40 files), the run alone (the transaction's commit is measured apart):")
     typical_rows()
     print("breakdown (single runs, ratio to the median bare spawn above):")

@@ -10,6 +10,9 @@ for one client ever covers another's call. A ``requestState`` is bound to the se
 client it was issued to. No frame a client sends may exceed :func:`~aleph._mcp._serve_frames.frame_limit`.
 Approval is asked of the client's user through form elicitation on both protocol eras (see
 :mod:`aleph._mcp._serve_ask`); a client that declared no elicitation gets a refusal naming what it lacks.
+While the data directory's approval inbox is offered (``[console] inbox``, see
+:mod:`aleph._chokepoint._alongside`) a legacy-era question goes to ``aleph console`` too, the first
+answer winning, and a client that cannot elicit is answered from the console instead of refused.
 Registry changes become ``notifications/tools/list_changed`` on both eras: pushed on legacy sessions,
 published on the ``subscriptions/listen`` bus for 2026-07-28 clients. Live output of a call (a shell
 command's lines, an MCP server's progress) becomes ``notifications/progress`` of that call.
@@ -28,7 +31,7 @@ import secrets
 import socket
 import warnings
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -39,6 +42,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from aleph._chokepoint._alongside import FirstAnswer, InboxRequester
 from aleph._chokepoint._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalResponse
 from aleph._chokepoint._requesters import DeferredApprovals
 from aleph._contract._service import panic_error
@@ -313,7 +317,13 @@ class AlephMcpServer:
             except ApprovalRequired as exc:
                 request = exc.request
             if not _client_can_elicit(ctx):
-                return _text_result(_no_elicitation(request), error=True)
+                if not rt.inbox.offered():
+                    return _text_result(_no_elicitation(request), error=True)
+                # The client cannot ask its user, but a console on this data directory can be asked.
+                answers.answer(
+                    request.fingerprint, await rt.inbox.ask(request, self._service(None, session, rt).principal)
+                )
+                continue
             if modern:
                 # 2026-07-28: never wait inside a round; the client asks its user and retries with the answer.
                 if session is None:  # no session on this wire: "for this session" would be a promise not kept
@@ -324,7 +334,7 @@ class AlephMcpServer:
                     request.fingerprint, session or "", new_nonce(), tuple(offered), who, _client_binding(ctx)
                 )
                 return types.InputRequiredResult(input_requests={APPROVAL_KEY: elicit}, request_state=state.dump())
-            answers.answer(request.fingerprint, await self._elicit_legacy(ctx, request))
+            answers.answer(request.fingerprint, await self._ask_legacy(ctx, request, session, rt))
         return _text_result(f"tool {params.name} asked for approval more than {MAX_APPROVAL_ROUNDS} times", error=True)
 
     def _principal_digest(self, session: str | None, rt: Aleph) -> str:
@@ -355,6 +365,16 @@ class AlephMcpServer:
             return "this answer was already used; call the tool again to be asked anew"
         answers.answer(state.fingerprint, answer_from_elicitation(answer, state.offered))
         return None
+
+    async def _ask_legacy(
+        self, ctx: ServerRequestContext[Any, Any], request: ApprovalRequest, session: str | None, rt: Aleph
+    ) -> ApprovalResponse:
+        """Ask the client's user, and the console's inbox alongside when it is offered: the first answer wins."""
+        if not rt.inbox.offered():
+            return await self._elicit_legacy(ctx, request)
+        client = _Asker(lambda r: self._elicit_legacy(ctx, r))
+        inbox = InboxRequester(rt.inbox, self._service(None, session, rt).principal)
+        return await FirstAnswer((client, inbox)).request_approval(request)
 
     async def _elicit_legacy(self, ctx: ServerRequestContext[Any, Any], request: ApprovalRequest) -> ApprovalResponse:
         """Ask through ``elicitation/create`` while this call waits (legacy sessions only)."""
@@ -514,6 +534,16 @@ class AlephMcpServer:
                 await anyio.sleep_forever()
 
         await self._serve(body)
+
+
+class _Asker:
+    """A function of the request as an approval requester."""
+
+    def __init__(self, ask: Callable[[ApprovalRequest], Awaitable[ApprovalResponse]]) -> None:
+        self.ask = ask
+
+    async def request_approval(self, request: ApprovalRequest) -> ApprovalResponse:
+        return await self.ask(request)
 
 
 def bind_loopback(host: str, port: int) -> socket.socket:

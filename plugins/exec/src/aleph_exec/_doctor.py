@@ -18,6 +18,7 @@ from typing import Any
 
 from aleph_exec import _seccomp
 from aleph_exec._config import ExecConfig
+from aleph_exec._layers import layers_check
 from aleph_exec._processes import _pids_hierarchy
 from aleph_exec._sandbox import WorkspaceSandbox, bwrap_available
 
@@ -64,6 +65,7 @@ class _Probe:
             facts["isolation"] = sandbox.isolation
             result = sandbox.run([sys.executable, "-I", "-S", "-c", _PROBE], cwd=ws, timeout=60)
             facts["result_isolation"] = result.isolation
+            facts["network"] = result.network
             facts["zygote_error"] = sandbox.zygote_error
             if result.exit_code == 0:
                 facts["run"] = json.loads(result.stdout)
@@ -94,7 +96,7 @@ def _isolation(probe: _Probe) -> tuple[str, str]:
     mapping = f"sandbox uid {inside} = host uid {host}"
     if os.geteuid() == 0:
         mapping += " (idmapped workspace)"
-    network = "no network" if cfg.network == "none" else "host network"
+    network = {"none": "no network", "host": "host network"}.get(cfg.network.mode, "network through the egress proxy")
     detail = f"bubblewrap + user namespace: {mapping}; pid/ipc/uts namespaces, {network}; "
     detail += f"/proc/sys not writable ({run['sysctl']})"
     if host == "0" or run["sysctl"] == "writable":
@@ -140,10 +142,37 @@ def _seccomp_check(probe: _Probe) -> tuple[str, str]:
     )
 
 
-def register_checks(register: Callable[[str, Check], None], config: ExecConfig) -> None:
-    """Register exec.isolation, exec.overlay, exec.cgroup and exec.seccomp (no I/O until a check runs)."""
+def _network(probe: _Probe) -> tuple[str, str]:
+    cfg = probe.config.network
+    if cfg.mode == "host":
+        return "warn", "network = host: commands reach everything the host does, and exec calls are not contained"
+    facts = probe.get()
+    if facts["isolation"] != "bwrap":
+        return "warn", "without bubblewrap the network cannot be taken away: commands reach everything the host does"
+    if cfg.mode == "none":
+        return "ok", "network = none: an empty network namespace (loopback only)"
+    if facts.get("network") != "proxied":
+        why = facts.get("zygote_error") or facts.get("error") or "the sandbox's listener did not come up"
+        return "warn", f"network = proxied, but the egress proxy is not in the sandbox (runs get no network): {why}"
+    allowed = cfg.allow or []
+    listed = ", ".join(allowed[:5]) + (f" and {len(allowed) - 5} more" if len(allowed) > 5 else "")
+    hosts = f"allowed hosts: {listed}" if allowed else "no host allowed yet ([exec.network] allow is empty)"
+    unlisted = "asked about" if cfg.unlisted == "ask" else "refused"
+    return "ok", f"egress proxy in force, no DNS inside; {hosts}; other hosts are {unlisted}"
+
+
+def register_checks(
+    register: Callable[[str, Check], None],
+    config: ExecConfig,
+    workspace: Path | None = None,
+    data_dir: Path | None = None,
+) -> None:
+    """Register the exec.* checks: isolation, overlay, cgroup, seccomp, network, layers (no I/O until one runs)."""
     probe = _Probe(config)
+    if workspace is not None and data_dir is not None:
+        register("exec.layers", lambda: layers_check(workspace, data_dir))
     register("exec.isolation", lambda: _isolation(probe))
     register("exec.overlay", lambda: _overlay(probe))
     register("exec.cgroup", lambda: _cgroup(probe))
     register("exec.seccomp", lambda: _seccomp_check(probe))
+    register("exec.network", lambda: _network(probe))
