@@ -113,6 +113,8 @@ def tool(
     tags: tuple[str, ...] | list[str] = (),
     inline: bool = False,
     requires_role: Literal["operator", "member", "guest"] | None = None,
+    sink: bool = False,
+    untrusted_output: str | None = None,
 ) -> Callable[[Callable[..., Any]], AlephTool[BaseModel]]: ...
 
 
@@ -129,6 +131,8 @@ def tool(
     tags: tuple[str, ...] | list[str] = (),
     inline: bool = False,
     requires_role: Literal["operator", "member", "guest"] | None = None,
+    sink: bool = False,
+    untrusted_output: str | None = None,
 ) -> AlephTool[BaseModel] | Callable[[Callable[..., Any]], AlephTool[BaseModel]]:
     """Turn a typed function (sync or async) into an :class:`AlephTool`.
 
@@ -144,6 +148,8 @@ def tool(
         tags=tuple(tags),
         inline=inline,
         requires_role=requires_role,
+        sink=sink,
+        untrusted_output=untrusted_output,
     )
 
     def build(func: Callable[..., Any]) -> AlephTool[BaseModel]:
