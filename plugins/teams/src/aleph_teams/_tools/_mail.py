@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from typing import Any, Literal
 
 from pydantic import Field
 
+import aleph
 from aleph import ToolArgs, ToolFacts
 from aleph_teams._store import StoreError
 from aleph_teams._tools._base import TeamsTool, caller, drop_empty, refs
@@ -50,6 +52,20 @@ def _message_view(m: dict[str, Any]) -> dict[str, Any]:
             "role": m.get("role"),
         }
     )
+
+
+def _untrusted_views(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages as shown, with what their senders wrote marked untrusted for the data-flow rules."""
+    call = aleph.current_call()
+    views = [_message_view(m) for m in messages]
+    if call is not None:
+        for view in views:
+            for key in ("subject", "content"):
+                if view.get(key):
+                    call.mark_untrusted(str(view[key]), "messages from other agents")
+            if view.get("attachments"):
+                call.mark_untrusted(json.dumps(view["attachments"]), "messages from other agents")
+    return views
 
 
 class MessageSendArgs(ToolArgs):
@@ -149,7 +165,9 @@ class InboxReadTool(TeamsTool[InboxReadArgs]):
         "read a whole thread. With wait_seconds it waits for the next message instead of polling."
     )
     Args = InboxReadArgs
-    FACTS = ToolFacts(untrusted_output="messages from other agents", tags=("teams",), max_duration_ms=3_700_000)
+    # Mixed output: what other agents wrote (subjects, contents, attachment names) is marked untrusted per
+    # message; the ids, senders and times the store made stay trusted (a reply names its parent by id).
+    FACTS = ToolFacts(tags=("teams",), max_duration_ms=3_700_000)
 
     async def call(self, args: InboxReadArgs) -> dict[str, Any]:
         me = caller()
@@ -161,7 +179,7 @@ class InboxReadTool(TeamsTool[InboxReadArgs]):
             if not args.thread_id:
                 raise self.invalid("inbox_read: thread_id is required when mode='thread'")
             messages = self.store.thread(team["id"], args.thread_id, me, args.limit)
-            return {"messages": [_message_view(m) for m in messages], "count": len(messages)}
+            return {"messages": _untrusted_views(messages), "count": len(messages)}
         mark = args.mark_read and not args.peek
         wait = min(args.wait_seconds, self.host.config.max_wait_seconds)
 
@@ -169,7 +187,7 @@ class InboxReadTool(TeamsTool[InboxReadArgs]):
             return self.store.inbox(team["id"], me, msg_type=args.msg_type, mark_read=mark, limit=args.limit)
 
         messages = check() if wait <= 0 else await self.store.wait_until(check, wait)
-        return {"messages": [_message_view(m) for m in messages or []], "count": len(messages or [])}
+        return {"messages": _untrusted_views(messages or []), "count": len(messages or [])}
 
 
 class PlanSubmitArgs(ToolArgs):
