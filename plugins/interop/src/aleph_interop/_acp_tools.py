@@ -233,7 +233,6 @@ class AcpDelegate(AlephTool[DelegateArgs]):
     )
     Args = DelegateArgs
     FACTS = ToolFacts(
-        sink=True,  # the task text goes to an agent outside this runtime: the data-flow rules judge it
         untrusted_output="another agent's reply",
         idempotent=False,
         concurrent_safe=True,
