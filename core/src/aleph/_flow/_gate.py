@@ -137,15 +137,7 @@ class Provenance:
         rules = flow.policy.rules_for(
             entry.name, entry.source, principal.agents, principal.channel, self._cp.registry.generation
         )
-        named_ok = flow.policy.config.named_sources
-        roles_ok = flow.policy.config.named_roles
-
-        def chosen(path: str, text: str, origin: Origin) -> bool:
-            """The user's request chose this value: its named source, or the role it asked the source for."""
-            if origin.named and named_ok:
-                return True
-            return origin.role and roles_ok and argument_fits(path, text, origin.kind)
-
+        config = flow.policy.config
         flows: list[Flow] = []
         named: list[Flow] = []
         for path, text in flat_strings(arguments):
@@ -164,7 +156,7 @@ class Provenance:
                         break
             for kind, origin in seen:
                 found = Flow(path, kind, origin, *rules.for_argument(path))
-                (named if chosen(path, text, origin) else flows).append(found)
+                (named if _chosen(config, path, text, origin) else flows).append(found)
         session_action, session_rule, session_layer = rules.session
         strict_action, strict_rule, strict_layer = rules.mentions
         if strict_action != "allow":
@@ -173,7 +165,7 @@ class Provenance:
                     hit = state.mention_of(text)
                     if hit is not None:
                         found = Flow(path, hit[0], hit[1], strict_action, strict_rule, strict_layer)
-                        (named if chosen(path, text, hit[1]) else flows).append(found)
+                        (named if _chosen(config, path, text, hit[1]) else flows).append(found)
                         break
         if not flows and not named and session_action == "allow":
             return verdict  # the common case: nothing untrusted in the arguments
@@ -261,6 +253,13 @@ def leaf_text(value: Any) -> str:
         elif item is not None and not isinstance(item, bool):
             parts.append(str(item))
     return "\n".join(parts)
+
+
+def _chosen(config: FlowConfig, path: str, text: str, origin: Origin) -> bool:
+    """Whether the user's request chose this value: its named source, or the role it asked that source for."""
+    if origin.named and config.named_sources:
+        return True
+    return origin.role and config.named_roles and argument_fits(path, text, origin.kind)
 
 
 def _first(states: list[FlowState], kind: str, value: str) -> Origin | None:
