@@ -104,7 +104,9 @@ class Judging:
 
     if TYPE_CHECKING:  # the data-flow half (aleph._flow._gate.Provenance) provides it
 
-        def _flow_verdict(self, entry: RegisteredTool, arguments: Mapping[str, Any], verdict: Verdict) -> Verdict: ...
+        def _flow_verdict(
+            self, entry: RegisteredTool, arguments: Mapping[str, Any], verdict: Verdict, *, whole: bool = False
+        ) -> Verdict: ...
 
     # -- one call's verdict ---------------------------------------------------------------------
 
