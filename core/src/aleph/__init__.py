@@ -57,6 +57,17 @@ from aleph._errors import (
     ValidationFailed,
 )
 from aleph._floor._policy import CommandPolicy, CommandRule, CommandVerdict
+from aleph._human import (
+    DeferredHuman,
+    HumanAnswer,
+    HumanAnswerInvalid,
+    HumanChannel,
+    HumanField,
+    HumanInputRequired,
+    HumanOutcome,
+    HumanQuestion,
+    HumanUnavailable,
+)
 from aleph._ledger import Ledger, LedgerRecord, LedgerRow, VerifyReport
 from aleph._ledger._events import EventLog
 from aleph._ledger._keystore import Keystore
@@ -107,6 +118,7 @@ __all__ = [
     "Console",
     "ConsoleInbox",
     "DeferredApprovals",
+    "DeferredHuman",
     "DeferredSet",
     "DuplicateTool",
     "EventLog",
@@ -114,6 +126,14 @@ __all__ = [
     "ExecutionFailed",
     "Explanation",
     "HeldPlugin",
+    "HumanAnswer",
+    "HumanAnswerInvalid",
+    "HumanChannel",
+    "HumanField",
+    "HumanInputRequired",
+    "HumanOutcome",
+    "HumanQuestion",
+    "HumanUnavailable",
     "Keystore",
     "Ledger",
     "LedgerRecord",

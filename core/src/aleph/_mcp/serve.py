@@ -44,6 +44,7 @@ from aleph._chokepoint._requesters import DeferredApprovals
 from aleph._contract._service import panic_error
 from aleph._contract._types import ToolDefinition
 from aleph._errors import ApprovalRequired, ToolError
+from aleph._human import HumanInputRequired, HumanQuestion
 from aleph._mcp._oauth import is_loopback_host
 from aleph._mcp._serve_ask import (
     APPROVAL_KEY,
@@ -57,6 +58,7 @@ from aleph._mcp._serve_ask import (
     request_state_boundary,
 )
 from aleph._mcp._serve_frames import BoundedLines, frame_limit
+from aleph._mcp._serve_human import QUESTION_KEY, Carried, ElicitingHuman, Unreachable, human_answer, question_request
 from aleph._mcp._serve_log import McpLog
 from aleph._mcp._serve_resources import ResourceSources
 from aleph._mcp._serve_roots import ROOTS_WAIT_S, RootWorkspaces
@@ -223,13 +225,15 @@ class AlephMcpServer:
             on_set_logging_level=self.mcp_log.set_level,
         )
 
-    def _service(self, requester: Any = None, session: str | None = None, rt: Aleph | None = None) -> Any:
+    def _service(
+        self, requester: Any = None, session: str | None = None, rt: Aleph | None = None, *, human: Any = None
+    ) -> Any:
         # MCP clients validate and generate arguments from the schemas they list, and bring their own tool
         # search: serve full schemas, without Aleph's per-session disclosure tools. The principal is the
         # configured agent on this channel, in this connection's session (none on the 2026-07-28 HTTP era).
         turn = TurnContext(session_key=session, channel_id=self.channel) if session else None
         return (rt or self.rt).tool_service(
-            agent=self.agent, channel=self.channel, turn=turn, requester=requester, discovery=False
+            agent=self.agent, channel=self.channel, turn=turn, requester=requester, discovery=False, human=human
         )
 
     def _remember(self, ctx: ServerRequestContext[Any, Any]) -> None:
@@ -300,32 +304,63 @@ class AlephMcpServer:
         arguments: Mapping[str, Any] = params.arguments or {}
         session = self._session_key(ctx)
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        answers = DeferredApprovals()
+        can_elicit = _client_can_elicit(ctx)
+        carried = Carried()
         rt = await self._runtime(ctx)
         who = self._principal_digest(session, rt)
         if modern and params.request_state is not None:
-            problem = self._take_answer(AskState.load(params.request_state), (session, who, ctx), params, answers)
+            problem = self._take_answer(AskState.load(params.request_state), (session, who, ctx), params, carried)
             if problem is not None:
-                return _text_result(f"approval for tool {params.name} was not accepted: {problem}", error=True)
+                return _text_result(f"the answer for tool {params.name} was not accepted: {problem}", error=True)
+        # Legacy: one set of answers for the whole call, and questions asked while it waits.
+        answers = carried.approvals()
+        human: Any = ElicitingHuman(params.name, ctx, can_elicit)
         for _ in range(MAX_APPROVAL_ROUNDS):
+            if modern:  # every run starts from what earlier rounds settled
+                answers = carried.approvals()
+                human = carried.human(params.name) if can_elicit else Unreachable(params.name)
             try:
-                return await self._run(ctx, params.name, arguments, answers, session, rt)
+                return await self._run(ctx, params.name, arguments, (answers, human), session, rt)
             except ApprovalRequired as exc:
-                request = exc.request
-            if not _client_can_elicit(ctx):
+                request, question = exc.request, None
+            except HumanInputRequired as exc:
+                request, question = None, exc.question
+            if request is not None and not can_elicit:
                 return _text_result(_no_elicitation(request), error=True)
             if modern:
                 # 2026-07-28: never wait inside a round; the client asks its user and retries with the answer.
-                if session is None:  # no session on this wire: "for this session" would be a promise not kept
-                    kept = tuple(d for d in request.allowed_decisions if d is not ApprovalDecision.ALLOW_SESSION)
-                    request = dataclasses.replace(request, allowed_decisions=kept)
-                elicit, offered = elicit_request(request)
-                state = AskState(
-                    request.fingerprint, session or "", new_nonce(), tuple(offered), who, _client_binding(ctx)
-                )
-                return types.InputRequiredResult(input_requests={APPROVAL_KEY: elicit}, request_state=state.dump())
+                return self._input_required(ctx, (session, who), request, question, carried)
+            assert request is not None  # a legacy question is asked while the call waits, never deferred
             answers.answer(request.fingerprint, await self._elicit_legacy(ctx, request))
         return _text_result(f"tool {params.name} asked for approval more than {MAX_APPROVAL_ROUNDS} times", error=True)
+
+    def _input_required(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        asker: tuple[str | None, str],
+        request: ApprovalRequest | None,
+        question: HumanQuestion | None,
+        carried: Carried,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """The ``input_required`` answer of a 2026-07-28 round: the pending question, sealed state carrying the rest."""
+        session, who = asker
+        if carried.too_large():
+            return _text_result("the answers given to this call are too long to carry to another round", error=True)
+        granted, given = carried.state_fields()
+        binding = (session or "", new_nonce())
+        if request is not None:
+            if session is None:  # no session on this wire: "for this session" would be a promise not kept
+                kept = tuple(d for d in request.allowed_decisions if d is not ApprovalDecision.ALLOW_SESSION)
+                request = dataclasses.replace(request, allowed_decisions=kept)
+            elicit, offered = elicit_request(request)
+            client = _client_binding(ctx)
+            state = AskState(request.fingerprint, *binding, tuple(offered), who, client, "", granted, given)
+            return types.InputRequiredResult(input_requests={APPROVAL_KEY: elicit}, request_state=state.dump())
+        assert question is not None
+        state = AskState("", *binding, (), who, _client_binding(ctx), question.digest(), granted, given)
+        return types.InputRequiredResult(
+            input_requests={QUESTION_KEY: question_request(question)}, request_state=state.dump()
+        )
 
     def _principal_digest(self, session: str | None, rt: Aleph) -> str:
         """A digest of the principal a call of this connection runs as (what a requestState is bound to).
@@ -340,7 +375,7 @@ class AlephMcpServer:
         state: AskState | None,
         asker: tuple[str | None, str, ServerRequestContext[Any, Any]],
         params: types.CallToolRequestParams,
-        answers: DeferredApprovals,
+        carried: Carried,
     ) -> str | None:
         """Accept the client's answer to a question this server asked this session and client; else say why not."""
         session, who, ctx = asker
@@ -348,12 +383,18 @@ class AlephMcpServer:
             return "the requestState is not one this server issued"
         if state.session != (session or "") or state.principal != who or state.client != _client_binding(ctx):
             return "the question was asked by another server or session; call the tool again to be asked anew"
-        answer = (params.input_responses or {}).get(APPROVAL_KEY)
+        key = QUESTION_KEY if state.question else APPROVAL_KEY
+        answer = (params.input_responses or {}).get(key)
         if answer is None:
-            return "the retry carries no answer to the approval question"
+            what = "question" if state.question else "approval question"
+            return f"the retry carries no answer to the {what}"
         if not self.replay.first_use(state.nonce):
             return "this answer was already used; call the tool again to be asked anew"
-        answers.answer(state.fingerprint, answer_from_elicitation(answer, state.offered))
+        carried.restore(state.granted, state.answers)
+        if state.question:
+            carried.answer(state.question, human_answer(answer))
+        else:
+            carried.approve(state.fingerprint, answer_from_elicitation(answer, state.offered))
         return None
 
     async def _elicit_legacy(self, ctx: ServerRequestContext[Any, Any], request: ApprovalRequest) -> ApprovalResponse:
@@ -374,11 +415,11 @@ class AlephMcpServer:
         ctx: ServerRequestContext[Any, Any],
         name: str,
         arguments: Mapping[str, Any],
-        answers: DeferredApprovals,
+        askers: tuple[DeferredApprovals, Any],
         session: str | None,
         rt: Aleph,
     ) -> types.CallToolResult:
-        """Execute once, streaming progress; raises ApprovalRequired, any other failure is an error result."""
+        """Execute once, streaming progress; raises a pending question, any other failure is an error result."""
         sink = _ProgressSink()
         sink_token = _PROGRESS.set(sink)
         result: types.CallToolResult | None = None
@@ -397,11 +438,11 @@ class AlephMcpServer:
 
                 tg.start_soon(forward)
                 try:
-                    service = self._service(answers, session, rt)
+                    service = self._service(askers[0], session, rt, human=askers[1])
                     await self.mcp_log.decision(ctx, service, name, arguments)
                     output = await service.execute(name, arguments)
                     result = _text_result(output.text, error=False)
-                except ApprovalRequired:
+                except (ApprovalRequired, HumanInputRequired):
                     raise
                 except ToolError as exc:
                     result = _text_result(str(exc), error=True)
@@ -413,8 +454,8 @@ class AlephMcpServer:
                     await anyio.sleep(0)  # let already-queued chunks reach the stream before it closes
                     sink.loop.call_soon(sink.send.close)
         except BaseExceptionGroup as group:
-            # The task group wraps what the body raised; ApprovalRequired is control flow, not a failure.
-            required = next((e for e in group.exceptions if isinstance(e, ApprovalRequired)), None)
+            # The task group wraps what the body raised; a pending question is control flow, not a failure.
+            required = next((e for e in group.exceptions if isinstance(e, ApprovalRequired | HumanInputRequired)), None)
             if required is not None:
                 raise required from None
             raise
