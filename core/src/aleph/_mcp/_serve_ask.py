@@ -131,6 +131,8 @@ class AskState:
     question: str = ""
     granted: tuple[tuple[str, str], ...] = ()
     answers: tuple[tuple[str, str, Any], ...] = ()
+    expires: float = 0.0
+    """For a question: when (epoch seconds) its own timeout ends; an answer after that is no answer."""
 
     def dump(self) -> str:
         """The plaintext the boundary seals."""
@@ -146,6 +148,7 @@ class AskState:
                 "q": self.question,
                 "granted": self.granted,
                 "answers": self.answers,
+                "exp": self.expires,
             },
             separators=(",", ":"),
         )
@@ -169,6 +172,7 @@ class AskState:
                 str(data["q"]),
                 tuple((str(fp), str(outcome)) for fp, outcome in data["granted"]),
                 tuple((str(q), str(outcome), content) for q, outcome, content in data["answers"]),
+                float(data["exp"]),
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             return None

@@ -16,8 +16,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,11 +27,21 @@ import anyio
 import mcp_types as types
 from mcp.server import ServerRequestContext
 
-from aleph._chokepoint._approval import ApprovalOutcome, ApprovalResponse
+from aleph._chokepoint._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalResponse
 from aleph._chokepoint._requesters import DeferredApprovals
 from aleph._human import DeferredHuman, HumanAnswer, HumanOutcome, HumanQuestion, HumanUnavailable
+from aleph._mcp._serve_ask import APPROVAL_KEY, AskState, answer_from_elicitation, elicit_request, new_nonce
 
-__all__ = ["MAX_CARRIED_BYTES", "QUESTION_KEY", "Carried", "ElicitingHuman", "human_answer", "question_request"]
+__all__ = [
+    "MAX_CARRIED_BYTES",
+    "QUESTION_KEY",
+    "Carried",
+    "ElicitingHuman",
+    "Unreachable",
+    "human_answer",
+    "input_required",
+    "question_request",
+]
 
 log = logging.getLogger("aleph.serve")
 
@@ -54,6 +66,32 @@ def question_request(question: HumanQuestion) -> types.ElicitRequest:
     """The embedded ``elicitation/create`` (form mode) of a 2026-07-28 ``input_required`` result."""
     params = types.ElicitRequestFormParams(message=question.message, requested_schema=question.requested_schema())
     return types.ElicitRequest(params=params)
+
+
+def input_required(
+    pending: ApprovalRequest | HumanQuestion, carried: Carried, asker: tuple[str | None, str, str]
+) -> types.CallToolResult | types.InputRequiredResult:
+    """The ``input_required`` answer of a 2026-07-28 round: the pending question and a sealed state.
+
+    The state carries what earlier rounds settled, bound to ``asker`` (session, principal digest, client).
+    """
+    session, who, client = asker
+    if carried.too_large():
+        text = "the answers given to this call are too long to carry to another round; ask shorter questions"
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+    granted, given = carried.state_fields()
+    if isinstance(pending, HumanQuestion):
+        expires = time.time() + pending.timeout_s  # the question's own timeout, not only the state's lifetime
+        state = AskState("", session or "", new_nonce(), (), who, client, pending.digest(), granted, given, expires)
+        requests: dict[str, types.InputRequest] = {QUESTION_KEY: question_request(pending)}
+        return types.InputRequiredResult(input_requests=requests, request_state=state.dump())
+    request = pending
+    if session is None:  # no session on this wire: "for this session" would be a promise not kept
+        kept = tuple(d for d in request.allowed_decisions if d is not ApprovalDecision.ALLOW_SESSION)
+        request = dataclasses.replace(request, allowed_decisions=kept)
+    elicit, offered = elicit_request(request)
+    state = AskState(request.fingerprint, session or "", new_nonce(), tuple(offered), who, client, "", granted, given)
+    return types.InputRequiredResult(input_requests={APPROVAL_KEY: elicit}, request_state=state.dump())
 
 
 def no_elicitation(tool: str) -> str:
@@ -120,9 +158,17 @@ class Carried:
             if outcome in known:
                 self.answers[digest] = (outcome, content)
 
-    def approve(self, fingerprint: str, response: ApprovalResponse) -> None:
-        """Hold an approval answer for this call's next run (and later rounds, when it approves)."""
-        self.granted[fingerprint] = response
+    def take(self, state: AskState, answer: Any) -> None:
+        """Take over a verified state and the client's answer to its question, for this call's next run.
+
+        An answer to a question whose own timeout passed is no answer: the tool sees TIMEOUT.
+        """
+        self.restore(state.granted, state.answers)
+        if state.question:
+            late = time.time() > state.expires
+            self.answer(state.question, HumanAnswer(HumanOutcome.TIMEOUT, via="mcp") if late else human_answer(answer))
+        else:
+            self.granted[state.fingerprint] = answer_from_elicitation(answer, state.offered)
 
     def answer(self, digest: str, answer: HumanAnswer) -> None:
         """Hold the answer to the question ``digest`` for this call's next run and later rounds."""

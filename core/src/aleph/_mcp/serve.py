@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import dataclasses
 import logging
 import os
 import secrets
@@ -39,7 +38,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from aleph._chokepoint._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalResponse
+from aleph._chokepoint._approval import ApprovalOutcome, ApprovalRequest, ApprovalResponse
 from aleph._chokepoint._requesters import DeferredApprovals
 from aleph._contract._service import panic_error
 from aleph._contract._types import ToolDefinition
@@ -53,12 +52,10 @@ from aleph._mcp._serve_ask import (
     answer_from_elicitation,
     approval_form,
     digest,
-    elicit_request,
-    new_nonce,
     request_state_boundary,
 )
 from aleph._mcp._serve_frames import BoundedLines, frame_limit
-from aleph._mcp._serve_human import QUESTION_KEY, Carried, ElicitingHuman, Unreachable, human_answer, question_request
+from aleph._mcp._serve_human import QUESTION_KEY, Carried, ElicitingHuman, Unreachable, input_required
 from aleph._mcp._serve_log import McpLog
 from aleph._mcp._serve_resources import ResourceSources
 from aleph._mcp._serve_roots import ROOTS_WAIT_S, RootWorkspaces
@@ -319,48 +316,21 @@ class AlephMcpServer:
             if modern:  # every run starts from what earlier rounds settled
                 answers = carried.approvals()
                 human = carried.human(params.name) if can_elicit else Unreachable(params.name)
+            pending: ApprovalRequest | HumanQuestion
             try:
                 return await self._run(ctx, params.name, arguments, (answers, human), session, rt)
             except ApprovalRequired as exc:
-                request, question = exc.request, None
-            except HumanInputRequired as exc:
-                request, question = None, exc.question
-            if request is not None and not can_elicit:
-                return _text_result(_no_elicitation(request), error=True)
+                pending = exc.request
+            except HumanInputRequired as exc:  # only a 2026-07-28 run defers a question
+                pending = exc.question
+            if isinstance(pending, ApprovalRequest) and not can_elicit:
+                return _text_result(_no_elicitation(pending), error=True)
             if modern:
                 # 2026-07-28: never wait inside a round; the client asks its user and retries with the answer.
-                return self._input_required(ctx, (session, who), request, question, carried)
-            assert request is not None  # a legacy question is asked while the call waits, never deferred
-            answers.answer(request.fingerprint, await self._elicit_legacy(ctx, request))
+                return input_required(pending, carried, (session, who, _client_binding(ctx)))
+            assert isinstance(pending, ApprovalRequest)  # a legacy question is asked while the call waits
+            answers.answer(pending.fingerprint, await self._elicit_legacy(ctx, pending))
         return _text_result(f"tool {params.name} asked for approval more than {MAX_APPROVAL_ROUNDS} times", error=True)
-
-    def _input_required(
-        self,
-        ctx: ServerRequestContext[Any, Any],
-        asker: tuple[str | None, str],
-        request: ApprovalRequest | None,
-        question: HumanQuestion | None,
-        carried: Carried,
-    ) -> types.CallToolResult | types.InputRequiredResult:
-        """The ``input_required`` answer of a 2026-07-28 round: the pending question, sealed state carrying the rest."""
-        session, who = asker
-        if carried.too_large():
-            return _text_result("the answers given to this call are too long to carry to another round", error=True)
-        granted, given = carried.state_fields()
-        binding = (session or "", new_nonce())
-        if request is not None:
-            if session is None:  # no session on this wire: "for this session" would be a promise not kept
-                kept = tuple(d for d in request.allowed_decisions if d is not ApprovalDecision.ALLOW_SESSION)
-                request = dataclasses.replace(request, allowed_decisions=kept)
-            elicit, offered = elicit_request(request)
-            client = _client_binding(ctx)
-            state = AskState(request.fingerprint, *binding, tuple(offered), who, client, "", granted, given)
-            return types.InputRequiredResult(input_requests={APPROVAL_KEY: elicit}, request_state=state.dump())
-        assert question is not None
-        state = AskState("", *binding, (), who, _client_binding(ctx), question.digest(), granted, given)
-        return types.InputRequiredResult(
-            input_requests={QUESTION_KEY: question_request(question)}, request_state=state.dump()
-        )
 
     def _principal_digest(self, session: str | None, rt: Aleph) -> str:
         """A digest of the principal a call of this connection runs as (what a requestState is bound to).
@@ -383,18 +353,12 @@ class AlephMcpServer:
             return "the requestState is not one this server issued"
         if state.session != (session or "") or state.principal != who or state.client != _client_binding(ctx):
             return "the question was asked by another server or session; call the tool again to be asked anew"
-        key = QUESTION_KEY if state.question else APPROVAL_KEY
-        answer = (params.input_responses or {}).get(key)
+        answer = (params.input_responses or {}).get(QUESTION_KEY if state.question else APPROVAL_KEY)
         if answer is None:
-            what = "question" if state.question else "approval question"
-            return f"the retry carries no answer to the {what}"
+            return f"the retry carries no answer to the {'question' if state.question else 'approval question'}"
         if not self.replay.first_use(state.nonce):
             return "this answer was already used; call the tool again to be asked anew"
-        carried.restore(state.granted, state.answers)
-        if state.question:
-            carried.answer(state.question, human_answer(answer))
-        else:
-            carried.approve(state.fingerprint, answer_from_elicitation(answer, state.offered))
+        carried.take(state, answer)
         return None
 
     async def _elicit_legacy(self, ctx: ServerRequestContext[Any, Any], request: ApprovalRequest) -> ApprovalResponse:
