@@ -29,6 +29,7 @@ from aleph._chokepoint._telemetry import configure_telemetry
 from aleph._chokepoint._tiers import ExecTier
 from aleph._chokepoint._verdict import PolicyVote
 from aleph._config import AlephConfig, load_config
+from aleph._confine import ConfinedRoot, ConfinedTarget, PathRefused
 from aleph._console import Console, ConsoleInbox
 from aleph._contract._function import tool
 from aleph._contract._names import repair_tool_name, suggest_candidates
@@ -115,6 +116,8 @@ __all__ = [
     "CommandRule",
     "CommandVerdict",
     "ConfigError",
+    "ConfinedRoot",
+    "ConfinedTarget",
     "Console",
     "ConsoleInbox",
     "DeferredApprovals",
@@ -141,6 +144,7 @@ __all__ = [
     "LoopTool",
     "McpManager",
     "NullToolService",
+    "PathRefused",
     "PermissionDenied",
     "PluginContext",
     "PluginError",
