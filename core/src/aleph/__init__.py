@@ -69,6 +69,7 @@ from aleph._human import (
     HumanQuestion,
     HumanUnavailable,
 )
+from aleph._human_text import TerminalHuman, TextHumanChannel
 from aleph._ledger import Ledger, LedgerRecord, LedgerRow, VerifyReport
 from aleph._ledger._events import EventLog
 from aleph._ledger._keystore import Keystore
@@ -158,7 +159,9 @@ __all__ = [
     "ScriptedRequester",
     "SecretResolver",
     "StateSeal",
+    "TerminalHuman",
     "TerminalRequester",
+    "TextHumanChannel",
     "Tool",
     "ToolArgs",
     "ToolDefinition",

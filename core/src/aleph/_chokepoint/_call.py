@@ -26,6 +26,7 @@ from aleph._errors import ExecutionFailed
 from aleph._human import (
     MAX_QUESTIONS_PER_CALL,
     HumanAnswer,
+    HumanAnswerInvalid,
     HumanChannel,
     HumanOutcome,
     HumanQuestion,
@@ -207,6 +208,12 @@ class CallContext:
             answer = await asyncio.wait_for(channel.ask(question), question.timeout_s + 5)
         except TimeoutError:
             answer = HumanAnswer(HumanOutcome.TIMEOUT)
+        except HumanAnswerInvalid as exc:  # a text channel got no reply that fits
+            raise ExecutionFailed(self.tool, f"the person's answer does not fit the question: {exc}") from None
+        except HumanUnavailable as exc:
+            if exc.tool:
+                raise
+            raise HumanUnavailable(self.tool, exc.cause) from None  # a channel does not know the tool's name
         answer = checked_answer(self.tool, question, answer)
         suffix = "" if self._asked == 1 else f"_{self._asked}"
         refs: dict[str, str] = {f"human_outcome{suffix}": answer.outcome.value}

@@ -2,8 +2,8 @@
 
 Where the question goes is decided by who is calling, never by an argument, in this order: the request's
 channel (an adapter of this family) and conversation, both bound by the host; else the human channel the
-host bound to the tool service (MCP elicitation under ``aleph serve``); else the terminal the command runs
-in; else nobody, and the tool says so. The tool is never tier-gated (core treats it as human contact), so
+host bound to the tool service (MCP elicitation under ``aleph serve``, the terminal under ``aleph tools
+call``); else nobody, and the tool says so. The tool is never tier-gated (core treats it as human contact), so
 it takes no target: an agent cannot use it to message anyone else. An unattended run has nobody to ask.
 
 Every route goes through :meth:`aleph.CallContext.ask_human`: the answer is checked against the question
@@ -14,7 +14,6 @@ is safe: it is idempotent. Answers are untrusted content: the result says so.
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -22,10 +21,10 @@ from pydantic import Field, model_validator
 import aleph
 from aleph import AlephTool, ExecutionFailed, HumanAnswer, HumanField, HumanOutcome, HumanQuestion, ToolArgs, ToolFacts
 from aleph_channels._hub import ChannelHub
-from aleph_channels._text_human import ChannelHuman, TerminalHuman, parse_answer
+from aleph_channels._text_human import ChannelHuman
 from aleph_channels._tools import owner_of_call
 
-__all__ = ["AskUser", "FormField", "parse_answer"]
+__all__ = ["AskUser", "FormField"]
 
 _KINDS: dict[str, Literal["string", "number", "boolean"]] = {
     "text": "string",
@@ -132,14 +131,13 @@ class AskUser(AlephTool[AskArgs]):
                 )
             through = ChannelHuman(self._hub, channel, conversation, owner_of_call())
         elif not call.can_ask_human:
-            if sys.stdin is None or not sys.stdin.isatty():
-                raise ExecutionFailed(
-                    self.NAME,
-                    "no way to reach a person from here: this request came from no channel adapter, the host "
-                    "bound no human channel and no terminal is attached; decide without asking, or configure "
-                    "[channel_adapters.<name>] for the channel the host uses",
-                )
-            through = TerminalHuman()
+            raise ExecutionFailed(
+                self.NAME,
+                "no way to reach a person from here: this request came from no channel adapter and the host "
+                "bound no human channel (aleph serve asks through MCP elicitation, aleph tools call on a "
+                "terminal); decide without asking, or configure [channel_adapters.<name>] for the channel "
+                "the host uses",
+            )
         return _result(await call.ask_human(question, through=through), bool(args.form))
 
 
