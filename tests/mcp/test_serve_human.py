@@ -69,8 +69,17 @@ class Tools:
             )
             return {"name": first.get(), "drink": second.get()}
 
+        @aleph.tool(idempotent=True)
+        async def restless() -> str:
+            """Ask a question whose text changes every time the tool runs."""
+            tools.runs["restless"] = tools.runs.get("restless", 0) + 1
+            call = aleph.current_call()
+            assert call is not None
+            return str((await call.ask_human(aleph.HumanQuestion.text(f"Attempt {tools.runs['restless']}?"))).get())
+
         rt.register(deploy_ask)
         rt.register(two_questions)
+        rt.register(restless)
 
 
 class Human:
@@ -225,6 +234,15 @@ async def test_two_questions_in_one_call_are_asked_in_turn(workspace: Path, mode
             '{"answer":"Ada"}',
             '{"answer":"tea"}',
         )
+
+
+async def test_a_question_that_changes_every_run_ends_after_four_rounds(workspace: Path) -> None:
+    tools = Tools()
+    human = Human(*[{"answer": str(i)} for i in range(10)])
+    async with serving(workspace, tools) as (url, _rt), client(url, "auto", human) as c:
+        result = await c.call_tool("restless", {})
+    assert result.is_error and "asked more than 4 questions in one call" in text(result)
+    assert len(human.asked) == 4 and tools.runs["restless"] == 5
 
 
 async def test_an_approval_and_a_question_in_one_call_are_each_asked_once(workspace: Path) -> None:

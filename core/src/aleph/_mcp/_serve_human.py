@@ -29,7 +29,14 @@ from mcp.server import ServerRequestContext
 
 from aleph._chokepoint._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalResponse
 from aleph._chokepoint._requesters import DeferredApprovals
-from aleph._human import DeferredHuman, HumanAnswer, HumanOutcome, HumanQuestion, HumanUnavailable
+from aleph._human import (
+    MAX_QUESTIONS_PER_CALL,
+    DeferredHuman,
+    HumanAnswer,
+    HumanOutcome,
+    HumanQuestion,
+    HumanUnavailable,
+)
 from aleph._mcp._serve_ask import APPROVAL_KEY, AskState, answer_from_elicitation, elicit_request, new_nonce
 
 __all__ = [
@@ -49,6 +56,8 @@ QUESTION_KEY = "aleph_question"
 """The ``input_requests`` key of a tool's question."""
 MAX_CARRIED_BYTES = 64 * 1024
 """The most answers one call's state carries (the client sends them back on every retry)."""
+MAX_ROUNDS = 8
+"""Approvals one 2026-07-28 call may carry (a composite tool asks once per gated sub-call)."""
 
 _ACTIONS = {"accept": HumanOutcome.ACCEPTED, "decline": HumanOutcome.DECLINED, "cancel": HumanOutcome.CANCELLED}
 
@@ -76,9 +85,19 @@ def input_required(
     The state carries what earlier rounds settled, bound to ``asker`` (session, principal digest, client).
     """
     session, who, client = asker
+    problem = None
     if carried.too_large():
-        text = "the answers given to this call are too long to carry to another round; ask shorter questions"
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+        problem = "the answers given to this call are too long to carry to another round; ask shorter questions"
+    elif isinstance(pending, HumanQuestion) and len(carried.answers) >= MAX_QUESTIONS_PER_CALL:
+        # Also what a question that changes every time it is asked (a clock in its text) comes to.
+        problem = (
+            f"the tool asked more than {MAX_QUESTIONS_PER_CALL} questions in one call "
+            "(or asked anew a question that was already answered)"
+        )
+    elif not isinstance(pending, HumanQuestion) and len(carried.granted) >= MAX_ROUNDS:
+        problem = f"the tool asked for approval more than {MAX_ROUNDS} times in one call"
+    if problem is not None:
+        return types.CallToolResult(content=[types.TextContent(type="text", text=problem)], is_error=True)
     granted, given = carried.state_fields()
     if isinstance(pending, HumanQuestion):
         expires = time.time() + pending.timeout_s  # the question's own timeout, not only the state's lifetime
