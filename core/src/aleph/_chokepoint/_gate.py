@@ -81,19 +81,32 @@ _PREVIEW = json.JSONEncoder(ensure_ascii=False, default=str)
 _SCALARS = (str, int, float, bool)
 
 
+# What a secret-named string stands as in a fingerprint. A fingerprint is kept (ledger rows, the results
+# store, sealed MCP states) and is a plain SHA-256: hashing a password there would hand anyone holding a
+# ledger export an offline guess-and-check. The human who approves a call sees ``***`` in that place
+# anyway, so the fingerprint binds exactly what they were shown.
+SECRET_MARK = "\u0000secret"
+
+
+def _field(key: Any, value: Any) -> Any:
+    if type(value) is str:
+        return SECRET_MARK if value and _is_secret_key(key) else value
+    return value if type(value) in _SCALARS else _drop_nulls(value)
+
+
 def _drop_nulls(node: Any) -> Any:
     if isinstance(node, Mapping):
-        return {k: _drop_nulls(v) for k, v in node.items() if v is not None}
+        return {k: _field(k, v) for k, v in node.items() if v is not None}
     if isinstance(node, list | tuple):
         return [_drop_nulls(v) for v in node]
     return node
 
 
 def canonical_json(value: Any, *, drop_justification: bool = False) -> str:
-    """Sorted keys, nulls dropped recursively (and ``justification`` for exec tools)."""
+    """Sorted keys, nulls dropped recursively (and ``justification`` for exec tools), secret-named strings masked."""
     if isinstance(value, Mapping):
         value = {
-            k: v if type(v) in _SCALARS else _drop_nulls(v)
+            k: _field(k, v)
             for k, v in value.items()
             if v is not None and not (drop_justification and k == "justification")
         }

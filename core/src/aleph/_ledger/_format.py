@@ -92,8 +92,9 @@ class LedgerRecord:
     """What the chokepoint hands the ledger: one refusal, decision or mutating call.
 
     ``detail`` must already be redacted. ``args_fp`` is the 32-hex fingerprint of tool + canonical
-    arguments (the grant key); ``result_fp`` an optional digest of the result; ``rule`` the rule that
-    decided, when the row records a decision.
+    arguments (the grant key; the values of secret-named string fields are masked in it);
+    ``result_fp`` an optional digest of the result; ``rule`` the rule that decided, when the row
+    records a decision.
     """
 
     agent_id: str

@@ -140,7 +140,7 @@ class Transactions:
         cfg = self.config
         return decide(
             cs,
-            self.protected,
+            self.protected.with_git_names(self.workspace),  # what the repository's git config runs, as of now
             ask_files=cfg.commit_ask_files,
             ask_fraction=cfg.commit_ask_fraction,
             ask_min_files=cfg.commit_ask_min_files,

@@ -89,7 +89,7 @@ _HOST_EXECUTED = aleph.ProtectedPaths(aleph.ProtectedPaths.HOST_EXECUTED)
 
 
 def _protected(rel: list[str], workspace: Path, protected: Iterable[Path]) -> bool:
-    if rel and _HOST_EXECUTED.hit("/".join(rel), non_dir=True) is not None:
+    if rel and _HOST_EXECUTED.with_git_names(workspace).hit("/".join(rel), non_dir=True) is not None:
         return True
     rules: list[tuple[str, ...]] = []
     for path in protected:
