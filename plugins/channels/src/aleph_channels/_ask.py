@@ -95,8 +95,8 @@ class AskUser(AlephTool[AskArgs]):
     NAME = "ask_user"
     DESCRIPTION = (
         "Ask the human you work for a question and wait for the answer: free text, one of some choices, or a "
-        "short form. It goes to the conversation this request came from (or the terminal); it cannot message "
-        "anyone else. Use it when you need a decision or a fact only the person has."
+        "short form. It goes to the person this request came from (their conversation, their MCP client, or the "
+        "terminal); it cannot message anyone else. Use it when you need a decision or a fact only the person has."
     )
     Args = AskArgs
     # Idempotent: asking changes nothing but the conversation, and a retry with the answer is how the
