@@ -1,6 +1,7 @@
 """bash ``true`` through the full chokepoint and the sandbox vs a bare ``subprocess.run(["bash", "-c", "true"])``.
 
-Run: python bench/bench_exec.py [N]   (``commit``: only the commit rows; ``typical``: git status and pytest)
+Run: python bench/bench_exec.py [N]   (``commit``: only the commit rows; ``typical``: git status and pytest;
+``egress``: only the egress proxy rows)
 Targets, measured against the bare spawn in the same run: <= 2.0x where the call runs as a transaction
 (bubblewrap: a copy-on-write layer per call, its changeset read and judged); <= 1.5x without one.
 With bubblewrap, the first run of a workspace starts its zygote (one bwrap kept for the workspace);
@@ -33,7 +34,8 @@ ROUNDS = 5
 SETTLE_S = 0.005
 
 MODES = {
-    "bwrap + cgroup (auto, default here)": '[exec]\nisolation = "auto"\n',
+    "bwrap + cgroup (auto, default here; network proxied)": '[exec]\nisolation = "auto"\n',
+    "bwrap + cgroup, network none": '[exec]\nisolation = "auto"\nnetwork = "none"\n',
     "bwrap, no cgroup": '[exec]\nisolation = "auto"\ncgroup = "off"\n',
     "no bwrap, cgroup (zygote on the host)": '[exec]\nisolation = "none"\n',
     "no bwrap, no cgroup (zygote on the host)": '[exec]\nisolation = "none"\ncgroup = "off"\n',
@@ -373,7 +375,95 @@ def typical_rows() -> None:
         sandbox.close()
 
 
+def egress_rows(size: int = 1024 * 1024) -> None:
+    """``curl`` of a 1 MB file through the egress proxy (a bash call, network proxied) vs the same ``curl`` bare.
+
+    The file comes from ``python -m http.server`` in a process of its own on loopback, named
+    ``files.example`` for the proxy (``[exec.network] hosts``). Target: <= 1.3x.
+    """
+    import shutil
+
+    if shutil.which("curl") is None:
+        print("egress: curl is not installed")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        site = Path(tmp) / "site"
+        site.mkdir()
+        (site / "one.bin").write_bytes(os.urandom(size))
+        server = subprocess.Popen(
+            [sys.executable, "-m", "http.server", "0", "-b", "127.0.0.1", "-d", str(site)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        try:
+            assert server.stdout is not None
+            port = int(server.stdout.readline().split("port ")[1].split()[0])  # "Serving HTTP on ... port N ..."
+            ws = Path(tmp) / "ws"
+            ws.mkdir()
+            toml = (
+                f'[workspace]\ndata_dir = "{(Path(tmp) / "data").as_posix()}"\n'
+                '[exec.network]\nallow = ["files.example"]\nprivate_hosts = ["files.example"]\n'
+                'hosts = { "files.example" = "127.0.0.1" }\n'
+            )
+            (ws / "aleph.toml").write_text(toml)
+            rt = aleph.load(
+                ws / "aleph.toml", workspace=ws, plugins=[aleph_exec.plugin], entry_points=False, strict=True
+            )
+            service = rt.tool_service(tier="full")
+            bare_argv = ["curl", "-sS", "-o", "/dev/null", f"http://127.0.0.1:{port}/one.bin"]
+            command = f"curl -sS -o /dev/null http://files.example:{port}/one.bin"
+
+            sandbox = rt.registry.get("bash").tool.sandbox  # type: ignore[union-attr]
+            sandboxed = ["curl", "-sS", "-o", "/dev/null", f"http://files.example:{port}/one.bin"]
+
+            async def alternate() -> tuple[list[float], list[float], list[float], list[float], str]:
+                first = json.loads((await service.execute("bash", {"command": command})).text)
+                assert first["connections"]["allowed"] == 1 and first["exit_code"] == 0, first
+                curl_bare, curl_tool, true_bare, true_tool = [], [], [], []
+                for _ in range(N * ROUNDS):
+                    await asyncio.sleep(SETTLE_S)
+                    start = time.perf_counter()
+                    await sandbox.arun(sandboxed, cwd=ws, timeout=30)
+                    curl_sandbox.append(time.perf_counter() - start)
+                    for argv, into in ((bare_argv, curl_bare), (["bash", "-c", "true"], true_bare)):
+                        await asyncio.sleep(SETTLE_S)
+                        start = time.perf_counter()
+                        subprocess.run(argv, check=True)
+                        into.append(time.perf_counter() - start)
+                    for text, into in ((command, curl_tool), ("true", true_tool)):
+                        await asyncio.sleep(SETTLE_S)
+                        start = time.perf_counter()
+                        await service.execute("bash", {"command": text})
+                        into.append(time.perf_counter() - start)
+                return curl_bare, curl_tool, true_bare, true_tool, first["network"]
+
+            curl_sandbox: list[float] = []
+            curl_bare, curl_tool, true_bare, true_tool, network = asyncio.run(alternate())
+            asyncio.run(rt.aclose())
+        finally:
+            server.kill()
+            server.wait()
+    cb, ct, tb, tt = (statistics.median(x) * 1000 for x in (curl_bare, curl_tool, true_bare, true_tool))
+    cs = statistics.median(curl_sandbox) * 1000
+    print(
+        f"{'  curl 1 MB through the proxy, sandbox.arun alone':<50} {cs:8.2f} ms  bare curl {cb:5.2f} ms  "
+        f"ratio {cs / cb:5.2f}x  (the proxy and the sandbox, without the chokepoint)"
+    )
+    print(
+        f"{'curl 1 MB through the egress proxy (bash call)':<50} {ct:8.2f} ms  bare curl {cb:5.2f} ms  "
+        f"ratio {ct / cb:5.2f}x  [{network}]  (<= 1.3x)"
+    )
+    print(
+        f"{'bash true, network proxied':<50} {tt:8.2f} ms  bare {tb:5.2f} ms  ratio {tt / tb:5.2f}x  "
+        f"[{network}]  (<= 2.0x)"
+    )
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["egress"]:
+        egress_rows()
+        return
     if sys.argv[1:2] == ["commit"]:
         commit_rows()
         return
@@ -390,6 +480,7 @@ def main() -> None:
         target = "2.0x, a transaction" if label.startswith("bwrap") else "1.5x, no transaction"
         print(f"{label:<50} {ms:8.2f} ms  bare {bare:5.2f} ms  ratio {ratio:5.2f}x  [{isolation}]  (<= {target})")
     transaction_rows()
+    egress_rows()
     print("a small repository (40 files), the run alone (the transaction's commit is measured apart):")
     typical_rows()
     print("breakdown (single runs, ratio to the median bare spawn above):")

@@ -76,7 +76,7 @@ def test_blocked_beats_allowed_and_refusals_name_the_rule() -> None:
         ("http://127.0.0.1:8080/", "loopback"),
         ("http://localhost/", "loopback"),
         ("http://10.1.2.3/", "private"),
-        ("http://169.254.169.254/latest/meta-data", "link-local"),
+        ("http://169.254.169.254/latest/meta-data", "cloud metadata"),
         ("http://[::1]/", "loopback"),
         ("http://[::ffff:192.168.0.1]/", "private"),
         ("http://0.0.0.0/", "unspecified"),

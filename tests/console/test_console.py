@@ -5,7 +5,6 @@ and tool output that tries markup stays text."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,7 +17,6 @@ from aleph._console import Console
 
 pytestmark = pytest.mark.anyio
 
-CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium") or "") if p and Path(p).exists()), None)
 XSS = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
 RAN: list[str] = []
 
@@ -57,20 +55,6 @@ async def console(rt: aleph.Aleph) -> AsyncIterator[Console]:
     await con.start()
     yield con
     await con.stop()
-
-
-@pytest.fixture
-async def page() -> AsyncIterator[Any]:
-    if CHROMIUM is None:
-        pytest.skip("chromium not installed (Debian's chromium): run scripts/setup-system")
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield await browser.new_page()
-        finally:
-            await browser.close()
 
 
 async def waiting(console: Console, n: int = 1) -> None:

@@ -28,7 +28,8 @@ def processes_with(token: str) -> list[str]:
         if not entry.name.isdigit():
             continue
         try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            # Any process of the machine: a command line need not be UTF-8.
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue

@@ -13,7 +13,10 @@ from .test_tools import ImageProvider
 class TestExecContract(ToolContractTests):
     plugin = aleph_exec.plugin
     families = ("bash", "code", "pdf", "image", "exec")
-    no_example = {"exec_commit": "the approval step aleph-exec asks for itself; a direct call commits nothing"}
+    no_example = {
+        "exec_commit": "the approval step aleph-exec asks for itself; a direct call commits nothing",
+        "exec_network": "the approval step aleph-exec's egress proxy asks for itself; a direct call opens nothing",
+    }
 
     def make_runtime(self, workspace: Path) -> Aleph:
         import aleph

@@ -94,7 +94,8 @@ def test_etc_is_minimal_and_holds_no_secrets(sandbox: WorkspaceSandbox) -> None:
     listing, passwd, entry = out.split("---\n")
     names = set(listing.split())
     assert not names & {"shadow", "gshadow", "shadow-", "gshadow-", "ssh", "sudoers", "security", "ssl/private"}
-    assert {"passwd", "group", "resolv.conf", "hosts", "nsswitch.conf", "ld.so.cache"} <= names
+    assert {"passwd", "group", "hosts", "nsswitch.conf", "ld.so.cache"} <= names
+    assert "resolv.conf" not in names  # network proxied (the default): no DNS inside, the proxy resolves names
     assert "aleph:x:1000:1000" in passwd and Path("/etc/passwd").read_text() != passwd
     assert entry.startswith("aleph:x:1000:1000:")
     code, _, _ = sh(sandbox, "cat /etc/shadow")
@@ -201,8 +202,9 @@ def _doctor(toml: str, tmp_path: Path) -> dict[str, tuple[str, str]]:
 
 
 def test_doctor_reports_what_is_in_force(tmp_path: Path) -> None:
-    checks = _doctor('[exec]\nisolation = "bwrap"\n', tmp_path)
-    assert set(checks) == {"exec.isolation", "exec.overlay", "exec.cgroup", "exec.seccomp"}
+    checks = _doctor('[exec]\nisolation = "bwrap"\n[exec.network]\nallow = ["pypi.org"]\n', tmp_path)
+    assert set(checks) == {"exec.isolation", "exec.overlay", "exec.cgroup", "exec.seccomp", "exec.network"}
+    assert ("ok", True) == (checks["exec.network"][0], "allowed hosts: pypi.org" in checks["exec.network"][1])
     status, detail = checks["exec.isolation"]
     assert status == "ok" and "user namespace" in detail and "host uid 0 " not in detail, detail
     assert checks["exec.seccomp"][0] == "ok", checks["exec.seccomp"]
@@ -215,6 +217,7 @@ def test_doctor_says_plain_processes_hold_nothing_back(tmp_path: Path) -> None:
     assert checks["exec.isolation"][0] == "warn" and "plain processes" in checks["exec.isolation"][1]
     assert checks["exec.overlay"] == ("warn", checks["exec.overlay"][1])
     assert "isolation is none" in checks["exec.overlay"][1]
+    assert checks["exec.network"][0] == "warn" and "cannot be taken away" in checks["exec.network"][1]
 
 
 # -- as a user: Debian's python3 as `nobody`, with copies of aleph_exec and what it imports ----------------

@@ -45,7 +45,7 @@ async def _bash(rt: aleph.Aleph, agent: str, session: str, command: str) -> dict
     return result
 
 
-@pytest.mark.parametrize("network", ["none", "host"])  # a transaction each, and direct runs
+@pytest.mark.parametrize("network", ["none", "proxied", "host"])  # transactions, and direct runs
 async def test_what_one_agent_leaves_outside_the_workspace_the_next_call_never_sees(
     workspace: Path, network: str
 ) -> None:

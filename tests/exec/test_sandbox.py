@@ -129,7 +129,10 @@ async def test_working_dir_must_stay_inside_the_workspace(workspace: Path) -> No
 
 @pytest.mark.anyio
 @NO_BWRAP
-async def test_bwrap_keeps_system_read_only_protected_files_read_only_and_network_off(workspace: Path) -> None:
+@pytest.mark.parametrize("network", ["none", "proxied"])
+async def test_bwrap_keeps_system_read_only_protected_files_read_only_and_network_off(
+    workspace: Path, network: str
+) -> None:
     command = (
         "touch /usr/aleph-probe 2>/dev/null && echo usr-writable; "
         "echo x >> aleph.toml 2>/dev/null && echo toml-writable; "
@@ -137,12 +140,12 @@ async def test_bwrap_keeps_system_read_only_protected_files_read_only_and_networ
         "cat /proc/net/dev | grep -c : ; "
         "echo pid=$$"
     )
-    out = await run(workspace, "bash", {"command": command}, '[exec]\nisolation = "bwrap"\n')
+    out = await run(workspace, "bash", {"command": command}, f'[exec]\nisolation = "bwrap"\nnetwork = "{network}"\n')
     assert "usr-writable" not in out["stdout"] and "toml-writable" not in out["stdout"]
     assert "ok\n" in out["stdout"]
     assert (workspace / "inside.txt").read_text() == "ok\n"
-    assert "1\n" in out["stdout"]  # only the loopback interface: no network
-    assert ("none", True) == (out["network"], out["isolation"].startswith("bwrap"))
+    assert "1\n" in out["stdout"]  # only the loopback interface: no network but through the proxy
+    assert (network, True) == (out["network"], out["isolation"].startswith("bwrap"))
     assert int(out["stdout"].split("pid=")[1]) < 10  # own PID namespace
 
 

@@ -6,9 +6,9 @@ import ipaddress
 from pathlib import Path
 
 import pytest
-from aleph_files._web import is_public_address
 
 import aleph
+from aleph import is_public_address
 
 from .conftest import make_runtime
 from .servers import serve

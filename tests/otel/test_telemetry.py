@@ -162,6 +162,27 @@ async def test_an_exec_changeset_is_counted_on_the_span(workspace: Path) -> None
     assert attrs["aleph.changeset.deleted"] == 0
 
 
+@pytest.mark.anyio
+async def test_a_recorded_call_names_its_ledger_row_and_that_row_is_the_call(workspace: Path) -> None:
+    async with runtime(workspace) as rt:
+        await rt.tool_service(agent="alice").execute("shell", {"command": "make"})
+        row = dict(only_span().attributes)["aleph.ledger.row"]
+        agent, seq = str(row).split(":")
+        ledger = rt.chokepoint.ledger
+        assert ledger is not None
+        found = [r for r in ledger.rows("alice") if r.seq == int(seq)]
+    assert agent == "alice"
+    assert [(r.action, r.target, r.outcome) for r in found] == [("tool_call", "shell", "ok")]
+
+
+@pytest.mark.anyio
+async def test_a_call_that_records_no_row_names_none(workspace: Path) -> None:
+    async with runtime(workspace) as rt:
+        with pytest.raises(aleph.PermissionDenied):  # a refusal's row is queued, not awaited: no seq to name
+            await rt.tool_service(agent="guest").execute("shell", {"command": "make"})
+    assert "aleph.ledger.row" not in dict(only_span().attributes)
+
+
 def _calls_by_decision() -> dict[tuple[str, str], int]:
     data = READER.get_metrics_data()
     found: dict[tuple[str, str], int] = {}

@@ -74,6 +74,7 @@ from aleph._ledger import Ledger, LedgerRecord, LedgerRow, VerifyReport
 from aleph._ledger._events import EventLog
 from aleph._ledger._keystore import Keystore
 from aleph._mcp import McpManager
+from aleph._netguard import AddressGuard, address_problem, is_public_address, parse_address
 from aleph._plugins._context import PluginContext, ToolRegistrar
 from aleph._plugins._hookspec import hookimpl
 from aleph._plugins._loader import inspect_distribution
@@ -94,6 +95,7 @@ from aleph._turn import TurnContext, current_session, current_turn
 __version__ = "0.1.0"
 
 __all__ = [
+    "AddressGuard",
     "Aleph",
     "AlephConfig",
     "AlephError",
@@ -183,6 +185,7 @@ __all__ = [
     "UnscopedToolService",
     "ValidationFailed",
     "VerifyReport",
+    "address_problem",
     "adds_digest",
     "configure_telemetry",
     "current_call",
@@ -191,11 +194,13 @@ __all__ = [
     "current_turn",
     "hookimpl",
     "inspect_distribution",
+    "is_public_address",
     "load",
     "load_config",
     "notify_tool_result",
     "notify_tool_start",
     "notify_tool_streaming_chunk",
+    "parse_address",
     "repair_tool_name",
     "set_tool_progress_handler",
     "suggest_candidates",

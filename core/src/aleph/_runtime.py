@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
+from aleph._chokepoint._alongside import SharedInbox
 from aleph._chokepoint._approval import ApprovalRequester
 from aleph._chokepoint._delegation import Delegator
 from aleph._chokepoint._layers import AccessControl, build_chokepoint
@@ -70,6 +71,8 @@ class Aleph:
         self.chokepoint.delegator = Delegator(self.access)
         for scheme, resolver in plugins.secret_resolvers:
             self.chokepoint.secrets.add(scheme, resolver)
+        self.inbox = SharedInbox(config, lambda: self.config)
+        """The data directory's approval inbox ``aleph console`` reads (``[console] inbox``)."""
         self.discovery = Discovery(config.tools, registry, config.data_dir)
         """``[tools]`` discovery: search index, disclosure rewriters, deferred sets, session knobs."""
         self._cleanups = cleanups
@@ -124,6 +127,7 @@ class Aleph:
         if self.chokepoint.events is not None:
             self.chokepoint.events.close()
         self.chokepoint.owners.close()
+        self.inbox.close()
 
     def reload_config(self) -> AlephConfig:
         """Read the configuration files again and put their permission layers in force; returns the new config.
@@ -215,7 +219,10 @@ class Aleph:
             agent=agent,
             channel=channel,
             turn=turn,
-            requester=requester,
+            # Asked beside the data directory's inbox when [console] inbox says so (aleph console answers there).
+            requester=self.inbox.alongside(
+                requester if requester is not None else self.chokepoint.default_requester, principal
+            ),
             allowed=allowed,
             rewriters=rewriters,
             deferred=deferred,

@@ -11,11 +11,12 @@ the row builder cannot raise on them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from aleph._chokepoint._call import _CALL, CallContext
 from aleph._chokepoint._gate import grant_fingerprint, redact, summarize_call
+from aleph._chokepoint._telemetry import ledger_row_sink
 from aleph._contract._types import dumps_json, is_flat_json
 from aleph._errors import ExecutionFailed
 from aleph._ledger import LedgerRecord
@@ -140,7 +141,9 @@ class Recording:
                 )
 
             try:
-                unrecorded = await append_later(agent, build, durable=True)
+                sink = ledger_row_sink(agent)  # only while a span is open: a stand-in ledger may not take it
+                extra = {"on_row": sink} if sink is not None else {}
+                unrecorded = await append_later(agent, build, durable=True, **extra)
             except Exception as exc:
                 log.exception("ledger append failed")
                 unrecorded = f"the ledger failed: {type(exc).__name__}"
@@ -155,6 +158,7 @@ class Recording:
                 None,
                 refs,
                 durable=True,
+                on_row=ledger_row_sink(self._agent_id()),
             )
         self._event("executed" if outcome == "ok" else "failed", entry.name, redact(detail))
         return unrecorded
@@ -220,6 +224,7 @@ class Recording:
         refs: Mapping[str, str] | None = None,
         *,
         durable: bool = False,
+        on_row: Callable[[int], None] | None = None,
     ) -> str | None:
         ledger = self._cp.ledger
         if ledger is None:
@@ -239,7 +244,10 @@ class Recording:
             refs=refs or None,
         )
         try:
-            return await (ledger.append(record, durable=True) if durable else ledger.append(record))
+            if not durable:
+                return await ledger.append(record)
+            extra = {"on_row": on_row} if on_row is not None else {}
+            return await ledger.append(record, durable=True, **extra)
         except Exception as exc:
             log.exception("ledger append failed")
             return f"the ledger failed: {type(exc).__name__}"

@@ -38,7 +38,14 @@ if TYPE_CHECKING:
     from aleph._chokepoint._verdict import Verdict
     from aleph._contract._types import ToolOutput
 
-__all__ = ["configure_telemetry", "enabled", "note_approval", "note_verdict", "traced_execute"]
+__all__ = [
+    "configure_telemetry",
+    "enabled",
+    "ledger_row_sink",
+    "note_approval",
+    "note_verdict",
+    "traced_execute",
+]
 
 MAX_CONTENT_CHARS = 4096
 """Longest argument or result text put on a span when content capture is on."""
@@ -167,6 +174,15 @@ def note_approval(outcome: str, by: str, approved: bool, waited_ms: int, asked: 
     span.set_attribute("aleph.approval.wait_ms", waited_ms)
     if asked:
         open_.wait_s = waited_ms / 1000
+
+
+def ledger_row_sink(agent: str) -> Callable[[int], None] | None:
+    """What puts the call's ledger row (``agent:seq``) on its open span once written; None when no span is open."""
+    open_ = _SPAN.get()
+    if open_ is None:
+        return None
+    span = open_.span
+    return lambda seq: span.set_attribute("aleph.ledger.row", f"{agent}:{seq}")
 
 
 def _content(value: Any) -> str:

@@ -1,7 +1,8 @@
 """``aleph console``: the approval inbox, the ledger and policy explain on a local web page.
 
 The page is served on loopback only, at a URL holding a random token (printed on stderr); a request
-without the token is refused. The inbox holds the asks of calls made through this process's runtime; the
+without the token is refused. The inbox holds the asks every process on the same data directory offered
+(``aleph serve``, runtimes with ``[console] inbox``; while the console runs, ``auto`` offers them); the
 ledger and explain pages read the workspace's ledger and policy.
 """
 

@@ -1,5 +1,10 @@
 """The console's web app (Starlette, server-rendered, no build step) and its loopback server.
 
+The inbox shows the asks of this process (:attr:`Console.inbox`) and those every other process on the
+same data directory offered to its durable inbox (``aleph serve``, a runtime with ``[console] inbox``);
+an answer from the page goes back to whichever holds the ask. While it runs, the console holds the
+inbox's presence lock, so runtimes in ``auto`` mode offer their asks to it.
+
 Only loopback addresses are served and every request must carry the console's random token (in the URL or
 a form field): a request without it, or with a ``Host`` that is not this loopback listener (DNS rebinding),
 is refused with 403 before any page is built.
@@ -8,16 +13,20 @@ is refused with 403 before any page is built.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import ipaddress
 import json
 import logging
+import os
 import secrets
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from aleph._console._inbox import ConsoleInbox
-from aleph._console._pages import explain_page, inbox_page, ledger_page
+from aleph._chokepoint._askstore import AskStore, StoredAsk, hold_console_lock, inbox_directory
+from aleph._console._inbox import ConsoleInbox, PendingAsk
+from aleph._console._ledger_view import LedgerFilters, ledger_page, read_ledger
+from aleph._console._pages import Card, asks_digest, explain_page, inbox_page
+from aleph._console._preview import preview_for
+from aleph._console._rules import active_rules
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -32,7 +41,8 @@ log = logging.getLogger("aleph.console")
 MAX_ROWS = 500
 """Ledger rows one page shows (newest first)."""
 MAX_FORM_BYTES = 16 * 1024
-"""Largest form body the console reads."""
+"""Largest form body (and explain field) the console reads."""
+EXPLAIN_FIELDS = ("tool", "agent", "channel", "input", "request")
 
 
 def _loopback(host: str) -> bool:
@@ -55,7 +65,11 @@ class Console:
         self.rt = rt
         self.token = token or secrets.token_urlsafe(24)
         self.inbox = ConsoleInbox(timeout_s=timeout_s)
+        """The asks of services in this process that use it as their requester."""
+        self.shared = AskStore(inbox_directory(rt.config.data_dir))
+        """The data directory's inbox: the asks of every process that offered one."""
         self.port: int | None = None
+        self._presence: int | None = None
         self._server: Any = None
         self._task: asyncio.Task[None] | None = None
         self.app = self._build()
@@ -93,7 +107,14 @@ class Console:
             refused = await guard(request)
             if refused is not None:
                 return refused
-            return HTMLResponse(inbox_page(self.token, self.inbox.pending(), request.query_params.get("note")))
+            cards = self._local_cards() + await asyncio.to_thread(self._shared_cards)
+            return HTMLResponse(inbox_page(self.token, cards, request.query_params.get("note")))
+
+        async def asks(request: Request) -> Response:
+            refused = await guard(request)
+            if refused is not None:
+                return refused
+            return PlainTextResponse(asks_digest(self._local_cards() + await asyncio.to_thread(self._shared_cards)))
 
         async def answer(request: Request) -> Response:
             form = await read_form(request)
@@ -102,7 +123,11 @@ class Console:
             refused = await guard(request, form)
             if refused is not None:
                 return refused
-            problem = self.inbox.answer(form.get("id", ""), form.get("decision", ""), form.get("reason"))
+            ask_id, decision, reason = form.get("id", ""), form.get("decision", ""), form.get("reason")
+            if any(ask.id == ask_id for ask in self.inbox.pending()):  # this process's: answered on its loop
+                problem = self.inbox.answer(ask_id, decision, reason)
+            else:
+                problem = await asyncio.to_thread(self._answer_shared, ask_id, decision, reason)
             query = {"token": self.token} | ({"note": problem} if problem else {})
             return RedirectResponse(f"/?{urlencode(query)}", status_code=303)
 
@@ -110,60 +135,71 @@ class Console:
             refused = await guard(request)
             if refused is not None:
                 return refused
-            filters = {k: request.query_params.get(k, "").strip() for k in ("agent", "principal", "tool", "outcome")}
-            chains, rows = await asyncio.to_thread(self._ledger, filters)
+            filters = LedgerFilters.parse(request.query_params)
+            chains, rows = await asyncio.to_thread(read_ledger, self.rt.chokepoint.ledger, filters, MAX_ROWS)
             return HTMLResponse(ledger_page(self.token, chains, rows, filters))
 
         async def explain(request: Request) -> Response:
             refused = await guard(request)
             if refused is not None:
                 return refused
-            form = {k: request.query_params.get(k, "") for k in ("tool", "agent", "input")}
-            result, problem = None, None
-            if form["tool"]:
-                try:
-                    arguments = json.loads(form["input"] or "{}")
-                    if not isinstance(arguments, dict):
-                        raise ValueError("the input must be a JSON object")
-                    service = self.rt.tool_service(agent=form["agent"] or None, discovery=False)
-                    result = service.explain(form["tool"], arguments).to_json()
-                except ValueError as exc:
-                    problem = f"input is not a JSON object: {exc}"
-            return HTMLResponse(explain_page(self.token, form, result, problem))
+            form = {k: request.query_params.get(k, "")[:MAX_FORM_BYTES] for k in EXPLAIN_FIELDS}
+            result, problem, rules = self._explain(form)
+            return HTMLResponse(explain_page(self.token, form, result, problem, rules))
 
         return Starlette(
             routes=[
                 Route("/", inbox),
+                Route("/asks", asks),
                 Route("/answer", answer, methods=["POST"]),
                 Route("/ledger", ledger),
                 Route("/explain", explain),
             ]
         )
 
-    def _ledger(self, filters: dict[str, str]) -> tuple[list[tuple[str, bool, int, str | None]], list[dict[str, Any]]]:
-        ledger = self.rt.chokepoint.ledger
-        if ledger is None:
-            return [], []
-        chains: list[tuple[str, bool, int, str | None]] = []
-        rows: list[dict[str, Any]] = []
-        for agent in ledger.agents():
-            report = ledger.verify(agent)
-            chains.append((agent, report.ok, report.rows, report.reason))
-            if filters["agent"] and agent != filters["agent"]:
-                continue
-            for row in ledger.rows(agent, limit=MAX_ROWS):
-                # The principal field is the principal and its chain as JSON: match a name within it.
-                if filters["principal"] and filters["principal"] not in (row.principal or ""):
-                    continue
-                if filters["tool"] and row.target != filters["tool"]:
-                    continue
-                if filters["outcome"] and row.outcome != filters["outcome"]:
-                    continue
-                item = row.to_json()
-                item["when"] = dt.datetime.fromtimestamp(row.at_ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-                rows.append(item)
-        rows.sort(key=lambda r: r.get("at_ms", 0), reverse=True)
-        return chains, rows[:MAX_ROWS]
+    def cards(self) -> list[Card]:
+        """Every waiting ask: this process's, then the data directory's inbox, oldest first in each.
+
+        Call it on the event loop of the services that use :attr:`inbox`.
+        """
+        return self._local_cards() + self._shared_cards()
+
+    def _local_cards(self) -> list[Card]:
+        return [_local_card(ask, self.rt.config) for ask in self.inbox.pending()]
+
+    def _shared_cards(self) -> list[Card]:
+        return [_shared_card(ask) for ask in self.shared.pending()]
+
+    def answer(self, ask_id: str, decision: str, reason: str | None = None) -> str | None:
+        """Answer the ask ``ask_id`` wherever it waits; returns why not when it cannot be answered.
+
+        Call it on the event loop of the services that use :attr:`inbox` (its asks wait on futures of it).
+        """
+        if any(ask.id == ask_id for ask in self.inbox.pending()):
+            return self.inbox.answer(ask_id, decision, reason)
+        return self._answer_shared(ask_id, decision, reason)
+
+    def _answer_shared(self, ask_id: str, decision: str, reason: str | None) -> str | None:
+        return self.shared.answer(ask_id, decision, reason, by=f"aleph console (pid {os.getpid()})")
+
+    def _explain(self, form: dict[str, str]) -> tuple[dict[str, Any] | None, str | None, list[Any]]:
+        agent, channel = form["agent"] or None, form["channel"] or None
+        result: dict[str, Any] | None = None
+        problem: str | None = None
+        layer = None
+        try:
+            request_layer = _json_object(form["request"], "the request layer") if form["request"] else None
+            service = self.rt.tool_service(
+                agent=agent, channel=channel, discovery=False, channel_permissions=request_layer
+            )
+            if request_layer is not None:  # its own layer (left out of the policy when it changes nothing)
+                layer = next((x for x in service.policy.layers if x.name.startswith("request")), None)
+            if form["tool"]:
+                arguments = _json_object(form["input"] or "{}", "the input")
+                result = service.explain(form["tool"], arguments).to_json()
+        except ValueError as exc:
+            problem = str(exc)
+        return result, problem, active_rules(self.rt, agent, channel, layer)
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Serve the page on ``host`` (a loopback address only) and return its URL with the token."""
@@ -173,6 +209,7 @@ class Console:
             raise ValueError(f"the console serves loopback only, not {host!r}")
         config = uvicorn.Config(self.app, host=host, port=port, log_level="warning", lifespan="off")
         self._server = server = uvicorn.Server(config)
+        self._presence = hold_console_lock(self.shared.directory)  # runtimes in "auto" mode now offer their asks
         self._task = asyncio.create_task(server.serve())
         while not server.started:
             if self._task.done():
@@ -188,3 +225,57 @@ class Console:
             self._server.should_exit = True
             await self._task
             self._server = self._task = None
+        if self._presence is not None:
+            os.close(self._presence)
+            self._presence = None
+
+
+def _json_object(text: str, what: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{what} is not a JSON object: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f'{what} is not a JSON object: it must be one, e.g. {{"path": "a.txt"}}')
+    return value
+
+
+def _local_card(ask: PendingAsk, config: Any) -> Card:
+    req, turn = ask.request, ask.request.turn
+    who = {
+        "principal": turn.principal if turn else None,
+        "channel": turn.channel_id if turn else None,
+        "session": turn.session_key if turn else None,
+    }
+    return Card(
+        ask.id,
+        req.tool_name,
+        req.summary,
+        req.reason,
+        req.rule_id,
+        tuple(d.value for d in req.allowed_decisions),
+        req.arguments,
+        who,
+        ask.asked_at,
+        "this console's process",
+        preview=preview_for(req.tool_name, req.arguments, config),
+    )
+
+
+def _shared_card(ask: StoredAsk) -> Card:
+    r = ask.request
+    who, preview = r.get("who"), r.get("preview")
+    return Card(
+        ask.id,
+        ask.tool,
+        str(r.get("summary", "")),
+        str(r.get("reason", "")),
+        str(r.get("rule_id", "")),
+        ask.allowed,
+        r.get("arguments", {}),
+        who if isinstance(who, dict) else {},
+        ask.asked_at,
+        f"{ask.process} (pid {ask.pid})",
+        ask.expires_at,
+        preview if isinstance(preview, dict) else None,
+    )

@@ -13,16 +13,9 @@ import time
 from dataclasses import dataclass, field
 
 from aleph._chokepoint._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalResponse
+from aleph._chokepoint._askstore import ANSWERS
 
-__all__ = ["ANSWERS", "ConsoleInbox", "PendingAsk"]
-
-ANSWERS: dict[ApprovalDecision, ApprovalOutcome] = {
-    ApprovalDecision.ALLOW_ONCE: ApprovalOutcome.APPROVED,
-    ApprovalDecision.ALLOW_SESSION: ApprovalOutcome.APPROVED_FOR_SESSION,
-    ApprovalDecision.ALLOW_ALWAYS: ApprovalOutcome.APPROVED_ALWAYS,
-    ApprovalDecision.DENY: ApprovalOutcome.DENIED,
-}
-"""What each button on the page answers."""
+__all__ = ["ConsoleInbox", "PendingAsk"]
 
 MAX_PENDING = 1000
 """Asks held at once; beyond it a new ask is answered UNAVAILABLE at once (nobody can read a longer inbox)."""
@@ -40,6 +33,9 @@ class PendingAsk:
 
 class ConsoleInbox:
     """An approval requester whose asks wait for an answer from the console page (or time out)."""
+
+    is_console = True
+    """Its asks are on a console page already: the runtime does not offer them to the shared inbox too."""
 
     def __init__(self, *, timeout_s: float = 300.0) -> None:
         """:param timeout_s: how long an ask waits before it is answered TIMEOUT (nobody answered)."""

@@ -231,7 +231,8 @@ class ChainWriter:
         for agent_id, items in per_agent.items():
             stored = self._commit(agent_id, items)
             for record, ack in acks.get(agent_id, ()):
-                ack.settle(None if id(record) in stored else self._last_loss)
+                ack.seq = stored.get(id(record))
+                ack.settle(None if ack.seq is not None else self._last_loss)
         if stop:
             for chain in self._chains.values():
                 self._final_checkpoint(chain)
@@ -431,39 +432,39 @@ class ChainWriter:
             state[3] = True
         return active
 
-    def _commit(self, agent_id: str, items: list[LedgerRecord | _Sync]) -> set[int]:
-        """Write ``items`` to the agent's chain; returns the ids of the records now durable."""
+    def _commit(self, agent_id: str, items: list[LedgerRecord | _Sync]) -> dict[int, int]:
+        """Write ``items`` to the agent's chain; returns the ids of the records now durable, with their seq."""
         records = sum(1 for item in items if not isinstance(item, _Sync))
         try:
             return self._commit_locked(agent_id, items, records)
         except Exception as exc:  # an unexpected failure loses this agent's batch, never the writer
             logger.exception("ledger: unexpected failure writing the chain of agent %r", agent_id)
             self._lose(records, f"unexpected {type(exc).__name__}: {exc}")
-            return set()
+            return {}
 
-    def _commit_locked(self, agent_id: str, items: list[LedgerRecord | _Sync], records: int) -> set[int]:
+    def _commit_locked(self, agent_id: str, items: list[LedgerRecord | _Sync], records: int) -> dict[int, int]:
         try:
             chain = self._open_chain(agent_id)
         except OSError as exc:
             self._fail(records, describe_os_error(exc, exc.filename or self.chains_dir))
-            return set()
+            return {}
         except (ValueError, AlephError) as exc:
             self._lose(records, f"cannot open the chain of agent {agent_id!r}: {exc}")
-            return set()
+            return {}
         if chain.broken:
             self._lose(records, chain.broken)
-            return set()
+            return {}
         fcntl.flock(chain.fd, fcntl.LOCK_EX)
         try:
             if os.fstat(chain.fd).st_size != chain.size:
                 broken = self._load_state(chain)  # another process appended since our last batch
                 if broken:
                     self._lose(records, broken)
-                    return set()
+                    return {}
             # seq, head hash, signer fingerprint, revocation recorded, checkpoints due (seq, head, signer)
             state: list[Any] = [chain.seq, chain.head, chain.signer_fp, chain.revoked, []]
             lines: list[_Pending] = []
-            stored: set[int] = set()
+            stored: dict[int, int] = {}
             signer: Signer | None = None
             for position, item in enumerate(items):
                 try:
@@ -490,7 +491,7 @@ class ChainWriter:
                             refs=_clip_refs(item.refs),
                         )
                     )
-                    stored.add(id(item))
+                    stored[id(item)] = state[0]
                 except KeystoreError as exc:
                     # A key that no longer matches the chain cannot vouch for anything: stop this chain, loudly.
                     why = f"the ledger of agent {agent_id!r} stopped taking rows: {exc}"
@@ -511,7 +512,7 @@ class ChainWriter:
                 why = describe_os_error(exc, chain.path)
                 if not (is_full(exc) and self.reserve.release()):
                     self._fail(len(stored), why)
-                    return set()
+                    return {}
                 # The disk is full: the reserve's space takes these rows (their calls already ran), and
                 # the ledger reports itself unavailable until the reserve can be made again.
                 logger.error("ledger: %s; wrote the pending rows into the reserve", why)
@@ -520,7 +521,7 @@ class ChainWriter:
                     self._write_batch(chain, data)
                 except OSError as again:
                     self._fail(len(stored), describe_os_error(again, chain.path))
-                    return set()
+                    return {}
             chain.size += len(data)
             chain.seq, chain.head, chain.signer_fp, chain.revoked = state[:4]
             # Checkpoints follow the rows they vouch for onto the disk, never precede them.

@@ -46,10 +46,12 @@ def _resolve(future: asyncio.Future[str | None], error: str | None) -> None:
 class Ack:
     """One caller waiting until its record is durable (``None``) or known lost (the reason)."""
 
-    __slots__ = ("_event", "_future", "_loop", "error")
+    __slots__ = ("_event", "_future", "_loop", "error", "seq")
 
     def __init__(self) -> None:
         self.error: str | None = None
+        self.seq: int | None = None
+        """The row's seq in its chain, once durable."""
         self._loop: asyncio.AbstractEventLoop | None
         self._future: asyncio.Future[str | None] | None
         self._event: threading.Event | None = None

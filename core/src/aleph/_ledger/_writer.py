@@ -27,7 +27,7 @@ import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.to_thread
@@ -161,26 +161,32 @@ class Ledger(ChainWriter):
             return False
         return True
 
-    async def append(self, record: LedgerRecord, *, durable: bool = False) -> str | None:
+    async def append(
+        self, record: LedgerRecord, *, durable: bool = False, on_row: Callable[[int], None] | None = None
+    ) -> str | None:
         """Queue ``record``; waits only while the queue is full. Never raises.
 
         With ``durable``, returns once the row is written and fsync'd: None then, or why the record
-        could not be stored (the chokepoint answers a mutating call only after this).
+        could not be stored (the chokepoint answers a mutating call only after this); ``on_row`` is
+        then called with the row's seq in its chain.
         """
         if not self._accepting():
             return "the ledger is closed"
         if durable:
-            return await self._durable(record)
+            return await self._durable(record, on_row)
         if not self._offer(record):
             await self._append_when_room(record)
         return None
 
-    async def _durable(self, item: LedgerRecord | _Later) -> str | None:
+    async def _durable(self, item: LedgerRecord | _Later, on_row: Callable[[int], None] | None = None) -> str | None:
         ack = Ack()
         wrapped = _Durable(item, ack)
         if not self._offer(wrapped) and not await self._append_when_room(wrapped):
             return self._last_loss
-        return await ack.wait()
+        error = await ack.wait()
+        if error is None and on_row is not None and ack.seq is not None:
+            on_row(ack.seq)
+        return error
 
     async def ready(self, agent_id: str | None = None) -> str | None:
         """None when the ledger can record (for ``agent_id``) now, else why not; checks again if it could not."""
@@ -230,19 +236,24 @@ class Ledger(ChainWriter):
         return True
 
     async def append_later(
-        self, agent_id: str, build: Callable[[], LedgerRecord], *, durable: bool = False
+        self,
+        agent_id: str,
+        build: Callable[[], LedgerRecord],
+        *,
+        durable: bool = False,
+        on_row: Callable[[int], None] | None = None,
     ) -> str | None:
         """Queue a record for ``agent_id`` that the writer thread makes with ``build()``. Never raises.
 
         The summary and fingerprint are then computed off the caller's path. ``build`` must read only
         values nobody can change after this call; a record it cannot build is counted lost.
-        ``durable`` waits for the row's fsync, as for :meth:`append`.
+        ``durable`` waits for the row's fsync (and calls ``on_row`` with its seq), as for :meth:`append`.
         """
         if not self._accepting():
             return "the ledger is closed"
         later = _Later(agent_id, build)
         if durable:
-            return await self._durable(later)
+            return await self._durable(later, on_row)
         if self._offer(later):
             return None
         record = self._build(later)  # the queue is full: build it here and wait for room like append()
@@ -391,6 +402,21 @@ class Ledger(ChainWriter):
             report.first_bad_seq = report.rows + 1
             report.reason = f"the chain's signing key no longer matches its recorded public key: {problem}"
         return report
+
+    def stored_checkpoint(self, agent_id: str) -> dict[str, Any] | None:
+        """The newest checkpoint stored beside the agent's chain as written (``seq``, ``head_hash``, ``at_ms``...).
+
+        Not verified here: :meth:`verify` checks it against the chain (``checkpoint_seq`` of its report).
+        None when there is none or its last line cannot be read.
+        """
+        lines, _ = read_lines(self._chain_paths(check_agent_id(agent_id))[1])
+        if not lines:
+            return None
+        try:
+            data = json.loads(lines[-1])
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None
 
     def export_checkpoint(self, agent_id: str, path: Path) -> None:
         """Write a signed checkpoint of the agent's current head to ``path`` (keep it off this machine).

@@ -10,7 +10,11 @@ for one client ever covers another's call. A ``requestState`` is bound to the se
 client it was issued to. No frame a client sends may exceed :func:`~aleph._mcp._serve_frames.frame_limit`.
 Approval is asked of the client's user through form elicitation on both protocol eras (see
 :mod:`aleph._mcp._serve_ask`); a client that declared no elicitation gets a refusal naming what it lacks.
-A tool's own questions (``CallContext.ask_human``) go the same way (see :mod:`aleph._mcp._serve_human`).
+While the data directory's approval inbox is offered (``[console] inbox``, see
+:mod:`aleph._chokepoint._alongside`) a legacy-era approval question goes to ``aleph console`` too, the first
+answer winning, and a client that cannot elicit is answered from the console instead of refused.
+A tool's own questions (``CallContext.ask_human``) go to the client's user by elicitation on both eras
+(see :mod:`aleph._mcp._serve_human`); they are not sent to the console inbox.
 Registry changes become ``notifications/tools/list_changed`` on both eras: pushed on legacy sessions,
 published on the ``subscriptions/listen`` bus for 2026-07-28 clients. Live output of a call (a shell
 command's lines, an MCP server's progress) becomes ``notifications/progress`` of that call.
@@ -28,7 +32,7 @@ import secrets
 import socket
 import warnings
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -39,6 +43,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from aleph._chokepoint._alongside import FirstAnswer, InboxRequester
 from aleph._chokepoint._approval import ApprovalOutcome, ApprovalRequest, ApprovalResponse
 from aleph._chokepoint._requesters import DeferredApprovals
 from aleph._contract._service import panic_error
@@ -325,12 +330,18 @@ class AlephMcpServer:
             except HumanInputRequired as exc:  # only a 2026-07-28 run defers a question
                 pending = exc.question
             if isinstance(pending, ApprovalRequest) and not can_elicit:
-                return _text_result(_no_elicitation(pending), error=True)
+                if not rt.inbox.offered():
+                    return _text_result(_no_elicitation(pending), error=True)
+                # The client cannot ask its user, but a console on this data directory can be asked.
+                response = await rt.inbox.ask(pending, self._service(None, session, rt).principal)
+                answers.answer(pending.fingerprint, response)
+                carried.granted[pending.fingerprint] = response  # a 2026-07-28 run starts from what was settled
+                continue
             if modern:
                 # 2026-07-28: never wait inside a round; the client asks its user and retries with the answer.
                 return input_required(pending, carried, (session, who, _client_binding(ctx)))
             assert isinstance(pending, ApprovalRequest)  # a legacy question is asked while the call waits
-            answers.answer(pending.fingerprint, await self._elicit_legacy(ctx, pending))
+            answers.answer(pending.fingerprint, await self._ask_legacy(ctx, pending, session, rt))
         return _text_result(f"tool {params.name} asked for approval more than {MAX_APPROVAL_ROUNDS} times", error=True)
 
     def _principal_digest(self, session: str | None, rt: Aleph) -> str:
@@ -361,6 +372,16 @@ class AlephMcpServer:
             return "this answer was already used; call the tool again to be asked anew"
         carried.take(state, answer)
         return None
+
+    async def _ask_legacy(
+        self, ctx: ServerRequestContext[Any, Any], request: ApprovalRequest, session: str | None, rt: Aleph
+    ) -> ApprovalResponse:
+        """Ask the client's user, and the console's inbox alongside when it is offered: the first answer wins."""
+        if not rt.inbox.offered():
+            return await self._elicit_legacy(ctx, request)
+        client = _Asker(lambda r: self._elicit_legacy(ctx, r))
+        inbox = InboxRequester(rt.inbox, self._service(None, session, rt).principal)
+        return await FirstAnswer((client, inbox)).request_approval(request)
 
     async def _elicit_legacy(self, ctx: ServerRequestContext[Any, Any], request: ApprovalRequest) -> ApprovalResponse:
         """Ask through ``elicitation/create`` while this call waits (legacy sessions only)."""
@@ -520,6 +541,16 @@ class AlephMcpServer:
                 await anyio.sleep_forever()
 
         await self._serve(body)
+
+
+class _Asker:
+    """A function of the request as an approval requester."""
+
+    def __init__(self, ask: Callable[[ApprovalRequest], Awaitable[ApprovalResponse]]) -> None:
+        self.ask = ask
+
+    async def request_approval(self, request: ApprovalRequest) -> ApprovalResponse:
+        return await self.ask(request)
 
 
 def bind_loopback(host: str, port: int) -> socket.socket:

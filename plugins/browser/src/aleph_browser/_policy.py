@@ -13,10 +13,11 @@ origin explicitly). Hostnames are resolved by the policy proxy, which connects t
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+import aleph
 
 __all__ = ["NETWORK_SCHEMES", "OriginPattern", "OriginPolicy", "ip_problem"]
 
@@ -30,24 +31,9 @@ _PATTERN = re.compile(
 
 
 def ip_problem(address: str) -> str | None:
-    """Why ``address`` is not a public address (``loopback``, ``private`` ...), or None if it is public."""
-    try:
-        ip = ipaddress.ip_address(address.strip("[]").split("%", 1)[0])
-    except ValueError:
-        return None
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    for kind, flag in (
-        ("loopback", ip.is_loopback),
-        ("unspecified", ip.is_unspecified),
-        ("link-local", ip.is_link_local),
-        ("multicast", ip.is_multicast),
-        ("private", ip.is_private),
-        ("reserved", ip.is_reserved),
-    ):
-        if flag:
-            return kind
-    return None if ip.is_global else "non-public"
+    """Why ``address`` is not a public address (``loopback``, ``private`` ...), or None if it is public or a name."""
+    ip = aleph.parse_address(address)
+    return None if ip is None else aleph.address_problem(ip)
 
 
 @dataclass(frozen=True, slots=True)

@@ -109,6 +109,8 @@ class RunResult:
     """True when the command ran on a per-run copy-on-write view of the workspace (``layer=``)."""
     output_bytes: dict[str, dict[str, int]] | None = None
     """When output was cut: per stream, the bytes produced, kept and dropped."""
+    egress: dict[str, Any] | None = None
+    """Network ``proxied``: the connections the run's commands made through the egress proxy."""
 
     def to_json(self) -> dict[str, Any]:
         """The tool-facing form."""
@@ -127,6 +129,8 @@ class RunResult:
             out["killed"] = self.killed
         if self.output_bytes is not None:
             out["output_bytes"] = self.output_bytes
+        if self.egress is not None:
+            out["connections"] = self.egress
         return out
 
 

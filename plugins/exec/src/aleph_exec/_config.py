@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from aleph_exec._netconfig import NetworkConfig
+
 __all__ = ["ExecConfig"]
 
 KiB = 1024
@@ -22,9 +24,11 @@ class ExecConfig(BaseModel):
 
     isolation: Literal["auto", "bwrap", "none"] = "auto"
     """``auto``: bubblewrap when it works here, else plain process isolation; ``bwrap``: require it; ``none``."""
-    network: Literal["none", "host"] = "none"
-    """Network inside the bubblewrap sandbox: ``none`` (own empty network namespace) or ``host``.
-    Without bubblewrap the network cannot be taken away and results say ``network: host``."""
+    network: NetworkConfig = Field(default_factory=NetworkConfig)
+    """Network inside the bubblewrap sandbox: ``proxied`` (own empty network namespace; allowed hosts through
+    Aleph's egress proxy), ``none`` or ``host``; ``network = "none"`` or an ``[exec.network]`` table
+    (see :mod:`aleph_exec._netconfig`). Without bubblewrap the network cannot be taken away and results
+    say ``network: host``."""
     cgroup: Literal["auto", "off"] = "auto"
     """Put each run in its own pids cgroup when one is writable (process cap and exact kill)."""
     env_allow: list[str] = Field(default_factory=list)

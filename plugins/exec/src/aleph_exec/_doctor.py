@@ -64,6 +64,7 @@ class _Probe:
             facts["isolation"] = sandbox.isolation
             result = sandbox.run([sys.executable, "-I", "-S", "-c", _PROBE], cwd=ws, timeout=60)
             facts["result_isolation"] = result.isolation
+            facts["network"] = result.network
             facts["zygote_error"] = sandbox.zygote_error
             if result.exit_code == 0:
                 facts["run"] = json.loads(result.stdout)
@@ -94,7 +95,7 @@ def _isolation(probe: _Probe) -> tuple[str, str]:
     mapping = f"sandbox uid {inside} = host uid {host}"
     if os.geteuid() == 0:
         mapping += " (idmapped workspace)"
-    network = "no network" if cfg.network == "none" else "host network"
+    network = {"none": "no network", "host": "host network"}.get(cfg.network.mode, "network through the egress proxy")
     detail = f"bubblewrap + user namespace: {mapping}; pid/ipc/uts namespaces, {network}; "
     detail += f"/proc/sys not writable ({run['sysctl']})"
     if host == "0" or run["sysctl"] == "writable":
@@ -140,10 +141,30 @@ def _seccomp_check(probe: _Probe) -> tuple[str, str]:
     )
 
 
+def _network(probe: _Probe) -> tuple[str, str]:
+    cfg = probe.config.network
+    if cfg.mode == "host":
+        return "warn", "network = host: commands reach everything the host does, and exec calls are not contained"
+    facts = probe.get()
+    if facts["isolation"] != "bwrap":
+        return "warn", "without bubblewrap the network cannot be taken away: commands reach everything the host does"
+    if cfg.mode == "none":
+        return "ok", "network = none: an empty network namespace (loopback only)"
+    if facts.get("network") != "proxied":
+        why = facts.get("zygote_error") or facts.get("error") or "the sandbox's listener did not come up"
+        return "warn", f"network = proxied, but the egress proxy is not in the sandbox (runs get no network): {why}"
+    allowed = cfg.allow or []
+    listed = ", ".join(allowed[:5]) + (f" and {len(allowed) - 5} more" if len(allowed) > 5 else "")
+    hosts = f"allowed hosts: {listed}" if allowed else "no host allowed yet ([exec.network] allow is empty)"
+    unlisted = "asked about" if cfg.unlisted == "ask" else "refused"
+    return "ok", f"egress proxy in force, no DNS inside; {hosts}; other hosts are {unlisted}"
+
+
 def register_checks(register: Callable[[str, Check], None], config: ExecConfig) -> None:
-    """Register exec.isolation, exec.overlay, exec.cgroup and exec.seccomp (no I/O until a check runs)."""
+    """Register exec.isolation, exec.overlay, exec.cgroup, exec.seccomp and exec.network (no I/O until a check runs)."""
     probe = _Probe(config)
     register("exec.isolation", lambda: _isolation(probe))
     register("exec.overlay", lambda: _overlay(probe))
     register("exec.cgroup", lambda: _cgroup(probe))
     register("exec.seccomp", lambda: _seccomp_check(probe))
+    register("exec.network", lambda: _network(probe))

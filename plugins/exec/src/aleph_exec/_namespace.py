@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from aleph_exec import _seccomp, _userns
-from aleph_exec._capture import MiB, SandboxError
+from aleph_exec._capture import MiB, SandboxError, TransactionUnavailable
 from aleph_exec._processes import _Cgroup
 
 _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -219,7 +219,7 @@ class Namespaces:
         assert self.bwrap is not None
         state = self._sandbox_state()
         argv = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
-        if self.config.network == "none":
+        if self.config.network.mode != "host":
             argv.append("--unshare-net")
         uid = str(_userns.SANDBOX_ID)
         if state.userns is not None:
@@ -243,6 +243,8 @@ class Namespaces:
                 argv += ["--ro-bind", d, d]
         # A minimal /etc: the sandbox's passwd and group, and what tools need of the host's.
         for name in _ETC_ALLOW:
+            if name == "resolv.conf" and self.config.network.mode != "host":
+                continue  # no DNS inside: the proxy resolves names (a DNS query cannot carry data out)
             if os.path.exists(f"/etc/{name}"):
                 argv += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
         argv += [
@@ -292,6 +294,25 @@ class Namespaces:
         preexec = _userns.stage(stage, staged, [(ws, "ws")], state.idmap)
         return argv, preexec, [state.userns.fd]
 
+    def _layer_fd(self, layer: Path) -> int:
+        """The layer as a detached mount for the zygote (idmapped as the workspace is); TransactionUnavailable."""
+        state = self._state
+        if state is None or state.userns is None:
+            raise TransactionUnavailable("no user namespace of the sandbox's own here")
+        if state.idmap is None:
+            # A user's layer is theirs already (the sandbox's user): a plain clone, made in that namespace.
+            try:
+                return state.layer_cloner().clone(layer)
+            except OSError as exc:
+                raise TransactionUnavailable(f"the layer {layer} cannot be handed to the sandbox: {exc}") from None
+        try:
+            owner = state.owner
+            if owner is not None and (layer.stat().st_uid, layer.stat().st_gid) != owner:
+                os.chown(layer, *owner)  # its upper/ and work/ are made by the sandbox user: the owner on disk
+            return _userns.idmapped_clone(layer, state.idmap)
+        except OSError as exc:
+            raise TransactionUnavailable(f"the layer {layer} cannot be handed to the sandbox: {exc}") from None
+
     def _hardening(self) -> dict[str, Any]:
         """What the zygote sets up in bubblewrap before it serves (see _zygote.main)."""
         return {
@@ -303,6 +324,7 @@ class Namespaces:
             "mounts": _seccomp.MOUNTS.hex(),
             "workspace": str(self.workspace),
             "protected": [str(path) for path in self._ro_candidates if path.exists()],
+            "proxy": self.config.network.mode == "proxied",
         }
 
     def _bwrap_argv(self, cwd: Path) -> tuple[list[str], Callable[[], None] | None, list[int]]:

@@ -37,9 +37,10 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from aleph_exec import _userns
 from aleph_exec._capture import Capture, RunResult, SandboxError, TransactionUnavailable, _Output
 from aleph_exec._config import ExecConfig
+from aleph_exec._egress import EgressProxy, attach, closing_on_error, open_net
+from aleph_exec._egress_rules import RunNetwork
 from aleph_exec._namespace import Namespaces, _chain, _host_env, _SandboxState, bwrap_available
 from aleph_exec._processes import _MARKER, _become_subreaper, _Cgroup, _CgroupPool
 from aleph_exec._supervise import Supervision, _shutdown
@@ -106,6 +107,7 @@ class WorkspaceSandbox(Namespaces, Supervision):
         on_line: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
         layer: Path | None = None,
+        network: RunNetwork | None = None,
         _probe: bool = False,
     ) -> RunResult:
         """Run ``argv`` in ``cwd`` (already checked to lie inside the workspace); blocks until it is over.
@@ -113,6 +115,7 @@ class WorkspaceSandbox(Namespaces, Supervision):
         With ``layer`` (an empty directory outside the workspace), the command runs on a copy-on-write
         view of the workspace whose writes land in ``layer/upper`` (see :meth:`transaction_support`);
         :class:`TransactionUnavailable` when that cannot be set up, before the command starts.
+        ``network``: the call's rules for the egress proxy (network ``proxied``; default: ``[exec.network]``).
         """
         if layer is not None:
             self._check_layer(layer, _probe)
@@ -124,7 +127,7 @@ class WorkspaceSandbox(Namespaces, Supervision):
         start = time.monotonic()
         proc: subprocess.Popen[bytes] | _ZygoteRun
         try:
-            zygote, proc = self._start(argv, cwd, env, cgroup, cpu_seconds, stdin, layer)
+            zygote, proc = self._start(argv, cwd, env, cgroup, cpu_seconds, stdin, layer, network)
         except BaseException:
             if cgroup is not None:
                 cgroup.remove()
@@ -139,6 +142,8 @@ class WorkspaceSandbox(Namespaces, Supervision):
                 assert zygote is not None
                 self._stop_zygote_run(proc, cgroup)
                 self._release(zygote)
+                if proc.net is not None:
+                    EgressProxy.shared().close_run(proc.net)
             else:
                 self._kill_all(proc, cgroup, marker)
             if cgroup is not None:
@@ -148,7 +153,8 @@ class WorkspaceSandbox(Namespaces, Supervision):
             self._tidy_layer(layer)
         if isinstance(proc, _ZygoteRun) and proc.failure is not None:
             raise proc.failure
-        return self._result(proc.returncode, output, timed_out, killed, cgroup, start, layer is not None)
+        net = proc.net if isinstance(proc, _ZygoteRun) else None
+        return self._result(proc.returncode, output, timed_out, killed, cgroup, start, layer is not None, net)
 
     def transaction_support(self) -> str | None:
         """None when a run can get a per-run copy-on-write view of the workspace (``layer=``); else why not.
@@ -248,6 +254,7 @@ class WorkspaceSandbox(Namespaces, Supervision):
         cgroup: _Cgroup | None,
         start: float,
         transaction: bool = False,
+        net: RunNetwork | None = None,
     ) -> RunResult:
         truncated = output.out.truncated or output.err.truncated
         if killed and killed.startswith("output limit") and returncode is not None:
@@ -263,11 +270,18 @@ class WorkspaceSandbox(Namespaces, Supervision):
             output_bytes={"stdout": output.out.sizes(), "stderr": output.err.sizes()} if truncated else None,
             timed_out=timed_out,
             isolation=self.isolation + ("+userns" if self.bwrap else "") + ("+cgroup" if cgroup else ""),
-            network="none" if self.bwrap and self.config.network == "none" else "host",
+            network=self.network_of(net),
             duration_ms=(time.monotonic() - start) * 1000,
             killed=killed,
             transaction=transaction,
+            egress=net.to_json() if net is not None else None,
         )
+
+    def network_of(self, net: RunNetwork | None) -> str:
+        """What network a run had: ``proxied`` (through the egress proxy), ``none`` or ``host``."""
+        if self.bwrap is None or self.config.network.mode == "host":
+            return "host"
+        return "proxied" if net is not None else "none"
 
     # -- running on the event loop -------------------------------------------------------------
 
@@ -280,6 +294,7 @@ class WorkspaceSandbox(Namespaces, Supervision):
         stdin: bytes | None = None,
         on_line: Callable[[str], None] | None = None,
         layer: Path | None = None,
+        network: RunNetwork | None = None,
     ) -> RunResult:
         """:meth:`run` for an asyncio caller; cancelling the caller stops (and kills) the run.
 
@@ -297,13 +312,13 @@ class WorkspaceSandbox(Namespaces, Supervision):
             with anyio.CancelScope(shield=True):
                 zygote = await anyio.to_thread.run_sync(self._acquire_zygote)
             if zygote is None:
-                return await self._run_in_thread(argv, cwd, timeout, stdin, on_line, layer)
+                return await self._run_in_thread(argv, cwd, timeout, stdin, on_line, layer, network)
         env = self._run_env()
         cgroup = self._cgroups.take() if self._cgroups is not None else None
         start = time.monotonic()
         loop = asyncio.get_running_loop()
         try:
-            run = self._stage(zygote, argv, cwd, env, cgroup, int(timeout) + 5, stdin, loop.call_soon, layer)
+            run = self._stage(zygote, argv, cwd, env, cgroup, int(timeout) + 5, stdin, loop.call_soon, layer, network)
         except BaseException:
             self._unclaim(zygote, cgroup)
             raise
@@ -314,7 +329,9 @@ class WorkspaceSandbox(Namespaces, Supervision):
             # It died since the last run. The blocking path replaces it (a start takes a while).
             self._unclaim(zygote, cgroup)
             self._retire(zygote)
-            return await self._run_in_thread(argv, cwd, timeout, stdin, on_line, layer)
+            if run.net is not None:
+                await EgressProxy.shared().aclose_run(run.net)
+            return await self._run_in_thread(argv, cwd, timeout, stdin, on_line, layer, network)
 
         def end() -> None:
             try:
@@ -328,6 +345,8 @@ class WorkspaceSandbox(Namespaces, Supervision):
         except BaseException:
             # Cancelled: the run is stopped in the background; the caller does not wait for it.
             threading.Thread(target=end, name="aleph-exec-stop", daemon=True).start()
+            if run.net is not None:
+                threading.Thread(target=EgressProxy.shared().close_run, args=(run.net,), daemon=True).start()
             raise
         if self._run_is_over(run, cgroup):
             # Nothing left to signal or wait for, and its cgroup is empty: free again. Closing the run
@@ -343,11 +362,13 @@ class WorkspaceSandbox(Namespaces, Supervision):
                     self._cgroups.put_back(cgroup)
         else:
             await anyio.to_thread.run_sync(end)
+        if run.net is not None:
+            await EgressProxy.shared().aclose_run(run.net)
         if layer is not None:
             self._tidy_layer(layer)
         if run.failure is not None:
             raise run.failure
-        return self._result(run.returncode, output, timed_out, killed, cgroup, start, layer is not None)
+        return self._result(run.returncode, output, timed_out, killed, cgroup, start, layer is not None, run.net)
 
     def _start(
         self,
@@ -358,6 +379,7 @@ class WorkspaceSandbox(Namespaces, Supervision):
         cpu_seconds: int,
         stdin: bytes | None,
         layer: Path | None = None,
+        network: RunNetwork | None = None,
     ) -> tuple[_Zygote | None, subprocess.Popen[bytes] | _ZygoteRun]:
         """Start the command through the zygote when there is one (a dead one is replaced once), else directly."""
         for attempt in range(2):
@@ -365,8 +387,9 @@ class WorkspaceSandbox(Namespaces, Supervision):
             if zygote is None:
                 break
             try:
-                run = self._stage(zygote, argv, cwd, env, cgroup, cpu_seconds, stdin, None, layer)
-                run.send()
+                run = self._stage(zygote, argv, cwd, env, cgroup, cpu_seconds, stdin, None, layer, network)
+                with closing_on_error(run.net):
+                    run.send()
                 return zygote, run
             except SandboxError:
                 # It died since the last run (killed, crashed): retire it; the next attempt starts a new one.
@@ -491,6 +514,7 @@ class WorkspaceSandbox(Namespaces, Supervision):
                     self._zygote_retry_at = time.monotonic() + _ZYGOTE_RETRY_S
                     return None
                 self.zygote_error = None
+                attach(zygote, self.config.network.mode)
                 self._zygote = zygote
                 self._zygotes.append(zygote)
             zygote.active += 1
@@ -513,10 +537,31 @@ class WorkspaceSandbox(Namespaces, Supervision):
         stdin: bytes | None,
         later: Callable[..., object] | None = None,
         layer: Path | None = None,
+        network: RunNetwork | None = None,
     ) -> _ZygoteRun:
         cfg = self.config
         env = dict(env)
         marker = env.pop(_MARKER)  # the zygote puts it back in the environment
+        net = open_net(zygote, cfg.network.mode, network, cfg.network, env)
+        with closing_on_error(net):
+            run = self._stage_payload(zygote, marker, argv, cwd, env, cgroup, cpu_seconds, stdin, later, layer)
+        run.net = net
+        return run
+
+    def _stage_payload(
+        self,
+        zygote: _Zygote,
+        marker: str,
+        argv: list[str],
+        cwd: Path,
+        env: dict[str, str],
+        cgroup: _Cgroup | None,
+        cpu_seconds: int,
+        stdin: bytes | None,
+        later: Callable[..., object] | None,
+        layer: Path | None,
+    ) -> _ZygoteRun:
+        cfg = self.config
         head = [
             marker,
             str(cwd),
@@ -544,22 +589,3 @@ class WorkspaceSandbox(Namespaces, Supervision):
         run = zygote.stage(payload, stdin is not None, cgroup, later, layer_fd)
         run.marker = marker
         return run
-
-    def _layer_fd(self, layer: Path) -> int:
-        """The layer as a detached mount for the zygote (idmapped as the workspace is); TransactionUnavailable."""
-        state = self._state
-        if state is None or state.userns is None:
-            raise TransactionUnavailable("no user namespace of the sandbox's own here")
-        if state.idmap is None:
-            # A user's layer is theirs already (the sandbox's user): a plain clone, made in that namespace.
-            try:
-                return state.layer_cloner().clone(layer)
-            except OSError as exc:
-                raise TransactionUnavailable(f"the layer {layer} cannot be handed to the sandbox: {exc}") from None
-        try:
-            owner = state.owner
-            if owner is not None and (layer.stat().st_uid, layer.stat().st_gid) != owner:
-                os.chown(layer, *owner)  # its upper/ and work/ are made by the sandbox user: the owner on disk
-            return _userns.idmapped_clone(layer, state.idmap)
-        except OSError as exc:
-            raise TransactionUnavailable(f"the layer {layer} cannot be handed to the sandbox: {exc}") from None

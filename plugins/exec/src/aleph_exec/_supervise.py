@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio.to_thread
 
@@ -68,11 +69,21 @@ class Supervision:
         stdin: bytes | None,
         on_line: Callable[[str], None] | None,
         layer: Path | None = None,
+        network: Any = None,
     ) -> RunResult:
         cancel = threading.Event()
 
         def job() -> RunResult:
-            return self.run(argv, cwd=cwd, timeout=timeout, stdin=stdin, on_line=on_line, cancel=cancel, layer=layer)
+            return self.run(
+                argv,
+                cwd=cwd,
+                timeout=timeout,
+                stdin=stdin,
+                on_line=on_line,
+                cancel=cancel,
+                layer=layer,
+                network=network,
+            )
 
         try:
             return await anyio.to_thread.run_sync(job, abandon_on_cancel=True)

@@ -21,6 +21,7 @@ from pydantic import Field
 
 import aleph
 from aleph import AlephTool, ExecutionFailed, ToolArgs, ToolFacts, ValidationFailed
+from aleph_exec._netcall import network_for_call, record_network
 from aleph_exec._sandbox import RunResult, SandboxError, WorkspaceSandbox
 from aleph_exec._transaction import COMMIT_TOOL, Transactions
 from aleph_exec._workdir import WorkdirError, resolve_workdir
@@ -46,19 +47,30 @@ async def run_sandboxed(
     A cancelled caller stops (and kills) the run instead of leaking it.
     """
     extra: dict[str, Any] = {} if layer is None else {"layer": layer}
+    network = network_for_call(sandbox)
+    if network is not None:
+        extra["network"] = network
     try:
-        return await sandbox.arun(argv, cwd=cwd, timeout=timeout, stdin=stdin, on_line=on_line, **extra)
+        result = await sandbox.arun(argv, cwd=cwd, timeout=timeout, stdin=stdin, on_line=on_line, **extra)
     except (OSError, subprocess.SubprocessError) as exc:
         raise ExecutionFailed(tool, f"could not start {argv[0]!r} in the sandbox: {exc}") from None
     except (SandboxError, ValueError) as exc:  # ValueError: a layer the sandbox refused
         raise ExecutionFailed(tool, str(exc)) from None
+    finally:
+        if network is not None:
+            await record_network(network)
+    return result
 
 
 def uncontained_reason(sandbox: WorkspaceSandbox) -> str | None:
-    """None when a run of this sandbox is a transaction (copy-on-write view, network off); else why not."""
+    """None when a run of this sandbox is a transaction (copy-on-write view, network off or proxied); else why not.
+
+    Under ``network = "proxied"`` a call is contained: its commands reach only the hosts the proxy lets
+    through (listed, or approved by a person), and every connection is on the call's ledger row.
+    """
     if not sandbox.config.transactions:
         return "transactions are off ([exec] transactions = false)"
-    if sandbox.config.network == "host":
+    if sandbox.config.network.mode == "host":
         return "network is enabled ([exec] network = host)"
     return sandbox.transaction_support()
 
@@ -163,7 +175,9 @@ class BashTool(_Contained, AlephTool[BashArgs]):
     DESCRIPTION = (
         "Run a bash command in the workspace sandbox and return exit_code, stdout, stderr, whether output was "
         "truncated or the command timed out, and which isolation was active. Output lines stream live. "
-        "Background processes do not outlive the call; the network is off unless the operator enabled it."
+        "Background processes do not outlive the call. Network, by default, goes through Aleph's egress proxy "
+        "(HTTP_PROXY is set; curl, pip, git and npm use it): a host the operator has not allowed is refused "
+        "with a 403 naming it, and the result lists every connection."
     )
     Args = BashArgs
     FACTS = ToolFacts(max_duration_ms=180_000, tags=("exec",))

@@ -213,7 +213,18 @@ class Zygote(Spawner):
         del self.watched[fd]
 
     def serve(self) -> None:
-        self.control.send(json.dumps({"ready": os.getpid()}).encode())
+        ready: dict[str, object] = {"ready": os.getpid()}
+        listener = None
+        if self.hardening.get("proxy"):
+            # The egress proxy's door: a listener on the namespace's loopback, served by the host (network proxied).
+            try:
+                listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+            except OSError as exc:
+                ready["proxy_error"] = str(exc)
+        fds = [listener.fileno()] if listener is not None else []
+        socket.send_fds(self.control, [json.dumps(ready).encode()], fds)
+        if listener is not None:
+            listener.close()
         while True:
             # What each ready fd stands for is read before any is handled (a handler may close an fd).
             ready = [(fd, self.watched.get(fd)) for fd, _ in self.poller.poll(DYING_POLL_S if self.dying else -1)]

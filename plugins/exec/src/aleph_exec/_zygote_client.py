@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from aleph_exec._capture import SandboxError, TransactionUnavailable
+from aleph_exec._egress_rules import RunNetwork
 from aleph_exec._processes import _Cgroup, _reap_orphaned_inits, _zygote_host_pid
 
 # A run's socket pair (ours, the zygote's), stdout and stderr pipes (read, write ends) and private epoll.
@@ -68,6 +69,11 @@ class _Zygote:
         self.cgroup: str | None = None
         self._lock = threading.Lock()
         self._kit_ids = itertools.count(1)
+        self.proxy_listener: socket.socket | None = None
+        """The egress proxy's listening socket on 127.0.0.1 inside the sandbox (network ``proxied``), or None."""
+        self.proxy_error: str | None = None
+        self.on_close: Callable[[], None] | None = None
+        self.proxy_port = 0  # the listener's port, once the egress proxy serves it
 
     @classmethod
     def start(
@@ -125,9 +131,16 @@ class _Zygote:
             raise SandboxError(f"could not start bwrap: {failure[0] if failure else 'unknown error'}")
         try:
             ready, _, _ = select.select([control], [], [], _ZYGOTE_START_S)
-            reply = json.loads(control.recv(256) or b"{}") if ready else {}
+            reply: dict[str, object] = {}
+            if ready:
+                data, fds, _, _ = socket.recv_fds(control, 256, 1)
+                reply = json.loads(data or b"{}")
+                for fd in fds:  # the proxy's listener, made in the sandbox's network namespace
+                    zygote.proxy_listener = socket.socket(fileno=fd)
             if "ready" not in reply:
                 raise SandboxError("no ready message")
+            if "proxy_error" in reply:
+                zygote.proxy_error = str(reply["proxy_error"])
             if namespaced:
                 zygote.host_pid = _zygote_host_pid(zygote.proc.pid, int(reply["ready"]))
             else:
@@ -256,6 +269,11 @@ class _Zygote:
     def close(self, *, wait: bool) -> None:
         """Close the control socket: the zygote kills its runs and exits, and bwrap with it."""
         self.control.close()
+        stop, self.on_close = self.on_close, None
+        if stop is not None:
+            stop()  # the egress proxy stops serving this sandbox's listener
+        if self.proxy_listener is not None and stop is None:
+            self.proxy_listener.close()
         with self._lock:
             armed, self._spare = self._spare, None
         if armed is not None:
@@ -331,6 +349,7 @@ class _ZygoteRun:
         self.failure: Exception | None = None
         self._buf = b""
         self._alive: int | None = None
+        self.net: RunNetwork | None = None  # its egress proxy registration (network proxied)
 
     def send(self) -> None:
         """Hand the staged run to the zygote (:meth:`_Zygote.stage`); :class:`SandboxError` if it is gone."""

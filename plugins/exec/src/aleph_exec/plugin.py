@@ -10,6 +10,7 @@ import aleph
 from aleph_exec import hookspecs
 from aleph_exec._config import ExecConfig
 from aleph_exec._generate import ImageFn, ImageGenerateTool, PdfGenerateTool
+from aleph_exec._netcall import ExecNetworkTool
 from aleph_exec._sandbox import WorkspaceSandbox, bwrap_available
 from aleph_exec._tools import BashTool, CodeCheckTool, CodeExecTool, ExecCommitTool
 from aleph_exec._transaction import Transactions
@@ -53,6 +54,7 @@ def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginCon
         CodeExecTool(sandbox, transactions),
         CodeCheckTool(sandbox, transactions),
         ExecCommitTool(),
+        ExecNetworkTool(),
         PdfGenerateTool(context.workspace, protected),
         ImageGenerateTool(providers, context.workspace, protected),
     )

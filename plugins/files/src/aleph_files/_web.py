@@ -9,7 +9,6 @@ by hand, and each hop is resolved and checked again.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import socket
 import time
@@ -28,35 +27,14 @@ from aleph import (
     ToolTimeout,
     TransportError,
     current_call,
+    is_public_address,
+    parse_address,
 )
 from aleph_files._config import FilesConfig
 
-__all__ = ["WebFetchTool", "html_to_markdown", "is_public_address"]
+__all__ = ["WebFetchTool", "html_to_markdown"]
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _TEXTUAL = ("text/", "application/json", "application/xml", "application/xhtml", "application/javascript")
-
-
-def is_public_address(addr: IPAddress) -> bool:
-    """True only for globally routable unicast addresses (IPv4 embedded in IPv6 is unwrapped and checked)."""
-    if isinstance(addr, ipaddress.IPv6Address):
-        if addr.ipv4_mapped is not None:
-            return is_public_address(addr.ipv4_mapped)
-        if addr.sixtofour is not None:
-            return is_public_address(addr.sixtofour)
-        if addr.teredo is not None:
-            return False
-        if addr in _NAT64:
-            return is_public_address(ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF))
-    return addr.is_global and not (
-        addr.is_multicast
-        or addr.is_private
-        or addr.is_loopback
-        or addr.is_link_local
-        or addr.is_reserved
-        or addr.is_unspecified
-    )
 
 
 def html_to_markdown(html: str) -> tuple[str | None, str]:
@@ -137,7 +115,7 @@ class WebFetchTool(AlephTool[WebFetchArgs]):
             infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except OSError as exc:
             raise TransportError(self.NAME, f"cannot resolve {host!r}: {exc}") from None
-        addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+        addresses = [a for info in infos if (a := parse_address(str(info[4][0]))) is not None]
         if not addresses:
             raise TransportError(self.NAME, f"{host!r} resolved to no address")
         trusted = self.config.allow_private_networks or host in self.config.allowed_hosts
