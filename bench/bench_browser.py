@@ -2,9 +2,13 @@
 
 Run: python bench/bench_browser.py [N]      (N timed runs per side, default 5; both sides warm)
 
-Figures (issue "aleph-browser"):
-- navigate → snapshot → click → type → snapshot: Aleph (UnscopedToolService, warm browser) vs @playwright/mcp
-  over stdio with the mcp SDK client (warm: the sequence runs once before timing). Target: Aleph <= 0.5x.
+Figures (issues "aleph-browser" and #34):
+- navigate → snapshot → click → type → snapshot, warm (the sequence runs once before timing), the sides
+  called in turns. The figure (target <= 0.5x the peer): Aleph the way a user meets it, ``aleph serve`` over
+  stdio (full chokepoint: permissions, tier, ledger) driven by the same mcp SDK client code as
+  @playwright/mcp, with the peer's snapshot settings (a full snapshot after every action, the peer's
+  default). Beside it, labelled: ``aleph serve`` with Aleph's own defaults (a delta after an action), and
+  Aleph in-process through UnscopedToolService (no chokepoint, no transport, no snapshot on navigate).
 - snapshot of a 10,000-node page: within the default budget, with the truncation marker.
 - delta snapshot after one click: < 10% of the full snapshot.
 """
@@ -68,7 +72,7 @@ def ref_for(snapshot: str, needle: str) -> str:
 
 
 class AlephSide:
-    """aleph-browser through UnscopedToolService, in this process."""
+    """aleph-browser through UnscopedToolService, in this process (no chokepoint, no snapshot on navigate)."""
 
     def __init__(self, origin: str, workdir: Path) -> None:
         self.origin = origin
@@ -100,12 +104,16 @@ class AlephSide:
         return {"budgeted": budgeted, "full": full, "delta": clicked.split("Snapshot (delta):\n", 1)[1]}
 
 
-class PeerSide:
-    """@playwright/mcp over stdio with the mcp SDK client."""
+class McpSide:
+    """A browser MCP server over stdio, driven with the mcp SDK client (@playwright/mcp, or ``aleph serve``).
 
-    def __init__(self, origin: str, client: Any) -> None:
+    ``snapshot``: the ``snapshot`` argument given to each action (None: leave it out, the peer's way).
+    """
+
+    def __init__(self, origin: str, client: Any, snapshot: str | None = None) -> None:
         self.origin = origin
         self.client = client
+        self.extra = {} if snapshot is None else {"snapshot": snapshot}
 
     async def run(self, name: str, payload: dict[str, Any]) -> str:
         result = await self.client.call_tool(name, payload)
@@ -116,14 +124,34 @@ class PeerSide:
 
     async def sequence(self) -> float:
         start = time.perf_counter()
-        await self.run("browser_navigate", {"url": self.origin + "/form"})
+        await self.run("browser_navigate", {"url": self.origin + "/form", **self.extra})
         snap = await self.run("browser_snapshot", {})
-        await self.run("browser_click", {"target": ref_for(snap, 'button "Continue"'), "element": "Continue"})
         await self.run(
-            "browser_type", {"target": ref_for(snap, 'textbox "Email"'), "text": "a@example.com", "element": "Email"}
+            "browser_click", {"target": ref_for(snap, 'button "Continue"'), "element": "Continue", **self.extra}
+        )
+        await self.run(
+            "browser_type",
+            {"target": ref_for(snap, 'textbox "Email"'), "text": "a@example.com", "element": "Email", **self.extra},
         )
         await self.run("browser_snapshot", {})
         return time.perf_counter() - start
+
+
+def served(work: Path, origin: str) -> Any:
+    """``aleph serve`` over stdio: the operator's configuration (``--config``) allows the bench's origin."""
+    from mcp import StdioServerParameters
+
+    ws = work / "served"
+    ws.mkdir()
+    config = work / "served.toml"  # the operator's file, outside the workspace (a project file only tightens)
+    config.write_text(
+        f'[workspace]\ndata_dir = "{(work / "served-data").as_posix()}"\n'
+        f'[browser]\nallowed_origins = ["{origin}"]\n'
+        # What a user who lets the agent drive the browser unattended writes: its tools run without asking.
+        '[policies.tool_permissions.overrides]\n"browser_*" = "allow"\n'
+    )
+    argv = ["-m", "aleph", "serve", "--config", str(config), "--workspace", str(ws)]
+    return StdioServerParameters(command=sys.executable, args=argv, cwd=str(ws))
 
 
 async def measure(origin: str, work: Path) -> dict[str, Any]:
@@ -138,20 +166,33 @@ async def measure(origin: str, work: Path) -> dict[str, Any]:
         ],
         cwd=str(work),
     )
-    ours = AlephSide(origin, work)
-    async with ours.rt, Client(params, read_timeout_seconds=120) as client:
-        peer = PeerSide(origin, client)
-        await ours.sequence()  # warm: browsers launched, pages cached
-        await peer.sequence()
-        times: dict[str, list[float]] = {"aleph": [], "peer": []}
-        # Alternate the two sides so that load from other processes falls on both alike.
+    inproc = AlephSide(origin, work)
+    async with (
+        inproc.rt,
+        Client(params, read_timeout_seconds=120) as peer_client,
+        Client(served(work, origin), read_timeout_seconds=120) as aleph_client,
+    ):
+        sides = {
+            "peer": McpSide(origin, peer_client),
+            "serve": McpSide(origin, aleph_client, snapshot="full"),
+            "serve_defaults": McpSide(origin, aleph_client),
+            "inproc": inproc,
+        }
+        for side in sides.values():
+            await side.sequence()  # warm: browsers launched, pages cached
+        times: dict[str, list[float]] = {name: [] for name in sides}
+        # Take turns so that load from other processes falls on every side alike.
         for _ in range(N):
-            times["aleph"].append(await ours.sequence())
-            times["peer"].append(await peer.sequence())
-        sizes = await ours.sizes()
-        await peer.run("browser_navigate", {"url": origin + "/big"})
-        sizes["peer_big"] = await peer.run("browser_snapshot", {})
+            for name, side in sides.items():
+                times[name].append(await side.sequence())
+        sizes = await inproc.sizes()
+        await sides["peer"].run("browser_navigate", {"url": origin + "/big"})
+        sizes["peer_big"] = await sides["peer"].run("browser_snapshot", {})
     return {"times": times, **sizes}
+
+
+def _runs(times: list[float]) -> str:
+    return f"(runs: {', '.join(f'{t * 1000:.0f}' for t in times)})"
 
 
 def main() -> None:
@@ -162,14 +203,20 @@ def main() -> None:
         out = asyncio.run(measure(origin, Path(tmp)))
     server.shutdown()
 
-    ours, peer = out["times"]["aleph"], out["times"]["peer"]
-    a, p = statistics.median(ours), statistics.median(peer)
-    pairs = statistics.median(x / y for x, y in zip(ours, peer, strict=True))
-    print(f"runs per side: {N} (warm, alternating), same pages on {origin}, same Chromium {CHROMIUM}")
-    print("sequence navigate -> snapshot -> click -> type -> snapshot, median wall time:")
-    print(f"  aleph-browser     {a * 1000:8.1f} ms   (runs: {', '.join(f'{t * 1000:.0f}' for t in ours)})")
-    print(f"  @playwright/mcp   {p * 1000:8.1f} ms   (runs: {', '.join(f'{t * 1000:.0f}' for t in peer)})")
-    print(f"  ratio aleph/peer  {a / p:8.2f}x     (median of per-run ratios {pairs:.2f}x; target <= 0.5x)")
+    times = out["times"]
+    peer = times["peer"]
+    p = statistics.median(peer)
+    print(f"runs per side: {N} (warm, in turns), same pages on {origin}, same Chromium {CHROMIUM}")
+    print("sequence navigate -> snapshot -> click -> type -> snapshot, median wall time (ratio to the peer):")
+    print(f"  @playwright/mcp over stdio (baseline)               {p * 1000:8.1f} ms   {_runs(peer)}")
+    for name, label, target in (
+        ("serve", "aleph serve over stdio, the peer's snapshots", "   target <= 0.5x"),
+        ("serve_defaults", "aleph serve over stdio, Aleph's defaults", ""),
+        ("inproc", "in-process UnscopedToolService (no chokepoint)", ""),
+    ):
+        a = statistics.median(times[name])
+        pairs = statistics.median(x / y for x, y in zip(times[name], peer, strict=True))
+        print(f"  {label:<52}{a * 1000:8.1f} ms   {a / p:5.2f}x (per-run {pairs:.2f}x){target}   {_runs(times[name])}")
     budgeted, full, delta = out["budgeted"], out["full"], out["delta"]
     marker = "[... truncated:" in budgeted
     print("10,000-node page snapshot:")

@@ -203,8 +203,12 @@ def _doctor(toml: str, tmp_path: Path) -> dict[str, tuple[str, str]]:
 
 def test_doctor_reports_what_is_in_force(tmp_path: Path) -> None:
     checks = _doctor('[exec]\nisolation = "bwrap"\n[exec.network]\nallow = ["pypi.org"]\n', tmp_path)
-    assert set(checks) == {"exec.isolation", "exec.overlay", "exec.cgroup", "exec.seccomp", "exec.network"}
+    names = {"exec.isolation", "exec.overlay", "exec.cgroup", "exec.seccomp", "exec.network", "exec.layers"}
+    assert set(checks) == names
     assert ("ok", True) == (checks["exec.network"][0], "allowed hosts: pypi.org" in checks["exec.network"][1])
+    # Layers go in the workspace's .aleph-tx (a root-owned workspace, Aleph as root); asking writes nothing.
+    assert checks["exec.layers"][0] == "ok" and ".aleph-tx" in checks["exec.layers"][1], checks["exec.layers"]
+    assert not (tmp_path / ".aleph-tx").exists()
     status, detail = checks["exec.isolation"]
     assert status == "ok" and "user namespace" in detail and "host uid 0 " not in detail, detail
     assert checks["exec.seccomp"][0] == "ok", checks["exec.seccomp"]

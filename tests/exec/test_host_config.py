@@ -127,7 +127,7 @@ async def test_a_tree_deeper_than_the_recursion_limit_is_refused_and_its_layer_r
     out = await _bash(workspace, "p=.; for i in $(seq 1500); do p=$p/d; done; mkdir -p $p && echo deep")
     assert (False, "refused", "deep\n") == (out["ok"], out["changes"]["status"], out["stdout"]), out  # type: ignore[index]
     assert not (workspace / "d").exists()
-    layers = [p for p in workspace.rglob("aleph-layer-*") if any(p.iterdir())]
+    layers = [p for p in workspace.rglob("layer-*") if any(p.iterdir())]
     assert [] == layers
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import aleph_exec.plugin
 import pytest
 from aleph_exec._config import ExecConfig
+from aleph_exec._layers import LAYERS_DIR
 from aleph_exec._transaction import Transactions
 
 import aleph
@@ -36,7 +37,11 @@ def overlay_run(workspace: Path, layer: Path, command: str, cwd: str = ".") -> s
         f"lowerdir={workspace},upperdir={layer / 'upper'},workdir={layer / 'work'},"
         "redirect_dir=off,metacopy=off,index=off,xino=off"
     )
-    script = 'mount -t overlay overlay -o "$1" "$2" && cd "$2/$3" && exec bash -c "$4"'
+    # The layers (.aleph-tx, this one among them) under an empty read-only tmpfs, as the sandbox does.
+    script = (
+        'mount -t overlay overlay -o "$1" "$2" && { [ ! -d "$2/.aleph-tx" ] || '
+        'mount -t tmpfs -o ro,size=0,mode=0555 tmpfs "$2/.aleph-tx"; } && cd "$2/$3" && exec bash -c "$4"'
+    )
     argv = [
         "unshare",
         "--mount",
@@ -66,9 +71,14 @@ def canary(workspace: Path, files: int = 20) -> dict[str, bytes]:
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    """Every entry under ``root``: files by content, links by target, directories as b'<dir>'."""
+    """Every entry under ``root``: files by content, links by target, directories as b'<dir>'.
+
+    The transactions' layers (``.aleph-tx``) are not the project's files: left out.
+    """
     out: dict[str, bytes] = {}
     for dirpath, dirnames, filenames in os.walk(root):
+        if Path(dirpath) == root and LAYERS_DIR in dirnames:
+            dirnames.remove(LAYERS_DIR)
         for name in dirnames + filenames:
             path = Path(dirpath) / name
             rel = path.relative_to(root).as_posix()

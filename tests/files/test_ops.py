@@ -54,6 +54,23 @@ async def test_list_and_stats(call, tree: Path) -> None:
 
 
 @pytest.mark.anyio
+async def test_listings_and_searches_leave_out_alephs_own_workspace_directories(call, tree: Path) -> None:
+    # .aleph-tx holds aleph-exec's transaction layers: not the project's files, at the workspace's top only.
+    (tree / ".aleph-tx" / "rt-1" / "layer" / "upper").mkdir(parents=True)
+    (tree / ".aleph-tx" / "rt-1" / "layer" / "upper" / "app.py").write_text("42\n")
+    (tree / "src" / ".aleph-tx").mkdir()
+    (tree / "src" / ".aleph-tx" / "kept.py").write_text("42\n")
+    top = await call("file_ops", operation="list", path=".")
+    assert ".aleph-tx" not in {e["path"] for e in top["entries"]}
+    everything = await call("file_ops", operation="list", path=".", recursive=True)
+    assert not [e["path"] for e in everything["entries"] if e["path"].startswith(".aleph-tx")]
+    hits = await call("file_ops", operation="search", content_regex="42", pattern="**/*.py")
+    assert ["src/.aleph-tx/kept.py", "src/app.py", "src/sub/util.py"] == sorted(m["path"] for m in hits["matches"])
+    stats = await call("file_ops", operation="stats", path=".")
+    assert stats["files"] == len([p for p in tree.rglob("*") if p.is_file() and ".aleph-tx/rt-1" not in str(p)])
+
+
+@pytest.mark.anyio
 async def test_move_copy_mkdir_and_delete(call, tree: Path) -> None:
     await call("file_ops", operation="mkdir", path="build/out")
     assert (tree / "build/out").is_dir()

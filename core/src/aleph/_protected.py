@@ -111,6 +111,11 @@ class ProtectedPaths:
     HOST_EXECUTED: ClassVar[tuple[str, ...]] = HOST_EXECUTED_PATHS
     """The globs every family protects: files a trusted program on the host runs code from (module docstring)."""
 
+    INTERNAL: ClassVar[tuple[str, ...]] = (".aleph-tx",)
+    """Top-level workspace directories Aleph keeps for itself, not the project's: ``.aleph-tx`` holds
+    aleph-exec's transaction layers (on the workspace's filesystem, so a commit renames). Families list
+    and search none of them; aleph-exec protects, masks and ignores them (see docs/exec.md)."""
+
     def __init__(self, patterns: Iterable[str], literals: Iterable[str] = ()) -> None:
         self._globs = tuple(dict.fromkeys(patterns))
         self._literals = tuple(literals)

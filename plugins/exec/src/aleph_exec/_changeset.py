@@ -24,12 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from aleph_exec._layers import LAYERS_DIR
+
 __all__ = ["Change", "Changeset", "ChangesetTooLarge", "read_changeset"]
 
 Action = Literal["create", "modify", "delete"]
 Kind = Literal["file", "dir", "symlink", "special"]
 
 _CHUNK = 1024 * 1024
+_json_str = json.encoder.encode_basestring_ascii  # what json.dumps uses for a str (ensure_ascii)
 _OPAQUE = ("trusted.overlay.opaque", "user.overlay.opaque")
 _XWHITEOUT = ("trusted.overlay.whiteout", "user.overlay.whiteout")
 
@@ -107,9 +110,11 @@ class Changeset:
     def digest(self) -> str:
         """SHA-256 over the sorted (path, action, kind, content) rows: what the ledger binds."""
         h = hashlib.sha256(b"aleph-exec-changeset-1\n")
-        for c in self.changes:
-            h.update(json.dumps([c.path, c.action, c.kind, c.content()]).encode())
-            h.update(b"\n")
+        # Each row is json.dumps([path, action, kind, content]) (all strings), built with the encoder's
+        # own string function: the same bytes without a dumps() call per row.
+        enc = _json_str
+        rows = [f"[{enc(c.path)}, {enc(c.action)}, {enc(c.kind)}, {enc(c.content())}]\n" for c in self.changes]
+        h.update("".join(rows).encode())
         return h.hexdigest()
 
     def top_dirs(self, limit: int = 5) -> list[str]:
@@ -181,6 +186,25 @@ def is_opaque(path: str) -> bool:
     return _has_xattr(path, _OPAQUE, b"y")
 
 
+_LIST_FROM = 64
+"""Upper entries from which the lower directory is listed rather than probed one lstat at a time."""
+
+
+def _listing(lower: str, wanted: int) -> set[str] | None:
+    """The names in ``lower`` when listing it is cheaper than ``wanted`` lstats; else None (probe each)."""
+    if wanted < _LIST_FROM:
+        return None
+    try:
+        # A directory's size grows with its entries (ext4: a 4 KiB block holds 100 or more): a huge one is
+        # probed entry by entry instead.
+        if os.lstat(lower).st_size > wanted * 256:
+            return None
+        with os.scandir(lower) as it:
+            return {e.name for e in it}
+    except OSError:
+        return None
+
+
 class _Reader:
     def __init__(self, upper: Path, workspace: Path, max_entries: int, max_bytes: int) -> None:
         self.cs = Changeset(upper=upper, workspace=workspace)
@@ -203,6 +227,19 @@ class _Reader:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
             read = 0
+            if size < _CHUNK:
+                # Most files are small: one read finds the end (a short read of a regular file is its end).
+                chunk = os.read(fd, size + 1)
+                if len(chunk) <= size:
+                    h.update(chunk)
+                    self.cs.hashed_bytes += len(chunk)
+                    return h.hexdigest()
+                read = len(chunk)
+                if self.cs.hashed_bytes + read > self.max_bytes:
+                    raise ChangesetTooLarge(
+                        f"the command wrote more than {self.max_bytes // (1024 * 1024):,} MiB ([exec] max_changeset_mb)"
+                    )
+                h.update(chunk)
             while chunk := os.read(fd, _CHUNK):
                 read += len(chunk)
                 if self.cs.hashed_bytes + read > self.max_bytes:
@@ -230,13 +267,16 @@ class _Reader:
         with os.scandir(upper) as it:
             entries = sorted(it, key=lambda e: e.name)
         names: set[str] = set()
+        # Many new entries in an existing directory: one listing of the lower one instead of an lstat that
+        # fails for each (only when the lower directory is not much larger than what the upper one holds).
+        present = _listing(lower, len(entries)) if lower is not None else None
         for entry in entries:
             names.add(entry.name)
             path = f"{rel}/{entry.name}" if rel else entry.name
             ust = entry.stat(follow_symlinks=False)
             lst: os.stat_result | None = None
             lpath = os.path.join(lower, entry.name) if lower is not None else None
-            if lpath is not None:
+            if lpath is not None and (present is None or entry.name in present):
                 try:
                     lst = os.lstat(lpath)
                 except FileNotFoundError:
@@ -271,7 +311,9 @@ class _Reader:
     def opaque_rest(self, lower: str, rel: str, names: set[str]) -> None:
         """Entries of the lower directory that an opaque upper directory hides: deleted."""
         with os.scandir(lower) as it:
-            hidden = sorted((e for e in it if e.name not in names), key=lambda e: e.name)
+            # The workspace's layers are not the project's: an opaque root hides them from nobody.
+            kept = (e for e in it if e.name not in names and (rel or e.name != LAYERS_DIR))
+            hidden = sorted(kept, key=lambda e: e.name)
         for entry in hidden:
             sub = f"{rel}/{entry.name}" if rel else entry.name
             self.deleted_tree(entry.path, sub, entry.stat(follow_symlinks=False))

@@ -26,11 +26,12 @@ from typing import Literal
 
 from aleph import ProtectedPaths
 from aleph_exec._changeset import Change, Changeset, iter_parents
+from aleph_exec._layers import LAYERS_DIR
 from aleph_exec._tally import Prior
 
 __all__ = ["DEFAULT_PROTECTED", "Decision", "ProtectedPaths", "decide"]
 
-DEFAULT_PROTECTED = ("aleph.toml", ".aleph", *ProtectedPaths.HOST_EXECUTED)
+DEFAULT_PROTECTED = ("aleph.toml", ".aleph", LAYERS_DIR, *ProtectedPaths.HOST_EXECUTED)
 """What every transaction protects besides the runtime's protected paths and the configured additions."""
 
 _MAX_LINKS = 40

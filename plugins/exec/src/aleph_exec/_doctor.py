@@ -18,6 +18,7 @@ from typing import Any
 
 from aleph_exec import _seccomp
 from aleph_exec._config import ExecConfig
+from aleph_exec._layers import layers_check
 from aleph_exec._processes import _pids_hierarchy
 from aleph_exec._sandbox import WorkspaceSandbox, bwrap_available
 
@@ -163,9 +164,16 @@ def _network(probe: _Probe) -> tuple[str, str]:
     return "ok", f"egress proxy in force, no DNS inside; {hosts}; other hosts are {unlisted}"
 
 
-def register_checks(register: Callable[[str, Check], None], config: ExecConfig) -> None:
-    """Register exec.isolation, exec.overlay, exec.cgroup, exec.seccomp and exec.network (no I/O until a check runs)."""
+def register_checks(
+    register: Callable[[str, Check], None],
+    config: ExecConfig,
+    workspace: Path | None = None,
+    data_dir: Path | None = None,
+) -> None:
+    """Register the exec.* checks: isolation, overlay, cgroup, seccomp, network, layers (no I/O until one runs)."""
     probe = _Probe(config)
+    if workspace is not None and data_dir is not None:
+        register("exec.layers", lambda: layers_check(workspace, data_dir))
     register("exec.isolation", lambda: _isolation(probe))
     register("exec.overlay", lambda: _overlay(probe))
     register("exec.cgroup", lambda: _cgroup(probe))

@@ -286,6 +286,10 @@ class Namespaces:
         for path in self._ro_candidates:
             if path.exists():
                 argv += ["--ro-bind", ws_source + str(path)[len(ws) :], str(path)]
+        layers = str(self._layers)
+        if os.path.isdir(layers) and not os.path.islink(layers):
+            # The transactions' layers: an empty read-only tmpfs over them (see aleph_exec._layers).
+            argv += ["--perms", "0555", "--tmpfs", layers, "--remount-ro", layers]
         # The sandbox's own root and /etc (a tmpfs bubblewrap builds) are read-only: a command cannot leave
         # anything there for the next call, another session's or another agent's (/tmp is cleared instead).
         argv += ["--remount-ro", "/"]
@@ -326,6 +330,7 @@ class Namespaces:
             "workspace": str(self.workspace),
             "protected": [str(path) for path in self._ro_candidates if path.exists()],
             "proxy": self.config.network.mode == "proxied",
+            "masked": [str(self._layers)],
         }
 
     def _bwrap_argv(self, cwd: Path) -> tuple[list[str], Callable[[], None] | None, list[int]]:

@@ -41,6 +41,7 @@ from aleph_exec._capture import Capture, RunResult, SandboxError, TransactionUna
 from aleph_exec._config import ExecConfig
 from aleph_exec._egress import EgressProxy, attach, closing_on_error, open_net
 from aleph_exec._egress_rules import RunNetwork
+from aleph_exec._layers import LAYERS_DIR
 from aleph_exec._namespace import Namespaces, _chain, _host_env, _SandboxState, bwrap_available
 from aleph_exec._processes import _MARKER, _become_subreaper, _Cgroup, _CgroupPool
 from aleph_exec._supervise import Supervision, _shutdown
@@ -71,7 +72,10 @@ class WorkspaceSandbox(Namespaces, Supervision):
             if path.is_relative_to(self.workspace)
         ]
         self._layer_parents: dict[Path, Path] = {}  # a layer directory's parent, resolved (bounded by its use)
-        self._ro_texts = [str(path) for path in self._ro_candidates]
+        # The transactions' layers (aleph_exec._layers) live in the workspace: under an empty read-only
+        # tmpfs in the sandbox, so no command sees or touches any layer (its own only through its overlay).
+        self._layers = self.workspace / LAYERS_DIR
+        self._ro_texts = [str(path) for path in [*self._ro_candidates, self._layers]]
         # The zygote may sit in a run's cgroup: one more pid (see _CgroupPool).
         self._cgroups = _CgroupPool(config.max_processes + 1) if config.cgroup == "auto" else None
         self._lock = threading.Lock()
@@ -230,8 +234,10 @@ class WorkspaceSandbox(Namespaces, Supervision):
         real = layer.resolve() if stat.S_ISLNK(st.st_mode) or layer.name in ("", ".", "..") else parent / layer.name
         if not real.is_dir():
             raise ValueError(f"layer {layer}: not an absolute path to an existing directory")
-        if real == self.workspace or real.is_relative_to(self.workspace) or self.workspace.is_relative_to(real):
-            raise ValueError(f"layer {layer}: it must lie outside the workspace {self.workspace}")
+        in_layers = real.is_relative_to(self._layers) and real != self._layers
+        if not in_layers and (real.is_relative_to(self.workspace) or self.workspace.is_relative_to(real)):
+            where = f"outside the workspace {self.workspace} or in its {LAYERS_DIR}"
+            raise ValueError(f"layer {layer}: it must lie {where}")
         with os.scandir(real) as entries:
             if next(entries, None) is not None:
                 raise ValueError(f"layer {layer}: not empty")

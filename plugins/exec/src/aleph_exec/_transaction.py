@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import os
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterable
@@ -31,6 +32,7 @@ from aleph_exec._changeset import Changeset, ChangesetTooLarge, is_opaque, read_
 from aleph_exec._commit import CommitError, commit, recover
 from aleph_exec._config import ExecConfig
 from aleph_exec._decision import DEFAULT_PROTECTED, Decision, ProtectedPaths, decide
+from aleph_exec._layers import LAYERS_DIR, LayerRoot, fallback_dir
 from aleph_exec._tally import Prior, Tally
 from aleph_exec._tree import remove_tree
 from aleph_exec._undo import UndoStore, exec_lock
@@ -39,9 +41,10 @@ __all__ = ["COMMIT_TOOL", "Transactions"]
 
 COMMIT_TOOL = "exec_commit"
 MiB = 1024 * 1024
-_STALE_LAYER_S = 3600.0
 _READY_LAYERS = 2
 """Empty layers kept made ahead, so a run's mkdir is off its path."""
+_CLOSE_WAIT_S = 60.0
+"""How long closing waits for the layer removals still under way."""
 
 
 def _inside(path: Path, root: Path) -> str | None:
@@ -80,29 +83,27 @@ class Transactions:
         self.journal_dir = self.root / "journal"
         literals = [rel for p in protected if (rel := _inside(p, self.workspace)) is not None]
         self.protected = ProtectedPaths([*DEFAULT_PROTECTED, *patterns, *config.protected_paths], literals)
-        self._uncounted = frozenset(literals)
+        self._uncounted = frozenset([*literals, LAYERS_DIR])
         self.tally = Tally(config.commit_ask_window_minutes * 60.0)
         self.undo = UndoStore(self.root, max_calls=config.undo_max_calls, max_bytes=config.undo_max_mb * MiB)
-        # Layers beside the data directory share the workspace's filesystem more often than /tmp does
-        # (then a commit renames); never inside the workspace, which the overlay's lower layer is.
-        self._layer_root = self.root / "layers"
+        # Layers live on the workspace's filesystem (a commit then renames), under .aleph-tx; see _layers.
+        self.layers = LayerRoot(self.workspace, fallback_dir(self.workspace, data_dir))
         self._ready: list[Path] = []  # empty layers made ahead by _recycle (list append/pop are atomic)
-        if _inside(self.root, self.workspace) is not None or self.root == self.workspace:
-            self._layer_root = Path(tempfile.gettempdir())
+        self._idle = threading.Condition()
+        self._pending = 0  # layers being removed off the call's path (close waits for them)
+        self._closed = False
+
+    def prepare(self) -> None:
+        """Place the layers now (make ``.aleph-tx``), before the sandbox starts: it masks what exists then."""
+        self.layers.place()
 
     def recover(self) -> list[str]:
-        """Finish or roll back commits a crash interrupted; remove layers no commit needs."""
-        if not self.root.is_dir():
-            return []
-        with exec_lock(self.root):
-            done = recover(self.journal_dir)
-            if self._layer_root == self.root / "layers" and self._layer_root.is_dir():
-                # A layer older than any run can be is a crashed run's (another runtime's are younger).
-                cutoff = time.time() - _STALE_LAYER_S
-                for stale in self._layer_root.iterdir():
-                    with contextlib.suppress(OSError):
-                        if stale.stat().st_mtime < cutoff:
-                            remove_tree(stale, ignore_errors=True)
+        """Finish or roll back commits a crash interrupted; then remove the layers of runtimes that are gone."""
+        done: list[str] = []
+        if self.root.is_dir():
+            with exec_lock(self.root):
+                done = recover(self.journal_dir)  # needs the layers it names: before the sweep
+        self.layers.sweep()
         return done
 
     def new_layer(self) -> Path:
@@ -113,13 +114,16 @@ class Transactions:
             return self._make_layer()
 
     def _make_layer(self) -> Path:
-        self._layer_root.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix="aleph-layer-", dir=self._layer_root))
+        return Path(tempfile.mkdtemp(prefix="layer-", dir=self.layers.mine()))
 
     def close(self) -> None:
-        """Remove the layers made ahead."""
+        """Wait for the removals under way, then remove the layers made ahead and this runtime's directory."""
+        with self._idle:
+            self._closed = True
+            self._idle.wait_for(lambda: self._pending == 0, timeout=_CLOSE_WAIT_S)
         while self._ready:
             self.discard(self._ready.pop())
+        self.layers.close()
 
     @staticmethod
     def discard(layer: Path) -> None:
@@ -176,16 +180,32 @@ class Transactions:
     def discard_later(self, layer: Path) -> None:
         """Remove a layer off the call's path (an rmdir on a busy ext4 can take milliseconds)."""
         try:
-            asyncio.get_running_loop().run_in_executor(None, self._recycle, layer)
+            loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop: remove it now
             self.discard(layer)
+            return
+        with self._idle:
+            self._pending += 1
+        try:
+            loop.run_in_executor(None, self._recycle, layer)
+        except BaseException:
+            self._done()
+            raise
+
+    def _done(self) -> None:
+        with self._idle:
+            self._pending -= 1
+            self._idle.notify_all()
 
     def _recycle(self, layer: Path) -> None:
         """Remove a used layer and, while few are ready, make the next one (a mkdir off the call's path)."""
-        self.discard(layer)
-        if len(self._ready) < _READY_LAYERS:
-            with contextlib.suppress(OSError):
-                self._ready.append(self._make_layer())
+        try:
+            self.discard(layer)
+            if len(self._ready) < _READY_LAYERS and not self._closed:
+                with contextlib.suppress(OSError):
+                    self._ready.append(self._make_layer())
+        finally:
+            self._done()
 
     async def _settle(self, tool: str, layer: Path) -> dict[str, Any]:
         call = aleph.current_call()

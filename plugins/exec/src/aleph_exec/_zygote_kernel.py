@@ -108,7 +108,13 @@ def mount_overlay(hardening: dict[str, object], layer: int, clones: list[tuple[i
     mount("overlay", workspace, "overlay", 0, options)
     # Hidden under an empty read-only tmpfs: an unmount would wait for an RCU grace period (milliseconds
     # under load) on the run's path; what is under it goes with the namespace (see closer).
-    mount("tmpfs", LAYER_DIR, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0,mode=0555")
+    empty = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+    mount("tmpfs", LAYER_DIR, "tmpfs", empty, "size=0,mode=0555")
+    # The workspace's layers (its .aleph-tx, this run's own layer among them) under an empty read-only
+    # tmpfs too: the command sees its writes through the overlay only, and no other run's layer.
+    for path in [str(p) for p in hardening.get("masked", [])]:  # type: ignore[attr-defined]
+        if os.path.isdir(path) and not os.path.islink(path):
+            mount("tmpfs", path, "tmpfs", empty, "size=0,mode=0555")
     for fd, path in clones:
         move_mount(fd, path)
 

@@ -10,6 +10,7 @@ import aleph
 from aleph_exec import hookspecs
 from aleph_exec._config import ExecConfig
 from aleph_exec._generate import ImageFn, ImageGenerateTool, PdfGenerateTool
+from aleph_exec._layers import LAYERS_DIR
 from aleph_exec._netcall import ExecNetworkTool
 from aleph_exec._sandbox import WorkspaceSandbox, bwrap_available
 from aleph_exec._tools import BashTool, CodeCheckTool, CodeExecTool, ExecCommitTool
@@ -33,6 +34,9 @@ def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginCon
     sandbox = WorkspaceSandbox(context.workspace, config, protected)
     transactions = Transactions(context.workspace, context.data_dir, config, protected, context.protected_patterns)
     transactions.recover()  # a commit a crash cut short is finished (or rolled back) before any new run
+    if config.transactions and sandbox.bwrap is not None:
+        # .aleph-tx exists before the sandbox first starts, which then masks it from the start.
+        transactions.prepare()
 
     async def stop_sandbox() -> None:
         await anyio.to_thread.run_sync(sandbox.close)
@@ -61,6 +65,12 @@ def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginCon
 
 
 @aleph.hookimpl
+def aleph_protected_paths(register: Any) -> None:
+    """``.aleph-tx``: the transactions' layers, which no tool may write (only a commit moves files out)."""
+    register(LAYERS_DIR)
+
+
+@aleph.hookimpl
 def aleph_cli_commands(register: Any) -> None:
     """``aleph undo [CALL_ID]``: put the workspace back to just before a committed exec call."""
     from aleph_exec._undo_cmd import add_undo_parser
@@ -70,7 +80,7 @@ def aleph_cli_commands(register: Any) -> None:
 
 @aleph.hookimpl
 def aleph_doctor_checks(register: Any, config: aleph.AlephConfig) -> None:
-    """exec.isolation, exec.overlay, exec.cgroup and exec.seccomp: what the sandbox gives on this machine."""
+    """exec.isolation, exec.overlay, exec.cgroup, exec.seccomp and exec.layers: what exec gets on this machine."""
     from aleph_exec._doctor import register_checks
 
-    register_checks(register, config.section("exec", ExecConfig))
+    register_checks(register, config.section("exec", ExecConfig), config.workspace_root, config.data_dir)

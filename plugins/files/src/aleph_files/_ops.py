@@ -12,7 +12,7 @@ from typing import Any, Literal
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field
 
-from aleph import AlephTool, ExecutionFailed, ToolArgs, ToolFacts, ValidationFailed, current_call
+from aleph import AlephTool, ExecutionFailed, ProtectedPaths, ToolArgs, ToolFacts, ValidationFailed, current_call
 from aleph_files._config import FilesConfig
 from aleph_files._confine import MAX_PATH_BYTES, PathError, Target, Workspace
 from aleph_files._io import atomic_write, guard, read_limited, sniff_binary
@@ -170,7 +170,7 @@ class FileOpsTool(AlephTool[FileOpsArgs]):
         entries: list[dict[str, Any]] = []
         truncated = False
         with self.ws.open_dir(args.path) as (fd, rel):
-            for sub, name, st in _walk(fd, args.recursive):
+            for sub, name, st in _walk(fd, args.recursive, rel):
                 path = _join(sub, name)
                 if match is not None and not match(path):
                     continue
@@ -199,7 +199,7 @@ class FileOpsTool(AlephTool[FileOpsArgs]):
         scanned = files = 0
         truncated = False
         with self.ws.open_dir(args.path) as (fd, rel):
-            for sub, name, st in _walk(fd, True):
+            for sub, name, st in _walk(fd, True, rel):
                 if not stat.S_ISREG(st.st_mode):
                     continue
                 path = _join(sub, name)
@@ -247,8 +247,8 @@ class FileOpsTool(AlephTool[FileOpsArgs]):
                 out["link_target"] = os.readlink(target.name, dir_fd=target.parent_fd)
         if stat.S_ISDIR(st.st_mode):
             counts = {"files": 0, "directories": 0, "bytes": 0}
-            with self.ws.open_dir(args.path) as (fd, _):
-                for n, (_, _, sub_st) in enumerate(_walk(fd, True)):
+            with self.ws.open_dir(args.path) as (fd, rel):
+                for n, (_, _, sub_st) in enumerate(_walk(fd, True, rel)):
                     if n >= _MAX_TREE_ENTRIES * 10:
                         out["truncated"] = True
                         break
@@ -357,8 +357,8 @@ class FileOpsTool(AlephTool[FileOpsArgs]):
         if dst_rel == src.rel or dst_rel.startswith(src.rel.rstrip("/") + "/") or src.rel == ".":
             raise ValidationFailed(self.NAME, "destination: cannot copy a directory into itself")
         copied = 0
-        with self.ws.open_dir(args.path) as (fd, _):
-            for n, (sub, name, entry) in enumerate(_walk(fd, True)):
+        with self.ws.open_dir(args.path) as (fd, where):
+            for n, (sub, name, entry) in enumerate(_walk(fd, True, where)):
                 if n >= _MAX_TREE_ENTRIES:
                     raise ExecutionFailed(self.NAME, f"directory has more than {_MAX_TREE_ENTRIES} entries")
                 rel = _join(sub, name)
@@ -440,13 +440,23 @@ def _matcher(pattern: str | None) -> Any:
     return lambda path: regex.match(path.rsplit("/", 1)[-1]) is not None
 
 
-def _walk(fd: int, recursive: bool) -> Any:
-    """Yield (relative dir, name, lstat) for the entries under ``fd``; symlinks are listed, never followed."""
+_INTERNAL = frozenset(ProtectedPaths.INTERNAL)
+
+
+def _walk(fd: int, recursive: bool, rel: str) -> Any:
+    """Yield (relative dir, name, lstat) for the entries under ``fd``; symlinks are listed, never followed.
+
+    ``rel``: where ``fd`` is in the workspace; at its root Aleph's own directories are left out.
+    """
+    skip = _INTERNAL if rel in ("", ".") else frozenset()
     if not recursive:
         for entry in sorted(os.scandir(fd), key=lambda e: e.name):
-            yield "", entry.name, entry.stat(follow_symlinks=False)
+            if entry.name not in skip:
+                yield "", entry.name, entry.stat(follow_symlinks=False)
         return
     for dirpath, dirs, files, dfd in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
+        if dirpath == "." and skip:
+            dirs[:] = [d for d in dirs if d not in skip]
         dirs.sort()
         sub = dirpath[2:] if dirpath.startswith("./") else ""
         for name in sorted(dirs + files):
