@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aleph_exec import _namespace
 from aleph_exec._sandbox import bwrap_available
 
 from .conftest import make_runtime
@@ -137,3 +138,20 @@ async def test_every_run_gets_a_fresh_network_namespace_with_its_listener_alone(
     ns_2, sockets_2 = second["stdout"].split()
     assert ns_1 != ns_2
     assert ("1", "1") == (sockets_1, sockets_2)  # the run's own listener on 127.0.0.1
+
+
+async def test_without_a_network_namespace_per_run_runs_get_no_network_not_a_shared_one(
+    workspace: Path, site: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A zygote that cannot bring a new namespace's loopback up (no CAP_NET_ADMIN) cannot give runs doors
+    # of their own: they get none, as when the proxy is missing, and the reason is kept for aleph doctor.
+    needs("curl")
+    caps = tuple(cap for cap in _namespace._ZYGOTE_CAPS if cap != "CAP_NET_ADMIN")
+    monkeypatch.setattr(_namespace, "_ZYGOTE_CAPS", caps)
+    async with make_runtime(workspace, TOML) as rt:
+        result = await bash(rt, f'echo "proxy=$HTTP_PROXY"; curl -sS http://files.example:{site}/hello.txt')
+        sandbox = rt.registry.get("bash").tool.sandbox  # type: ignore[union-attr]
+        why = sandbox._zygote.proxy_error if sandbox._zygote is not None else None
+    assert "none" == result["network"], why
+    assert result["stdout"].startswith("proxy=\n") and "hello" not in result["stdout"]
+    assert why is not None and "network namespace" in why, why

@@ -133,7 +133,7 @@ class _Zygote:
             ready, _, _ = select.select([control], [], [], _ZYGOTE_START_S)
             reply: dict[str, object] = {}
             if ready:
-                reply = json.loads(control.recv(256) or b"{}")
+                reply = json.loads(control.recv(4096) or b"{}")
             if "ready" not in reply:
                 raise SandboxError("no ready message")
             if "proxy_error" in reply:
