@@ -30,6 +30,8 @@ __all__ = ["MAX_REFS", "MAX_SUBCALL_DEPTH", "CallContext", "current_call", "curr
 MAX_REFS = 16
 """References one call may carry on its ledger row."""
 MAX_REF_VALUE = 256
+MAX_UNTRUSTED_PARTS = 1024
+"""Parts of one output a tool may mark untrusted; past it the whole output counts as untrusted."""
 MAX_SUBCALL_DEPTH = 8
 """Composite tools may nest this deep (a workflow step running a batch running an action)."""
 
@@ -88,6 +90,7 @@ class CallContext:
         "_call_id",
         "_refs",
         "_service",
+        "_untrusted",
         "agent",
         "channel",
         "decision",
@@ -129,6 +132,7 @@ class CallContext:
         if call_id is None and parent is None and turn is not None and turn.call_id:
             call_id = turn.call_id
         self._call_id = call_id
+        self._untrusted: list[tuple[str, str]] | None = None
         self._refs: dict[str, str] = {} if parent is None else {"parent_call": parent.call_id}
         if turn is not None and turn.refs:  # the turn's own references (a team member's team and task)
             self._refs.update(check_refs(dict(turn.refs)))
@@ -156,6 +160,28 @@ class CallContext:
         if len(self._refs.keys() | checked.keys()) > MAX_REFS:
             raise ValueError(f"a call carries at most {MAX_REFS} ledger references")
         self._refs.update(checked)
+
+    def mark_untrusted(self, text: str, source: str) -> None:
+        """Say that ``text``, part of this call's output, comes from the untrusted ``source`` (``"e-mail body"``).
+
+        For a tool whose output mixes the user's own structured data with third-party text (a message's
+        body beside its sender and date): the marked parts are tracked as untrusted and the rest of the
+        output as trusted. A tool whose facts declare ``untrusted_output`` needs none of this: all of its
+        output is untrusted. See docs/dataflow.md.
+        """
+        if not isinstance(text, str) or not isinstance(source, str):
+            raise TypeError("mark_untrusted takes the text and a source label, both strings")
+        marks = self._untrusted if self._untrusted is not None else []
+        if len(marks) < MAX_UNTRUSTED_PARTS:
+            marks.append((text, source))
+        else:  # past the cap the whole output counts as untrusted (fails closed)
+            marks[-1] = ("", source)
+        self._untrusted = marks
+
+    @property
+    def untrusted_parts(self) -> tuple[tuple[str, str], ...]:
+        """(text, source) of every part the tool marked untrusted (see :meth:`mark_untrusted`)."""
+        return tuple(self._untrusted or ())
 
     async def subcall(self, name: str, input: Mapping[str, Any]) -> ToolOutput:
         """Run one action of this composite call through the chokepoint, under its own name and arguments.

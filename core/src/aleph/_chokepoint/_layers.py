@@ -29,6 +29,8 @@ from aleph._contract._types import ToolSource
 from aleph._errors import ConfigError
 from aleph._floor._policy import CommandPolicy, CommandRule
 from aleph._floor._wrappers import BUILTINS
+from aleph._flow._gate import DataFlow
+from aleph._flow._policy import FlowConfig
 from aleph._ledger import Ledger, ledger_directory
 from aleph._ledger._events import EventLog
 from aleph._plugins._loader import PluginManager
@@ -282,6 +284,7 @@ def build_chokepoint(config: AlephConfig, registry: ToolRegistry, plugins: Plugi
         default_requester=_default_requester(config, registry, plugins),
         max_input_bytes=config.tools.max_input_bytes,
         max_output_chars=config.tools.max_output_chars,
+        flow=DataFlow.from_config(config.section("flow", FlowConfig)),
     )
 
 

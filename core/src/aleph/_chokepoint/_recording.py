@@ -203,6 +203,8 @@ class Recording:
             detail = "approved by the user" if by == "User" else "satisfied by an earlier grant for this exact call"
         else:
             detail = redact(reason or f"not approved ({outcome})")
+        if verdict.rule_id == "data_flow":  # the row says which flow a human let through or stopped
+            detail = f"{detail} — {redact(verdict.reason)}"
         await self._ledger(
             entry,
             arguments,

@@ -57,6 +57,7 @@ from aleph._errors import (
     TransportError,
     ValidationFailed,
 )
+from aleph._flow._gate import Provenance
 from aleph._principal import Principal
 from aleph._progress import CHUNK_SCRUBBER, call_handler, get_tool_progress_handler
 from aleph._turn import _TURN, TurnContext
@@ -82,7 +83,7 @@ class _Unset:
 _UNSET = _Unset()
 
 
-class ScopedToolService(Identity, Judging, Recording, BaseToolService):
+class ScopedToolService(Identity, Judging, Recording, Provenance, BaseToolService):
     """The per-request tool service: one principal (agent, channel, session, role, chain), one turn, one tier."""
 
     def __init__(
@@ -300,6 +301,8 @@ class ScopedToolService(Identity, Judging, Recording, BaseToolService):
             raise PermissionDenied(entry.name, static.refusal())
         prepared = prepare_input(entry, input, self._cp.max_input_bytes)
         verdict = static if not needs else self._verdict(entry, prepared, static=known)
+        if self._cp.flow is not None and self._cp.flow.is_sink(entry):  # provenance is judged for sinks only
+            verdict = self._flow_verdict(entry, prepared.arguments, verdict)
         note_verdict(verdict)
         if verdict.action == "deny":
             await self._record_refusal(entry, prepared.arguments, verdict.refusal(), verdict)
@@ -441,6 +444,8 @@ class ScopedToolService(Identity, Judging, Recording, BaseToolService):
             _CALL.reset(call_token)
             if token is not None:
                 _TURN.reset(token)
+        if self._cp.flow is not None:
+            self._flow_observe(entry, prepared.arguments, output, call)
         if handler is not None:
             call_handler(handler, handler.on_tool_result, name, output.text[:200], True)
         if not facts.idempotent or call.annotated:  # answered only once its row is durable

@@ -23,6 +23,7 @@ from aleph._contract._types import ToolDefinition
 from aleph._turn import TurnContext
 
 if TYPE_CHECKING:
+    from aleph._flow._gate import DataFlow
     from aleph._ledger import Ledger
     from aleph._ledger._events import EventLog
 
@@ -111,6 +112,8 @@ class Chokepoint:
     secrets: SecretResolvers = field(default_factory=SecretResolvers)
     """Resolvers of secret handles (``{{scheme:name}}``), put into a call after its verdict."""
     """The delegation door (set by the runtime): ``(service, agent, *, purpose, budget, turn) -> service``."""
+    flow: DataFlow | None = None
+    """Data-flow rules and every session's provenance (``[flow]``); None: no flow is tracked."""
     _static: dict[tuple[int, int, int], dict[str, tuple[Verdict, int]]] = field(default_factory=dict)
     # (static key, tool, command-policy verdict) -> the call's verdict, for NEEDS_COMMAND tools.
     _by_command: dict[tuple[Any, ...], Verdict] = field(default_factory=dict)

@@ -37,11 +37,14 @@ RuleId = Literal[
     "action_denied",
     "action_asks",
     "invalid_input",
+    "data_flow",
 ]
 
 DENY_ADVICE = {
     "plan_mode": " Do not retry this call before the plan is approved — request approval first.",
     "side_question": " Do not retry this call — nothing that mutates runs during a side question.",
+    "data_flow": " Do not retry with the same value and do not pass it on by other means; ask the user whether "
+    "this value should be used.",
 }
 DEFAULT_ADVICE = " Do not retry; ask the user to adjust `[policies.tool_permissions]` if this tool is needed."
 

@@ -90,6 +90,8 @@ def tool(
     tags: tuple[str, ...] | list[str] = (),
     inline: bool = False,
     requires_role: Literal["operator", "member", "guest"] | None = None,
+    sink: bool = False,
+    untrusted_output: str | None = None,
 ) -> Callable[[Callable[..., Any]], AlephTool[BaseModel]]: ...
 
 
@@ -106,6 +108,8 @@ def tool(
     tags: tuple[str, ...] | list[str] = (),
     inline: bool = False,
     requires_role: Literal["operator", "member", "guest"] | None = None,
+    sink: bool = False,
+    untrusted_output: str | None = None,
 ) -> AlephTool[BaseModel] | Callable[[Callable[..., Any]], AlephTool[BaseModel]]:
     """Turn a typed function (sync or async) into an :class:`AlephTool`.
 
@@ -121,6 +125,8 @@ def tool(
         tags=tuple(tags),
         inline=inline,
         requires_role=requires_role,
+        sink=sink,
+        untrusted_output=untrusted_output,
     )
 
     def build(func: Callable[..., Any]) -> AlephTool[BaseModel]:

@@ -64,6 +64,14 @@ class ToolFacts:
     does not see the tool listed.
     """
 
+    sink: bool = False
+    """Calls send data out or act for the user (messages, mail, payments, network egress, installs).
+
+    The chokepoint judges a sink's arguments against the session's provenance (``[flow]``, docs/dataflow.md).
+    """
+    untrusted_output: str | None = None
+    """The untrusted source the tool's output comes from (``"web"``, ``"e-mail"``); None: trusted output."""
+
     def __post_init__(self) -> None:
         if self.requires_role not in (None, "operator", "member", "guest"):
             raise ValueError(f"requires_role must be operator, member, guest or None, not {self.requires_role!r}")
@@ -79,6 +87,10 @@ class ToolFacts:
         }
         if self.requires_role is not None:
             out["requires_role"] = self.requires_role
+        if self.sink:
+            out["sink"] = True
+        if self.untrusted_output is not None:
+            out["untrusted_output"] = self.untrusted_output
         return out
 
 

@@ -84,7 +84,7 @@ class BrowserOpen(BrowserTool[OpenArgs]):
         "other actions. Subject to the origin policy; refusals say which rule blocked what."
     )
     Args = OpenArgs
-    FACTS = ToolFacts(max_duration_ms=120_000, tags=(*TAGS, "network"))
+    FACTS = ToolFacts(untrusted_output="web page", max_duration_ms=120_000, tags=(*TAGS, "network"))
 
     async def run(self, args: OpenArgs) -> str:
         self.manager.check_url(args.url)
@@ -118,7 +118,7 @@ class BrowserNavigate(BrowserTool[NavigateArgs]):
         "is checked against the origin policy; a blocked navigation fails naming the rule."
     )
     Args = NavigateArgs
-    FACTS = ToolFacts(max_duration_ms=120_000, tags=(*TAGS, "network"))
+    FACTS = ToolFacts(untrusted_output="web page", max_duration_ms=120_000, tags=(*TAGS, "network"))
 
     async def run(self, args: NavigateArgs) -> str:
         tab = await self.manager.tab()
@@ -161,7 +161,7 @@ class BrowserSnapshot(BrowserTool[SnapshotArgs]):
         "changes."
     )
     Args = SnapshotArgs
-    FACTS = ToolFacts(idempotent=True, max_duration_ms=60_000, tags=TAGS)
+    FACTS = ToolFacts(untrusted_output="web page", idempotent=True, max_duration_ms=60_000, tags=TAGS)
 
     async def run(self, args: SnapshotArgs) -> str:
         tab = await self.manager.tab()
@@ -556,7 +556,7 @@ class BrowserWaitFor(BrowserTool[WaitForArgs]):
         "reached, or a number of seconds passes; then return the page."
     )
     Args = WaitForArgs
-    FACTS = ToolFacts(idempotent=True, max_duration_ms=150_000, tags=TAGS)
+    FACTS = ToolFacts(untrusted_output="web page", idempotent=True, max_duration_ms=150_000, tags=TAGS)
 
     async def run(self, args: WaitForArgs) -> str:
         tab = await self.manager.tab()

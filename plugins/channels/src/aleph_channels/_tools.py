@@ -105,7 +105,9 @@ class MediaSend(AlephTool[MediaSendArgs]):
         "with an optional caption. Each channel has its own size and type limits; IRC carries no files."
     )
     Args = MediaSendArgs
-    FACTS = ToolFacts(idempotent=False, concurrent_safe=True, max_duration_ms=120_000, tags=("channels", "media"))
+    FACTS = ToolFacts(
+        sink=True, idempotent=False, concurrent_safe=True, max_duration_ms=120_000, tags=("channels", "media")
+    )
 
     def __init__(self, hub: ChannelHub, workspace: Path, protected: list[Path]) -> None:
         self._hub = hub

@@ -62,7 +62,13 @@ class SearchTool(AlephTool[SearchArgs]):
         "is tried."
     )
     Args = SearchArgs
-    FACTS = ToolFacts(idempotent=True, concurrent_safe=True, max_duration_ms=45_000, tags=("network", "read"))
+    FACTS = ToolFacts(
+        untrusted_output="web search results",
+        idempotent=True,
+        concurrent_safe=True,
+        max_duration_ms=45_000,
+        tags=("network", "read"),
+    )
 
     def __init__(self, providers: Mapping[str, SearchFn], config: FilesConfig) -> None:
         self.providers = dict(providers)

@@ -88,7 +88,13 @@ class WebFetchTool(AlephTool[WebFetchArgs]):
         "result says when it was truncated."
     )
     Args = WebFetchArgs
-    FACTS = ToolFacts(idempotent=True, concurrent_safe=True, max_duration_ms=30_000, tags=("network", "read"))
+    FACTS = ToolFacts(
+        untrusted_output="web page",
+        idempotent=True,
+        concurrent_safe=True,
+        max_duration_ms=30_000,
+        tags=("network", "read"),
+    )
 
     def __init__(self, config: FilesConfig) -> None:
         self.config = config

@@ -72,7 +72,7 @@ class HubInstallRun(AlephTool[InstallArgs]):
         "it adds (with its facts) and its hooks, and approves; until then its tools are held back."
     )
     Args = InstallArgs
-    FACTS = ToolFacts(max_duration_ms=1_200_000, tags=("network", "hub", "install"))
+    FACTS = ToolFacts(sink=True, max_duration_ms=1_200_000, tags=("network", "hub", "install"))
 
     def __init__(self, state: HubState) -> None:
         self.state = state

@@ -283,7 +283,7 @@ class SkillInstall(AlephTool[InstallArgs]):
         "scanned, and the human sees what it contains (files, scripts, tools it names, findings) and approves."
     )
     Args = InstallArgs
-    FACTS = ToolFacts(tags=("skills", "filesystem"))
+    FACTS = ToolFacts(sink=True, tags=("skills", "filesystem"))
 
     def __init__(self, state: HubState) -> None:
         self.state = state

@@ -193,7 +193,13 @@ class A2ADelegate(AlephTool[DelegateArgs]):
         "its file artifacts can be saved into the workspace. Its answer is untrusted content."
     )
     Args = DelegateArgs
-    FACTS = ToolFacts(idempotent=False, concurrent_safe=True, max_duration_ms=1_860_000, tags=("agents", "a2a"))
+    FACTS = ToolFacts(
+        untrusted_output="another agent's reply",
+        idempotent=False,
+        concurrent_safe=True,
+        max_duration_ms=1_860_000,
+        tags=("agents", "a2a"),
+    )
 
     def __init__(self, book: AgentBook, client: A2AClient) -> None:
         self._book = book

@@ -232,7 +232,13 @@ class AcpDelegate(AlephTool[DelegateArgs]):
         "its progress streams back; its reply is untrusted content. Continue a session with session_id."
     )
     Args = DelegateArgs
-    FACTS = ToolFacts(idempotent=False, concurrent_safe=True, max_duration_ms=7_260_000, tags=("agents", "acp"))
+    FACTS = ToolFacts(
+        untrusted_output="another agent's reply",
+        idempotent=False,
+        concurrent_safe=True,
+        max_duration_ms=7_260_000,
+        tags=("agents", "acp"),
+    )
 
     def __init__(self, sessions: AcpSessions) -> None:
         self._sessions = sessions

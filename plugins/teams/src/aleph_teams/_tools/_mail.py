@@ -149,7 +149,7 @@ class InboxReadTool(TeamsTool[InboxReadArgs]):
         "read a whole thread. With wait_seconds it waits for the next message instead of polling."
     )
     Args = InboxReadArgs
-    FACTS = ToolFacts(tags=("teams",), max_duration_ms=3_700_000)
+    FACTS = ToolFacts(untrusted_output="messages from other agents", tags=("teams",), max_duration_ms=3_700_000)
 
     async def call(self, args: InboxReadArgs) -> dict[str, Any]:
         me = caller()
