@@ -52,8 +52,7 @@ Protocol (the request as below; on a run socket, JSON objects one per line):
    0/1/2, signal dispositions reset; ``argv[0]`` looked up in the run's ``PATH``) from ``cwd``, puts its
    open-file soft limit back and sets the command's limits with ``prlimit``. It keeps its copies of
    stdout and stderr until the command is reaped, so the host sees their end together with the exit
-   report. When
-   nothing could be started it answers ``{"error": "<why>"}`` and the run is over.
+   report. When nothing could be started it answers ``{"error": "<why>"}`` and the run is over.
    Network proxied: the command is born in a network namespace of its own, and ``{"net": 1}`` with its
    listener (``SCM_RIGHTS``) goes to the host on the run socket before anything else.
 5. server → host, run socket: ``{"exit": <returncode as in subprocess>, "left": <n>}`` once the command is
