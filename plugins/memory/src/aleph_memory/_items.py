@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from aleph_memory._db import Database
-from aleph_memory._events import resolve_events
+from aleph_memory._events import mentions_last_talk, resolve_events
 from aleph_memory._text import FTS_TOKENIZE, lemma, terms
 from aleph_memory._text import stem as stem_word
 
@@ -356,7 +356,11 @@ class ItemStore:
             [
                 (item.rowid, agent, e.start, e.end, e.confidence, e.said)
                 for item in out
-                for e in resolve_events(item.content, item.occurred_at if item.occurred_at is not None else at)
+                for e in resolve_events(
+                    item.content,
+                    item.occurred_at if item.occurred_at is not None else at,
+                    _previous_talk(conn, item) if mentions_last_talk(item.content) else None,
+                )
             ],
         )
         return out
@@ -460,3 +464,15 @@ class ItemStore:
         """Store many items in one transaction (dialog turns, imported notes): no supersession, no dedup."""
         with self.db.write() as conn:
             return self.store_many(conn, agent, items, source, now_ms())
+
+
+def _previous_talk(conn: sqlite3.Connection, item: Item) -> int | None:
+    """When the agent's conversation was last had before ``item``'s session: its latest earlier item elsewhere."""
+    if item.occurred_at is None:
+        return None
+    row = conn.execute(
+        "SELECT max(occurred_at) FROM items INDEXED BY items_by_time WHERE agent = ? AND occurred_at < ?"
+        " AND session IS NOT ?",
+        (item.agent, item.occurred_at, item.session),
+    ).fetchone()
+    return int(row[0]) if row and row[0] is not None else None

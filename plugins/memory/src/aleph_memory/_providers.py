@@ -150,7 +150,10 @@ class VectorIndex:
         self.matrix = self._np.zeros((0, dim), dtype=self._np.float32)
         self.combined = self._np.zeros((0, dim), dtype=self._np.float32)
         """Each row's own vector plus its context vector: one matrix product scores both."""
-        self.speakers = self._np.zeros(0, dtype=object)
+        self._speakers = self._np.zeros(0, dtype=self._np.int32)
+        """Each row's speaker as a code of ``_codes`` (0: none): comparing codes is one vector operation,
+        comparing Python strings in an object array is one call per row (5 ms at 100,000 rows)."""
+        self._codes: dict[str | None, int] = {None: 0}
         self._last = 0
         self._stamp = 0
         self._lock = threading.Lock()
@@ -181,7 +184,8 @@ class VectorIndex:
                 self.rowids = np.concatenate([self.rowids, ids])
                 self.matrix = np.concatenate([self.matrix, mat])
                 self.combined = np.concatenate([self.combined, 2 * mat])
-                self.speakers = np.concatenate([self.speakers, np.array([r[2] for r in fresh], dtype=object)])
+                codes = [self._codes.setdefault(r[2], len(self._codes)) for r in fresh]
+                self._speakers = np.concatenate([self._speakers, np.array(codes, dtype=np.int32)])
             self._last = max(self._last, high_rowid, *(r[0] for r in fresh))
             self._stamp = max(self._stamp, high_stamp, *(r[2] for r in updates))
             if not updates or not len(self.rowids):
@@ -209,7 +213,19 @@ class VectorIndex:
     def of_speaker(self, speaker: str) -> Any:
         """A boolean mask of the rows whose item was said by ``speaker``."""
         with self._lock:
-            return self.speakers == speaker
+            code = self._codes.get(speaker)
+            if code is None:
+                return self._np.zeros(len(self._speakers), dtype=bool)
+            return self._speakers == code
+
+    @property
+    def speakers(self) -> Any:
+        """Each row's speaker (None for an item without one), as an object array."""
+        names = [None] * len(self._codes)
+        for name, code in self._codes.items():
+            names[code] = name
+        with self._lock:
+            return self._np.array(names, dtype=object)[self._speakers]
 
     def scores(self, query: Any, rowids: Sequence[int] | None = None) -> dict[int, float]:
         """Similarity of ``query`` to ``rowids`` (default: every row)."""

@@ -37,9 +37,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from aleph_memory._answers import POOL, asks_for_a_set, diversify
+from aleph_memory._answers import POOL, asks_about_both, asks_for_a_set, diversify
 from aleph_memory._db import Database
-from aleph_memory._events import events_in
+from aleph_memory._events import events_in, told_elsewhere, window_holds
+from aleph_memory._holidays import HOLIDAY
 from aleph_memory._items import Item, ItemStore, fts_table
 from aleph_memory._lexical import DocCounts, compound_forms, match_expression
 from aleph_memory._providers import Embedder, VectorIndex, _numpy, embed_normalised
@@ -83,8 +84,8 @@ _ASKS_REACTION = re.compile(
     re.I,
 )
 """A question about what someone thinks, says or feels: answered by their reaction to the other person."""
-_MONTH_WORD = re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b", re.I)
-"""A query that may name a month without a year: only then are the store's years looked up."""
+_MONTH_WORD = re.compile(rf"\b(?:(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*|{HOLIDAY})\b", re.I)
+"""A query that may name a month or a holiday without a year: only then are the store's years looked up."""
 _WHEN_WORDS = """yesterday today tomorrow tonight ago last week weekend month year recently monday tuesday
 wednesday thursday friday saturday sunday""".split()
 _WHEN_MARKS = tuple(f" {stem(w)} " for w in _WHEN_WORDS)
@@ -245,8 +246,12 @@ class Ranker:
         """The ``limit`` best active items of ``agent`` for ``query`` (optionally of ``kinds`` / one ``session``)."""
         original = query
         window = find_window(query, self._years(agent) if _MONTH_WORD.search(query) else None)
+        if window is not None and not window.bound and not self._holds(agent, window.ranges):
+            # Nothing was said or happened then: the date cannot narrow anything, and its words ("summer")
+            # may still match the turn that tells of it with another date ("last summer", said a year on).
+            window = None
         if window is not None:
-            query = query.replace(window.text, " ")
+            query = query.replace(window.text, f" {window.words} ")
         words = terms(query)[:MAX_QUERY_TERMS]
         people = self._people(agent)
         named = _named_people(words, people)
@@ -272,7 +277,7 @@ class Ranker:
             # Event time first: the items whose own words put what they tell of inside the window
             # ("yesterday", said the day after) are candidates, and rank above what was merely said then.
             with self.db.read() as conn:
-                events = events_in(conn, agent, window.ranges, EVENT_CANDIDATES)
+                events = events_in(conn, agent, window.ranges, EVENT_CANDIDATES, window.slack)
             for rowid in events:
                 scores.setdefault(rowid, 0.0)
         if window is not None and not window.bound and WINDOW_CANDIDATES:
@@ -314,6 +319,11 @@ class Ranker:
         features = self._features(list(scores))
         asks_when = bool(_ASKS_WHEN.match(original))
         openers = self._openers(agent, features, window) if window is not None and OPENER_WEIGHT else {}
+        elsewhere: set[int] = set()
+        if window is not None and not window.bound:
+            said = [r for r, f in features.items() if r not in events and f[6] is not None and f[6] in window]
+            with self.db.read() as conn:
+                elsewhere = told_elsewhere(conn, said, window.ranges)
         final: dict[int, float] = {}
         for rowid, lex in scores.items():
             f = features.get(rowid)
@@ -329,7 +339,7 @@ class Ranker:
                 value += COVERAGE_WEIGHT * sum(1 for q in padded_stems if q in own) / len(padded_stems)
             if rowid in events:
                 value += TIME_WEIGHT + EVENT_WEIGHT * events[rowid]
-            elif window is not None and f[6] is not None and f[6] in window:
+            elif window is not None and f[6] is not None and f[6] in window and rowid not in elsewhere:
                 value += TIME_WEIGHT
                 if f[2] is not None and f[7] is not None and f[7] == openers.get(f[2]):
                     value += OPENER_WEIGHT
@@ -370,9 +380,13 @@ class Ranker:
                     d = 0.0
                 final[rowid] = final[rowid] / best_final + DENSE_WEIGHT * d
         ranked = sorted(final, key=lambda r: (-final[r], -r))
-        if asks_for_a_set(original):
+        both = len(named) >= 2 and asks_about_both(original)
+        if both or asks_for_a_set(original):
             # "How many times", "which ones", "both": several events, so spread the list over sessions.
-            ranked = diversify(ranked, final, {r: features[r][2] for r in ranked[: POOL * limit]}, limit)
+            pool = ranked[: POOL * limit]
+            # "Both" / "in common" about two named people: each one's turns, not the first one's only.
+            speakers = {r: features[r][1] if features[r][1] in named else None for r in pool} if both else None
+            ranked = diversify(ranked, final, {r: features[r][2] for r in pool}, limit, speakers)
         ranked = ranked[: max(0, limit)]
         items = self.items.by_rowids(ranked)
         hits = [Hit(items[r], round(final[r], 4)) for r in ranked if r in items]
@@ -418,9 +432,12 @@ class Ranker:
         # last of the nearest DENSE_CANDIDATES scores 0.
         high, low = float(sims[best].max()), float(sims[best].min())
         spread = (high - low) or 1.0
-        wanted = np.isin(ids, np.fromiter(scores, dtype=np.int64, count=len(scores)))
-        scaled = np.clip((sims[wanted] - low) / spread, 0.0, 1.0)
-        out = dict(zip(ids[wanted].tolist(), scaled.tolist(), strict=True))
+        # The index's rowids ascend: the candidates are found by binary search, not a pass over every row.
+        wanted = np.fromiter(scores, dtype=np.int64, count=len(scores))
+        at = np.minimum(np.searchsorted(ids, wanted), len(ids) - 1)
+        found = at[ids[at] == wanted]
+        scaled = np.clip((sims[found] - low) / spread, 0.0, 1.0)
+        out = dict(zip(ids[found].tolist(), scaled.tolist(), strict=True))
         for question, answer in replies.items():
             if question in out:
                 out[answer] = out.get(answer, 0.0) + DENSE_REPLY_SHARE * out[question]
@@ -463,6 +480,10 @@ class Ranker:
         if low is None or high is None:
             return None
         return datetime.fromtimestamp(low / 1000, UTC).year, datetime.fromtimestamp(high / 1000, UTC).year
+
+    def _holds(self, agent: str, ranges: tuple[tuple[int, int], ...]) -> bool:
+        with self.db.read() as conn:
+            return window_holds(conn, agent, ranges)
 
     def _openers(self, agent: str, features: dict[int, _Features], window: Window) -> dict[str, int]:
         """The first turn's ``seq`` of each session that has a candidate inside ``window``."""

@@ -1,10 +1,12 @@
-"""Dates named in a query ("on 8 May, 2023", "in January 2022", "in 2024", "in June") as a time window.
+"""Dates named in a query ("on 8 May, 2023", "in 2024", "in June", "on Labor Day 2021") as a time window.
+
+Also seasons of a year ("in the summer of 2022") and holidays without a year ("for Thanksgiving").
 
 Memory items carry when they happened (``occurred_at``: a turn's session date, a fact's time of
 writing). A question that names a date asks about what happened then, so the ranker prefers items
 inside the window; the date's words are dropped from the full-text query, where they only match
 other dates. A month named without a year ("camping in June") is that month of each year the
-store's items span (at most MAX_YEARS, the latest).
+store's items span (at most MAX_YEARS, the latest); so is a holiday named without a year.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from __future__ import annotations
 import calendar
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+
+from aleph_memory._holidays import HOLIDAY, holiday_date, holiday_key
 
 __all__ = ["Window", "find_window"]
 
@@ -21,8 +25,12 @@ _MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if
 _M = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"((?:19|20)\d\d)"
+_SEASON = r"(spring|summer|fall|autumn|winter)"
+_SEASONS = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
 _PATTERNS = [
     ("day", re.compile(rf"\b{_DAY}(?:\s+of)?\s+{_M},?\s*{_YEAR}\b", re.I), (1, 2, 3)),
+    ("holiday", re.compile(rf"\b({HOLIDAY})(?:\s+of)?,?\s+{_YEAR}\b", re.I), (None, 1, 2)),
+    ("season", re.compile(rf"\b(?:the\s+)?{_SEASON}(?:\s+of)?,?\s+{_YEAR}\b", re.I), (None, 1, 2)),
     ("day", re.compile(rf"\b{_M}\s+{_DAY},?\s*{_YEAR}\b", re.I), (2, 1, 3)),
     ("month", re.compile(rf"\b{_M}(?:\s+of)?,?\s+{_YEAR}\b", re.I), (None, 1, 2)),
     ("year", re.compile(rf"\b(?:in|during|of|since|by)\s+{_YEAR}\b", re.I), (None, None, 1)),
@@ -33,10 +41,17 @@ _PATTERNS = [
         re.compile(rf"\b(?:in|during|of|early|late|mid|since|by|until)[\s-]+{_M}(?!\s*\d)", re.I),
         (None, 1, None),
     ),
+    # A holiday without a year ("for Thanksgiving", "on Christmas Eve"): that day of every year the store holds.
+    (
+        "any holiday",
+        re.compile(rf"\b(?:on|for|at|over|during|around|since|by|until)\s+({HOLIDAY})\b", re.I),
+        (None, 1, None),
+    ),
 ]
 SLACK = timedelta(days=3)
 """A day or month named in a question is matched a little loosely (a session late at night, "last Friday")."""
 
+_SLACK_MS = int(SLACK.total_seconds() * 1000)
 MAX_YEARS = 50
 """A month named without a year spans at most this many years (the latest of the store's)."""
 
@@ -49,6 +64,11 @@ class Window:
     text: str
     bound: bool = False
     """An "as of" / "until" / "since" window: everything up to (or from) the date, not the date itself."""
+    slack: int = 0
+    """How far (ms) each range was widened on both sides beyond the date named (see SLACK)."""
+    words: str = ""
+    """Words of ``text`` that stay in the full-text query: a holiday's or a season's name is how a turn says it
+    ("this past Christmas"), while the digits of a date written out rarely appear in what it dates."""
 
     def __contains__(self, at: int) -> bool:
         return any(start <= at < end for start, end in self.ranges)
@@ -74,9 +94,9 @@ def find_window(text: str, years: tuple[int, int] | None = None) -> Window | Non
     first = window.text.split(None, 1)[0].lower()
     start, end = window.ranges[0]
     if _UNTIL.search(before) or first == "by":
-        return Window(((0, end),), window.text, bound=True)
+        return Window(((0, end),), window.text, bound=True, words=window.words)
     if _SINCE.search(before) or first == "since":
-        return Window(((start, EPOCH_END),), window.text, bound=True)
+        return Window(((start, EPOCH_END),), window.text, bound=True, words=window.words)
     return window
 
 
@@ -86,6 +106,16 @@ def _find_date(text: str, years: tuple[int, int] | None) -> Window | None:
         if match is None:
             continue
         day_g, month_g, year_g = groups
+        if kind == "any holiday":
+            if years is None:
+                continue
+            key = holiday_key(match.group(1))
+            first, last = max(years[0], years[1] - MAX_YEARS + 1), years[1]
+            days = [d for y in range(first, last + 1) if key and (d := holiday_date(key, y)) is not None]
+            if not days:
+                continue
+            ranges = tuple(_around(d, d + timedelta(days=1)) for d in days)
+            return Window(ranges, match.group(0), slack=_SLACK_MS, words=match.group(1))
         if kind == "any month":
             if years is None:
                 continue
@@ -97,10 +127,23 @@ def _find_date(text: str, years: tuple[int, int] | None) -> Window | None:
                 start = datetime(year, month, 1, tzinfo=UTC)
                 end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
                 ranges.append((int((start - SLACK).timestamp() * 1000), int((end + SLACK).timestamp() * 1000)))
-            return Window(tuple(ranges), match.group(0))
+            return Window(tuple(ranges), match.group(0), slack=_SLACK_MS)
         assert year_g is not None
         year = int(match.group(year_g))
         try:
+            if kind == "holiday":
+                key = holiday_key(match.group(1))
+                day = holiday_date(key, year) if key else None
+                if day is None:
+                    continue
+                return Window(
+                    (_around(day, day + timedelta(days=1)),), match.group(0), slack=_SLACK_MS, words=match.group(1)
+                )
+            if kind == "season":
+                month = _SEASONS[match.group(1).lower()]
+                first_day = date(year, month, 1)
+                end_day = date(year + (month + 3 > 12), (month + 2) % 12 + 1, 1)
+                return Window((_around(first_day, end_day),), match.group(0), slack=_SLACK_MS, words=match.group(1))
             if kind == "day":
                 assert day_g is not None and month_g is not None
                 month = _MONTHS[match.group(month_g).lower()]
@@ -117,6 +160,15 @@ def _find_date(text: str, years: tuple[int, int] | None) -> Window | None:
             continue
         slack = SLACK if kind != "year" else timedelta(0)
         return Window(
-            ((int((start - slack).timestamp() * 1000), int((end + slack).timestamp() * 1000)),), match.group(0)
+            ((int((start - slack).timestamp() * 1000), int((end + slack).timestamp() * 1000)),),
+            match.group(0),
+            slack=int(slack.total_seconds() * 1000),
         )
     return None
+
+
+def _around(start: date, end: date) -> tuple[int, int]:
+    """``[start, end)`` in epoch ms, widened by SLACK on both sides."""
+    low = datetime(start.year, start.month, start.day, tzinfo=UTC) - SLACK
+    high = datetime(end.year, end.month, end.day, tzinfo=UTC) + SLACK
+    return int(low.timestamp() * 1000), int(high.timestamp() * 1000)
