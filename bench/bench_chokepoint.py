@@ -10,6 +10,9 @@ measures that cost against the earlier path with real file_write calls at 1 and 
 Issue 36: the OpenTelemetry check costs <= 0.3 µs a call when no SDK is configured; printed for the same call
 with opentelemetry unimportable (tracing off), with the API and no provider, and with an SDK exporting to memory.
 Issue 26: what the principal costs per call (<= 1 µs) against the same call without it, measured in the same run.
+Issue 34 (when openai-agents is installed): a read-only call through the full chokepoint <= 1.0x the same tool
+through the Agents SDK (``on_invoke_tool``), and the default mutating, ledgered ``@aleph.tool`` <= 2.0x it; both
+in CPU time, alternating with the SDK's call (the ledgered one also in wall time: its fsync is a wait).
 """
 
 from __future__ import annotations
@@ -257,6 +260,51 @@ def principal_costs() -> None:
     print(f"{'  ... derived from agent and turn':<42} {derive_us:8.2f} µs   {derive_us - given_us:+6.2f} µs")
 
 
+def against_agents_sdk() -> None:
+    """Issue 34: the same ``add`` through the chokepoint and through the OpenAI Agents SDK, in turns."""
+    try:
+        from agents import function_tool
+        from agents.tool_context import ToolContext
+    except ImportError:
+        print(
+            "\nopenai-agents not installed: the Agents SDK comparison is skipped "
+            "(pip install aleph-core[openai-agents])"
+        )
+        return
+    import json
+
+    reg = registry_with(2)
+    turn = aleph.TurnContext(session_key="s")
+    raw = json.dumps({"a": 2, "b": 3})
+    payload = {"a": 2, "b": 3}
+    native = function_tool(add)
+    ctx = ToolContext(context=None, tool_name="add", tool_call_id="c1", tool_arguments=raw)
+
+    async def sdk() -> object:
+        return await native.on_invoke_tool(ctx, raw)
+
+    read = ScopedToolService(Chokepoint(reg), policy=PermissionPolicy([]), agent="bench", turn=turn)
+    ours, theirs = alternating_us_async([lambda: read.execute("add_async", payload), sdk], N, rounds=20, cpu=True)
+    print("\nagainst the OpenAI Agents SDK (issue 34), CPU µs per call, alternating")
+    print(f"  Agents SDK on_invoke_tool                  {theirs:8.2f} µs")
+    print(f"  read-only call, full chokepoint            {ours:8.2f} µs   {ours / theirs:5.2f}x  (target <= 1.0x)")
+    with tempfile.TemporaryDirectory() as tmp:
+        ledger = Ledger(Path(tmp) / "ledger")
+        write = ScopedToolService(Chokepoint(reg, ledger=ledger), policy=PermissionPolicy([]), agent="bench", turn=turn)
+        cpu_w, cpu_sdk = alternating_us_async(
+            [lambda: write.execute("add_write", payload), sdk], 2_000, rounds=10, cpu=True
+        )
+        wall_w, wall_sdk = alternating_us_async([lambda: write.execute("add_write", payload), sdk], 2_000, rounds=10)
+        asyncio.run(ledger.flush())
+        ledger.close()
+    print(f"  mutating ledgered call (CPU)               {cpu_w:8.2f} µs   {cpu_w / cpu_sdk:5.2f}x  (target <= 2.0x)")
+    print(
+        f"  mutating ledgered call (wall, fsync'd)     {wall_w:8.2f} µs   {wall_w / wall_sdk:5.2f}x  "
+        "(answered only once its row is durable)"
+    )
+
+
 if __name__ == "__main__":
     main()
     principal_costs()
+    against_agents_sdk()

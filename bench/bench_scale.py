@@ -4,7 +4,8 @@ rules and per-request rules, plus registering and first listing 10,000 tools.
 Run: python bench/bench_scale.py [CALLS]
 Targets (issue 34): flat curves; a per-request layer of 1,000 rules <= 0.5 ms; 1,000 argument rules with 10
 naming the called tool <= 20 µs a call; registering 10,000 tools <= 0.5 s and listing them first <= 20 ms.
-Each row prints the plain registry call measured in the same run as its baseline.
+Each row prints the plain registry call measured in the same run as its baseline; per-call figures are
+CPU time of this process (a shared machine's waits for a core are not counted), registration wall time.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def call_us(svc: aleph.ToolService, base: aleph.ToolService | None = None) -> tu
         base = aleph.UnscopedToolService(registry_with(10))
     assert asyncio.run(svc.execute("add_async", PAYLOAD)).value == 5
     measured, baseline = alternating_us_async(
-        [lambda: svc.execute("add_async", PAYLOAD), lambda: base.execute("add_async", PAYLOAD)], CALLS
+        [lambda: svc.execute("add_async", PAYLOAD), lambda: base.execute("add_async", PAYLOAD)], CALLS, cpu=True
     )
     return measured, baseline
 
@@ -70,7 +71,7 @@ def row(label: str, n: int, measured: float, base: float, note: str = "") -> Non
 
 def main() -> None:
     small = registry_with(10)
-    print(f"per call, add_async through the full chokepoint ({CALLS} calls, best of 5); baseline: registry only")
+    print(f"per call (CPU µs), add_async through the full chokepoint ({CALLS} calls); baseline: registry only")
     for n in SIZES:
         reg = registry_with(n)
         row("tools", n, *call_us(scoped(reg, PermissionPolicy([])), aleph.UnscopedToolService(reg)))
@@ -90,9 +91,9 @@ def main() -> None:
         print("per request, a gateway's channel_permissions= layer (parse or cache hit) plus one call")
         for n in SIZES:
             table = {"default": "allow", "overrides": {f"tool_{i}(path:src/{i}/**)": "deny" for i in range(n)}}
-            start = time.perf_counter()
+            start = time.process_time()
             access.policy("bench", "gw", table)
-            first_ms = (time.perf_counter() - start) * 1e3
+            first_ms = (time.process_time() - start) * 1e3
             again_ms = per_call_us(lambda t=table: access.policy("bench", "gw", t), 200) / 1e3  # type: ignore[misc]
             svc = ScopedToolService(chokepoint, policy=access.policy("bench", "gw", table), agent="bench")
             us, _ = call_us(svc)
@@ -102,22 +103,44 @@ def main() -> None:
                 f"   call {us:6.2f} µs  {note}"
             )
 
-    start = time.perf_counter()
+    registration()
+
+
+def registration() -> None:
+    """Ten thousand typed tools and ten thousand MCP-shaped ones: decorate, register, list, then build."""
+    start = time.process_time()
     tools = [aleph.tool(name=f"t_{i:05d}", description=f"Tool {i}.", idempotent=True)(add) for i in range(10_000)]
-    made = time.perf_counter() - start
+    made = time.process_time() - start
     reg = aleph.ToolRegistry()
-    start = time.perf_counter()
+    start = time.process_time()
     for t in tools:
         reg.register(t)
-    registered = time.perf_counter() - start
-    start = time.perf_counter()
+    registered = time.process_time() - start
+    start = time.process_time()
     listed = reg.definitions()
-    first_list = time.perf_counter() - start
+    first_list = time.process_time() - start
     assert len(listed) == 10_000
+    start = time.process_time()
+    scoped_list = asyncio.run(scoped(reg, PermissionPolicy([])).list())
+    service_list = time.process_time() - start
+    assert len(scoped_list) == 10_000
+    start = time.process_time()
+    for d in listed:
+        d.input_schema  # noqa: B018 - reading it builds it
+    schemas = time.process_time() - start
+    schema = {"type": "object", "properties": {"q": {"type": "string", "description": "Query."}}, "required": ["q"]}
+    start = time.process_time()
+    mcp = aleph.ToolRegistry()
+    for i in range(10_000):
+        mcp.register(aleph.LoopTool(f"srv__q_{i:05d}", f"Query {i}.", schema), source=aleph.ToolSource.mcp("srv"))
+    loop_tools = time.process_time() - start
     print("10,000 tools")
-    print(f"  @aleph.tool (schema generation)   {made:7.3f} s")
+    print(f"  @aleph.tool (decorating)          {made:7.3f} s")
     print(f"  registering                       {registered:7.3f} s   (target <= 0.5 s)")
-    print(f"  first listing                     {first_list * 1e3:7.2f} ms  (target <= 20 ms)")
+    print(f"  first listing (registry)          {first_list * 1e3:7.2f} ms  (target <= 20 ms)")
+    print(f"  first listing (scoped service)    {service_list * 1e3:7.2f} ms")
+    print(f"  then every input schema, built    {schemas:7.3f} s   (once; a listing that sends them all pays this)")
+    print(f"  10,000 MCP-shaped LoopTools       {loop_tools:7.3f} s   (constructed and registered)")
 
 
 if __name__ == "__main__":

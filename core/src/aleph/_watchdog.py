@@ -69,9 +69,17 @@ async def run_with_budget(work: Awaitable[T], seconds: float) -> T:
         async with asyncio.timeout(seconds):
             return await work
     loop = task.get_loop()
-    dog = _DOGS.get(loop)
+    # Kept on the loop itself when it takes attributes (asyncio's do): a weak-dictionary look-up builds a
+    # weak reference on every call. The watchdog refers to its loop weakly, so neither keeps the other.
+    dog: _Watchdog | None = getattr(loop, "_aleph_watchdog", None)
     if dog is None:
-        dog = _DOGS[loop] = _Watchdog(loop)
+        dog = _DOGS.get(loop)
+        if dog is None:
+            dog = _DOGS[loop] = _Watchdog(loop)
+        try:
+            loop._aleph_watchdog = dog  # type: ignore[attr-defined]
+        except AttributeError:  # a loop without a __dict__ (uvloop): the weak dictionary alone
+            pass
     dog.watch(task, loop, seconds)
     try:
         return await work

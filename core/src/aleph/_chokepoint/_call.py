@@ -170,7 +170,8 @@ class CallContext:
     @property
     def annotated(self) -> bool:
         """Whether the tool or the turn attached references (a read-only call then gets a row too)."""
-        return any(key != "parent_call" for key in self._refs)
+        refs = self._refs
+        return bool(refs) and any(key != "parent_call" for key in refs)
 
     def annotate(self, **refs: str | int | float) -> None:
         """Attach references (``team_id=``, ``task_id=``, ``memory_id=``, ...) to this call's signed ledger row."""

@@ -136,8 +136,12 @@ class Judging:
             if needs == NEEDS_COMMAND:
                 return self._cp.command_verdict(self.policy, self.tier, entry, self.turn, command, uncontained)
 
-        def subjects() -> CallSubjects:
-            return self._subjects(entry, arguments, command_text, cwd)
+        seen: list[CallSubjects] = []
+
+        def subjects() -> CallSubjects:  # collected once, for however many layers have rules for the tool
+            if not seen:
+                seen.append(self._subjects(entry, arguments, command_text, cwd))
+            return seen[0]
 
         decision = self.policy.decide(entry.name, entry.source, subjects)
         verdict = decide_call(

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from aleph._chokepoint._ruleindex import RulePlan
 from aleph._chokepoint._subjects import UNKNOWN_HOST, canonical_host, glob_regex, normalise_path
 from aleph._config import ToolPermissionsConfig
 from aleph._contract._registry import fold_tool_name
@@ -68,7 +69,10 @@ PATH_KEYS = (
     "output_path",
 )
 URL_KEYS = ("url", "uri", "href", "endpoint", "urls")
+_SUBJECT_KEYS = frozenset(PATH_KEYS + URL_KEYS)
 
+_PLANS_PER_LAYER = 4096
+"""Compiled argument-rule plans a layer keeps (one per tool called); past it they are built again."""
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9_\-*?]{1,128}", re.ASCII)
 _RULE = re.compile(r"^(?P<name>[^()\s]+)(?:\((?P<spec>.*)\))?$", re.DOTALL)
 
@@ -161,7 +165,7 @@ class PermissionRule:
             return bool(self._spec.fullmatch(subject))
         key, text, value_re = self._spec
         value = subject.get(key)
-        if isinstance(value, list | tuple):  # any listed value for deny/ask; every one for an allow
+        if isinstance(value, (list, tuple)):  # any listed value for deny/ask; every one for an allow
             if not value:
                 return False
             results = (_field_matches(text, value_re, item) for item in value)
@@ -179,9 +183,9 @@ def _field_matches(text: str, pattern: re.Pattern[str], value: Any) -> bool:
         return text.lower() == ("true" if value else "false")
     if value is None:
         return text.lower() == "null"
-    if isinstance(value, int | float):
-        try:
-            return float(text) == float(value)
+    if isinstance(value, (int, float)):
+        try:  # compared exactly: an int too large for a float (or not one exactly) equals no float
+            return float(text) == value
         except ValueError:
             return pattern.fullmatch(str(value)) is not None
     if isinstance(value, str):
@@ -341,13 +345,28 @@ class PermissionLayer:
             else:
                 self._spec_wild.append((position, rule))
 
+        self._plans: dict[tuple[str, ToolSource | None], RulePlan[PermissionRule]] = {}
+
     def specs_for(self, name: str, source: ToolSource | None) -> list[PermissionRule]:
         """The argument rules whose name part covers tool ``name``, in the table's order."""
-        named = self._spec_by_name.get(fold_tool_name(name), ())
+        return [rule for _, rule in self._positioned_specs(name, source)]
+
+    def _positioned_specs(self, name: str, source: ToolSource | None) -> list[tuple[int, PermissionRule]]:
+        named = self._spec_by_name.get(fold_tool_name(name), [])
         wild = [entry for entry in self._spec_wild if entry[1].matches_name(name, source)]
         if not wild:
-            return [rule for _, rule in named]
-        return [rule for _, rule in sorted([*named, *wild], key=lambda entry: entry[0])]
+            return list(named)
+        return sorted([*named, *wild], key=lambda entry: entry[0])
+
+    def plan_for(self, name: str, source: ToolSource | None) -> RulePlan[PermissionRule]:
+        """Tool ``name``'s argument rules compiled for lookup (built on its first call, then kept; bounded)."""
+        key = (fold_tool_name(name), source)
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) >= _PLANS_PER_LAYER:
+                self._plans.clear()
+            plan = self._plans[key] = RulePlan(self._positioned_specs(name, source))
+        return plan
 
     @classmethod
     def from_config(
@@ -404,21 +423,14 @@ class PermissionLayer:
     ) -> LayerDecision:
         """The layer's decision for one call; argument rules first when ``subjects`` is given."""
         if subjects is not None and self.specs:
-            relevant = self.specs_for(name, source)
-            if relevant:
+            plan = self.plan_for(name, source)
+            if plan.rules:
                 call = subjects()
                 for wanted in ("deny", "ask"):
-                    for rule in relevant:
-                        if rule.action != wanted:
-                            continue
-                        subs = rule.subjects_of(call)
-                        if subs and any(rule.matches_subject(s) for s in subs):
-                            return LayerDecision(rule.action, rule.key, True)
-                allows = [r for r in relevant if r.action == "allow"]
-                for kind in ("command", "path", "domain", "field"):
-                    group = [r for r in allows if r.spec_kind == kind]
-                    if not group:
-                        continue
+                    rule = plan.refusal(call, wanted)
+                    if rule is not None:
+                        return LayerDecision(rule.action, rule.key, True)
+                for kind, group in plan.allow_groups:
                     if kind == "command" and call.opaque:
                         continue  # what the analyser could not see is never covered by an allow
                     subs = group[0].subjects_of(call)
@@ -478,7 +490,8 @@ class PermissionPolicy:
         """Merge every layer's decision; explicit when any layer named the tool."""
         if not self.layers:
             return PolicyDecision("allow", None, "default", False)
-        best: PolicyDecision | None = None
+        best: LayerDecision | None = None
+        best_layer = ""
         explicit = False
         for layer in self.layers:
             d = layer.decide(name, source, subjects)
@@ -489,9 +502,9 @@ class PermissionPolicy:
                 or (_RANK[d.action] == _RANK[best.action] and d.explicit and not best.explicit)
             )
             if better:
-                best = PolicyDecision(d.action, d.rule, layer.name, d.explicit)
+                best, best_layer = d, layer.name
         assert best is not None
-        return PolicyDecision(best.action, best.rule, best.layer, explicit)
+        return PolicyDecision(best.action, best.rule, best_layer, explicit)
 
     def allowing_rules(self, name: str, source: ToolSource | None = None) -> list[str] | None:
         """For a tool denied by name: the argument rules under which some call of it is still allowed.
@@ -542,16 +555,17 @@ class PermissionPolicy:
             if isinstance(named, str) and named:
                 add(named)
         hosts: list[str] = []
-        for key in PATH_KEYS:
-            value = input.get(key)
-            for item in value if isinstance(value, list) else [value]:
-                if isinstance(item, str) and item:
-                    add(item)
-        for key in URL_KEYS:
-            value = input.get(key)
-            for url in value if isinstance(value, list) else [value]:
-                if isinstance(url, str) and url:
-                    hosts.append(canonical_host(url) or UNKNOWN_HOST)
+        if not _SUBJECT_KEYS.isdisjoint(input):  # most calls name no path or URL: skip both scans
+            for key in PATH_KEYS:
+                value = input.get(key)
+                for item in value if isinstance(value, list) else [value]:
+                    if isinstance(item, str) and item:
+                        add(item)
+            for key in URL_KEYS:
+                value = input.get(key)
+                for url in value if isinstance(value, list) else [value]:
+                    if isinstance(url, str) and url:
+                        hosts.append(canonical_host(url) or UNKNOWN_HOST)
         commands: tuple[tuple[str, ...], ...] = ()
         opaque = False
         if shell_command is not None:

@@ -74,6 +74,7 @@ log = logging.getLogger("aleph")
 DEFAULT_BUDGET_MS = 300_000
 RETRY_DELAY_S = 0.1
 ERROR_LIMIT = 4000
+_NUMBERS = (bool, int, float)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 
@@ -499,7 +500,8 @@ class ScopedToolService(Identity, Judging, Recording, Provenance, BaseToolServic
     def _bound_output(self, name: str, output: ToolOutput) -> ToolOutput:
         limit = self._cp.max_output_chars
         value = output.value
-        if value is None or isinstance(value, bool | int | float) or (isinstance(value, str) and len(value) <= limit):
+        # A tuple, not `bool | int | float`: a union is built anew each time the line runs (every call).
+        if value is None or isinstance(value, _NUMBERS) or (isinstance(value, str) and len(value) <= limit):
             return output
         text = output.text
         if len(text) <= limit:

@@ -14,10 +14,10 @@ from typing import Any, ClassVar, Literal, cast, get_type_hints, overload
 
 import anyio.to_thread
 import docstring_parser
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic_core import PydanticUndefined
 
-from aleph._contract._tool import AlephTool, ToolArgs, check_tool_name
+from aleph._contract._tool import AlephTool, LazyArgs, ToolArgs, check_tool_name
 from aleph._contract._types import ToolFacts
 
 __all__ = ["tool"]
@@ -37,7 +37,24 @@ def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     return (parsed.description or "").strip(), params
 
 
-def _args_model(fn: Callable[..., Any], name: str, param_docs: dict[str, str]) -> type[BaseModel]:
+class _FunctionArgs(ToolArgs):
+    """The base of the ``Args`` model :func:`tool` builds from a function's signature.
+
+    Parameter descriptions come from the function's docstring, so pydantic's attribute-docstring
+    lookup (which tokenises the caller's whole source file, about 3 ms a tool) is off; the model
+    itself is built on first use (:class:`~aleph._contract._tool.LazyArgs`) and its validator on the
+    first validation or schema (``defer_build``).
+    """
+
+    model_config = ConfigDict(use_attribute_docstrings=False, defer_build=True)
+
+
+def _args_model(fn: Callable[..., Any], name: str, param_docs: dict[str, str]) -> type[BaseModel] | LazyArgs:
+    """The ``Args`` model of ``fn``: its signature is checked now, the pydantic model built on first use.
+
+    A parameter name pydantic treats specially (leading ``_``, a ``BaseModel`` attribute) builds the model
+    at once, so its error or warning reaches the decorator as before.
+    """
     sig = inspect.signature(fn)
     hints = get_type_hints(fn, include_extras=True)
     fields: dict[str, Any] = {}
@@ -50,8 +67,14 @@ def _args_model(fn: Callable[..., Any], name: str, param_docs: dict[str, str]) -
         doc = param_docs.get(pname)
         fields[pname] = (hints[pname], Field(default, description=doc) if doc else Field(default))
     model_name = "".join(part.capitalize() for part in re.split(r"[_-]", name)) + "Args"
-    model: type[BaseModel] = create_model(model_name, __base__=ToolArgs, **fields)
-    return model
+
+    def build() -> type[BaseModel]:
+        model: type[BaseModel] = create_model(model_name, __base__=_FunctionArgs, **fields)
+        return model
+
+    if any(pname.startswith(("_", "model_")) or hasattr(BaseModel, pname) for pname in fields):
+        return build()
+    return LazyArgs(name, build)
 
 
 class _FunctionTool(AlephTool[BaseModel]):

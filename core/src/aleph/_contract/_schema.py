@@ -110,17 +110,105 @@ def schema_problems(schema: Any) -> list[str]:
     """Why ``schema`` is not a usable tool input schema (empty list when it is)."""
     if not isinstance(schema, dict):
         return ["the input schema must be a JSON object"]
-    from jsonschema import Draft202012Validator  # imported on first use: `import aleph` stays light
-    from jsonschema.exceptions import SchemaError
+    if not _plainly_valid(schema):  # checking against the metaschema costs about 1 ms: only when in doubt
+        from jsonschema import Draft202012Validator  # imported on first use: `import aleph` stays light
+        from jsonschema.exceptions import SchemaError
 
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        return [f"not a valid Draft 2020-12 schema: {exc.message}"]
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            return [f"not a valid Draft 2020-12 schema: {exc.message}"]
     problems: list[str] = []
     if schema.get("type") != "object":
         problems.append('the top-level schema must have "type": "object"')
     return problems
+
+
+_SIMPLE_TYPES = frozenset(("array", "boolean", "integer", "null", "number", "object", "string"))
+_KNOWN_SCHEMAS = frozenset(
+    (
+        "https://json-schema.org/draft/2020-12/schema",
+        "http://json-schema.org/draft-07/schema#",
+        "http://json-schema.org/draft-07/schema",
+    )
+)
+
+
+def _is_count(v: Any) -> bool:
+    return type(v) is int and v >= 0
+
+
+def _is_number(v: Any) -> bool:
+    return type(v) is int or type(v) is float
+
+
+def _unique_strings(v: Any) -> bool:
+    return type(v) is list and all(type(x) is str for x in v) and len(set(v)) == len(v)
+
+
+def _is_type(v: Any) -> bool:
+    if type(v) is str:
+        return v in _SIMPLE_TYPES
+    return type(v) is list and bool(v) and _unique_strings(v) and all(x in _SIMPLE_TYPES for x in v)
+
+
+_PLAIN_KEYWORDS: dict[str, Any] = {
+    "type": _is_type,
+    "required": _unique_strings,
+    "enum": lambda v: type(v) is list,
+    "const": lambda v: True,
+    "default": lambda v: True,
+    "examples": lambda v: type(v) is list,
+    "title": lambda v: type(v) is str,
+    "description": lambda v: type(v) is str,
+    "$comment": lambda v: type(v) is str,
+    "format": lambda v: type(v) is str,
+    "$schema": lambda v: v in _KNOWN_SCHEMAS,
+    "deprecated": lambda v: type(v) is bool,
+    "readOnly": lambda v: type(v) is bool,
+    "writeOnly": lambda v: type(v) is bool,
+    "minLength": _is_count,
+    "maxLength": _is_count,
+    "minItems": _is_count,
+    "maxItems": _is_count,
+    "minProperties": _is_count,
+    "maxProperties": _is_count,
+    "uniqueItems": lambda v: type(v) is bool,
+    "minimum": _is_number,
+    "maximum": _is_number,
+    "exclusiveMinimum": _is_number,
+    "exclusiveMaximum": _is_number,
+    "multipleOf": lambda v: _is_number(v) and v > 0,
+}
+
+
+def _plainly_valid(schema: Any, depth: int = 0) -> bool:
+    """True only when ``schema`` is certainly a valid Draft 2020-12 schema; False means "ask the metaschema".
+
+    Covers what tool schemas mostly are (objects of typed properties, arrays, enums, bounds, annotations)
+    with exact JSON types; any other keyword, ``$ref`` or ``pattern`` (a regex to check) leaves it to jsonschema.
+    """
+    if type(schema) is bool:
+        return True
+    if type(schema) is not dict or depth > MAX_INPUT_DEPTH:
+        return False
+    for key, value in schema.items():
+        check = _PLAIN_KEYWORDS.get(key)
+        if check is not None:
+            if not check(value):
+                return False
+        elif key == "properties":
+            if type(value) is not dict or not all(_plainly_valid(sub, depth + 1) for sub in value.values()):
+                return False
+        elif key in ("items", "additionalProperties", "not"):
+            if not _plainly_valid(value, depth + 1):
+                return False
+        elif key in ("anyOf", "oneOf", "allOf"):
+            if type(value) is not list or not value or not all(_plainly_valid(sub, depth + 1) for sub in value):
+                return False
+        elif not key.startswith("x-"):
+            return False
+    return True
 
 
 def validation_errors(exc: ValidationError) -> list[dict[str, str]]:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 __all__ = [
     "BUILTIN",
+    "DeferredSchema",
     "ToolDefinition",
     "ToolFacts",
     "ToolOutput",
@@ -140,15 +142,69 @@ BUILTIN = ToolSource("builtin")
 """The source of tools shipped by aleph-core."""
 
 
-@dataclass(frozen=True, slots=True)
+class DeferredSchema:
+    """An input schema built when first read: ``build()`` returns the schema dict (called once, then kept).
+
+    Pass one as a :class:`ToolDefinition`'s ``input_schema`` so that registering and listing thousands of
+    tools builds no schema until a model, a client or a call needs it. An exception ``build`` raises
+    reaches whoever reads the schema (a tool's contract error names the tool).
+    """
+
+    __slots__ = ("build",)
+
+    def __init__(self, build: Callable[[], dict[str, Any]]) -> None:
+        self.build = build
+
+
+class _InputSchema:
+    """The ``input_schema`` field of :class:`ToolDefinition`: a dict, or a :class:`DeferredSchema` built on first read.
+
+    A data descriptor on a dataclass field (the documented "descriptor-typed field"): the generated
+    ``__init__`` stores through ``__set__``, every read goes through ``__get__``.
+    """
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._slot = f"_{name}"
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> _InputSchema: ...
+
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> dict[str, Any]: ...
+
+    def __get__(self, obj: object, owner: type | None = None) -> dict[str, Any] | _InputSchema:
+        if obj is None:
+            raise AttributeError(self._slot)  # no class-level default: the field is required
+        value = obj.__dict__[self._slot]
+        if type(value) is DeferredSchema:
+            value = obj.__dict__[self._slot] = value.build()
+        return value  # type: ignore[no-any-return]
+
+    def __set__(self, obj: object, value: dict[str, Any] | DeferredSchema) -> None:
+        obj.__dict__[self._slot] = value
+
+
+@dataclass(frozen=True)
 class ToolDefinition:
-    """What a model is told about a tool: name, description and JSON Schema, plus facts and source."""
+    """What a model is told about a tool: name, description and JSON Schema, plus facts and source.
+
+    ``input_schema`` may be given as a :class:`DeferredSchema`; it is built the first time it is read.
+    """
 
     name: str
     description: str
-    input_schema: dict[str, Any]
+    input_schema: _InputSchema = _InputSchema()
     source: ToolSource = BUILTIN
     facts: ToolFacts = field(default_factory=ToolFacts)
+
+    @property
+    def schema_built(self) -> bool:
+        """Whether the input schema exists already (False while a deferred one has not been read)."""
+        return type(self.__dict__["_input_schema"]) is not DeferredSchema
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A copy or a pickle carries the schema itself, never the function that builds it.
+        return {**self.__dict__, "_input_schema": self.input_schema}
 
     def to_json(self) -> dict[str, Any]:
         """The full JSON form (CLI, ``aleph serve``, ``get_tool_schema``)."""
