@@ -60,7 +60,8 @@ class Workspace(aleph.ConfinedRoot):
             return False
         # What is above a protected pattern holds it (deleting or moving `.git` moves its config);
         # a file at a pattern's leading component (a `.git` gitdir pointer) redirects it.
-        return self.patterns.hit(rel_path, non_dir=True) is not None
+        # And what the repository's git config points git at (an include, a hooks directory, a script), as of now.
+        return self.patterns.with_git_names(self.root).hit(rel_path, non_dir=True) is not None
 
     def check_writable(self, target: Target, original: str) -> None:
         """Refuse writes to the workspace root and to protected paths."""
