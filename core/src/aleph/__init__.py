@@ -29,6 +29,7 @@ from aleph._chokepoint._telemetry import configure_telemetry
 from aleph._chokepoint._tiers import ExecTier
 from aleph._chokepoint._verdict import PolicyVote
 from aleph._config import AlephConfig, load_config
+from aleph._confine import ConfinedRoot, ConfinedTarget, PathRefused
 from aleph._console import Console, ConsoleInbox
 from aleph._contract._function import tool
 from aleph._contract._names import repair_tool_name, suggest_candidates
@@ -57,6 +58,18 @@ from aleph._errors import (
     ValidationFailed,
 )
 from aleph._floor._policy import CommandPolicy, CommandRule, CommandVerdict
+from aleph._human import (
+    DeferredHuman,
+    HumanAnswer,
+    HumanAnswerInvalid,
+    HumanChannel,
+    HumanField,
+    HumanInputRequired,
+    HumanOutcome,
+    HumanQuestion,
+    HumanUnavailable,
+)
+from aleph._human_text import TerminalHuman, TextHumanChannel
 from aleph._ledger import Ledger, LedgerRecord, LedgerRow, VerifyReport
 from aleph._ledger._events import EventLog
 from aleph._ledger._keystore import Keystore
@@ -106,9 +119,12 @@ __all__ = [
     "CommandRule",
     "CommandVerdict",
     "ConfigError",
+    "ConfinedRoot",
+    "ConfinedTarget",
     "Console",
     "ConsoleInbox",
     "DeferredApprovals",
+    "DeferredHuman",
     "DeferredSet",
     "DuplicateTool",
     "EventLog",
@@ -116,6 +132,14 @@ __all__ = [
     "ExecutionFailed",
     "Explanation",
     "HeldPlugin",
+    "HumanAnswer",
+    "HumanAnswerInvalid",
+    "HumanChannel",
+    "HumanField",
+    "HumanInputRequired",
+    "HumanOutcome",
+    "HumanQuestion",
+    "HumanUnavailable",
     "Keystore",
     "Ledger",
     "LedgerRecord",
@@ -123,6 +147,7 @@ __all__ = [
     "LoopTool",
     "McpManager",
     "NullToolService",
+    "PathRefused",
     "PermissionDenied",
     "PluginContext",
     "PluginError",
@@ -136,7 +161,9 @@ __all__ = [
     "ScriptedRequester",
     "SecretResolver",
     "StateSeal",
+    "TerminalHuman",
     "TerminalRequester",
+    "TextHumanChannel",
     "Tool",
     "ToolArgs",
     "ToolDefinition",

@@ -14,8 +14,10 @@ cause (configuration, input) names what was wrong and where.
         │   ├── ApprovalDenied               a human said no
         │   └── ApprovalUnavailable          nobody could be asked (no channel, unattended)
         ├── ApprovalRequired                 a human must decide first (deferred approval: suspend, then resume)
+        ├── HumanInputRequired           a person must answer first (deferred question: suspend, then run again)
         ├── ValidationFailed(ValueError) the input does not match the tool's schema
         ├── ExecutionFailed              the tool ran and failed
+        │   └── HumanUnavailable             nobody can be asked (no human channel bound, or it cannot reach one)
         ├── ToolTimeout(TimeoutError)    the tool overran its wall-clock budget      [retryable]
         ├── ApprovalExpired(TimeoutError)  nobody answered the approval prompt       [retryable]
         ├── TransportError(ConnectionError)  the channel to the tool broke (MCP)     [retryable]

@@ -24,6 +24,7 @@ from aleph._contract._tool import Tool
 from aleph._contract._types import ToolSource
 from aleph._discovery import Discovery
 from aleph._errors import PermissionDenied
+from aleph._human import HumanChannel
 from aleph._mcp import McpManager
 from aleph._mcp._chain import config_identity
 from aleph._plugins._context import Cleanup
@@ -161,6 +162,7 @@ class Aleph:
         deferred: Any = None,
         discovery: bool = True,
         principal: Principal | None = None,
+        human: HumanChannel | None = None,
     ) -> ScopedToolService:
         """The permission-checked tool service for one request, bound to one principal.
 
@@ -178,6 +180,8 @@ class Aleph:
             ``session_key``, ``caller_role`` and ``principal``). Given, it names the agent and channel and
             ``agent``/``channel`` must be left out or agree. Its session key is bound to its agent the first
             time it is used; another agent's session is refused with :class:`~aleph.PermissionDenied`.
+        :param human: the channel to the person the request came from, for tools that ask them
+            (:meth:`aleph.CallContext.ask_human`); default none: asking is a clear error.
         """
         if principal is not None:
             if (agent is not None and agent != principal.agent) or (
@@ -224,6 +228,7 @@ class Aleph:
             deferred=deferred,
             extra_tools=setup.extra_tools if setup is not None else None,
             principal=principal,
+            human=human,
         )
         return setup.bind(service) if setup is not None else service
 

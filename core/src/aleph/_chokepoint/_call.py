@@ -4,21 +4,35 @@ The chokepoint sets a :class:`CallContext` for the duration of each tool call. T
 submits the actions it is made of (:meth:`CallContext.subcall`: each one judged under its own name
 and arguments, with its own ledger row), attaches references to its own ledger row
 (:meth:`CallContext.annotate`), records provenance that is not a mutating call
-(:meth:`CallContext.record`), learns who is calling (:attr:`CallContext.principal`), runs work as
+(:meth:`CallContext.record`), learns who is calling (:attr:`CallContext.principal`), asks the person
+the request came from (:meth:`CallContext.ask_human`, through the channel the host bound), runs work as
 another agent through the one delegation door (:meth:`CallContext.delegate`) and binds session keys
 to their owner (:meth:`CallContext.claim_session`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 import uuid
 from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
+from aleph._chokepoint._gate import redact_arguments
 from aleph._contract._types import ToolOutput
 from aleph._errors import ExecutionFailed
+from aleph._human import (
+    MAX_QUESTIONS_PER_CALL,
+    HumanAnswer,
+    HumanAnswerInvalid,
+    HumanChannel,
+    HumanOutcome,
+    HumanQuestion,
+    HumanUnavailable,
+    checked_answer,
+)
 from aleph._principal import Principal
 from aleph._turn import TurnContext
 
@@ -40,6 +54,8 @@ _REF_KEY = re.compile(r"[a-z][a-z0-9_]{0,31}", re.ASCII)
 
 class _Service(Protocol):
     """What a call context needs from the scoped service that runs the call."""
+
+    human: HumanChannel | None
 
     async def execute(self, name: str, input: Mapping[str, Any]) -> ToolOutput: ...
 
@@ -87,6 +103,7 @@ class CallContext:
     """
 
     __slots__ = (
+        "_asked",
         "_call_id",
         "_refs",
         "_service",
@@ -132,6 +149,7 @@ class CallContext:
         if call_id is None and parent is None and turn is not None and turn.call_id:
             call_id = turn.call_id
         self._call_id = call_id
+        self._asked = 0
         self._untrusted: list[tuple[str, str]] | None = None
         self._refs: dict[str, str] = {} if parent is None else {"parent_call": parent.call_id}
         if turn is not None and turn.refs:  # the turn's own references (a team member's team and task)
@@ -161,6 +179,55 @@ class CallContext:
         if len(self._refs.keys() | checked.keys()) > MAX_REFS:
             raise ValueError(f"a call carries at most {MAX_REFS} ledger references")
         self._refs.update(checked)
+
+    @property
+    def can_ask_human(self) -> bool:
+        """Whether the host bound a channel to a person (:meth:`ask_human` may still find nobody there)."""
+        return self._service.human is not None
+
+    async def ask_human(self, question: HumanQuestion, *, through: HumanChannel | None = None) -> HumanAnswer:
+        """Ask the person this request came from, through the channel the host bound; wait for the answer.
+
+        Returns how it ended: ACCEPTED with the answer checked against the question, or DECLINED,
+        CANCELLED or TIMEOUT. Raises :class:`~aleph.HumanUnavailable` when nobody can be asked, and
+        :class:`~aleph.ExecutionFailed` naming the field when the answer does not fit the question.
+        The outcome and the answer (without secret fields) go on this call's ledger row. A call asks
+        at most four questions. Ask before any side effect: a host that cannot wait inside a call
+        runs the tool again from the start with the answer (see :mod:`aleph._human`).
+
+        ``through`` is for a tool that itself reaches the same person where the request came from (a
+        channel family's adapter for the request's own channel and conversation); it is never chosen
+        from a tool argument. The answer is checked and recorded the same way.
+        """
+        channel = through if through is not None else self._service.human
+        if channel is None:
+            raise HumanUnavailable(
+                self.tool,
+                "nobody can be asked from here: the host bound no human channel to this request "
+                "(rt.tool_service(human=...)); decide without asking",
+            )
+        if self._asked >= MAX_QUESTIONS_PER_CALL:
+            raise ExecutionFailed(self.tool, f"a call asks a person at most {MAX_QUESTIONS_PER_CALL} questions")
+        self._asked += 1
+        try:
+            answer = await asyncio.wait_for(channel.ask(question), question.timeout_s + 5)
+        except TimeoutError:
+            answer = HumanAnswer(HumanOutcome.TIMEOUT)
+        except HumanAnswerInvalid as exc:  # a text channel got no reply that fits
+            raise ExecutionFailed(self.tool, f"the person's answer does not fit the question: {exc}") from None
+        except HumanUnavailable as exc:
+            if exc.tool:
+                raise
+            raise HumanUnavailable(self.tool, exc.cause) from None  # a channel does not know the tool's name
+        answer = checked_answer(self.tool, question, answer)
+        suffix = "" if self._asked == 1 else f"_{self._asked}"
+        refs: dict[str, str] = {f"human_outcome{suffix}": answer.outcome.value}
+        if answer.accepted:
+            shown = json.dumps(redact_arguments(question.recordable(answer.content)), separators=(",", ":"))
+            refs[f"human_answer{suffix}"] = shown if len(shown) <= 256 else shown[:253] + "..."
+        if len(self._refs.keys() | refs.keys()) <= MAX_REFS:  # a row full of the tool's own refs keeps them
+            self._refs.update(refs)
+        return answer
 
     def mark_untrusted(self, text: str, source: str) -> None:
         """Say that ``text``, part of this call's output, comes from the untrusted ``source`` (``"e-mail body"``).

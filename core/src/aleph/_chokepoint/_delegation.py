@@ -96,6 +96,7 @@ class Delegator:
             turn=child_turn,
             requester=service.requester,
             allowed=allowed,
+            human=service.human,
             principal=child,
         )
         await _record(service, agent, "tool_call", "ok", f"{child.describe()}: {purpose}")

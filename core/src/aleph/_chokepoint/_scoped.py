@@ -58,6 +58,7 @@ from aleph._errors import (
     ValidationFailed,
 )
 from aleph._flow._gate import Provenance
+from aleph._human import HumanChannel
 from aleph._principal import Principal
 from aleph._progress import CHUNK_SCRUBBER, call_handler, get_tool_progress_handler
 from aleph._turn import _TURN, TurnContext
@@ -102,6 +103,7 @@ class ScopedToolService(Identity, Judging, Recording, Provenance, BaseToolServic
         deferred: Any = None,
         extra_tools: Mapping[str, RegisteredTool] | None = None,
         principal: Principal | None = None,
+        human: HumanChannel | None = None,
     ) -> None:
         self._cp = chokepoint
         self.principal = principal if principal is not None else principal_for(agent, channel, turn)
@@ -112,6 +114,8 @@ class ScopedToolService(Identity, Judging, Recording, Provenance, BaseToolServic
         self.channel = channel
         self.turn = turn
         self.requester = requester if requester is not None else chokepoint.default_requester
+        self.human = human
+        """The channel to the person this request came from (see :meth:`aleph.CallContext.ask_human`)."""
         self.allowed = allowed
         self.rewriters = tuple(rewriters)
         self.deferred = deferred
@@ -123,8 +127,9 @@ class ScopedToolService(Identity, Judging, Recording, Provenance, BaseToolServic
         *,
         turn: TurnContext | _Unset | None = _UNSET,
         requester: ApprovalRequester | _Unset | None = _UNSET,
+        human: HumanChannel | _Unset | None = _UNSET,
     ) -> ScopedToolService:
-        """The same service (principal, policy, tier, allow-set, discovery) for another turn or requester.
+        """The same service (principal, policy, tier, allow-set, discovery) for another turn, requester or human.
 
         Framework integrations build one per tool call: the turn carries the framework's session key and
         call id, the requester the framework's own approval answer. Cheap: nothing is recomputed. The
@@ -143,6 +148,8 @@ class ScopedToolService(Identity, Judging, Recording, Provenance, BaseToolServic
                 clone._scope = None
         if not isinstance(requester, _Unset):
             clone.requester = requester
+        if not isinstance(human, _Unset):
+            clone.human = human
         return clone
 
     # -- resolution and gating shared by every method --------------------------------------------

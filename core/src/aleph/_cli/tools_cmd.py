@@ -20,6 +20,7 @@ from aleph._contract._types import ToolOutput, ToolResult
 from aleph._discovery import RequestBinding, search_tools
 from aleph._discovery._tools import MAX_LIMIT
 from aleph._errors import PermissionDenied, ToolError
+from aleph._human_text import TerminalHuman
 from aleph._progress import get_tool_progress_handler, set_tool_progress_handler
 
 __all__ = ["add_parser"]
@@ -135,7 +136,9 @@ def _call(args: argparse.Namespace) -> int:
         async with load_runtime(args) as rt:
             # On a terminal the user is asked y/s/a/n; without one nobody can be asked, so gated calls are refused.
             requester = TerminalRequester()
-            service = rt.tool_service(agent=args.agent, channel=args.channel, requester=requester)
+            # A tool that asks the person (ask_user, CallContext.ask_human) asks on this terminal.
+            human = TerminalHuman() if sys.stdin.isatty() else None
+            service = rt.tool_service(agent=args.agent, channel=args.channel, requester=requester, human=human)
             progress = StderrProgress(get_tool_progress_handler())
             previous = set_tool_progress_handler(progress)
             started = time.perf_counter()

@@ -111,7 +111,14 @@ def request_state_boundary(data_dir: Path) -> RequestStateBoundary:
 
 @dataclass(frozen=True, slots=True)
 class AskState:
-    """What one 2026-07-28 round remembers through the client: the question it asked, for which call."""
+    """What one 2026-07-28 round remembers through the client: the question it asked, for which call.
+
+    The pending question is an approval (``fingerprint`` and ``offered``) or a question a tool asked
+    through :meth:`aleph.CallContext.ask_human` (``question``, its digest). A call that asks more than
+    once carries what earlier rounds settled: the approvals granted (``granted``: fingerprint and
+    outcome) and the answers given (``answers``: question digest, outcome, content). The state is
+    sealed (encrypted and authenticated), so the client can neither read nor change any of it.
+    """
 
     fingerprint: str
     session: str
@@ -121,19 +128,29 @@ class AskState:
     """A digest of the principal (chain included) the question was asked for."""
     client: str = ""
     """A digest of what identifies the client on the wire (see :func:`client_binding`)."""
+    question: str = ""
+    granted: tuple[tuple[str, str], ...] = ()
+    answers: tuple[tuple[str, str, Any], ...] = ()
+    expires: float = 0.0
+    """For a question: when (epoch seconds) its own timeout ends; an answer after that is no answer."""
 
     def dump(self) -> str:
         """The plaintext the boundary seals."""
         return json.dumps(
             {
-                "v": 2,
+                "v": 3,
                 "fp": self.fingerprint,
                 "session": self.session,
                 "nonce": self.nonce,
                 "offered": self.offered,
                 "principal": self.principal,
                 "client": self.client,
-            }
+                "q": self.question,
+                "granted": self.granted,
+                "answers": self.answers,
+                "exp": self.expires,
+            },
+            separators=(",", ":"),
         )
 
     @classmethod
@@ -143,7 +160,7 @@ class AskState:
             return None
         try:
             data = json.loads(text)
-            if data.get("v") != 2:
+            if data.get("v") != 3:
                 return None
             return cls(
                 str(data["fp"]),
@@ -152,6 +169,10 @@ class AskState:
                 tuple(map(str, data["offered"])),
                 str(data["principal"]),
                 str(data["client"]),
+                str(data["q"]),
+                tuple((str(fp), str(outcome)) for fp, outcome in data["granted"]),
+                tuple((str(q), str(outcome), content) for q, outcome, content in data["answers"]),
+                float(data["exp"]),
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             return None

@@ -11,8 +11,10 @@ client it was issued to. No frame a client sends may exceed :func:`~aleph._mcp._
 Approval is asked of the client's user through form elicitation on both protocol eras (see
 :mod:`aleph._mcp._serve_ask`); a client that declared no elicitation gets a refusal naming what it lacks.
 While the data directory's approval inbox is offered (``[console] inbox``, see
-:mod:`aleph._chokepoint._alongside`) a legacy-era question goes to ``aleph console`` too, the first
+:mod:`aleph._chokepoint._alongside`) a legacy-era approval question goes to ``aleph console`` too, the first
 answer winning, and a client that cannot elicit is answered from the console instead of refused.
+A tool's own questions (``CallContext.ask_human``) go to the client's user by elicitation on both eras
+(see :mod:`aleph._mcp._serve_human`); they are not sent to the console inbox.
 Registry changes become ``notifications/tools/list_changed`` on both eras: pushed on legacy sessions,
 published on the ``subscriptions/listen`` bus for 2026-07-28 clients. Live output of a call (a shell
 command's lines, an MCP server's progress) becomes ``notifications/progress`` of that call.
@@ -24,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import dataclasses
 import logging
 import os
 import secrets
@@ -43,11 +44,12 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from aleph._chokepoint._alongside import FirstAnswer, InboxRequester
-from aleph._chokepoint._approval import ApprovalDecision, ApprovalOutcome, ApprovalRequest, ApprovalResponse
+from aleph._chokepoint._approval import ApprovalOutcome, ApprovalRequest, ApprovalResponse
 from aleph._chokepoint._requesters import DeferredApprovals
 from aleph._contract._service import panic_error
 from aleph._contract._types import ToolDefinition
 from aleph._errors import ApprovalRequired, ToolError
+from aleph._human import HumanInputRequired, HumanQuestion
 from aleph._mcp._oauth import is_loopback_host
 from aleph._mcp._serve_ask import (
     APPROVAL_KEY,
@@ -56,11 +58,10 @@ from aleph._mcp._serve_ask import (
     answer_from_elicitation,
     approval_form,
     digest,
-    elicit_request,
-    new_nonce,
     request_state_boundary,
 )
 from aleph._mcp._serve_frames import BoundedLines, frame_limit
+from aleph._mcp._serve_human import QUESTION_KEY, Carried, ElicitingHuman, Unreachable, input_required
 from aleph._mcp._serve_log import McpLog
 from aleph._mcp._serve_resources import ResourceSources
 from aleph._mcp._serve_roots import ROOTS_WAIT_S, RootWorkspaces
@@ -227,13 +228,15 @@ class AlephMcpServer:
             on_set_logging_level=self.mcp_log.set_level,
         )
 
-    def _service(self, requester: Any = None, session: str | None = None, rt: Aleph | None = None) -> Any:
+    def _service(
+        self, requester: Any = None, session: str | None = None, rt: Aleph | None = None, *, human: Any = None
+    ) -> Any:
         # MCP clients validate and generate arguments from the schemas they list, and bring their own tool
         # search: serve full schemas, without Aleph's per-session disclosure tools. The principal is the
         # configured agent on this channel, in this connection's session (none on the 2026-07-28 HTTP era).
         turn = TurnContext(session_key=session, channel_id=self.channel) if session else None
         return (rt or self.rt).tool_service(
-            agent=self.agent, channel=self.channel, turn=turn, requester=requester, discovery=False
+            agent=self.agent, channel=self.channel, turn=turn, requester=requester, discovery=False, human=human
         )
 
     def _remember(self, ctx: ServerRequestContext[Any, Any]) -> None:
@@ -304,37 +307,41 @@ class AlephMcpServer:
         arguments: Mapping[str, Any] = params.arguments or {}
         session = self._session_key(ctx)
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        answers = DeferredApprovals()
+        can_elicit = _client_can_elicit(ctx)
+        carried = Carried()
         rt = await self._runtime(ctx)
         who = self._principal_digest(session, rt)
         if modern and params.request_state is not None:
-            problem = self._take_answer(AskState.load(params.request_state), (session, who, ctx), params, answers)
+            problem = self._take_answer(AskState.load(params.request_state), (session, who, ctx), params, carried)
             if problem is not None:
-                return _text_result(f"approval for tool {params.name} was not accepted: {problem}", error=True)
+                return _text_result(f"the answer for tool {params.name} was not accepted: {problem}", error=True)
+        # Legacy: one set of answers for the whole call, and questions asked while it waits.
+        answers = carried.approvals()
+        human: Any = ElicitingHuman(params.name, ctx, can_elicit)
         for _ in range(MAX_APPROVAL_ROUNDS):
+            if modern:  # every run starts from what earlier rounds settled
+                answers = carried.approvals()
+                human = carried.human(params.name) if can_elicit else Unreachable(params.name)
+            pending: ApprovalRequest | HumanQuestion
             try:
-                return await self._run(ctx, params.name, arguments, answers, session, rt)
+                return await self._run(ctx, params.name, arguments, (answers, human), session, rt)
             except ApprovalRequired as exc:
-                request = exc.request
-            if not _client_can_elicit(ctx):
+                pending = exc.request
+            except HumanInputRequired as exc:  # only a 2026-07-28 run defers a question
+                pending = exc.question
+            if isinstance(pending, ApprovalRequest) and not can_elicit:
                 if not rt.inbox.offered():
-                    return _text_result(_no_elicitation(request), error=True)
+                    return _text_result(_no_elicitation(pending), error=True)
                 # The client cannot ask its user, but a console on this data directory can be asked.
-                answers.answer(
-                    request.fingerprint, await rt.inbox.ask(request, self._service(None, session, rt).principal)
-                )
+                response = await rt.inbox.ask(pending, self._service(None, session, rt).principal)
+                answers.answer(pending.fingerprint, response)
+                carried.granted[pending.fingerprint] = response  # a 2026-07-28 run starts from what was settled
                 continue
             if modern:
                 # 2026-07-28: never wait inside a round; the client asks its user and retries with the answer.
-                if session is None:  # no session on this wire: "for this session" would be a promise not kept
-                    kept = tuple(d for d in request.allowed_decisions if d is not ApprovalDecision.ALLOW_SESSION)
-                    request = dataclasses.replace(request, allowed_decisions=kept)
-                elicit, offered = elicit_request(request)
-                state = AskState(
-                    request.fingerprint, session or "", new_nonce(), tuple(offered), who, _client_binding(ctx)
-                )
-                return types.InputRequiredResult(input_requests={APPROVAL_KEY: elicit}, request_state=state.dump())
-            answers.answer(request.fingerprint, await self._ask_legacy(ctx, request, session, rt))
+                return input_required(pending, carried, (session, who, _client_binding(ctx)))
+            assert isinstance(pending, ApprovalRequest)  # a legacy question is asked while the call waits
+            answers.answer(pending.fingerprint, await self._ask_legacy(ctx, pending, session, rt))
         return _text_result(f"tool {params.name} asked for approval more than {MAX_APPROVAL_ROUNDS} times", error=True)
 
     def _principal_digest(self, session: str | None, rt: Aleph) -> str:
@@ -350,7 +357,7 @@ class AlephMcpServer:
         state: AskState | None,
         asker: tuple[str | None, str, ServerRequestContext[Any, Any]],
         params: types.CallToolRequestParams,
-        answers: DeferredApprovals,
+        carried: Carried,
     ) -> str | None:
         """Accept the client's answer to a question this server asked this session and client; else say why not."""
         session, who, ctx = asker
@@ -358,12 +365,12 @@ class AlephMcpServer:
             return "the requestState is not one this server issued"
         if state.session != (session or "") or state.principal != who or state.client != _client_binding(ctx):
             return "the question was asked by another server or session; call the tool again to be asked anew"
-        answer = (params.input_responses or {}).get(APPROVAL_KEY)
+        answer = (params.input_responses or {}).get(QUESTION_KEY if state.question else APPROVAL_KEY)
         if answer is None:
-            return "the retry carries no answer to the approval question"
+            return f"the retry carries no answer to the {'question' if state.question else 'approval question'}"
         if not self.replay.first_use(state.nonce):
             return "this answer was already used; call the tool again to be asked anew"
-        answers.answer(state.fingerprint, answer_from_elicitation(answer, state.offered))
+        carried.take(state, answer)
         return None
 
     async def _ask_legacy(
@@ -394,11 +401,11 @@ class AlephMcpServer:
         ctx: ServerRequestContext[Any, Any],
         name: str,
         arguments: Mapping[str, Any],
-        answers: DeferredApprovals,
+        askers: tuple[DeferredApprovals, Any],
         session: str | None,
         rt: Aleph,
     ) -> types.CallToolResult:
-        """Execute once, streaming progress; raises ApprovalRequired, any other failure is an error result."""
+        """Execute once, streaming progress; raises a pending question, any other failure is an error result."""
         sink = _ProgressSink()
         sink_token = _PROGRESS.set(sink)
         result: types.CallToolResult | None = None
@@ -417,11 +424,11 @@ class AlephMcpServer:
 
                 tg.start_soon(forward)
                 try:
-                    service = self._service(answers, session, rt)
+                    service = self._service(askers[0], session, rt, human=askers[1])
                     await self.mcp_log.decision(ctx, service, name, arguments)
                     output = await service.execute(name, arguments)
                     result = _text_result(output.text, error=False)
-                except ApprovalRequired:
+                except (ApprovalRequired, HumanInputRequired):
                     raise
                 except ToolError as exc:
                     result = _text_result(str(exc), error=True)
@@ -433,8 +440,8 @@ class AlephMcpServer:
                     await anyio.sleep(0)  # let already-queued chunks reach the stream before it closes
                     sink.loop.call_soon(sink.send.close)
         except BaseExceptionGroup as group:
-            # The task group wraps what the body raised; ApprovalRequired is control flow, not a failure.
-            required = next((e for e in group.exceptions if isinstance(e, ApprovalRequired)), None)
+            # The task group wraps what the body raised; a pending question is control flow, not a failure.
+            required = next((e for e in group.exceptions if isinstance(e, ApprovalRequired | HumanInputRequired)), None)
             if required is not None:
                 raise required from None
             raise

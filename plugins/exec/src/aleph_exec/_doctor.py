@@ -67,6 +67,8 @@ class _Probe:
             facts["result_isolation"] = result.isolation
             facts["network"] = result.network
             facts["zygote_error"] = sandbox.zygote_error
+            # Why runs have no proxy (e.g. no capability to make a run's own network namespace).
+            facts["proxy_error"] = getattr(sandbox._zygote, "proxy_error", None)
             if result.exit_code == 0:
                 facts["run"] = json.loads(result.stdout)
             else:
@@ -152,7 +154,8 @@ def _network(probe: _Probe) -> tuple[str, str]:
     if cfg.mode == "none":
         return "ok", "network = none: an empty network namespace (loopback only)"
     if facts.get("network") != "proxied":
-        why = facts.get("zygote_error") or facts.get("error") or "the sandbox's listener did not come up"
+        why = facts.get("zygote_error") or facts.get("proxy_error") or facts.get("error")
+        why = why or "the runs' listeners did not come up"
         return "warn", f"network = proxied, but the egress proxy is not in the sandbox (runs get no network): {why}"
     allowed = cfg.allow or []
     listed = ", ".join(allowed[:5]) + (f" and {len(allowed) - 5} more" if len(allowed) > 5 else "")

@@ -1,10 +1,12 @@
 """The egress proxy: the one way out of a ``proxied`` sandbox, run by Aleph outside it.
 
-The sandbox has a network namespace of its own with only a loopback. Its zygote makes a listening
-socket on ``127.0.0.1`` there and hands it to the host (see :mod:`aleph_exec._zygote`); this proxy
-accepts on it, so a command reaches it as ``http://127.0.0.1:<port>`` while every outward connection is
-made here, on the host's network, by the proxy. Each run gets a credential of its own in its proxy URL
-(``HTTP_PROXY=http://aleph:<token>@127.0.0.1:<port>``); a request without a known one gets ``407``.
+Every run of the sandbox has a network namespace of its own with only a loopback. The zygote makes a
+listening socket on ``127.0.0.1`` there and hands it to the host with the run (see
+:mod:`aleph_exec._zygote_net`); this proxy accepts on it, so a command reaches it as
+``http://127.0.0.1:<port>`` while every outward connection is made here, on the host's network, by the
+proxy. A connection belongs to the run whose listener it arrived on: no other run can reach that one.
+The run's credential in its proxy URL (``HTTP_PROXY=http://aleph:<token>@127.0.0.1:<port>``) is a second
+factor: a request without it gets ``407``, one with another run's is refused and recorded on this run.
 
 Per request (``CONNECT host:port`` for HTTPS and other tunnels, absolute-form ``GET http://...`` for
 plain HTTP):
@@ -90,18 +92,40 @@ class EgressProxy:
 
     # -- listeners and runs (called from any thread) ----------------------------------------------
 
-    def serve(self, listener: socket.socket) -> Callable[[], None]:
-        """Accept on ``listener`` (a sandbox's loopback socket); returns the function that stops serving it."""
+    def serve(self, listener: socket.socket, run: RunNetwork) -> Callable[[], None]:
+        """Accept on ``listener``, ``run``'s own socket in its own network namespace; returns what stops it.
+
+        Does not wait for the proxy's loop (this is on the run's way): the first connections wait in the
+        listener's backlog meanwhile. The listener is closed when stopped, or at once if it cannot be served.
+        """
         listener.setblocking(False)
+        client = functools.partial(self._client, bound=run)
+        started: list[asyncio.Task[asyncio.Server]] = []
 
-        async def start() -> asyncio.AbstractServer:
-            return await asyncio.start_server(self._client, sock=listener, limit=_HEAD_LIMIT)
+        def begin() -> None:
+            started.append(self.loop.create_task(asyncio.start_server(client, sock=listener, limit=_HEAD_LIMIT)))
+            started[0].add_done_callback(lambda task: None if _server_of(task) else listener.close())
 
-        server = asyncio.run_coroutine_threadsafe(start(), self.loop).result(10)
+        def end() -> None:
+            def close(task: asyncio.Task[asyncio.Server]) -> None:
+                server = _server_of(task)
+                if server is not None:
+                    server.close()  # which closes the listener
+
+            if started:
+                started[0].add_done_callback(close)  # called soon when it is done already
+            else:
+                listener.close()
+
+        try:
+            self.loop.call_soon_threadsafe(begin)
+        except RuntimeError:  # the proxy's loop is closed: the run has no way out
+            listener.close()
+            return lambda: None
 
         def stop() -> None:
             with contextlib.suppress(RuntimeError):
-                self.loop.call_soon_threadsafe(server.close)
+                self.loop.call_soon_threadsafe(end)
 
         return stop
 
@@ -137,7 +161,8 @@ class EgressProxy:
 
     # -- one client connection ------------------------------------------------------------------
 
-    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, bound: RunNetwork) -> None:
+        """One connection to ``bound``'s own listener: it came from that run's network namespace."""
         task = asyncio.current_task()
         run: RunNetwork | None = None
         self._clients += 1
@@ -156,6 +181,13 @@ class EgressProxy:
                     writer.write(answer(exc.status, exc.reason))
                     return
                 token = head.token()
+                if token is not None and token != bound.token:
+                    # Another run's credential (read from /proc/<pid>/environ, or passed on) or a made-up
+                    # one: the connection is this run's by the socket it came in on, and is refused on its row.
+                    reason = "the proxy credential is not this command's own (a command has only its own)"
+                    bound.record(*self._target_of(head), "refused", reason)
+                    writer.write(answer(407, reason))
+                    return
                 found = self._runs.get(token) if token else None
                 if found is None or found.closed:
                     # No body to skip: the client may retry with credentials on this connection (libcurl does).
@@ -472,19 +504,27 @@ def bridge_ask(ask: Callable[[str, int], Any], loop: asyncio.AbstractEventLoop, 
     return bridged
 
 
+def _server_of(task: asyncio.Task[asyncio.Server]) -> asyncio.Server | None:
+    if task.cancelled() or task.exception() is not None:
+        return None
+    return task.result()
+
+
 def attach(zygote: Any, mode: str) -> None:
-    """Serve a freshly started zygote's proxy listener (network ``proxied``); it stops when the zygote closes."""
-    listener = zygote.proxy_listener
-    if listener is None or mode != "proxied":
+    """Give a freshly started zygote's runs the proxy (network ``proxied``, when it offers their listeners)."""
+    if mode != "proxied" or not zygote.offered_port:
         return
     try:
-        port = listener.getsockname()[1]
-        zygote.on_close = EgressProxy.shared().serve(listener)
-    except (OSError, RuntimeError, TimeoutError) as exc:  # runs then get no network: closed, never open
-        zygote.proxy_error = f"the egress proxy could not serve the sandbox: {exc}"
-        listener.close()
+        EgressProxy.shared()
+    except RuntimeError as exc:  # runs then get no network: closed, never open
+        zygote.proxy_error = f"the egress proxy could not start: {exc}"
         return
-    zygote.proxy_port = port
+    zygote.proxy_port = zygote.offered_port
+
+
+def serve_run(listener: socket.socket, run: RunNetwork) -> Callable[[], None]:
+    """Serve ``run``'s own listener (from its network namespace); returns what stops it."""
+    return EgressProxy.shared().serve(listener, run)
 
 
 def open_net(zygote: Any, mode: str, network: RunNetwork | None, config: Any, env: dict[str, str]) -> RunNetwork | None:

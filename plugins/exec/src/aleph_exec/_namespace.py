@@ -41,7 +41,7 @@ _bwrap_probe: dict[str, bool] = {}
 
 _which: dict[str, str | None] = {}
 _ZYGOTE_PATH = Path(__file__).with_name("_zygote.py")
-_ZYGOTE_MODULES = ("_zygote_kernel", "_zygote_procs", "_zygote_spawn")
+_ZYGOTE_MODULES = ("_zygote_kernel", "_zygote_net", "_zygote_procs", "_zygote_spawn")
 
 
 def zygote_files() -> list[Path]:
@@ -91,6 +91,7 @@ def _host_env(allow: Iterable[str], workspace: Path) -> dict[str, str]:
 _ZYGOTE_CAPS = (
     "CAP_SYS_ADMIN", "CAP_SYS_CHROOT", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_CHOWN", "CAP_FOWNER",
     "CAP_FSETID", "CAP_MKNOD",
+    "CAP_NET_ADMIN",  # a run's own network namespace (network proxied): its loopback up (see _zygote_net)
 )  # fmt: skip
 
 
@@ -229,7 +230,7 @@ class Namespaces:
         else:
             argv += ["--unshare-user", "--uid", uid, "--gid", uid]
         # Capabilities exist only inside that namespace. The zygote keeps CAP_SYS_ADMIN there for the
-        # overlays and hands no capability on; a per-run bubblewrap keeps none.
+        # overlays and the runs' network namespaces and hands no capability on; a per-run bubblewrap keeps none.
         argv += ["--cap-drop", "ALL"]
         if zygote and state.userns is not None:
             # What overlayfs needs of its mounter's credentials (copy-up, the work directory, whiteouts).

@@ -4,8 +4,8 @@ In the spirit of Codex's Linux sandbox and Anthropic's sandbox-runtime, a deny-l
 no build, test or package install needs and that reach the kernel's most dangerous surfaces: kernel
 modules, kexec, bpf, the keyring, perf events, userfaultfd, handle-based opens, swap, reboot, port I/O,
 new user namespaces (``unshare``/``clone`` with ``CLONE_NEWUSER``; ``clone3`` answers ``ENOSYS``, as
-its flags sit behind a pointer, and libc falls back to ``clone``), ``setns`` into anything but a mount
-namespace (which needs ``CAP_SYS_ADMIN``: only the zygote has it), io_uring (whose operations
+its flags sit behind a pointer, and libc falls back to ``clone``), ``setns`` into anything but a mount or
+network namespace (which needs ``CAP_SYS_ADMIN``: only the zygote has it), io_uring (whose operations
 seccomp cannot see), and on x86_64 the x32 ABI. A denied call fails with ``EPERM`` (``ENOSYS`` where a
 fallback exists); a foreign architecture is killed.
 
@@ -83,6 +83,7 @@ _X86_ONLY = {"iopl": 172, "ioperm": 173, "uselib": 134, "_sysctl": 156, "nfsserv
 _EPERM, _ENOSYS = 1, 38
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNS = 0x20000
+_CLONE_NEWNET = 0x40000000
 
 # BPF opcodes.
 _LD_W_ABS = 0x20
@@ -133,12 +134,14 @@ def program(deny: list[str], enosys: tuple[str, ...] | list[str] = (), *, newuse
             if nr is not None:
                 code += [_ins(_JEQ_K, nr, 0, 1), _ins(_RET_K, _RET_ERRNO | errno)]
     if newuser_check:
-        # setns(fd, nstype): only into a mount namespace (what the zygote does between overlay runs; it
-        # needs CAP_SYS_ADMIN, which no command has). The low word of the second argument: offset 24.
+        # setns(fd, nstype): only into a mount or a network namespace, named (what the zygote does for an
+        # overlay run, and for a run's own network namespace; both need CAP_SYS_ADMIN, which no command
+        # has). The low word of the second argument: offset 24.
         code += [
-            _ins(_JEQ_K, _nr("setns") or 0, 0, 4),
+            _ins(_JEQ_K, _nr("setns") or 0, 0, 5),
             _ins(_LD_W_ABS, 24),
-            _ins(_JEQ_K, _CLONE_NEWNS, 1, 0),
+            _ins(_JEQ_K, _CLONE_NEWNS, 2, 0),
+            _ins(_JEQ_K, _CLONE_NEWNET, 1, 0),
             _ins(_RET_K, _RET_ERRNO | _EPERM),
             _ins(_RET_K, _RET_ALLOW),
             _ins(_LD_W_ABS, 0),

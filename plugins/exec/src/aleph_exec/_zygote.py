@@ -25,7 +25,8 @@ host, the host then kills what those runs left, by cgroup or marker).
 
 Protocol (the request as below; on a run socket, JSON objects one per line):
 
-1. server → host, control socket: ``{"ready": <pid in the namespace>}``.
+1. server → host, control socket: ``{"ready": <pid in the namespace>}``, with ``"proxy_port": <port>``
+   (network proxied: each run's listener port, see :mod:`_zygote_net`) or ``"proxy_error": <why>``.
 2. host → server, control socket: the payload ``control`` carrying, by ``SCM_RIGHTS``, one end of a fresh
    socketpair that becomes the control socket. bubblewrap and its init keep copies of the inherited
    one; only this server holds the fresh one.
@@ -51,8 +52,9 @@ Protocol (the request as below; on a run socket, JSON objects one per line):
    0/1/2, signal dispositions reset; ``argv[0]`` looked up in the run's ``PATH``) from ``cwd``, puts its
    open-file soft limit back and sets the command's limits with ``prlimit``. It keeps its copies of
    stdout and stderr until the command is reaped, so the host sees their end together with the exit
-   report. When
-   nothing could be started it answers ``{"error": "<why>"}`` and the run is over.
+   report. When nothing could be started it answers ``{"error": "<why>"}`` and the run is over.
+   Network proxied: the command is born in a network namespace of its own, and ``{"net": 1}`` with its
+   listener (``SCM_RIGHTS``) goes to the host on the run socket before anything else.
 5. server → host, run socket: ``{"exit": <returncode as in subprocess>, "left": <n>}`` once the command is
    reaped; ``left`` counts the processes of the namespace that no other open run accounts for (what
    this run may have left behind, zombies included). The server is a subreaper, so every process a
@@ -86,6 +88,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _zygote_kernel import LayerError, harden_proc, install_filter, keep_capabilities_for_self, libc
+from _zygote_net import NetMaker, send_door
 from _zygote_procs import EXCLUDED, clear_tmp, processes, remove_tmp
 from _zygote_spawn import CPU, NOFILE, NPROC, RLIMITS, Spawner
 
@@ -199,6 +202,8 @@ class Zygote(Spawner):
         self.layered = False  # a run has used an overlay: keep one namespace ready
         self.held: dict[int, int] = {}  # command pid -> its mount namespace, until it is reaped
         self.closer_sock: socket.socket | None = None
+        self.net: NetMaker | None = None  # network proxied: each run's own network namespace (set by serve())
+        self.run_net = -1  # the namespace the command being spawned is born in (see Spawner.spawn)
         self.private_tmp = False  # /tmp is the sandbox's own tmpfs (in bubblewrap), not the host's (set by main())
         # Our own CPU time may pass the soft limit we keep set for the runs.
         signal.signal(signal.SIGXCPU, signal.SIG_IGN)
@@ -214,17 +219,16 @@ class Zygote(Spawner):
 
     def serve(self) -> None:
         ready: dict[str, object] = {"ready": os.getpid()}
-        listener = None
         if self.hardening.get("proxy"):
-            # The egress proxy's door: a listener on the namespace's loopback, served by the host (network proxied).
+            # The egress proxy's door: each run's own network namespace and listener (see _zygote_net).
             try:
-                listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+                self.net = NetMaker()
+                self.net.start()
+                ready["proxy_port"] = self.net.port
             except OSError as exc:
+                self.net = None
                 ready["proxy_error"] = str(exc)
-        fds = [listener.fileno()] if listener is not None else []
-        socket.send_fds(self.control, [json.dumps(ready).encode()], fds)
-        if listener is not None:
-            listener.close()
+        self.control.sendall(json.dumps(ready).encode())
         while True:
             # What each ready fd stands for is read before any is handled (a handler may close an fd).
             ready = [(fd, self.watched.get(fd)) for fd, _ in self.poller.poll(DYING_POLL_S if self.dying else -1)]
@@ -337,6 +341,8 @@ class Zygote(Spawner):
         stdout, stderr = run.fds
         stdin, cgroup, layer = run.given
         run.fds, run.given = [], (-1, -1, -1)
+        listener: socket.socket | None = None
+        started = False
         try:
             fields = request.split(b"\0")
             marker, cwd, cgroup_name = fields[0], fields[1], fields[2]
@@ -365,12 +371,16 @@ class Zygote(Spawner):
                 os.write(cgroup, b"0")
                 self.cgroup = cgroup_name
             stdio = (self.devnull if stdin < 0 else stdin, stdout, stderr)
+            if self.net is not None:
+                # Network proxied: the command is born in a network namespace of its own (see _zygote_net).
+                self.run_net, listener = self.net.take()
             if layer >= 0:
                 self.layered = True
                 pid = self.layer_spawn(argv, env, cwd, stdio, limits, layer)
             else:
                 pid = self.spawn(argv, env, cwd, stdio, limits)
             self.watch_exit(pid)
+            started = True
         except LayerError as exc:
             run.send({"error": str(exc), "layer": True})
             for fd in (stdout, stderr):
@@ -382,9 +392,15 @@ class Zygote(Spawner):
                 os.close(fd)
             return
         finally:
-            for fd in (stdin, cgroup, layer):
+            for fd in (stdin, cgroup, layer, self.run_net):
                 if fd >= 0:
                     os.close(fd)
+            self.run_net = -1
+            if listener is not None and not started:
+                listener.close()  # nothing started: no door
+        if listener is not None:
+            # The run's door to the proxy goes to the host before its exit report can; ours closes.
+            send_door(run.sock, listener)
         # Held until the command is reaped: the host's end of the pipes sees EOF together with the exit.
         run.fds = [stdout, stderr]
         run.pid = pid

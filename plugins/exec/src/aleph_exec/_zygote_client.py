@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from aleph_exec._capture import SandboxError, TransactionUnavailable
+from aleph_exec._egress import serve_run
 from aleph_exec._egress_rules import RunNetwork
 from aleph_exec._processes import _Cgroup, _reap_orphaned_inits, _zygote_host_pid
 
@@ -69,11 +70,10 @@ class _Zygote:
         self.cgroup: str | None = None
         self._lock = threading.Lock()
         self._kit_ids = itertools.count(1)
-        self.proxy_listener: socket.socket | None = None
-        """The egress proxy's listening socket on 127.0.0.1 inside the sandbox (network ``proxied``), or None."""
+        self.offered_port = 0
+        """The port of every run's proxy listener, each in the run's own network namespace (network ``proxied``)."""
         self.proxy_error: str | None = None
-        self.on_close: Callable[[], None] | None = None
-        self.proxy_port = 0  # the listener's port, once the egress proxy serves it
+        self.proxy_port = 0  # offered_port, once the egress proxy is there to serve the runs' listeners
 
     @classmethod
     def start(
@@ -133,14 +133,12 @@ class _Zygote:
             ready, _, _ = select.select([control], [], [], _ZYGOTE_START_S)
             reply: dict[str, object] = {}
             if ready:
-                data, fds, _, _ = socket.recv_fds(control, 256, 1)
-                reply = json.loads(data or b"{}")
-                for fd in fds:  # the proxy's listener, made in the sandbox's network namespace
-                    zygote.proxy_listener = socket.socket(fileno=fd)
+                reply = json.loads(control.recv(4096) or b"{}")
             if "ready" not in reply:
                 raise SandboxError("no ready message")
             if "proxy_error" in reply:
                 zygote.proxy_error = str(reply["proxy_error"])
+            zygote.offered_port = int(reply.get("proxy_port", 0))
             if namespaced:
                 zygote.host_pid = _zygote_host_pid(zygote.proc.pid, int(reply["ready"]))
             else:
@@ -269,11 +267,6 @@ class _Zygote:
     def close(self, *, wait: bool) -> None:
         """Close the control socket: the zygote kills its runs and exits, and bwrap with it."""
         self.control.close()
-        stop, self.on_close = self.on_close, None
-        if stop is not None:
-            stop()  # the egress proxy stops serving this sandbox's listener
-        if self.proxy_listener is not None and stop is None:
-            self.proxy_listener.close()
         with self._lock:
             armed, self._spare = self._spare, None
         if armed is not None:
@@ -350,6 +343,7 @@ class _ZygoteRun:
         self._buf = b""
         self._alive: int | None = None
         self.net: RunNetwork | None = None  # its egress proxy registration (network proxied)
+        self.door: Callable[[], None] | None = None  # stops the proxy serving the run's own listener
 
     def send(self) -> None:
         """Hand the staged run to the zygote (:meth:`_Zygote.stage`); :class:`SandboxError` if it is gone."""
@@ -383,7 +377,12 @@ class _ZygoteRun:
         if self.lost:
             return
         try:
-            data = self.sock.recv(65536)
+            if self.net is None:
+                data = self.sock.recv(65536)
+            else:  # network proxied: the run's listener comes first, with {"net": 1} (SCM_RIGHTS)
+                data, fds, _, _ = socket.recv_fds(self.sock, 65536, 1)
+                for fd in fds:
+                    self._serve_door(socket.socket(fileno=fd))
         except BlockingIOError:
             return
         except OSError:
@@ -406,6 +405,8 @@ class _ZygoteRun:
             message = json.loads(line)
             if "exit" in message:
                 self.returncode, self.left = message["exit"], message["left"]
+            elif "net" in message:
+                pass  # its listener came with it (above)
             elif "alive" in message:
                 self._alive = message["alive"]
             elif "error" in message:
@@ -415,6 +416,13 @@ class _ZygoteRun:
                 )
                 if self.zygote is not None:
                     self.zygote.forget_cgroup()
+
+    def _serve_door(self, listener: socket.socket) -> None:
+        """Have the egress proxy accept on the run's own listener: what arrives there is this run's."""
+        if self.net is None or self.door is not None or self.net.closed:
+            listener.close()
+            return
+        self.door = serve_run(listener, self.net)
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -446,6 +454,9 @@ class _ZygoteRun:
         return self._alive or 0
 
     def close(self) -> None:
+        door, self.door = self.door, None
+        if door is not None:
+            door()
         if self.staged is not None:  # never sent
             self.staged.close_far()
             self.staged = None

@@ -25,6 +25,7 @@ from _zygote_kernel import (
     protected_clones,
     setns,
 )
+from _zygote_net import NetMaker, enter
 from _zygote_procs import EXCLUDED, closer
 
 RLIMITS = {name: getattr(resource, f"RLIMIT_{name}") for name in ("AS", "CORE", "CPU", "FSIZE", "NOFILE", "NPROC")}
@@ -32,7 +33,10 @@ CPU, NOFILE, NPROC = RLIMITS["CPU"], RLIMITS["NOFILE"], RLIMITS["NPROC"]
 
 
 class Spawner:
-    """Starting commands: limits, the run's mount namespace and overlay, its temporary directory."""
+    """Starting commands: limits, the run's mount and network namespaces, the overlay, its temporary directory."""
+
+    net: NetMaker | None
+    run_net: int
 
     def spawn(
         self,
@@ -62,9 +66,15 @@ class Spawner:
         if path != self.path:
             os.environb[b"PATH"] = self.path = path
         os.chdir(cwd)  # it may stay: the next spawn sets its own
+        # Limits are the process's: the thread making the next network namespace opens no fd meanwhile.
+        fds_lock = self.net.fds_lock if self.net is not None else None
+        if fds_lock is not None:
+            fds_lock.acquire()
         try:
             for res, (soft, _) in limits.items():
                 self.set_soft(res, max(soft, max(stdio) + 1) if res == NOFILE else soft)
+            if self.run_net >= 0:
+                enter(self.run_net)  # the command is born in its run's network namespace
             try:
                 pid = self._posix_spawn(argv, env, stdio)
             except BlockingIOError:
@@ -74,6 +84,13 @@ class Spawner:
                 pid = self._posix_spawn(argv, env, stdio)
         finally:
             self.set_soft(NOFILE, None)
+            if fds_lock is not None:
+                fds_lock.release()
+            if self.run_net >= 0 and self.net is not None:
+                try:
+                    enter(self.net.home)
+                except OSError:
+                    os._exit(70)  # never serve on in a run's namespace; the host starts a new server
         try:
             for res, value in limits.items():
                 resource.prlimit(pid, res, value)

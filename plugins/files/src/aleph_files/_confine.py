@@ -1,91 +1,32 @@
-"""Workspace confinement: every path is walked and opened beneath one directory descriptor.
+"""Workspace confinement for the files family: core's descriptor walker plus protected paths.
 
-Nothing here calls ``realpath`` and then opens the result: that races with a symlink swapped in
-between. Instead a path is split into components and each directory is opened with
-``os.open(name, O_DIRECTORY | O_NOFOLLOW, dir_fd=parent)`` relative to the descriptor of the one
-before it, starting from a descriptor of the workspace root. The final component is opened the
-same way (``O_NOFOLLOW``), so a swap after the walk makes the open fail instead of escaping.
-
-Symlink policy: a symlink is followed only by this walker, never by the kernel. Its target is
-spliced into the remaining components: a relative target continues from the directory holding
-the link, an absolute one must lie lexically inside the workspace and restarts from the root.
-``..`` pops the stack of open directories and can never pop the root. So a link that stays inside
-the workspace works, and one that points outside is refused, at every component, every time.
-Prefix confusion (``/srv/ws`` vs ``/srv/ws_evil``) cannot happen: absolute paths are compared
-component by component, and everything after that is descriptor-relative.
+Every path is walked and opened beneath one directory descriptor by :class:`aleph.ConfinedRoot` (see
+its module for the symlink and ``..`` policy). This family adds what writing needs: the protected
+paths nothing may write (Aleph's own configuration, policy, ledger and keys, and the files a program on
+the host runs code from), and the journal its writes note temporary files in.
 """
 
 from __future__ import annotations
 
-import errno
 import os
-import stat
-from collections import deque
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from typing import Literal
+from collections.abc import Iterable
+from pathlib import Path
 
 import aleph
+from aleph import ConfinedTarget as Target
+from aleph import PathRefused as PathError
 from aleph_files._journal import TempJournal
 
 __all__ = ["MAX_NAME_BYTES", "MAX_PATH_BYTES", "PathError", "Target", "Workspace"]
 
-MAX_PATH_BYTES = 4096
+MAX_PATH_BYTES = aleph.ConfinedRoot.MAX_PATH_BYTES
 """Longest path accepted (Linux ``PATH_MAX``)."""
-MAX_NAME_BYTES = 255
+MAX_NAME_BYTES = aleph.ConfinedRoot.MAX_NAME_BYTES
 """Longest single component accepted (Linux ``NAME_MAX``)."""
-MAX_SYMLINKS = 40
-"""Symlinks followed in one walk before refusing (the kernel's own limit)."""
-
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-ErrorKind = Literal["invalid", "denied", "missing", "type"]
 
 
-class PathError(Exception):
-    """A path was refused. ``kind``: invalid (malformed), denied (escape/protected), missing, type."""
-
-    def __init__(self, kind: ErrorKind, message: str) -> None:
-        self.kind = kind
-        super().__init__(message)
-
-
-@dataclass(slots=True)
-class Target:
-    """A resolved location: an open descriptor of its parent directory plus the final name.
-
-    ``name`` is ``"."`` when the target is the workspace root itself. ``rel`` is the canonical
-    workspace-relative path (symlinks resolved, ``"."`` for the root). Close it (or use ``with``).
-    """
-
-    parent_fd: int
-    name: str
-    rel: str
-
-    def close(self) -> None:
-        """Release the parent descriptor."""
-        if self.parent_fd >= 0:
-            os.close(self.parent_fd)
-            self.parent_fd = -1
-
-    def __enter__(self) -> Target:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def lstat(self) -> os.stat_result | None:
-        """``lstat`` of the final component, or None when it does not exist."""
-        try:
-            return os.stat(self.name, dir_fd=self.parent_fd, follow_symlinks=False)
-        except FileNotFoundError:
-            return None
-
-
-class Workspace:
-    """The confinement root. Thread-safe: it holds one read-only descriptor and never changes directory."""
+class Workspace(aleph.ConfinedRoot):
+    """The confinement root with the paths nothing may write. Thread-safe, like its base."""
 
     def __init__(
         self,
@@ -93,10 +34,7 @@ class Workspace:
         protected: Iterable[str | os.PathLike[str]] = (),
         patterns: Iterable[str] = aleph.ProtectedPaths.HOST_EXECUTED,
     ) -> None:
-        # The root comes from the operator's configuration, not from a model: resolving it once is fine.
-        self.root = Path(root).resolve()
-        self._root_parts = self.root.parts
-        self._fd = os.open(self.root, _DIR)
+        super().__init__(root)
         rules: set[tuple[str, ...]] = set()
         for path in protected:
             parts = Path(path).resolve().parts
@@ -108,156 +46,7 @@ class Workspace:
         self.journal: TempJournal | None = None
         """Where writes note their temporary files (set by the plugin); None writes without notes."""
 
-    def close(self) -> None:
-        """Close the root descriptor."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    # -- parsing -----------------------------------------------------------------------------
-
-    def split(self, path: str) -> list[str]:
-        """Check ``path`` and return its components relative to the root (``..`` kept for the walk)."""
-        if not isinstance(path, str) or not path.strip():
-            raise PathError("invalid", "path is empty")
-        if "\x00" in path:
-            raise PathError("invalid", "path contains a NUL byte")
-        if len(path.encode("utf-8", "surrogateescape")) > MAX_PATH_BYTES:
-            raise PathError("invalid", f"path is longer than {MAX_PATH_BYTES} bytes")
-        if path.startswith("/"):
-            parts = PurePosixPath(os.path.normpath(path)).parts
-            if parts[: len(self._root_parts)] != self._root_parts:
-                raise PathError("denied", f"{path!r} is outside the workspace {self.root}")
-            names = list(parts[len(self._root_parts) :])
-        else:
-            names = path.split("/")
-        out = []
-        depth = 0
-        for name in names:
-            if name in ("", "."):
-                continue
-            depth += -1 if name == ".." else 1
-            if depth < 0:
-                raise PathError("denied", f"{path!r} escapes the workspace through '..'")
-            if len(name.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
-                raise PathError("invalid", f"path component {name[:40]!r}... is longer than {MAX_NAME_BYTES} bytes")
-            out.append(name)
-        return out
-
-    # -- walking -----------------------------------------------------------------------------
-
-    def resolve(self, path: str, *, follow_last: bool = True, create_dirs: bool = False) -> Target:
-        """Walk ``path`` beneath the root and return its parent descriptor and final name.
-
-        The final component need not exist. With ``follow_last`` a final symlink is resolved (inside
-        the workspace only); without it the link itself is the target (for delete and move).
-        ``create_dirs`` makes missing intermediate directories.
-        """
-        pending = deque(self.split(path))
-        stack = [os.dup(self._fd)]
-        names: list[str] = []
-        links = 0
-        try:
-            while pending:
-                name = pending.popleft()
-                if name == "..":
-                    if len(stack) == 1:
-                        raise PathError("denied", f"{path!r} escapes the workspace through '..'")
-                    os.close(stack.pop())
-                    names.pop()
-                    continue
-                last = not pending
-                try:
-                    st = os.stat(name, dir_fd=stack[-1], follow_symlinks=False)
-                except FileNotFoundError:
-                    if last:
-                        return self._target(stack, names, name)
-                    if not create_dirs:
-                        raise PathError("missing", f"directory {'/'.join([*names, name])!r} does not exist") from None
-                    try:
-                        os.mkdir(name, 0o777, dir_fd=stack[-1])
-                    except FileExistsError:
-                        pass
-                    st = os.stat(name, dir_fd=stack[-1], follow_symlinks=False)
-                if stat.S_ISLNK(st.st_mode) and (follow_last or not last):
-                    links += 1
-                    if links > MAX_SYMLINKS:
-                        raise PathError("denied", f"{path!r}: too many levels of symbolic links")
-                    target = os.readlink(name, dir_fd=stack[-1])
-                    if target.startswith("/"):
-                        try:
-                            spliced = self.split(target)
-                        except PathError:
-                            raise PathError(
-                                "denied", f"{'/'.join([*names, name])!r} is a symlink that points outside the workspace"
-                            ) from None
-                        while len(stack) > 1:
-                            os.close(stack.pop())
-                        names.clear()
-                    else:
-                        spliced = [p for p in target.split("/") if p not in ("", ".")]
-                    pending.extendleft(reversed(spliced))
-                    continue
-                if last:
-                    return self._target(stack, names, name)
-                if not stat.S_ISDIR(st.st_mode):
-                    raise PathError("type", f"{'/'.join([*names, name])!r} is not a directory")
-                try:
-                    fd = os.open(name, _DIR, dir_fd=stack[-1])
-                except OSError as exc:
-                    # Swapped for a symlink or a non-directory since the stat: refuse, never follow.
-                    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
-                        raise PathError("denied", f"{'/'.join([*names, name])!r} changed during the call") from None
-                    raise
-                stack.append(fd)
-                names.append(name)
-            # The path ended on ".." or on a symlink to a directory: the target is the directory on top.
-            if len(stack) == 1:
-                return Target(stack.pop(), ".", ".")
-            os.close(stack.pop())
-            leaf = names.pop()
-            return self._target(stack, names, leaf)
-        finally:
-            for fd in stack:
-                os.close(fd)
-
-    @staticmethod
-    def _target(stack: list[int], names: list[str], name: str) -> Target:
-        fd = stack.pop()
-        return Target(fd, name, "/".join([*names, name]))
-
-    def canonical(self, path: str) -> str:
-        """The canonical relative path of ``path``, even when directories along it do not exist yet.
-
-        The existing part is walked (symlinks resolved and confined); the missing tail cannot
-        contain links, so it is appended as written.
-        """
-        try:
-            with self.resolve(path, follow_last=False) as target:
-                return target.rel
-        except PathError as exc:
-            if exc.kind != "missing":
-                raise
-        parts = self.split(path)
-        for cut in range(len(parts) - 1, 0, -1):
-            try:
-                with self.resolve("/".join(parts[:cut])) as target:
-                    head = [] if target.rel == "." else target.rel.split("/")
-            except PathError as exc:
-                if exc.kind != "missing":
-                    raise
-                continue
-            for name in parts[cut:]:
-                if name == "..":
-                    if not head:
-                        raise PathError("denied", f"{path!r} escapes the workspace through '..'")
-                    head.pop()
-                else:
-                    head.append(name)
-            return "/".join(head) or "."
-        return "/".join(p for p in parts if p != "..")
-
-    # -- checks and opening ------------------------------------------------------------------
+    # -- checks ------------------------------------------------------------------------------
 
     def is_protected(self, rel: str) -> bool:
         """Whether writing ``rel`` would touch a protected path (it is one, or lies inside or above one)."""
@@ -271,8 +60,8 @@ class Workspace:
             return False
         # What is above a protected pattern holds it (deleting or moving `.git` moves its config);
         # a file at a pattern's leading component (a `.git` gitdir pointer) redirects it.
-        return self.patterns.hit(rel_path, non_dir=True) is not None
-        return False
+        # And what the repository's git config points git at (an include, a hooks directory, a script), as of now.
+        return self.patterns.with_git_names(self.root).hit(rel_path, non_dir=True) is not None
 
     def check_writable(self, target: Target, original: str) -> None:
         """Refuse writes to the workspace root and to protected paths."""
@@ -284,57 +73,3 @@ class Workspace:
                 f"{original!r} is a protected path (Aleph's own configuration, policy, ledger or keys, "
                 "or .git/hooks and .git/config); it can only be changed through the gated config tool",
             )
-
-    @contextmanager
-    def open_regular(self, path: str, flags: int = os.O_RDONLY) -> Iterator[tuple[int, Target]]:
-        """Open an existing regular file (never a FIFO, device, socket or directory); yields (fd, target)."""
-        with self.resolve(path) as target:
-            if target.name == ".":
-                raise PathError("type", f"{path!r} is a directory, not a file")
-            try:
-                fd = os.open(target.name, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=target.parent_fd)
-            except FileNotFoundError:
-                raise PathError("missing", f"file {path!r} does not exist") from None
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    raise PathError("denied", f"{path!r} changed into a symlink during the call") from None
-                if exc.errno == errno.EISDIR:
-                    raise PathError("type", f"{path!r} is a directory, not a file") from None
-                raise
-            try:
-                mode = os.fstat(fd).st_mode
-                if not stat.S_ISREG(mode):
-                    raise PathError("type", f"{path!r} is {_kind(mode)}, not a regular file")
-                os.set_blocking(fd, True)
-                yield fd, target
-            finally:
-                os.close(fd)
-
-    @contextmanager
-    def open_dir(self, path: str) -> Iterator[tuple[int, str]]:
-        """Open an existing directory; yields (fd, canonical relative path)."""
-        with self.resolve(path) as target:
-            try:
-                fd = os.open(target.name, _DIR, dir_fd=target.parent_fd)
-            except FileNotFoundError:
-                raise PathError("missing", f"directory {path!r} does not exist") from None
-            except OSError as exc:
-                if exc.errno in (errno.ENOTDIR, errno.ELOOP):
-                    raise PathError("type", f"{path!r} is not a directory") from None
-                raise
-            try:
-                yield fd, target.rel
-            finally:
-                os.close(fd)
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device file"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
