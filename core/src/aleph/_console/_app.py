@@ -27,6 +27,7 @@ from aleph._console._ledger_view import LedgerFilters, ledger_page, read_ledger
 from aleph._console._pages import Card, asks_digest, explain_page, inbox_page
 from aleph._console._preview import preview_for
 from aleph._console._rules import active_rules
+from aleph._turn import TurnContext
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -42,7 +43,7 @@ MAX_ROWS = 500
 """Ledger rows one page shows (newest first)."""
 MAX_FORM_BYTES = 16 * 1024
 """Largest form body (and explain field) the console reads."""
-EXPLAIN_FIELDS = ("tool", "agent", "channel", "input", "request")
+EXPLAIN_FIELDS = ("tool", "agent", "channel", "session", "input", "request")
 
 
 def _loopback(host: str) -> bool:
@@ -189,8 +190,10 @@ class Console:
         layer = None
         try:
             request_layer = _json_object(form["request"], "the request layer") if form["request"] else None
+            # A live session's key: its data-flow state (what it read from untrusted sources) judges sinks too.
+            turn = TurnContext(session_key=form["session"]) if form.get("session") else None
             service = self.rt.tool_service(
-                agent=agent, channel=channel, discovery=False, channel_permissions=request_layer
+                agent=agent, channel=channel, discovery=False, channel_permissions=request_layer, turn=turn
             )
             if request_layer is not None:  # its own layer (left out of the policy when it changes nothing)
                 layer = next((x for x in service.policy.layers if x.name.startswith("request")), None)

@@ -193,6 +193,7 @@ def explain_page(
         f'<label>tool <input name=tool value="{esc(form.get("tool", ""))}"></label> '
         f'<label>agent <input name=agent value="{esc(form.get("agent", ""))}"></label> '
         f'<label>channel <input name=channel value="{esc(form.get("channel", ""))}"></label> '
+        f'<label>session <input name=session value="{esc(form.get("session", ""))}"></label> '
         f'<label>input (JSON) <input name=input size=40 value="{esc(form.get("input", "{}"))}"></label> '
         f'<label>request layer (JSON, optional) <input name=request size=30 value="{esc(form.get("request", ""))}">'
         "</label> <button>Explain</button>"
