@@ -60,3 +60,17 @@ def test_workspace_injection_tasks_6_to_13_have_written_ground_truth() -> None:
         assert list(task.ground_truth(env)) == []  # still empty upstream: else use theirs
         calls = ground_truth("workspace", task, env)
         assert any(c.function == "send_email" for c in calls)
+
+
+@pytest.mark.anyio
+async def test_named_roles_let_slack_invite_from_the_page_the_user_names_and_stop_every_attack(
+    tmp_path: Path,
+) -> None:
+    users = ["user_task_2", "user_task_16", "user_task_17"]
+    result = await replay.run_suite("slack", "rules", user_ids=users, root=tmp_path / "rules")
+    # 2 and 17 say "You can find her e-mail on her website: www.dora-website.com"; 16 names the site
+    # but asks for no value from it, so its invitation still asks.
+    assert result.failed_users == ["user_task_16: invite_user_to_slack"]
+    assert result.gateable > 0 and result.succeeded_pairs == []
+    without = await replay.run_suite("slack", "no_roles", user_ids=users, root=tmp_path / "no_roles")
+    assert [f.split(":")[0] for f in without.failed_users] == users
