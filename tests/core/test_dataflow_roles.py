@@ -170,3 +170,11 @@ async def test_explain_shows_the_flow_decision_as_execute_makes_it(workspace: Pa
             await svc.execute("invite_user", {"user": "Fred", "user_email": "fred@attacker.example.net"})
         assert after.reason in asked(svc)[0]
         assert DONE == []
+
+
+def test_a_hex_id_holds_no_account_or_phone_number() -> None:
+    from aleph._flow._values import candidate_values
+
+    # A UUID's digit groups ("4264-9878") once read as a phone number: every reply by id then asked.
+    assert list(candidate_values("team 3606c5c9-22dc-4264-9878-664b92a8ce18")) == []
+    assert list(candidate_values("call +1 555-123-4567 today")) == [("number", "15551234567")]

@@ -41,7 +41,8 @@ _EMAIL = r"[a-z0-9._%+-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]{2,}"
 # Compact (any case), or in groups of four that are upper case or digits (so a following word is not eaten).
 _IBAN = r"\b[a-z]{2}\d{2}(?:[a-z0-9]{11,30}|(?-i:(?:[ -]?[A-Z0-9]{4}){2,7}(?:[ -]?[A-Z0-9]{1,3})?))\b"
 _DATE = r"\b\d{4}-\d{2}-\d{2}(?:[ t]\d{2}:\d{2}(?::\d{2})?)?\b"  # matched first so it is not a number
-_NUMBER = r"(?<![\w.])\+?\(?\d(?:[ ()./-]{0,2}\d){7,}(?![\w])"
+# Not inside a hex id (a UUID's "4264-9878" groups, a hash): no word character or dash on either side.
+_NUMBER = r"(?<![\w.-])\+?\(?\d(?:[ ()./-]{0,2}\d){7,}(?![\w-])"
 _TLDS = "com|org|net|io|dev|app|ai|co|info|biz|me|xyz|ru|cn|uk|de|fr|ch|nl|eu|us|online|site|top"
 _HOST = rf"\b(?:[a-z0-9](?:[a-z0-9-]{{0,62}}[a-z0-9])?\.)+(?:{_TLDS})\b"
 _EXTENSIONS = "txt|pdf|docx?|xlsx?|csv|md|json|ya?ml|pptx?|sh|py|js|zip|tar|gz|exe|html?"
