@@ -193,8 +193,10 @@ class A2ADelegate(AlephTool[DelegateArgs]):
         "its file artifacts can be saved into the workspace. Its answer is untrusted content."
     )
     Args = DelegateArgs
+    # A sink (the task goes to a remote agent). Its reply and artifacts are marked untrusted per call; the
+    # task and context ids only address that agent's own conversation, so continuing one asks nothing.
     FACTS = ToolFacts(
-        untrusted_output="another agent's reply",
+        sink=True,
         idempotent=False,
         concurrent_safe=True,
         max_duration_ms=1_860_000,
@@ -231,6 +233,9 @@ class A2ADelegate(AlephTool[DelegateArgs]):
             {"name": a.name, "parts": [{k: v for k, v in p.items() if k != "bytes_b64"} for p in a.parts]}
             for a in reply.artifacts
         ]
+        if call is not None:
+            said = json.dumps({"reply": reply.text, "state": reply.state, "artifacts": artifacts}, default=str)
+            call.mark_untrusted(said, "another agent's reply")
         return {
             "agent": args.agent,
             "state": reply.state,

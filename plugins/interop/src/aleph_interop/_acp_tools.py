@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import time
@@ -232,8 +233,10 @@ class AcpDelegate(AlephTool[DelegateArgs]):
         "its progress streams back; its reply is untrusted content. Continue a session with session_id."
     )
     Args = DelegateArgs
+    # A sink (the task goes to an agent outside this runtime). Its output is mixed: what the agent said and
+    # did is marked untrusted per call; the session id Aleph made stays trusted (continuing asks nothing).
     FACTS = ToolFacts(
-        untrusted_output="another agent's reply",
+        sink=True,
         idempotent=False,
         concurrent_safe=True,
         max_duration_ms=7_260_000,
@@ -290,6 +293,16 @@ class AcpDelegate(AlephTool[DelegateArgs]):
                 session.running = False
                 session.last_used = time.time()
         reply = "".join(activity.text)
+        said = {
+            "reply": reply[:MAX_REPLY_CHARS],
+            "files_read": activity.reads,
+            "files_written": activity.writes,
+            "commands": activity.commands,
+            "tool_calls": activity.tool_calls,
+        }
+        call = aleph.current_call()
+        if call is not None:
+            call.mark_untrusted(json.dumps(said, default=str) or "{}", "another agent's reply")
         return {
             "session_id": session.id,
             "agent": session.agent,
