@@ -42,6 +42,8 @@ class DataFlow:
 
     policy: FlowPolicy = field(default_factory=lambda: FlowPolicy(FlowConfig()))
     tracker: FlowTracker = field(default_factory=FlowTracker)
+    _composite: dict[int, tuple[object, bool]] = field(default_factory=dict)
+    """id(tool) → (the tool, whether it lists sub-calls): a missing attribute is slow to look up per call."""
 
     @classmethod
     def from_config(cls, config: FlowConfig) -> DataFlow:
@@ -54,11 +56,17 @@ class DataFlow:
         A composite tool (one with ``sub_calls``, such as a browser batch) is judged by the steps it
         would take that are sinks themselves (its ``type`` step as ``browser_type``).
         """
-        return (
-            entry.facts.sink
-            or (bool(self.policy.sinks) and self.policy.sinks.matches(entry.name, entry.source))
-            or callable(getattr(entry.tool, "sub_calls", None))
-        )
+        if entry.facts.sink or (bool(self.policy.sinks) and self.policy.sinks.matches(entry.name, entry.source)):
+            return True
+        tool = entry.tool
+        hit = self._composite.get(id(tool))
+        if hit is not None and hit[0] is tool:
+            return hit[1]
+        composite = callable(getattr(tool, "sub_calls", None))
+        if len(self._composite) >= 4096:
+            self._composite.clear()
+        self._composite[id(tool)] = (tool, composite)
+        return composite
 
     def is_plain_sink(self, entry: RegisteredTool) -> bool:
         """Whether ``entry`` itself is a sink (its facts or ``[flow] sinks``)."""
