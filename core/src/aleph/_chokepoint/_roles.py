@@ -9,7 +9,7 @@ service in the import graph: the service imports them, never the other way round
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -115,6 +115,7 @@ class RunningService(Protocol):
         refs: Mapping[str, str] | None = None,
         *,
         durable: bool = False,
+        on_row: Callable[[int], None] | None = None,
     ) -> str | None: ...
 
     async def _run(
