@@ -275,7 +275,11 @@ class LedgerConfig(_Section):
     directory: str | None = None
     """Where chains and keys live; default ``<data_dir>/ledger``."""
     checkpoint_every: int = Field(default=100, ge=1, le=1_000_000)
-    """Write a signed checkpoint every N rows."""
+    """Seal (sign a checkpoint of the chain's head) at least every N rows; more often when calls are few."""
+    sync: Literal["write", "fsync"] = "write"
+    """When a mutating call is answered: once its row is written (``write``: survives the process being
+    killed, ``kill -9`` included) or once it is fsync'd (``fsync``: survives a power cut too, at the cost
+    of a disk flush per call or group of concurrent calls)."""
     on_failure: Literal["refuse", "continue"] = "refuse"
     """While the ledger cannot record (disk full, permissions): ``refuse`` mutating calls or ``continue`` unrecorded."""
 

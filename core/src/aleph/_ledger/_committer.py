@@ -1,0 +1,114 @@
+"""The ledger's committer thread: it makes written rows durable on disk and seals them with a signature.
+
+Rows reach the chain file on the caller's thread (:mod:`aleph._ledger._chainwriter`); this thread, woken
+when a chain has new rows, waits up to :data:`SEAL_INTERVAL` for more (no wait when a caller waits for
+its fsync, or :attr:`~aleph._ledger._writer.Ledger.checkpoint_every` rows are unsealed), then per chain:
+``fsync`` (which also wakes the callers waiting for it), and one Ed25519 signature over the chain's head
+as a checkpoint appended beside the chain (``<agent>.ckpt.jsonl``, itself fsync'd after the rows). Since
+every row hash covers the rows before it, that one signature vouches for every row up to the head.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import threading
+
+from aleph._errors import AlephError
+from aleph._ledger._chainwriter import ChainWriter, _Chain, _checkpoint_seq
+from aleph._ledger._durability import describe_os_error
+from aleph._ledger._format import signed_checkpoint
+
+__all__ = ["SEAL_INTERVAL", "Committer"]
+
+logger = logging.getLogger("aleph.ledger")
+
+SEAL_INTERVAL = 0.02
+"""Seconds the committer gathers rows before it fsyncs and seals them (unless a caller waits on the fsync)."""
+
+
+class Committer(ChainWriter):
+    """The committer half of :class:`~aleph._ledger._writer.Ledger` (a mixin, like :class:`ChainWriter`)."""
+
+    _stopping: bool
+    _commit_lock: threading.Lock
+
+    def _run_committer(self) -> None:
+        while True:
+            self._wake.wait()
+            if not self._stopping:
+                self._urgent.wait(SEAL_INTERVAL)
+            self.commit()
+            if self._stopping:
+                return
+
+    def commit(self) -> None:
+        """Fsync and seal every chain with rows written since the last commit (any thread; serialised)."""
+        with self._commit_lock:
+            with self._lock:
+                dirty, self._dirty = self._dirty, set()
+                self._wake.clear()
+                self._urgent.clear()
+                # Closed after this pass only if retired before it: one retired meanwhile is in the next pass.
+                retired = [chain for chain in dirty if chain.retired]
+            for chain in dirty:
+                try:
+                    self._commit_chain(chain)
+                except Exception:  # the committer must outlive any single chain's failure
+                    logger.exception("ledger: committing the chain of agent %r failed", chain.agent_id)
+            for chain in retired:
+                with contextlib.suppress(OSError):
+                    os.close(chain.fd)
+
+    def _commit_chain(self, chain: _Chain) -> None:
+        with self._lock:
+            seq, head, fp = chain.seq, chain.head, chain.signer_fp
+            waiting, chain.waiting = chain.waiting, []
+            signer = chain.signer if chain.signer is not None and chain.signer.fingerprint == fp else None
+            due = head is not None and fp is not None and seq > chain.sealed_seq
+        error = None
+        try:
+            os.fsync(chain.fd)  # every row written so far, those of the callers in `waiting` included
+        except OSError as exc:
+            error = describe_os_error(exc, chain.path)
+            self._fail(0, error)
+        for ack in waiting:
+            ack.settle(error)
+        if error is not None or not due:
+            self._check_keys(chain)
+            return
+        assert head is not None and fp is not None
+        try:
+            if signer is None:
+                signer = self.keystore.signer_for(chain.agent_id, fp)
+            line = json.dumps(signed_checkpoint(signer, seq, head)).encode() + b"\n"
+            fd = os.open(chain.ckpt_path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # checkpoints of several processes go in in seq order
+                if seq > _checkpoint_seq(chain.ckpt_path):
+                    os.write(fd, line)
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        except (OSError, AlephError) as exc:
+            logger.error("ledger: seal of agent %r at seq %d not written: %s", chain.agent_id, seq, exc)
+            return
+        with self._lock:
+            chain.sealed_seq = max(chain.sealed_seq, seq)
+        self._check_keys(chain)
+
+    def _check_keys(self, chain: _Chain) -> None:
+        """Notice a key rotated or revoked by another process (off the callers' path): re-read before the next row."""
+        if chain.retired or chain.broken:
+            return
+        try:
+            active = self.keystore.active_fingerprint(chain.agent_id)
+            revoked = self.keystore.is_revoked(chain.agent_id)
+        except (OSError, AlephError):
+            active, revoked = None, not chain.revoked
+        with self._lock:
+            if chain.signer is None or active != chain.signer.fingerprint or revoked != chain.revoked:
+                chain.refresh = True
