@@ -396,11 +396,16 @@ class ChainWriter:
         (and stores in ``chain.broken``) why the chain cannot be appended to, or None.
         """
         size = os.fstat(chain.fd).st_size
-        base: tuple[int, bytes | None, str | None] | None
+        base: tuple[int, bytes | None, str | None] | None = None
         if 0 < chain.size <= size:
+            # Rows other processes appended since our last one. Anything short of a clean continuation of our
+            # head (a cut below it, a row that does not chain on it) is read again from the last signature.
             start, base = chain.size, (chain.seq, chain.head, chain.signer_fp)
             lines = self._complete_lines(chain, start, size)
-        else:
+            kept, head, why = self._check_tail(chain, lines, base)
+            if kept < len(lines):
+                base = None
+        if base is None:
             start, lines, base = self._from_last_signature(chain, size)
             if base is None:
                 if lines:
@@ -408,7 +413,7 @@ class ChainWriter:
                     return chain.broken
                 base = (0, None, None)
             chain.sealed_seq = base[0]
-        kept, head, why = self._check_tail(chain, lines, base)
+            kept, head, why = self._check_tail(chain, lines, base)
         end = start + sum(len(line) + 1 for line in lines[:kept])
         if end != size:
             os.ftruncate(chain.fd, end)
