@@ -209,10 +209,9 @@ class ChainWriter:
             self._wake.set()
         self._dirty.add(chain)
         if ack is not None:
-            ack.seq = chain.seq
             chain.waiting.append(ack)
             self._urgent.set()
-        elif chain.seq - chain.sealed_seq >= self.checkpoint_every:
+        elif chain.seq - chain.sealed_seq >= self.checkpoint_every and not self._urgent.is_set():
             self._urgent.set()
         return None
 

@@ -92,6 +92,15 @@ def ledger_directory(config: AlephConfig) -> Path:
 _OPEN_LEDGERS: weakref.WeakSet[Ledger] = weakref.WeakSet()
 
 
+class _Seq:
+    """Where :meth:`Ledger._write` leaves the seq of a row whose caller wants it but waits for no fsync."""
+
+    __slots__ = ("seq",)
+
+    def __init__(self) -> None:
+        self.seq: int | None = None
+
+
 @atexit.register
 def _close_open_ledgers() -> None:
     # A program that never closed its ledger still gets its rows fsync'd and sealed at exit.
@@ -155,8 +164,11 @@ class Ledger(Committer):
 
     # ---- caller side -------------------------------------------------------------------------
 
-    def _write(self, agent_id: str, record: LedgerRecord | None, ack: Ack | None = None) -> str | None:
-        """Write a row (and the identity rows due) on this thread; None once written, else why not."""
+    def _write(self, agent_id: str, record: LedgerRecord | None, ack: Ack | _Seq | None = None) -> str | None:
+        """Write a row (and the identity rows due) on this thread; None once written, else why not.
+
+        ``ack`` gets the row's seq; an :class:`Ack` also waits in the chain for the committer's fsync.
+        """
         with self._lock:
             if self._closed:
                 return self._lose(0 if record is None else 1, "the ledger is closed")
@@ -165,7 +177,10 @@ class Ledger(Committer):
                 self._thread.start()
                 _OPEN_LEDGERS.add(self)
             try:
-                return self._write_locked(agent_id, record, ack)
+                error = self._write_locked(agent_id, record, ack if isinstance(ack, Ack) else None)
+                if error is None and ack is not None:
+                    ack.seq = self._chains[agent_id].seq
+                return error
             except Exception as exc:  # never raise into the call being recorded
                 logger.exception("ledger: unexpected failure writing the chain of agent %r", agent_id)
                 return self._lose(0 if record is None else 1, f"unexpected {type(exc).__name__}: {exc}")
@@ -179,22 +194,19 @@ class Ledger(Committer):
         be stored (the chokepoint answers a mutating call only after this); ``on_row`` is then called
         with the row's seq in its chain. Without, a row that cannot be stored is only counted lost.
         """
-        ack = Ack() if durable and self.sync == "fsync" else None
+        # An ack carries the row's seq back; it waits for the fsync only under sync = "fsync".
+        ack: Ack | _Seq | None = _Seq() if durable and on_row is not None else None
+        if durable and self.sync == "fsync":
+            ack = Ack()
         agent_id = getattr(record, "agent_id", "")  # a wrongly typed record is counted lost by _write
         error = self._write(agent_id, record, ack)
         if not durable:
             return None
-        if error is None and ack is not None:
+        if error is None and isinstance(ack, Ack):
             error = await ack.wait()
-        if error is None and on_row is not None:
-            seq = ack.seq if ack is not None else self._seq_of(agent_id)
-            if seq is not None:
-                on_row(seq)
+        if error is None and on_row is not None and ack is not None and ack.seq is not None:
+            on_row(ack.seq)
         return error
-
-    def _seq_of(self, agent_id: str) -> int | None:
-        chain = self._chains.get(agent_id)
-        return None if chain is None else chain.seq
 
     async def append_later(
         self,
