@@ -203,9 +203,21 @@ class VerifyReport:
         return asdict(self)
 
 
+_LP_CACHE: dict[str, bytes] = {}
+# Names, fingerprints and principals repeat from row to row: their encoding is kept (short ones, boundedly).
+_LP_CACHED_LENGTH = 64
+_LP_CACHE_SIZE = 4096
+
+
 def _lp(value: str) -> bytes:
+    cached = _LP_CACHE.get(value)
+    if cached is not None:
+        return cached
     data = value.encode("utf-8", "surrogatepass")
-    return _U32.pack(len(data)) + data
+    out = _U32.pack(len(data)) + data
+    if len(value) <= _LP_CACHED_LENGTH and len(_LP_CACHE) < _LP_CACHE_SIZE:
+        _LP_CACHE[value] = out
+    return out
 
 
 def _opt(value: str | None) -> bytes:
