@@ -138,7 +138,7 @@ def main() -> None:
     )
     print(
         f"ledger append, caller-side only  p50 {percentile(samples, 0.5):6.2f} µs  "
-        f"p99 {percentile(samples, 0.99):8.2f} µs  (the await itself; waits only when the queue is full)"
+        f"p99 {percentile(samples, 0.99):8.2f} µs  (the await: the row written on the caller's thread)"
     )
     print(f"verify                           {report.rows / verify_s:8.0f} rows/s  ({report.rows} rows)")
     print(f"\nmutating call (file_write through the chokepoint), {SESSION_CALLS} calls per session, per call")
