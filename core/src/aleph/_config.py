@@ -274,7 +274,7 @@ class LedgerConfig(_Section):
     """Record refusals, approvals and mutating calls."""
     directory: str | None = None
     """Where chains and keys live; default ``<data_dir>/ledger``."""
-    checkpoint_every: int = Field(default=100, ge=1, le=1_000_000)
+    checkpoint_every: int = Field(default=1000, ge=1, le=1_000_000)
     """Seal (sign a checkpoint of the chain's head) at least every N rows; more often when calls are few."""
     sync: Literal["write", "fsync"] = "write"
     """When a mutating call is answered: once its row is written (``write``: survives the process being

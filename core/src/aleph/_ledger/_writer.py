@@ -125,7 +125,7 @@ class Ledger(Committer):
         self,
         directory: Path,
         *,
-        checkpoint_every: int = 100,
+        checkpoint_every: int = 1000,
         keystore: Keystore | None = None,
         on_failure: Literal["refuse", "continue"] = "refuse",
         sync: LedgerSync = "write",
