@@ -65,6 +65,8 @@ class _Chain:
     revoked: bool = False
     sealed_seq: int = 0
     """The newest seq a signature (a row's or a checkpoint's) vouches for, as far as this process knows."""
+    sealed_at: float = 0.0
+    """When this process last sealed the chain (``time.monotonic()``)."""
     broken: str | None = None
     signer: Signer | None = None
     """The agent's active signer, cached: the key state is read again only when :attr:`refresh` is set."""

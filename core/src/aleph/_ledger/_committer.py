@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import threading
+import time
 
 from aleph._errors import AlephError
 from aleph._ledger._chainwriter import ChainWriter, _Chain, _checkpoint_seq
@@ -41,12 +42,17 @@ class Committer(ChainWriter):
             self._wake.wait()
             if not self._stopping:
                 self._urgent.wait(SEAL_INTERVAL)
-            self.commit()
+            self.commit(seal=self._stopping)
             if self._stopping:
                 return
 
-    def commit(self) -> None:
-        """Fsync and seal every chain with rows written since the last commit (any thread; serialised)."""
+    def commit(self, *, seal: bool = True) -> None:
+        """Fsync every chain with rows written since the last commit, and seal it (any thread; serialised).
+
+        Without ``seal`` (the committer's own passes), a chain sealed less than :data:`SEAL_INTERVAL` ago
+        with fewer than ``checkpoint_every`` rows waiting is only fsync'd (for callers waiting on that, under
+        ``sync = "fsync"``) and sealed on a later pass: one signature per interval, however many fsyncs.
+        """
         with self._commit_lock:
             with self._lock:
                 dirty, self._dirty = self._dirty, set()
@@ -56,19 +62,27 @@ class Committer(ChainWriter):
                 retired = [chain for chain in dirty if chain.retired]
             for chain in dirty:
                 try:
-                    self._commit_chain(chain)
+                    self._commit_chain(chain, seal)
                 except Exception:  # the committer must outlive any single chain's failure
                     logger.exception("ledger: committing the chain of agent %r failed", chain.agent_id)
             for chain in retired:
                 with contextlib.suppress(OSError):
                     os.close(chain.fd)
 
-    def _commit_chain(self, chain: _Chain) -> None:
+    def _commit_chain(self, chain: _Chain, seal: bool) -> None:
         with self._lock:
             seq, head, fp = chain.seq, chain.head, chain.signer_fp
             waiting, chain.waiting = chain.waiting, []
             signer = chain.signer if chain.signer is not None and chain.signer.fingerprint == fp else None
             due = head is not None and fp is not None and seq > chain.sealed_seq
+            if due and not seal and not chain.retired:
+                seal = seq - chain.sealed_seq >= self.checkpoint_every
+                seal = seal or time.monotonic() - chain.sealed_at >= SEAL_INTERVAL
+                if not seal:  # later: this chain comes back on the next pass
+                    if not self._dirty:
+                        self._wake.set()
+                    self._dirty.add(chain)
+                    due = False
         error = None
         try:
             os.fsync(chain.fd)  # every row written so far, those of the callers in `waiting` included
@@ -78,8 +92,7 @@ class Committer(ChainWriter):
         for ack in waiting:
             ack.settle(error)
         if error is not None or not due:
-            self._check_keys(chain)
-            return
+            return  # the key state is looked at after each seal: at most once per interval
         assert head is not None and fp is not None
         try:
             if signer is None:
@@ -98,6 +111,7 @@ class Committer(ChainWriter):
             return
         with self._lock:
             chain.sealed_seq = max(chain.sealed_seq, seq)
+            chain.sealed_at = time.monotonic()
         self._check_keys(chain)
 
     def _check_keys(self, chain: _Chain) -> None:
