@@ -790,3 +790,27 @@ def test_backpressure_keeps_every_row_across_event_loops(tmp_path: Path) -> None
     assert 0 == ledger.lost_appends
     assert list(range(1, 6002)) == [r.seq for r in ledger.rows("main")]
     assert ledger.verify("main").ok
+
+
+@pytest.mark.anyio
+async def test_a_row_appended_behind_a_running_ledger_without_its_mark_is_cut_before_the_next_row(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    ledger = Ledger(tmp_path)
+    ledger._run_committer = lambda: None  # type: ignore[method-assign]  # nothing sealed: the forgery would be
+    for i in range(2):
+        await ledger.append(record(i))
+    path = chain_file(ledger)
+    rows = read_rows(path)
+    forged = dict(rows[-1], seq=4, detail="file_write: path=backdoor.sh", prev_hash=rows[-1]["hash"])
+    forged["hash"] = rehash(forged)
+    del forged["mark"]
+    with path.open("a") as fh:  # another "process" appends a well-chained row it could not mark
+        fh.write(json.dumps(forged) + "\n")
+    await ledger.append(record(7))
+    ledger.flush_sync()
+    assert "never acknowledged" in caplog.text
+    assert ["f0.txt", "f1.txt", "f7.txt"] == [r.detail.split("=")[1] for r in ledger.rows("main")[1:]]
+    report = ledger.verify("main")
+    assert (True, 4, 0) == (report.ok, report.rows, report.unsigned_tail)
+    ledger.close()
