@@ -814,3 +814,17 @@ async def test_a_row_appended_behind_a_running_ledger_without_its_mark_is_cut_be
     report = ledger.verify("main")
     assert (True, 4, 0) == (report.ok, report.rows, report.unsigned_tail)
     ledger.close()
+
+
+@pytest.mark.anyio
+async def test_a_checkpoint_line_torn_by_a_crash_is_cut_before_the_next_seal(tmp_path: Path) -> None:
+    ledger = await filled(tmp_path, 2)
+    ckpt = ledger._chain_paths("main")[1]
+    whole = ckpt.read_bytes()
+    with ckpt.open("ab") as fh:
+        fh.write(whole.splitlines()[-1][:50])  # a seal cut short: no newline
+    await ledger.append(record(9))
+    await ledger.aclose()
+    assert ckpt.read_bytes().startswith(whole)
+    assert [2, 3, 4] == [c["seq"] for c in read_rows(ckpt)]
+    assert (True, 4) == (ledger.verify("main").ok, ledger.verify("main").checkpoint_seq)

@@ -102,7 +102,7 @@ class Committer(ChainWriter):
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)  # checkpoints of several processes go in in seq order
                 if seq > _checkpoint_seq(chain.ckpt_path):
-                    os.write(fd, line)
+                    _append_whole(fd, line)
                     os.fsync(fd)
             finally:
                 os.close(fd)
@@ -126,3 +126,27 @@ class Committer(ChainWriter):
         with self._lock:
             if chain.signer is None or active != chain.signer.fingerprint or revoked != chain.revoked:
                 chain.refresh = True
+
+
+def _append_whole(fd: int, line: bytes) -> None:
+    """Append ``line`` whole or not at all: a short write (a nearly full disk) is cut back, never left torn.
+
+    A torn checkpoint followed by the next one would read as one unreadable line, and verify trusts the
+    newest line; one a killed writer left is cut first.
+    """
+    size = os.fstat(fd).st_size
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        # A line a killed writer left torn: cut it first (reading back from the end to the last newline).
+        start = max(0, size - (1 << 16))
+        tail = os.pread(fd, size - start, start)
+        size = start + tail.rfind(b"\n") + 1 if b"\n" in tail else start
+        os.ftruncate(fd, size)
+        logger.warning("ledger: cut a torn checkpoint line at the end of %d bytes", size)
+    try:
+        written = os.write(fd, line)
+        while written < len(line):
+            written += os.write(fd, line[written:])
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, size)
+        raise
