@@ -90,10 +90,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _zygote_kernel import LayerError, harden_proc, install_filter, keep_capabilities_for_self, libc
 from _zygote_net import NetMaker, send_door
 from _zygote_procs import EXCLUDED, clear_tmp, processes, remove_tmp
+from _zygote_run import MARKER_B, Run
 from _zygote_spawn import CPU, NOFILE, NPROC, RLIMITS, Spawner
 
-MARKER = "ALEPH_SANDBOX_RUN"
-MARKER_B = MARKER.encode()
 MAX_FDS = 6
 MAX_KITS = 4
 MAX_INLINE = 64 * 1024  # a request up to this size comes with the fds, in the same control message
@@ -103,73 +102,6 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
 DYING_POLL_S = 0.005  # how often killed processes are looked for, until they are reaped
 SHUTDOWN_S = 5.0  # the longest the server waits for killed descendants to be reaped before it exits
-
-
-def encode(message: dict[str, object]) -> bytes:
-    return json.dumps(message).encode() + b"\n"
-
-
-class Run:
-    """One command started for the host."""
-
-    def __init__(self, sock: int, fds: list[int], stdin: int, cgroup: int, layer: int = -1) -> None:
-        self.sock = sock  # the run socket's fd (non-blocking: the host makes it so)
-        self.fds = fds  # stdout and stderr
-        self.given = (stdin, cgroup, layer)  # until the start: descriptors that came with the request (-1: none)
-        self.buf = b""
-        self.id = ""
-        self.pid = 0
-        self.tmp = ""
-        self.signalled: set[int] = set()
-        self.strays: set[int] | None = None  # what was left when the command was reaped
-        self.expect = 0  # bytes of a request still to come on the run socket
-
-    def send(self, message: dict[str, object]) -> None:
-        self.write(encode(message))
-
-    def write(self, line: bytes) -> None:
-        data = memoryview(line)
-        try:
-            while data:
-                data = data[os.write(self.sock, data) :]
-        except OSError:
-            pass  # the host is gone or stuck; the run ends when its socket is read as closed
-
-    def members(self) -> set[int]:
-        """Pids of the run's processes in this namespace: its session or group, or its marker."""
-        if not self.pid:
-            return set()
-        needle = f"{MARKER}={self.id}".encode()
-        found = set()
-        for name in processes():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as fh:
-                    fields = fh.read().rsplit(b")", 1)[1].split()
-                if self.pid in (int(fields[2]), int(fields[3])):
-                    found.add(int(name))
-                    continue
-                with open(f"/proc/{name}/environ", "rb") as fh:
-                    if needle in fh.read():
-                        found.add(int(name))
-            except (OSError, IndexError, ValueError):
-                continue
-        return found
-
-    def signal(self, signo: int, others: set[int]) -> int:
-        """Send ``signo`` (0: none) to the run's processes and ``others``; how many of them still exist.
-
-        Signalled ones count until they are reaped.
-        """
-        targets = self.members() | others
-        if signo:
-            for pid in targets:
-                try:
-                    os.kill(pid, signo)
-                except OSError:
-                    pass
-            self.signalled |= targets
-        self.signalled = {pid for pid in self.signalled if os.path.exists(f"/proc/{pid}")}
-        return len(targets | self.signalled)
 
 
 class Zygote(Spawner):
