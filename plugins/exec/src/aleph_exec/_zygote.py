@@ -38,9 +38,14 @@ Protocol (the request as below; on a run socket, JSON objects one per line):
    fds by ``SCM_RIGHTS``, and ``<kit>`` names it; ``+`` says the three come with this message instead.
    ``<flags>`` says which fds come with it after those: ``i``, the read end of the run's stdin (else
    ``/dev/null``); ``c``, the ``cgroup.procs`` of the run's pids cgroup opened for writing (``/sys`` is
-   not mounted in the sandbox), sent only when the server is not already in that cgroup. A request
-   longer than ``MAX_INLINE`` bytes comes as ``go <kit> <flags> <length>``, and its bytes follow on the
-   run socket. A run with no kit to take, or a kit that never came, gets its run socket closed.
+   not mounted in the sandbox), sent only when the server is not already in that cgroup; ``l``, the
+   run's copy-on-write layer (a detached mount) to put the workspace's overlay on. ``p`` (no fd): the
+   run's layer is one offered ahead, named by the next word, ``go <kit> <flags> <layer id>``: the host
+   hands a fresh layer over between runs, in a message ``layer <id>`` carrying it (``SCM_RIGHTS``), and
+   the server mounts its overlay in a mount namespace of its own then, while idle (at most
+   ``MAX_OFFERED`` held). A request longer than ``MAX_INLINE`` bytes comes as ``go <kit> <flags> [<layer
+   id>] <length>``, and its bytes follow on the run socket. A run with no kit to take, or a kit that
+   never came, gets its run socket closed.
 4. The request: NUL-separated fields, as a command line and an environment are NUL-free C strings:
    ``id, cwd, cgroup name ("" for none), CPU soft, CPU hard, NOFILE soft, NOFILE hard, NPROC soft, NPROC
    hard, argc, argv[0..argc), then name, value, name, value, ...`` for the environment. The server adds
@@ -131,12 +136,14 @@ class Zygote(Spawner):
         self.hardening: dict[str, object] = {}  # set by main(): see harden()
         self.base_ns = -1  # our own mount namespace (set by main() when overlays are possible)
         self.prepared: tuple[int, list[tuple[int, str]]] | None = None  # the next overlay run's namespace
+        self.offered: dict[bytes, int | str] = {}  # layers offered ahead: their namespace, or why it failed
         self.layered = False  # a run has used an overlay: keep one namespace ready
         self.held: dict[int, int] = {}  # command pid -> its mount namespace, until it is reaped
         self.closer_sock: socket.socket | None = None
         self.net: NetMaker | None = None  # network proxied: each run's own network namespace (set by serve())
         self.run_net = -1  # the namespace the command being spawned is born in (see Spawner.spawn)
         self.private_tmp = False  # /tmp is the sandbox's own tmpfs (in bubblewrap), not the host's (set by main())
+        self.tmp_clean = False  # /tmp was emptied with no run open, and no run has started since
         # Our own CPU time may pass the soft limit we keep set for the runs.
         signal.signal(signal.SIGXCPU, signal.SIG_IGN)
         self.watch(self.control.fileno(), "control")
@@ -200,6 +207,9 @@ class Zygote(Spawner):
         if msg.startswith(b"kit ") and len(fds) == 3 and len(self.kits) < MAX_KITS:
             self.kits[msg[4:]] = fds  # the host has at most one ready; the bound is for a confused one
             return True
+        if msg.startswith(b"layer ") and len(fds) == 1:
+            self.offer(msg[6:], fds[0])  # its overlay is mounted now, off the run's path
+            return True
         run = None if flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC) else self.take(msg, fds)
         if run is None:
             # Closed (empty message), or unusable: without a run socket there is no one to answer,
@@ -217,9 +227,12 @@ class Zygote(Spawner):
         """The run a ``go`` message starts (step 3 of the protocol); None if it is not one."""
         head, inline, _ = msg.partition(b"\0")
         parts = head.split(b" ")
-        if len(parts) != (3 if inline else 4) or parts[0] != b"go":
+        if len(parts) < 3 or parts[0] != b"go":
             return None
         _, kit_id, flags, *size = parts
+        offered = size.pop(0) if b"p" in flags and size else b""
+        if len(size) != (0 if inline else 1) or (b"p" in flags and not offered):
+            return None
         wanted = (3 if kit_id == b"+" else 0) + (b"i" in flags) + (b"c" in flags) + (b"l" in flags)
         if len(fds) != wanted or (size and not size[0].isdigit()):
             return None
@@ -231,6 +244,7 @@ class Zygote(Spawner):
         cgroup = rest.pop(0) if b"c" in flags else -1
         layer = rest.pop(0) if b"l" in flags else -1
         run = Run(kit[0], kit[1:], stdin, cgroup, layer)
+        run.offered = offered
         if size:
             run.expect = int(size[0])  # the request follows on the run socket
         return run
@@ -291,11 +305,12 @@ class Zygote(Spawner):
             env[MARKER_B] = marker
             run.tmp, self.spare_tmp = self.spare_tmp or self.make_tmp(), ""
             env[b"TMPDIR"] = run.tmp.encode()
-            if self.private_tmp and not self.by_pid:
+            if self.private_tmp and not self.by_pid and not self.tmp_clean:
                 # No other command runs (the host may not have closed the last run yet): this call starts
                 # with an empty /tmp whoever wrote there before. A process an earlier run left running is
                 # killed when the host closes that run; what it writes until then is its own run's.
                 clear_tmp(keep={run.tmp})
+            self.tmp_clean = False
             if cgroup_name and cgroup_name != self.cgroup:
                 # A new process starts in its parent's cgroup: enter the run's (and stay, see step 4).
                 if cgroup < 0:
@@ -306,7 +321,10 @@ class Zygote(Spawner):
             if self.net is not None:
                 # Network proxied: the command is born in a network namespace of its own (see _zygote_net).
                 self.run_net, listener = self.net.take()
-            if layer >= 0:
+            if run.offered:
+                self.layered = True
+                pid = self.layer_spawn(argv, env, cwd, stdio, limits, ns=self.take_offer(run.offered))
+            elif layer >= 0:
                 self.layered = True
                 pid = self.layer_spawn(argv, env, cwd, stdio, limits, layer)
             else:
@@ -428,6 +446,8 @@ class Zygote(Spawner):
                 remove_tmp(run.tmp)
         if self.private_tmp and not self.runs:
             clear_tmp(keep={self.spare_tmp})  # the next call, whoever makes it, starts with an empty /tmp
+            # Nothing runs, and nothing killed is still there to write: the next run need not clear it again.
+            self.tmp_clean = not self.dying
         if not self.spare_tmp:
             try:
                 self.spare_tmp = self.make_tmp()
