@@ -17,6 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 from aleph_exec._config import ExecConfig
+from aleph_exec._offers import fresh_layer
 from aleph_exec._sandbox import WorkspaceSandbox
 
 import aleph
@@ -138,3 +139,20 @@ async def test_consecutive_calls_each_see_the_last_ones_commit(tmp_path: Path) -
             assert out["stdout"].split() == [str(n) for n in range(i + 1)]
     assert (ws / "log.txt").read_text().split() == [str(n) for n in range(6)]
     assert len(claimed) == 6 and all(claimed), claimed  # every call went on a layer mounted ahead
+
+
+def test_only_what_an_overlay_mount_leaves_counts_as_a_fresh_layer(tmp_path: Path) -> None:
+    layer = tmp_path / "layer"
+    (layer / "upper").mkdir(parents=True)
+    assert fresh_layer(layer)  # the zygote is between its two mkdirs: it mounts before it reads the run
+    (layer / "work" / "work").mkdir(parents=True)
+    assert fresh_layer(layer)
+    (layer / "upper" / "x").write_text("x")
+    assert not fresh_layer(layer)  # a write in upper/ is a changeset
+    (layer / "upper" / "x").unlink()
+    (layer / "other").mkdir()
+    assert not fresh_layer(layer)
+    (layer / "other").rmdir()
+    (layer / "work").rename(tmp_path / "w")
+    (layer / "work").symlink_to(tmp_path / "w")
+    assert not fresh_layer(layer)

@@ -27,15 +27,16 @@ _MAX_OFFERED = 4  # the zygote's MAX_OFFERED: Transactions keeps two made ahead
 
 
 def fresh_layer(path: Path) -> bool:
-    """Whether a non-empty layer directory is one whose overlay was mounted ahead, and nothing written since.
+    """Whether a non-empty layer directory is one whose overlay is mounted ahead, and nothing written since.
 
-    It holds exactly an empty ``upper`` directory and a ``work`` directory (no symlinks): the overlay's
-    own, which overlayfs empties again when it mounts.
+    It holds an empty ``upper`` directory and a ``work`` directory (no symlinks), the overlay's own,
+    which overlayfs empties again when it mounts; or only ``upper`` yet, while the zygote mounts it (it
+    finishes before it reads the run that names the layer).
     """
     try:
         with os.scandir(path) as entries:
             kinds = {entry.name: entry.is_dir(follow_symlinks=False) for entry in entries}
-        if kinds != {"upper": True, "work": True}:
+        if kinds not in ({"upper": True}, {"upper": True, "work": True}):
             return False
         with os.scandir(path / "upper") as entries:
             return next(entries, None) is None
