@@ -367,6 +367,7 @@ class _ZygoteRun:
         self._alive: int | None = None
         self.net: RunNetwork | None = None  # its egress proxy registration (network proxied)
         self.door: Callable[[], None] | None = None  # stops the proxy serving the run's own listener
+        self.loop: asyncio.AbstractEventLoop | None = None  # the event loop driving the run (see _apump), if one
 
     def send(self) -> None:
         """Hand the staged run to the zygote (:meth:`_Zygote.stage`); :class:`SandboxError` if it is gone."""
@@ -445,7 +446,7 @@ class _ZygoteRun:
         if self.net is None or self.door is not None or self.net.closed:
             listener.close()
             return
-        self.door = serve_run(listener, self.net)
+        self.door = serve_run(listener, self.net, self.loop)
 
     def poll(self) -> int | None:
         if self.returncode is None:
