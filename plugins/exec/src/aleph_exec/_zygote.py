@@ -59,7 +59,8 @@ Protocol (the request as below; on a run socket, JSON objects one per line):
    stdout and stderr until the command is reaped, so the host sees their end together with the exit
    report. When nothing could be started it answers ``{"error": "<why>"}`` and the run is over.
    Network proxied: the command is born in a network namespace of its own, and ``{"net": 1}`` with its
-   listener (``SCM_RIGHTS``) goes to the host on the run socket before anything else.
+   listener (``SCM_RIGHTS``) goes to the host on the run socket before anything else: as soon as the
+   kit comes when a namespace is ready then (the host finds it there when the run starts), else at the start.
 5. server → host, run socket: ``{"exit": <returncode as in subprocess>, "left": <n>}`` once the command is
    reaped; ``left`` counts the processes of the namespace that no other open run accounts for (what
    this run may have left behind, zombies included). The server is a subreaper, so every process a
@@ -93,7 +94,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _zygote_kernel import LayerError, harden_proc, install_filter, keep_capabilities_for_self, libc
-from _zygote_net import NetMaker, send_door
+from _zygote_net import NetMaker, early_door, send_door
 from _zygote_procs import EXCLUDED, clear_tmp, processes, remove_tmp
 from _zygote_run import MARKER_B, Run
 from _zygote_spawn import CPU, NOFILE, NPROC, RLIMITS, Spawner
@@ -205,7 +206,9 @@ class Zygote(Spawner):
             self.watch(fds[0], "control")
             return True
         if msg.startswith(b"kit ") and len(fds) == 3 and len(self.kits) < MAX_KITS:
-            self.kits[msg[4:]] = fds  # the host has at most one ready; the bound is for a confused one
+            # The host has at most one ready; the bound is for a confused one. Network proxied: paired with
+            # its run's network namespace now, when one is ready, and the door sent with it (see early_door).
+            self.kits[msg[4:]] = fds + early_door(self.net, fds[0])
             return True
         if msg.startswith(b"layer ") and len(fds) == 1:
             self.offer(msg[6:], fds[0])  # its overlay is mounted now, off the run's path
@@ -243,8 +246,8 @@ class Zygote(Spawner):
         stdin = rest.pop(0) if b"i" in flags else -1
         cgroup = rest.pop(0) if b"c" in flags else -1
         layer = rest.pop(0) if b"l" in flags else -1
-        run = Run(kit[0], kit[1:], stdin, cgroup, layer)
-        run.offered = offered
+        run = Run(kit[0], kit[1:3], stdin, cgroup, layer)
+        run.offered, run.net_ns = offered, kit[3] if len(kit) > 3 else -1
         if size:
             run.expect = int(size[0])  # the request follows on the run socket
         return run
@@ -318,7 +321,9 @@ class Zygote(Spawner):
                 os.write(cgroup, b"0")
                 self.cgroup = cgroup_name
             stdio = (self.devnull if stdin < 0 else stdin, stdout, stderr)
-            if self.net is not None:
+            if self.net is not None and run.net_ns >= 0:
+                self.run_net, run.net_ns = run.net_ns, -1  # its door went with its kit
+            elif self.net is not None:
                 # Network proxied: the command is born in a network namespace of its own (see _zygote_net).
                 self.run_net, listener = self.net.take()
             if run.offered:
@@ -435,10 +440,10 @@ class Zygote(Spawner):
         self.unwatch(run.sock)
         del self.runs[run.sock]
         os.close(run.sock)
-        for fd in (*run.fds, *run.given):
+        for fd in (*run.fds, *run.given, run.net_ns):
             if fd >= 0:
                 os.close(fd)
-        run.fds, run.given = [], (-1, -1, -1)
+        run.fds, run.given, run.net_ns = [], (-1, -1, -1), -1
         if run.tmp:
             try:
                 os.rmdir(run.tmp)

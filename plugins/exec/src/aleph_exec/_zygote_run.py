@@ -33,6 +33,7 @@ class Run:
         self.strays: set[int] | None = None  # what was left when the command was reaped
         self.expect = 0  # bytes of a request still to come on the run socket
         self.offered = b""  # the id of the layer offered ahead that the run goes on (flag p), or b""
+        self.net_ns = -1  # the network namespace paired with the run's kit, its door sent already (or -1)
 
     def send(self, message: dict[str, object]) -> None:
         self.write(encode(message))
