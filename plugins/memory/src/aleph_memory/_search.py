@@ -257,7 +257,15 @@ class Ranker:
         named = _named_people(words, people)
         name_words = {w for person in named for w in terms(person)}
         subject = _subject(original, named) if named else None
-        lexical = [lemma(w) for w in words if w not in name_words] or [lemma(w) for w in words]
+        lexical = [lemma(w) for w in words if w not in name_words]
+        if not lexical and window is None:
+            lexical = [lemma(w) for w in words]
+        elif not lexical:
+            # A query of nothing but names and a date ("What did Amara do on 10 May?") asks what happened
+            # then: the window is the query and the subject the speaker signal's; searching the subject's
+            # name would rank every turn that greets her above what she did that day. Another person named
+            # ("What did Nate do for Joanna on 25 May?") is what the turn is about: their name stays.
+            lexical = [lemma(w) for w in words if subject is None or w not in terms(subject)]
         query_stems = {stem(w) for w in lexical}
         padded_stems = [f" {q} " for q in query_stems]
         scores: dict[int, float] = {}

@@ -22,7 +22,9 @@ __all__ = ["Window", "find_window"]
 
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 _MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
-_M = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_MONTHS["sept"] = 9
+# The name ends at a word's end: "of Maria's" is not March, "in Augusta" not August, "by Decker" not December.
+_M = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\b\.?"
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"((?:19|20)\d\d)"
 _SEASON = r"(spring|summer|fall|autumn|winter)"

@@ -1,0 +1,96 @@
+"""Recall, third round (issue 33): a dated question made of names and a date, how sure a long span is of one day,
+month names inside other words, and answer sets that cover each part of a question."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from aleph_memory import MemoryStore, NewItem
+from aleph_memory._when import find_window
+
+import aleph
+
+pytestmark = pytest.mark.anyio
+
+
+def ms(day: str) -> int:
+    return int(datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC).timestamp() * 1000)
+
+
+def turn(text: str, who: str, session: str, seq: int, said: str) -> NewItem:
+    return NewItem(text, "turn", speaker=who, session=session, seq=seq, ref=f"{session}:{seq}", occurred_at=ms(said))
+
+
+def greetings(count: int) -> list[NewItem]:
+    """Turns that greet Amara by name on other days: what a search for her name alone would rank first."""
+    return [
+        turn(f"Hey Amara! Amara, how was your week, Amara? ({i})", "Jonas", f"g{i}", 0, "2021-11-01")
+        for i in range(count)
+    ]
+
+
+async def test_a_question_of_a_name_and_a_date_asks_what_happened_that_day(rt: aleph.Aleph) -> None:
+    store = MemoryStore.of(rt)
+    # 15 September 2021 is a Wednesday: "on Friday" is the 10th.
+    store.ingest(
+        "alice",
+        [*greetings(12), turn("On Friday I went horseback riding with Yara.", "Amara", "s3", 0, "2021-09-15")],
+    )
+    refs = [h.item.ref for h in store.search("alice", "What did Amara do on 10 September 2021?", limit=3).hits]
+    assert refs[0] == "s3:0"
+    # Without a date, a query of a name still searches the name.
+    assert store.search("alice", "Amara?", limit=1).hits[0].item.ref.startswith("g")
+    store.close()
+
+
+async def test_another_person_named_beside_the_subject_stays_in_the_query(rt: aleph.Aleph) -> None:
+    store = MemoryStore.of(rt)
+    store.ingest(
+        "alice",
+        [
+            turn("Busy week, I fixed the fence and cleaned the garage.", "Nate", "s1", 0, "2022-05-25"),
+            turn("I got Joanna a stuffed animal, she loved it.", "Nate", "s1", 1, "2022-05-25"),
+            turn("The weather was lovely today.", "Nate", "s1", 2, "2022-05-25"),
+            turn("Hi Nate!", "Joanna", "s1", 3, "2022-05-25"),
+        ],
+    )
+    hits = store.search("alice", "What did Nate do for Joanna on 25 May, 2022?", limit=1).hits
+    assert hits[0].item.ref == "s1:1"
+    store.close()
+
+
+async def test_a_week_is_less_sure_of_the_day_asked_than_a_weekday(rt: aleph.Aleph) -> None:
+    store = MemoryStore.of(rt)
+    # Said on Wednesday 15 September 2021: last week is 6-12 September, Friday the 10th.
+    store.ingest(
+        "alice",
+        [
+            turn("Last week I went to a concert in Boston.", "Amara", "s3", 0, "2021-09-15"),
+            turn("On Friday I went horseback riding with Yara.", "Amara", "s3", 1, "2021-09-15"),
+        ],
+    )
+    # The day asked is widened by a few days for said time; a span's share of it is taken of the day itself,
+    # so a whole week is a seventh as sure of the 10th as a named Friday.
+    refs = [h.item.ref for h in store.search("alice", "What did Amara do on 10 September 2021?", limit=2).hits]
+    assert refs == ["s3:1", "s3:0"]
+    store.close()
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What is the name of Maria's second puppy?",
+        "What did she buy in Augusta?",
+        "Who lives by Decker street?",
+        "What did Jan say of Junior's school?",
+    ],
+)
+def test_a_month_name_inside_another_word_is_not_a_date(question: str) -> None:
+    assert find_window(question, (2022, 2023)) is None
+
+
+@pytest.mark.parametrize(("question", "text"), [("camping in Sept. 2022", "Sept. 2022"), ("in Mar 2023", "Mar 2023")])
+def test_month_abbreviations_still_name_a_month(question: str, text: str) -> None:
+    window = find_window(question, (2022, 2023))
+    assert window is not None and window.text == text
