@@ -94,3 +94,41 @@ def test_a_month_name_inside_another_word_is_not_a_date(question: str) -> None:
 def test_month_abbreviations_still_name_a_month(question: str, text: str) -> None:
     window = find_window(question, (2022, 2023))
     assert window is not None and window.text == text
+
+
+@pytest.mark.parametrize(
+    ("question", "first", "last"),
+    [
+        ("Where was John between August 11 and August 15 2023?", "2023-08-11", "2023-08-15"),
+        ("What did she do from 3 to 9 May 2022?", "2022-05-03", "2022-05-09"),
+        ("Who visited between May 30 and June 2, 2023?", "2023-05-30", "2023-06-02"),
+        ("What happened from 3rd to 9th of May, 2022?", "2022-05-03", "2022-05-09"),
+    ],
+)
+def test_a_range_of_days_is_one_window_from_its_first_day_to_its_last(question: str, first: str, last: str) -> None:
+    window = find_window(question)
+    assert window is not None and len(window.ranges) == 1
+    start, end = window.ranges[0]
+    # Widened by the same slack as a single day asked.
+    assert start + window.slack == ms(first)
+    assert end - window.slack == ms(last) + 86_400_000
+
+
+def test_a_range_too_long_to_narrow_anything_is_not_one_window() -> None:
+    window = find_window("What did he do from 2 May 2020 to 9 May 2023?")
+    assert window is None or window.ranges[0][1] - window.ranges[0][0] < 400 * 86_400_000
+
+
+async def test_a_question_about_a_range_finds_what_was_said_inside_it(rt: aleph.Aleph) -> None:
+    store = MemoryStore.of(rt)
+    store.ingest(
+        "alice",
+        [
+            turn("I was in Chicago, the city was awesome.", "John", "s6", 0, "2023-08-11"),
+            turn("I was in Seattle, the city was awesome.", "John", "s2", 0, "2023-06-01"),
+            turn("I was in Denver, the city was awesome.", "John", "s9", 0, "2023-10-01"),
+        ],
+    )
+    hits = store.search("alice", "Which city was John in between August 11 and August 15 2023?", limit=1).hits
+    assert hits[0].item.ref == "s6:0"
+    store.close()
