@@ -43,6 +43,7 @@ from aleph_memory._events import events_in, told_elsewhere, window_holds
 from aleph_memory._holidays import HOLIDAY
 from aleph_memory._items import Item, ItemStore, fts_table
 from aleph_memory._lexical import DocCounts, compound_forms, match_expression
+from aleph_memory._places import asks_for_a_place, items_naming_a_place
 from aleph_memory._providers import Embedder, VectorIndex, _numpy, embed_normalised
 from aleph_memory._text import lemma, stem, terms
 from aleph_memory._when import Window, find_window
@@ -61,6 +62,9 @@ OPENER_WEIGHT = 0.3
 EVENT_WEIGHT = 0.5
 """An item whose own words resolve inside a query's window gains this times their confidence (and TIME_WEIGHT)."""
 EVENT_CANDIDATES = 300
+PLACE_WEIGHT = 0.3
+"""A question that asks for a kind of place ("Which cities ...") prefers the items that name a place."""
+PLACE_CANDIDATES = 300
 WHEN_WEIGHT = 0.4
 """A "when ..." question is answered by a turn that says when (yesterday, last week, on Friday)."""
 REPLY_SHARE = 0.5
@@ -288,6 +292,12 @@ class Ranker:
                 events = events_in(conn, agent, window.ranges, EVENT_CANDIDATES, window.slack)
             for rowid in events:
                 scores.setdefault(rowid, 0.0)
+        placed: set[int] = set()
+        if PLACE_WEIGHT and asks_for_a_place(original):
+            with self.db.read() as conn:
+                placed = items_naming_a_place(conn, agent, subject, PLACE_CANDIDATES)
+        for rowid in placed:
+            scores.setdefault(rowid, 0.0)
         if window is not None and not window.bound and WINDOW_CANDIDATES:
             # A question that names a date asks about what happened then, whether or not its other words
             # match: the items of that window are candidates too (ranked by coverage, time and session).
@@ -351,6 +361,8 @@ class Ranker:
                 value += TIME_WEIGHT
                 if f[2] is not None and f[7] is not None and f[7] == openers.get(f[2]):
                     value += OPENER_WEIGHT
+            if rowid in placed:
+                value += PLACE_WEIGHT
             if asks_when and any(m in f[8] for m in _WHEN_MARKS):
                 value += WHEN_WEIGHT
             if len(named) == 1 and speaker in named:
