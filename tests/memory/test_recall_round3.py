@@ -132,3 +132,48 @@ async def test_a_question_about_a_range_finds_what_was_said_inside_it(rt: aleph.
     hits = store.search("alice", "Which city was John in between August 11 and August 15 2023?", limit=1).hits
     assert hits[0].item.ref == "s6:0"
     store.close()
+
+
+@pytest.mark.parametrize(
+    ("question", "asks"),
+    [
+        ("What has Melanie painted?", True),
+        ("Where has Melanie camped?", True),
+        ("What board games has Nate played?", True),
+        ("Which cities has Jon visited?", True),
+        ("What did Melanie paint last week?", False),
+        ("Where did Caroline move from?", False),
+        ("What has changed?", False),
+    ],
+)
+def test_what_someone_has_done_over_time_asks_for_a_set(question: str, asks: bool) -> None:
+    from aleph_memory._answers import asks_for_a_set
+
+    assert asks_for_a_set(question) is asks
+
+
+def test_a_set_keeps_the_rankings_head_and_gives_its_tail_to_sessions_not_yet_listed() -> None:
+    from aleph_memory._answers import distinct_events
+
+    ranked = list(range(1, 21))
+    # Items 1-12 are one session's, 13-20 one session each.
+    sessions = {r: "a" if r <= 12 else f"s{r}" for r in ranked}
+    assert distinct_events(ranked, sessions, 10) == [1, 2, 3, 4, 5, 6, 7, 13, 14, 15]
+    # A list of 3 keeps 2.
+    assert distinct_events(ranked, sessions, 3) == [1, 2, 13]
+    # No other session in the pool: the ranking goes on in order.
+    assert distinct_events(ranked, dict.fromkeys(ranked, "a"), 10) == ranked[:10]
+
+
+async def test_what_someone_has_painted_reaches_the_session_past_the_first_ones_neighbours(rt: aleph.Aleph) -> None:
+    store = MemoryStore.of(rt)
+    first = [
+        turn(
+            f"I painted the lake at sunrise, part {i}; painting the lake is my favourite.", "Mel", "s1", i, "2023-05-08"
+        )
+        for i in range(10)
+    ]
+    store.ingest("alice", [*first, turn("Here's a horse I painted recently.", "Mel", "s2", 0, "2023-08-23")])
+    refs = [h.item.ref for h in store.search("alice", "What has Mel painted?", limit=10).hits]
+    assert "s2:0" in refs
+    store.close()

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from aleph_memory._answers import POOL, asks_about_both, asks_for_a_set, diversify
+from aleph_memory._answers import POOL, asks_about_both, asks_for_a_set, distinct_events, diversify
 from aleph_memory._db import Database
 from aleph_memory._events import events_in, told_elsewhere, window_holds
 from aleph_memory._holidays import HOLIDAY
@@ -401,12 +401,15 @@ class Ranker:
                 final[rowid] = final[rowid] / best_final + DENSE_WEIGHT * d
         ranked = sorted(final, key=lambda r: (-final[r], -r))
         both = len(named) >= 2 and asks_about_both(original)
-        if both or asks_for_a_set(original):
-            # "How many times", "which ones", "both": several events, so spread the list over sessions.
-            pool = ranked[: POOL * limit]
+        if both:
             # "Both" / "in common" about two named people: each one's turns, not the first one's only.
-            speakers = {r: features[r][1] if features[r][1] in named else None for r in pool} if both else None
+            pool = ranked[: POOL * limit]
+            speakers = {r: features[r][1] if features[r][1] in named else None for r in pool}
             ranked = diversify(ranked, final, {r: features[r][2] for r in pool}, limit, speakers)
+        elif asks_for_a_set(original):
+            # "How many times", "which ones", "what has she painted": several events, so the end of the
+            # list goes to sessions the rest of it has not reached.
+            ranked = distinct_events(ranked, {r: features[r][2] for r in ranked[: POOL * limit]}, limit)
         ranked = ranked[: max(0, limit)]
         items = self.items.by_rowids(ranked)
         hits = [Hit(items[r], round(final[r], 4)) for r in ranked if r in items]
