@@ -177,3 +177,37 @@ async def test_what_someone_has_painted_reaches_the_session_past_the_first_ones_
     refs = [h.item.ref for h in store.search("alice", "What has Mel painted?", limit=10).hits]
     assert "s2:0" in refs
     store.close()
+
+
+async def test_a_set_question_about_one_person_fills_its_list_with_that_persons_other_sessions(
+    rt: aleph.Aleph,
+) -> None:
+    store = MemoryStore.of(rt)
+    first = [
+        turn(
+            f"I painted the lake at sunrise, part {i}; painting the lake is my favourite.", "Mel", "s1", i, "2023-05-08"
+        )
+        for i in range(6)
+    ]
+    boat = (
+        "Busy month at work and at home with the kids, but on the weekend, between everything else going on,"
+        " I finally painted a small wooden boat for my nephew."
+    )
+    store.ingest(
+        "alice",
+        [
+            *first,
+            # The other person's turn matches better than Mel's long one, but the question is about Mel.
+            turn(
+                "Painted? I painted the lake, painted the sunrise, painted the lake again!",
+                "Ann",
+                "s2",
+                0,
+                "2023-06-01",
+            ),
+            turn(boat, "Mel", "s3", 0, "2023-07-01"),
+        ],
+    )
+    refs = [h.item.ref for h in store.search("alice", "What has Mel painted?", limit=3).hits]
+    assert refs == ["s1:5", "s1:0", "s3:0"]
+    store.close()

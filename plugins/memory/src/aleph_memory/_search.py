@@ -407,9 +407,9 @@ class Ranker:
             speakers = {r: features[r][1] if features[r][1] in named else None for r in pool}
             ranked = diversify(ranked, final, {r: features[r][2] for r in pool}, limit, speakers)
         elif asks_for_a_set(original):
-            # "How many times", "which ones", "what has she painted": several events, so the end of the
-            # list goes to sessions the rest of it has not reached.
-            ranked = distinct_events(ranked, {r: features[r][2] for r in ranked[: POOL * limit]}, limit)
+            # "How many times", "which ones", "what has she painted": several events (see _answers).
+            mine = {r: f[2] if len(named) != 1 or f[1] in named else None for r, f in features.items()}
+            ranked = distinct_events(ranked, mine, limit)
         ranked = ranked[: max(0, limit)]
         items = self.items.by_rowids(ranked)
         hits = [Hit(items[r], round(final[r], 4)) for r in ranked if r in items]
