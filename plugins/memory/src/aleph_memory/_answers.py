@@ -6,7 +6,7 @@ the best hit's session (its neighbours share its words and its session bonus), s
 evidence falls below the cut. For such questions the ranking's best items (KEEP, 7 of 10) stay where they are and
 the rest of the list goes to the best items of sessions it has not reached yet (other events), from
 the best POOL × limit. Keeping the head matters: concentration is what finds the first answer (a
-discount on every repeat of a session, 0.5-0.1 a repeat, lost 7-26 questions' "all evidence" on
+discount on every repeat of a session, 0.5-0.1 a repeat, lost 10-19 questions' "all evidence" on
 LoCoMo's dev split), while the tail of a plain top 10 is mostly the first hit's neighbours.
 
 A question asks for a set when it counts ("how many", "how often", "every"), lists ("which ones",

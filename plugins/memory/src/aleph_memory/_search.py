@@ -4,7 +4,8 @@
    spelling, "roadtrip" / "road trip") over each item's own text and,
    at a fifth of the weight, its neighbouring turns in the same session, confined to the agent;
    a date the query names adds the items of that window, and the turn that opens each of its
-   sessions (it catches up on what happened since the last) is preferred.
+   sessions (it catches up on what happened since the last) is preferred; a question asking for a kind
+   of place ("Which cities ...") adds the items that name one (``_places``).
 2. **People.** A query that names a known speaker is about that person: the name is taken out of
    the lexical query (it matches every turn that greets them) and that speaker's items are preferred.
 3. **Coverage.** Items whose text and neighbours cover more of the query's distinct stems rise: BM25
