@@ -40,11 +40,14 @@ _ASKS_SET = re.compile(
 
 
 _HAS_DONE = re.compile(
-    r"\b(?:what|where|which)\b[^?]*\b(?:has|have)\s+(?:\w+\s+){1,3}?(?:\w+ed|been|done|made|seen|read|met|taken"
+    r"\b(?:what|where|which)\b[^?]{0,60}?\b(?:has|have)\s+(?:\w+\s+){1,3}?(?:\w+ed|been|done|made|seen|read|met|taken"
     r"|gone|won|run|had|bought|written|given|eaten|visited)\b",
     re.I,
 )
-"""What someone has done over time ("What has Melanie painted?", "Where has she camped?"): several occasions."""
+"""What someone has done over time ("What has Melanie painted?", "Where has she camped?"): several occasions.
+
+The question word and the verb are at most 60 characters apart (one clause; it also bounds the regex's work
+on a long query)."""
 
 _ASKS_BOTH = re.compile(r"\b(?:both|in common)\b", re.I)
 
