@@ -73,3 +73,23 @@ async def test_which_cities_finds_the_turns_that_name_a_city_without_the_word(rt
     store.ingest("alice", [turn("I have visited every city museum there is.", "Jon", "s4", 0)])
     assert store.search("alice", "Which cities has Jon visited?", limit=1).hits[0].item.ref == "s4:0"
     store.close()
+
+
+async def test_a_both_question_takes_the_places_of_each_person_it_names(rt: aleph.Aleph) -> None:
+    store = MemoryStore.of(rt)
+    chatter = [turn(f"How was your week? Mine was busy ({i}).", "Maya", f"c{i}", 0) for i in range(12)]
+    store.ingest(
+        "alice",
+        [
+            *chatter,
+            turn("We spent a week in Lisbon, lovely.", "Maya", "s1", 0),
+            turn("I flew to Lisbon for work last spring.", "Leo", "s2", 0),
+        ],
+    )
+    refs = [h.item.ref for h in store.search("alice", "Which city have both Maya and Leo been to?", limit=5).hits]
+    assert {"s1:0", "s2:0"} <= set(refs)
+    store.close()
+
+
+def test_a_possessive_of_a_speaker_is_not_a_place() -> None:
+    assert places("I went to Jess's house, then to Paris.", frozenset({"jess"})) == ["Paris"]

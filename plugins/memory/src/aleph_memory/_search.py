@@ -296,7 +296,7 @@ class Ranker:
         placed: set[int] = set()
         if PLACE_WEIGHT and asks_for_a_place(original):
             with self.db.read() as conn:
-                placed = items_naming_a_place(conn, agent, subject, PLACE_CANDIDATES)
+                placed = items_naming_a_place(conn, agent, subject if len(named) == 1 else None, PLACE_CANDIDATES)
         for rowid in placed:
             scores.setdefault(rowid, 0.0)
         if window is not None and not window.bound and WINDOW_CANDIDATES:
