@@ -211,3 +211,29 @@ async def test_a_set_question_about_one_person_fills_its_list_with_that_persons_
     refs = [h.item.ref for h in store.search("alice", "What has Mel painted?", limit=3).hits]
     assert refs == ["s1:5", "s1:0", "s3:0"]
     store.close()
+
+
+async def test_what_the_words_date_to_the_day_asked_beats_what_was_said_the_day_after(rt: aleph.Aleph) -> None:
+    store = MemoryStore.of(rt)
+    store.ingest(
+        "alice",
+        [
+            # Said the day after the day asked: inside the few days a said time is allowed, not on the day.
+            *[turn(f"Work was calm, nothing new ({i}).", "Ann", "s2", i, "2022-04-18") for i in range(6)],
+            # 17 April 2022 was Easter Sunday.
+            turn("This past Easter we all went rock climbing, a new tradition maybe!", "Ann", "s3", 0, "2022-05-01"),
+        ],
+    )
+    refs = [h.item.ref for h in store.search("alice", "What did Ann do on April 17, 2022?", limit=3).hits]
+    # The session's first turn keeps its place (a session opens by catching up on the days before it).
+    assert refs[:2] == ["s2:0", "s3:0"]
+    store.close()
+
+
+def test_a_window_tells_the_dates_named_from_the_slack_around_them() -> None:
+    window = find_window("on 8 May, 2023")
+    assert window is not None and window.slack
+    assert window.exactly(ms("2023-05-08") + 3_600_000)
+    assert ms("2023-05-09") + 3_600_000 in window and not window.exactly(ms("2023-05-09") + 3_600_000)
+    year = find_window("in 2023")
+    assert year is not None and year.exactly(ms("2023-01-01"))

@@ -359,7 +359,7 @@ class Ranker:
             if rowid in events:
                 value += TIME_WEIGHT + EVENT_WEIGHT * events[rowid]
             elif window is not None and f[6] is not None and f[6] in window and rowid not in elsewhere:
-                value += TIME_WEIGHT
+                value += TIME_WEIGHT * window.said_share(f[6])
                 if f[2] is not None and f[7] is not None and f[7] == openers.get(f[2]):
                     value += OPENER_WEIGHT
             if rowid in placed:

@@ -54,6 +54,8 @@ SLACK = timedelta(days=3)
 """A day or month named in a question is matched a little loosely (a session late at night, "last Friday")."""
 
 _SLACK_MS = int(SLACK.total_seconds() * 1000)
+SLACK_SHARE = 0.5
+"""What was said in the slack around the dates named (not on them) counts for this share of the window's weight."""
 MAX_YEARS = 50
 """A month named without a year spans at most this many years (the latest of the store's)."""
 
@@ -74,6 +76,19 @@ class Window:
 
     def __contains__(self, at: int) -> bool:
         return any(start <= at < end for start, end in self.ranges)
+
+    def exactly(self, at: int) -> bool:
+        """Whether ``at`` lies in the dates named themselves, not only in the slack around them."""
+        s = self.slack
+        return any(start + s <= at < end - s for start, end in self.ranges if end - start > 2 * s) or not s
+
+    def said_share(self, at: int) -> float:
+        """How much a time said at ``at`` (inside the window) stands for the dates named: 1, or SLACK_SHARE.
+
+        The slack is there for a session late at night; a turn said the day after the day asked is less
+        surely about it than a turn whose words date what it tells to that very day.
+        """
+        return 1.0 if self.exactly(at) else SLACK_SHARE
 
 
 _UNTIL = re.compile(r"\b(?:as of|until|till|up to|up until|before|by)\s+(?:the\s+end\s+of\s+)?$", re.I)
