@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import errno
 import functools
 import socket
 import threading
@@ -40,6 +41,7 @@ from urllib.parse import urlsplit
 
 from aleph_exec._egress_http import Head, Refused, answer, framing, split_host_port
 from aleph_exec._egress_rules import MAX_ASKS, Connection, RunNetwork
+from aleph_exec._egress_sock import Stream, connect
 
 # aleph-core is imported where a host is decided, not at import: the sandbox runs without it (the
 # non-root tests run it as nobody from a copy of aleph_exec and its own dependencies only).
@@ -47,9 +49,10 @@ from aleph_exec._egress_rules import MAX_ASKS, Connection, RunNetwork
 __all__ = ["EgressProxy", "proxy_env"]
 
 _HEAD_LIMIT = 64 * 1024
-_CHUNK = 256 * 1024  # what one read of an asyncio socket transport brings at most
+_CHUNK = 256 * 1024  # a relay's buffer per direction: what one read brings at most
 _HEAD_TIMEOUT_S = 30.0
 _MAX_CLIENTS = 4096  # connections from sandboxes open at once, across all runs (each costs a task)
+_ACCEPT_RETRY = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 _HOP_HEADERS = frozenset({"proxy-authorization", "proxy-connection", "connection", "keep-alive", "te", "upgrade"})
 
 
@@ -75,6 +78,7 @@ class EgressProxy:
         self._runs: dict[str, RunNetwork] = {}
         self._tasks: dict[RunNetwork, set[asyncio.Task[None]]] = {}
         self._clients = 0
+        self._accepted: set[asyncio.Task[None]] = set()
         self._thread = threading.Thread(target=self._main, name="aleph-egress-proxy", daemon=True)
         self._thread.start()
 
@@ -99,21 +103,16 @@ class EgressProxy:
         listener's backlog meanwhile. The listener is closed when stopped, or at once if it cannot be served.
         """
         listener.setblocking(False)
-        client = functools.partial(self._client, bound=run)
-        started: list[asyncio.Task[asyncio.Server]] = []
+        started: list[asyncio.Task[None]] = []
 
         def begin() -> None:
-            started.append(self.loop.create_task(asyncio.start_server(client, sock=listener, limit=_HEAD_LIMIT)))
-            started[0].add_done_callback(lambda task: None if _server_of(task) else listener.close())
+            # Accepting at once: the connection that made the run hand its listener over is waiting.
+            started.append(self.loop.create_task(self._accept(listener, run)))
+            started[0].add_done_callback(lambda _: listener.close())
 
         def end() -> None:
-            def close(task: asyncio.Task[asyncio.Server]) -> None:
-                server = _server_of(task)
-                if server is not None:
-                    server.close()  # which closes the listener
-
             if started:
-                started[0].add_done_callback(close)  # called soon when it is done already
+                started[0].cancel()  # its end closes the listener
             else:
                 listener.close()
 
@@ -161,24 +160,41 @@ class EgressProxy:
 
     # -- one client connection ------------------------------------------------------------------
 
-    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, bound: RunNetwork) -> None:
+    async def _accept(self, listener: socket.socket, run: RunNetwork) -> None:
+        """Accept on ``run``'s listener until it is stopped; each connection is a task of its own."""
+        while True:
+            try:
+                sock, _ = await self.loop.sock_accept(listener)
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                continue
+            except OSError as exc:
+                if exc.errno not in _ACCEPT_RETRY:
+                    return  # the listener is gone: its run has no way out any more
+                await asyncio.sleep(0.1)  # out of descriptors or memory: the connection waits in the backlog
+                continue
+            task = self.loop.create_task(self._client(Stream(sock, self.loop), run))
+            self._accepted.add(task)  # a strong reference until it ends
+            task.add_done_callback(self._accepted.discard)
+
+    async def _client(self, client: Stream, bound: RunNetwork) -> None:
         """One connection to ``bound``'s own listener: it came from that run's network namespace."""
         task = asyncio.current_task()
         run: RunNetwork | None = None
         self._clients += 1
         try:
             if self._clients > _MAX_CLIENTS:
-                writer.write(answer(429, f"more than {_MAX_CLIENTS} connections to the proxy are open"))
+                await client.send(answer(429, f"more than {_MAX_CLIENTS} connections to the proxy are open"))
                 return
             while True:
                 try:
-                    raw = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _HEAD_TIMEOUT_S)
+                    async with asyncio.timeout(_HEAD_TIMEOUT_S):
+                        raw = await client.readuntil(b"\r\n\r\n", _HEAD_LIMIT)
                 except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
                     return
                 try:
                     head = Head(raw[:-4])
                 except Refused as exc:
-                    writer.write(answer(exc.status, exc.reason))
+                    await client.send(answer(exc.status, exc.reason))
                     return
                 token = head.token()
                 if token is not None and token != bound.token:
@@ -186,21 +202,20 @@ class EgressProxy:
                     # one: the connection is this run's by the socket it came in on, and is refused on its row.
                     reason = "the proxy credential is not this command's own (a command has only its own)"
                     bound.record(*self._target_of(head), "refused", reason)
-                    writer.write(answer(407, reason))
+                    await client.send(answer(407, reason))
                     return
                 found = self._runs.get(token) if token else None
                 if found is None or found.closed:
                     # No body to skip: the client may retry with credentials on this connection (libcurl does).
                     bodyless = head.method == "CONNECT" or head.get("Content-Length") in (None, "0")
                     bodyless = bodyless and head.get("Transfer-Encoding") is None
-                    writer.write(
+                    await client.send(
                         answer(
                             407,
                             "this proxy serves only the commands Aleph runs (use the HTTP_PROXY it sets)",
                             keep_alive=bodyless,
                         )
                     )
-                    await writer.drain()
                     if not bodyless:
                         return
                     continue
@@ -210,7 +225,7 @@ class EgressProxy:
                         self._tasks.setdefault(run, set()).add(task)
                     if run.closed:  # closed while we registered: its close may not have seen us
                         return
-                await self._request(run, head, reader, writer)
+                await self._request(run, head, client)
                 return
         except (ConnectionError, OSError, asyncio.CancelledError):
             pass
@@ -222,11 +237,9 @@ class EgressProxy:
                     open_tasks.discard(task)
                     if not open_tasks:
                         self._tasks.pop(run, None)
-            writer.close()
+            client.close()
 
-    async def _request(
-        self, run: RunNetwork, head: Head, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    async def _request(self, run: RunNetwork, head: Head, client: Stream) -> None:
         conn: Connection | None = None
         try:
             if head.method == "CONNECT":
@@ -234,19 +247,17 @@ class EgressProxy:
             else:
                 host, port, path = self._origin(head)
             conn = await self._decide(run, host, port)
-            upstream_r, upstream_w = await self._connect(run, conn)
+            upstream = await self._connect(run, conn)
         except Refused as exc:
             if conn is None:
                 conn = run.record(*self._target_of(head), "refused", exc.reason)
             elif conn.verdict != "refused":
                 run.refuse(conn, exc.reason)
-            writer.write(answer(exc.status, exc.reason))
-            await writer.drain()
+            await client.send(answer(exc.status, exc.reason))
             return
         try:
             if head.method == "CONNECT":
-                writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                await writer.drain()
+                await client.send(b"HTTP/1.1 200 Connection established\r\n\r\n")
                 upward = None
             else:
                 kept = [(n, v) for n, v in head.headers if n.lower() not in _HOP_HEADERS]
@@ -256,12 +267,12 @@ class EgressProxy:
                 if over is not None:
                     run.cut(conn, over)
                     raise ConnectionAbortedError(over)
-                upstream_w.write(request)
+                await upstream.send(request)
                 # Exactly this request's body goes up; nothing after it (a pipelined request for another host).
-                upward = functools.partial(self._body, run, conn, reader, upstream_w, framing(head))
-            await self._relay(run, conn, reader, writer, upstream_r, upstream_w, upward)
+                upward = functools.partial(self._body, run, conn, client, upstream, framing(head))
+            await self._relay(run, conn, client, upstream, upward)
         finally:
-            upstream_w.close()
+            upstream.close()
 
     @staticmethod
     def _target_of(head: Head) -> tuple[str, int]:
@@ -322,7 +333,7 @@ class EgressProxy:
             raise Refused(429, f"connection to {host} refused: {bound}")
         return run.record(host, port, "allowed")
 
-    async def _connect(self, run: RunNetwork, conn: Connection) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _connect(self, run: RunNetwork, conn: Connection) -> Stream:
         import aleph
 
         cfg = run.config
@@ -349,12 +360,13 @@ class EgressProxy:
                 last: OSError | None = None
                 for addr in addresses:
                     try:
-                        reader, writer = await asyncio.open_connection(str(addr), conn.port, limit=_CHUNK)
+                        family = socket.AF_INET6 if addr.version == 6 else socket.AF_INET
+                        upstream = await connect(self.loop, str(addr), conn.port, family)
                     except OSError as exc:
                         last = exc
                         continue
                     conn.address = str(addr)
-                    return reader, writer
+                    return upstream
                 raise Refused(502, f"cannot connect to {conn.host}:{conn.port}: {last}")
         except TimeoutError:
             raise Refused(
@@ -365,8 +377,8 @@ class EgressProxy:
         self,
         run: RunNetwork,
         conn: Connection,
-        src: asyncio.StreamReader,
-        dst: asyncio.StreamWriter,
+        src: Stream,
+        dst: Stream,
         length: int | None,
     ) -> None:
         """Forward one request body (``length`` bytes, or chunked when None), counted like the rest."""
@@ -384,21 +396,20 @@ class EgressProxy:
             if over is not None:
                 run.cut(conn, over)
                 raise ConnectionAbortedError(over)
-            dst.write(data)
-            await dst.drain()
+            await dst.send(data)
 
         if length is not None:
             await copy(length)
             return
         while True:
-            line = await src.readuntil(b"\r\n")
+            line = await src.readuntil(b"\r\n", _HEAD_LIMIT)
             await send(line)
             size_text = line.split(b";", 1)[0].strip()
             if not size_text or len(size_text) > 16 or any(c not in b"0123456789abcdefABCDEF" for c in size_text):
                 raise ConnectionAbortedError("a malformed chunk size in the request body")
             size = int(size_text, 16)
             if size == 0:
-                while (trailer := await src.readuntil(b"\r\n")) != b"\r\n":
+                while (trailer := await src.readuntil(b"\r\n", _HEAD_LIMIT)) != b"\r\n":
                     await send(trailer)
                 await send(trailer)
                 return
@@ -408,10 +419,8 @@ class EgressProxy:
         self,
         run: RunNetwork,
         conn: Connection,
-        client_r: asyncio.StreamReader,
-        client_w: asyncio.StreamWriter,
-        up_r: asyncio.StreamReader,
-        up_w: asyncio.StreamWriter,
+        client: Stream,
+        upstream: Stream,
         upward: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """Stream both ways until the host's side ends, a bound is reached, or both sides stay idle.
@@ -419,20 +428,19 @@ class EgressProxy:
         ``upward`` replaces the client-to-host stream (a plain HTTP request's body, see :meth:`_body`).
         """
 
-        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, upward: bool) -> None:
+        async def pump(src: Stream, dst: Stream, upward: bool) -> None:
+            buffer = bytearray(_CHUNK)  # one per direction, reused: the next read waits for this send
+            view = memoryview(buffer)
             while True:
-                data = await src.read(_CHUNK)
-                if not data:
-                    with contextlib.suppress(OSError, RuntimeError):
-                        if dst.can_write_eof():
-                            dst.write_eof()
+                n = await src.recv_into(buffer)
+                if not n:
+                    dst.write_eof()
                     return
-                over = run.moved(conn, len(data), 0) if upward else run.moved(conn, 0, len(data))
+                over = run.moved(conn, n, 0) if upward else run.moved(conn, 0, n)
                 if over is not None:
                     run.cut(conn, over)
                     raise ConnectionAbortedError(over)
-                dst.write(data)
-                await dst.drain()
+                await dst.send(view[:n])
 
         async def idle_watch() -> None:
             limit = run.config.idle_timeout_seconds
@@ -442,11 +450,9 @@ class EgressProxy:
                     run.cut(conn, f"no bytes either way for {limit:g} s, [exec.network] idle_timeout_seconds")
                     return
 
-        for w in (client_w, up_w):  # a chunk in flight per direction without waiting for the socket to drain
-            w.transport.set_write_buffer_limits(high=2 * _CHUNK)
         pumps = [
-            asyncio.ensure_future(upward() if upward is not None else pump(client_r, up_w, True)),
-            asyncio.ensure_future(pump(up_r, client_w, False)),
+            asyncio.ensure_future(upward() if upward is not None else pump(client, upstream, True)),
+            asyncio.ensure_future(pump(upstream, client, False)),
         ]
         watch = asyncio.ensure_future(idle_watch())
         try:
@@ -502,12 +508,6 @@ def bridge_ask(ask: Callable[[str, int], Any], loop: asyncio.AbstractEventLoop, 
         return await asyncio.wrap_future(result)
 
     return bridged
-
-
-def _server_of(task: asyncio.Task[asyncio.Server]) -> asyncio.Server | None:
-    if task.cancelled() or task.exception() is not None:
-        return None
-    return task.result()
 
 
 def attach(zygote: Any, mode: str) -> None:
