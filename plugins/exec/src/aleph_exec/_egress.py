@@ -22,7 +22,9 @@ plain HTTP):
 
 A refusal is an HTTP answer the command (and through its output, the model) can act on: ``403`` with
 a body naming the host and the setting, ``429`` for a bound, ``502`` when the host cannot be reached.
-The proxy runs on an event loop of its own in a daemon thread, shared by every sandbox of the process.
+A run driven by an event loop (``arun``) has its connections served on that loop, awake for the run
+already; the proxy's own loop, in a daemon thread shared by every sandbox of the process, serves the
+runs driven by a thread.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ class EgressProxy:
         self._runs: dict[str, RunNetwork] = {}
         self._tasks: dict[RunNetwork, set[asyncio.Task[None]]] = {}
         self._clients = 0
+        self._count = threading.Lock()
         self._accepted: set[asyncio.Task[None]] = set()
         self._thread = threading.Thread(target=self._main, name="aleph-egress-proxy", daemon=True)
         self._thread.start()
@@ -96,18 +99,24 @@ class EgressProxy:
 
     # -- listeners and runs (called from any thread) ----------------------------------------------
 
-    def serve(self, listener: socket.socket, run: RunNetwork) -> Callable[[], None]:
+    def serve(
+        self, listener: socket.socket, run: RunNetwork, loop: asyncio.AbstractEventLoop | None = None
+    ) -> Callable[[], None]:
         """Accept on ``listener``, ``run``'s own socket in its own network namespace; returns what stops it.
 
-        Does not wait for the proxy's loop (this is on the run's way): the first connections wait in the
-        listener's backlog meanwhile. The listener is closed when stopped, or at once if it cannot be served.
+        The connections are served on ``loop`` when given (the loop driving the run, called on its
+        thread), else on the proxy's own. Does not wait for the proxy's loop (this is on the run's way):
+        the first connections wait in the listener's backlog meanwhile. The listener is closed when
+        stopped, or at once if it cannot be served.
         """
         listener.setblocking(False)
+        serving = loop if loop is not None else self.loop
+        run.loop = serving
         started: list[asyncio.Task[None]] = []
 
         def begin() -> None:
             # Accepting at once: the connection that made the run hand its listener over is waiting.
-            started.append(self.loop.create_task(self._accept(listener, run)))
+            started.append(serving.create_task(self._accept(listener, run)))
             started[0].add_done_callback(lambda _: listener.close())
 
         def end() -> None:
@@ -116,17 +125,15 @@ class EgressProxy:
             else:
                 listener.close()
 
+        if loop is not None:
+            begin()
+            return functools.partial(_on_loop, loop, end)
         try:
             self.loop.call_soon_threadsafe(begin)
         except RuntimeError:  # the proxy's loop is closed: the run has no way out
             listener.close()
             return lambda: None
-
-        def stop() -> None:
-            with contextlib.suppress(RuntimeError):
-                self.loop.call_soon_threadsafe(end)
-
-        return stop
+        return functools.partial(_on_loop, self.loop, end)
 
     def open_run(self, run: RunNetwork) -> None:
         """Accept requests carrying ``run``'s token from now on."""
@@ -135,12 +142,24 @@ class EgressProxy:
     async def aclose_run(self, run: RunNetwork) -> None:
         """Stop accepting ``run``'s token and end its connections (from the caller's event loop)."""
         if self._retire(run):
-            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._close_run(run), self.loop))
+            serving = run.loop or self.loop
+            if serving is asyncio.get_running_loop():
+                await self._close_run(run)
+            else:
+                await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._close_run(run), serving))
 
     def close_run(self, run: RunNetwork) -> None:
-        """:meth:`aclose_run` for a thread."""
-        if self._retire(run):
+        """:meth:`aclose_run` for a thread: waits for the proxy's loop, not for a run's own."""
+        if not self._retire(run):
+            return
+        if run.loop is None or run.loop is self.loop:
             asyncio.run_coroutine_threadsafe(self._close_run(run), self.loop).result(30)
+            return
+        # The run's own loop may be busy waiting for this thread, or ending: its connections are cancelled on
+        # its next turn (or with it), without anyone waiting here.
+        serving = run.loop
+        with contextlib.suppress(RuntimeError):  # the loop is closed: its tasks went with it
+            serving.call_soon_threadsafe(lambda: serving.create_task(self._close_run(run)))
 
     def _retire(self, run: RunNetwork) -> bool:
         """Refuse ``run``'s token from now on; True when connections of it are open (the loop must end them).
@@ -162,9 +181,10 @@ class EgressProxy:
 
     async def _accept(self, listener: socket.socket, run: RunNetwork) -> None:
         """Accept on ``run``'s listener until it is stopped; each connection is a task of its own."""
+        loop = asyncio.get_running_loop()
         while True:
             try:
-                sock, _ = await self.loop.sock_accept(listener)
+                sock, _ = await loop.sock_accept(listener)
             except (BlockingIOError, InterruptedError, ConnectionAbortedError):
                 continue
             except OSError as exc:
@@ -172,7 +192,7 @@ class EgressProxy:
                     return  # the listener is gone: its run has no way out any more
                 await asyncio.sleep(0.1)  # out of descriptors or memory: the connection waits in the backlog
                 continue
-            task = self.loop.create_task(self._client(Stream(sock, self.loop), run))
+            task = loop.create_task(self._client(Stream(sock, loop), run))
             self._accepted.add(task)  # a strong reference until it ends
             task.add_done_callback(self._accepted.discard)
 
@@ -180,9 +200,11 @@ class EgressProxy:
         """One connection to ``bound``'s own listener: it came from that run's network namespace."""
         task = asyncio.current_task()
         run: RunNetwork | None = None
-        self._clients += 1
+        with self._count:  # connections are served on several loops (threads)
+            self._clients += 1
+            too_many = self._clients > _MAX_CLIENTS
         try:
-            if self._clients > _MAX_CLIENTS:
+            if too_many:
                 await client.send(answer(429, f"more than {_MAX_CLIENTS} connections to the proxy are open"))
                 return
             while True:
@@ -230,7 +252,8 @@ class EgressProxy:
         except (ConnectionError, OSError, asyncio.CancelledError):
             pass
         finally:
-            self._clients -= 1
+            with self._count:
+                self._clients -= 1
             if run is not None and task is not None:
                 open_tasks = self._tasks.get(run)
                 if open_tasks is not None:
@@ -337,6 +360,7 @@ class EgressProxy:
         import aleph
 
         cfg = run.config
+        loop = asyncio.get_running_loop()
         pinned = cfg.hosts.get(conn.host)
         literal = aleph.parse_address(conn.host)
         try:
@@ -345,7 +369,7 @@ class EgressProxy:
                     texts = [pinned or str(literal)]
                 else:
                     try:
-                        infos = await self.loop.getaddrinfo(conn.host, conn.port, type=socket.SOCK_STREAM)
+                        infos = await loop.getaddrinfo(conn.host, conn.port, type=socket.SOCK_STREAM)
                     except OSError as exc:
                         raise Refused(502, f"cannot resolve {conn.host}: {exc.strerror or exc}") from None
                     texts = list(dict.fromkeys(str(info[4][0]) for info in infos))
@@ -361,7 +385,7 @@ class EgressProxy:
                 for addr in addresses:
                     try:
                         family = socket.AF_INET6 if addr.version == 6 else socket.AF_INET
-                        upstream = await connect(self.loop, str(addr), conn.port, family)
+                        upstream = await connect(loop, str(addr), conn.port, family)
                     except OSError as exc:
                         last = exc
                         continue
@@ -510,6 +534,19 @@ def bridge_ask(ask: Callable[[str, int], Any], loop: asyncio.AbstractEventLoop, 
     return bridged
 
 
+def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], None]) -> None:
+    """Call ``fn`` on ``loop``: now when this is its thread, else on its next turn (never when it is closed)."""
+    try:
+        here = asyncio.get_running_loop() is loop
+    except RuntimeError:
+        here = False
+    if here:
+        fn()
+        return
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(fn)
+
+
 def attach(zygote: Any, mode: str) -> None:
     """Give a freshly started zygote's runs the proxy (network ``proxied``, when it offers their listeners)."""
     if mode != "proxied" or not zygote.offered_port:
@@ -528,9 +565,10 @@ def serve_run(
     """Serve ``run``'s own listener (from its network namespace); returns what stops it (from any thread).
 
     With ``loop``, the event loop driving the run (on its thread), that loop watches the listener
-    until the first connection comes and only then hands it to the proxy's thread (the connection
-    waits in the backlog meanwhile): most runs open no connection, and then cost the proxy's thread
-    nothing, no wake-up to start serving and none to stop.
+    until the first connection comes and then serves the run's connections itself: it is awake for
+    the run already, so a request crosses no thread on its way out and its answer none on its way
+    back; a run that opens no connection costs one reader, no task. Without it (a run driven by a
+    thread), the proxy's own loop serves them.
     """
     if loop is None:
         return EgressProxy.shared().serve(listener, run)
@@ -541,7 +579,8 @@ def serve_run(
     def hand_over() -> None:
         loop.remove_reader(fd)
         if not served and not ended.is_set():
-            served.append(EgressProxy.shared().serve(listener, run))
+            # Served on this loop, awake for it now: no hand-over to the proxy's thread on the request's way.
+            served.append(EgressProxy.shared().serve(listener, run, loop))
 
     def end() -> None:  # on the loop's thread
         if served:

@@ -109,6 +109,8 @@ class RunNetwork:
         self.opened = 0
         self.notes: list[str] = []
         self.closed = False
+        self.loop: Any = None
+        """The event loop its connections are served on (the run's own, or the proxy's), once served."""
         self._recent: dict[str, deque[float]] = {}
 
     @property
