@@ -137,7 +137,7 @@ class VectorIndex:
     """Vectors of one embedder, kept in memory as float32 matrices and refreshed from SQLite.
 
     Each item has its own vector and, for a dialog turn, a *context* vector: the embedding of the
-    turn with its neighbours (see ``Ranker.store_vectors``). An item without one (a fact) uses its
+    turn with its neighbours (see ``_vectorwork``). An item without one (a fact) uses its
     own vector in that place. A turn's context vector is rewritten when a neighbour arrives later;
     rewritten rows carry a higher ``stamp`` and replace the old ones on the next refresh.
     """
@@ -154,21 +154,25 @@ class VectorIndex:
         """Each row's speaker as a code of ``_codes`` (0: none): comparing codes is one vector operation,
         comparing Python strings in an object array is one call per row (5 ms at 100,000 rows)."""
         self._codes: dict[str | None, int] = {None: 0}
-        self._last = 0
+        self._last = -1
+        """The highest own-vector stamp taken in (-1: none; a file of schema 4 has its vectors at stamp 0)."""
         self._stamp = 0
         self._lock = threading.Lock()
 
     def refresh(
         self,
-        rows: Callable[[int], list[tuple[int, bytes, str | None]]],
+        rows: Callable[[int], list[tuple[int, bytes, str | None, int]]],
         context_rows: Callable[[int], list[tuple[int, bytes, int]]],
         newest: Callable[[str], int],
     ) -> None:
-        """Append rows newer than the last seen rowid and apply context vectors stamped after the last stamp.
+        """Take in the own vectors and the context vectors stamped after the last stamps seen.
 
-        ``rows(after)`` reads (rowid, vector, speaker); ``context_rows(after)`` reads (rowid, vector, stamp);
-        ``newest("rowid")`` / ``newest("stamp")`` are the store's highest (any agent's): when nothing is
-        newer than what was seen, nothing is read (a search reads two index entries, not the tables).
+        ``rows(after)`` reads (rowid, vector, speaker, stamp); ``context_rows(after)`` reads (rowid, vector,
+        stamp); ``newest("rowid")`` / ``newest("stamp")`` are the highest stamps of the two tables: when
+        nothing is newer than what was seen, nothing is read (a search reads two index entries, not the
+        tables). The background worker writes vectors in no fixed rowid order (a scan for missing ones
+        runs beside fresh notices), so rows are merged into rowid order, and a row written again replaces
+        its own vector and keeps its context.
         """
         np = self._np
         with self._lock:
@@ -176,18 +180,12 @@ class VectorIndex:
             # every context row read here belongs to an item the read of ``rows`` below already sees.
             high_stamp = newest("stamp")
             updates = context_rows(self._stamp) if high_stamp > self._stamp else []
-            high_rowid = newest("rowid")
-            fresh = rows(self._last) if high_rowid > self._last else []
-            if fresh:
-                ids = np.fromiter((r[0] for r in fresh), dtype=np.int64, count=len(fresh))
-                mat = np.frombuffer(b"".join(r[1] for r in fresh), dtype=np.float32).reshape(len(fresh), self.dim)
-                self.rowids = np.concatenate([self.rowids, ids])
-                self.matrix = np.concatenate([self.matrix, mat])
-                self.combined = np.concatenate([self.combined, 2 * mat])
-                codes = [self._codes.setdefault(r[2], len(self._codes)) for r in fresh]
-                self._speakers = np.concatenate([self._speakers, np.array(codes, dtype=np.int32)])
-            self._last = max(self._last, high_rowid, *(r[0] for r in fresh))
+            high_own = newest("rowid")
+            fresh = rows(self._last) if high_own > self._last else []
+            self._last = max(self._last, high_own, *(r[3] for r in fresh))
             self._stamp = max(self._stamp, high_stamp, *(r[2] for r in updates))
+            if fresh:
+                self._merge(fresh)
             if not updates or not len(self.rowids):
                 return
             ids = np.fromiter((r[0] for r in updates), dtype=np.int64, count=len(updates))
@@ -195,6 +193,37 @@ class VectorIndex:
             at = np.searchsorted(self.rowids, ids)
             known = (at < len(self.rowids)) & (self.rowids[np.minimum(at, len(self.rowids) - 1)] == ids)
             self.combined[at[known]] = self.matrix[at[known]] + mat[known]
+
+    def _merge(self, fresh: list[tuple[int, bytes, str | None, int]]) -> None:
+        np = self._np
+        latest: dict[int, tuple[int, bytes, str | None, int]] = {r[0]: r for r in fresh}  # a later stamp wins
+        ordered = [latest[k] for k in sorted(latest)]
+        ids = np.fromiter((r[0] for r in ordered), dtype=np.int64, count=len(ordered))
+        mat = np.frombuffer(b"".join(r[1] for r in ordered), dtype=np.float32).reshape(len(ordered), self.dim)
+        codes = np.array([self._codes.setdefault(r[2], len(self._codes)) for r in ordered], dtype=np.int32)
+        n = len(self.rowids)
+        at = np.searchsorted(self.rowids, ids)
+        known = (at < n) & (self.rowids[np.minimum(at, max(n - 1, 0))] == ids) if n else np.zeros(len(ids), bool)
+        if known.any():
+            rows = at[known]
+            context = self.combined[rows] - self.matrix[rows]
+            self.matrix[rows] = mat[known]
+            self.combined[rows] = mat[known] + context
+        new = ~known
+        if not new.any():
+            return
+        self.rowids = np.concatenate([self.rowids, ids[new]])
+        self.matrix = np.concatenate([self.matrix, mat[new]])
+        self.combined = np.concatenate([self.combined, 2 * mat[new]])
+        self._speakers = np.concatenate([self._speakers, codes[new]])
+        if n and int(ids[new][0]) < int(self.rowids[n - 1]):
+            # Rows older than the newest one held (found by the worker's scan): back into rowid order, which
+            # the binary searches over ``rowids`` need.
+            order = np.argsort(self.rowids, kind="stable")
+            self.rowids = self.rowids[order]
+            self.matrix = self.matrix[order]
+            self.combined = self.combined[order]
+            self._speakers = self._speakers[order]
 
     def similarities(self, query: Any) -> tuple[Any, Any]:
         """(rowids, similarity) of every row to ``query`` (a unit vector), one matrix product.

@@ -31,11 +31,9 @@ conversations used to design it and on three others used to confirm it (bench/be
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from aleph_memory._answers import POOL, asks_about_both, asks_for_a_set, diversify
 from aleph_memory._db import Database
@@ -72,8 +70,6 @@ DENSE_WEIGHT = 0.6
 DENSE_CANDIDATES = 150
 DENSE_REPLY_SHARE = 0.5
 """A turn that asks, among the REPLY_TOP nearest by vector, passes this share of its similarity to the next turn."""
-VECTOR_WINDOW = 1
-"""A turn's context vector embeds it with this many turns on each side (same session)."""
 MAX_QUERY_TERMS = 64
 
 
@@ -133,14 +129,15 @@ class Ranker:
         if index is None or index.model != embedder.name:
             index = self._vectors[agent] = VectorIndex(embedder.name, embedder.dim)
 
-        def rows(after: int) -> list[tuple[int, bytes, str | None]]:
+        def rows(after: int) -> list[tuple[int, bytes, str | None, int]]:
             with self.db.read() as conn:
-                # CROSS JOIN keeps vectors the outer loop: only rows after ``after`` are visited, never
+                # CROSS JOIN keeps vectors the outer loop: only rows stamped after ``after`` are visited, never
                 # every item of the agent.
                 return conn.execute(
-                    "SELECT v.rowid, v.vector, i.speaker FROM vectors v CROSS JOIN items i ON i.rowid = v.rowid"
-                    " WHERE v.rowid > ? AND v.model = ? AND i.agent = ? ORDER BY v.rowid",
-                    (after, embedder.name, agent),
+                    "SELECT v.rowid, v.vector, i.speaker, v.stamp FROM vectors v INDEXED BY vectors_by_stamp"
+                    " CROSS JOIN items i ON i.rowid = v.rowid WHERE v.model = ? AND v.stamp > ? AND i.agent = ?"
+                    " ORDER BY v.stamp",
+                    (embedder.name, after, agent),
                 ).fetchall()
 
         def context_rows(after: int) -> list[tuple[int, bytes, int]]:
@@ -154,65 +151,12 @@ class Ranker:
 
         def newest(what: str) -> int:
             with self.db.read() as conn:
-                if what == "stamp":
-                    row = conn.execute("SELECT max(stamp) FROM context_vectors WHERE model = ?", (embedder.name,))
-                else:
-                    row = conn.execute("SELECT max(rowid) FROM vectors")
+                table = "context_vectors" if what == "stamp" else "vectors"
+                row = conn.execute(f"SELECT max(stamp) FROM {table} WHERE model = ?", (embedder.name,))
                 return int(row.fetchone()[0] or 0)
 
         index.refresh(rows, context_rows, newest)
         return index
-
-    def store_vectors(self, conn: sqlite3.Connection, embedder: Embedder, rowids: Sequence[int], matrix: Any) -> None:
-        """Write the vectors of freshly inserted items (inside their write transaction).
-
-        The turns among them, and their neighbours, get their context vectors too.
-        """
-        conn.executemany(
-            "INSERT OR REPLACE INTO vectors (rowid, model, dim, vector) VALUES (?, ?, ?, ?)",
-            [(r, embedder.name, embedder.dim, matrix[i].tobytes()) for i, r in enumerate(rowids)],
-        )
-        self._store_context_vectors(conn, embedder, rowids)
-
-    def _store_context_vectors(self, conn: sqlite3.Connection, embedder: Embedder, rowids: Sequence[int]) -> None:
-        """Embed each touched turn together with its neighbours (VECTOR_WINDOW turns each side, same session).
-
-        A turn alone is often a fragment ("Yep, three years now!", "this is Max!"); with the turn before
-        and after it, the vector says what the exchange is about. A new turn changes its neighbours'
-        windows too, so those are embedded again.
-        """
-        touched: dict[tuple[str, str], set[int]] = {}
-        for start in range(0, len(rowids), 500):
-            chunk = list(rowids[start : start + 500])
-            marks = ",".join("?" * len(chunk))
-            for agent, item_session, seq in conn.execute(
-                f"SELECT agent, session, seq FROM items WHERE rowid IN ({marks}) AND kind = 'turn'"
-                " AND session IS NOT NULL AND seq IS NOT NULL",
-                chunk,
-            ):
-                touched.setdefault((agent, item_session), set()).add(seq)
-        w = VECTOR_WINDOW
-        ids: list[int] = []
-        texts: list[str] = []
-        for (agent, item_session), seqs in touched.items():
-            rows = conn.execute(
-                "SELECT rowid, seq, content FROM items INDEXED BY items_by_session WHERE session = ?"
-                " AND seq BETWEEN ? AND ? AND agent = ? AND kind = 'turn' AND status = 'active' ORDER BY seq",
-                (item_session, min(seqs) - 2 * w, max(seqs) + 2 * w, agent),
-            ).fetchall()
-            at = {seq: (rowid, content) for rowid, seq, content in rows}
-            for seq in sorted({s + d for s in seqs for d in range(-w, w + 1)}):
-                if seq in at:
-                    ids.append(at[seq][0])
-                    texts.append(" ".join(at[s][1] for s in range(seq - w, seq + w + 1) if s in at))
-        if not ids:
-            return
-        matrix = embed_normalised(embedder, texts)
-        stamp = conn.execute("SELECT coalesce(max(stamp), 0) + 1 FROM context_vectors").fetchone()[0]
-        conn.executemany(
-            "INSERT OR REPLACE INTO context_vectors (rowid, model, stamp, vector) VALUES (?, ?, ?, ?)",
-            [(r, embedder.name, stamp, matrix[i].tobytes()) for i, r in enumerate(ids)],
-        )
 
     # -- people ----------------------------------------------------------------------------------
 
