@@ -41,8 +41,9 @@ from aleph_memory._events import events_in, told_elsewhere, window_holds
 from aleph_memory._holidays import HOLIDAY
 from aleph_memory._items import Item, ItemStore, fts_table
 from aleph_memory._lexical import DocCounts, compound_forms, match_expression
-from aleph_memory._providers import Embedder, VectorIndex, _numpy, embed_normalised
+from aleph_memory._providers import Embedder, _numpy, embed_normalised
 from aleph_memory._text import lemma, stem, terms
+from aleph_memory._vectorindex import VectorIndex
 from aleph_memory._when import Window, find_window
 
 __all__ = ["Hit", "Ranker", "SearchResult"]
