@@ -32,8 +32,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from aleph_memory._answers import POOL, asks_about_both, asks_for_a_set, diversify
 from aleph_memory._db import Database
@@ -121,6 +123,22 @@ class Ranker:
         self._speakers: dict[str, tuple[int, _People]] = {}
         self._vectors: dict[str, VectorIndex] = {}
         self._counts = DocCounts()
+        self._ahead: ThreadPoolExecutor | None = None
+
+    def close(self) -> None:
+        """Stop the thread that embeds questions."""
+        if self._ahead is not None:
+            self._ahead.shutdown(wait=True)
+
+    def _embed_ahead(self, embedder: Embedder, text: str) -> Future[Any]:
+        """The question's vector, computed on another thread while the lexical ranking runs.
+
+        numpy's products release the GIL, so on two cores the two overlap: a search costs the longer of
+        the two, not their sum.
+        """
+        if self._ahead is None:
+            self._ahead = ThreadPoolExecutor(max_workers=2, thread_name_prefix="aleph-memory-query")
+        return self._ahead.submit(lambda: embed_normalised(embedder, [text])[0])
 
     # -- vectors ---------------------------------------------------------------------------------
 
@@ -203,6 +221,7 @@ class Ranker:
         name_words = {w for person in named for w in terms(person)}
         subject = _subject(original, named) if named else None
         lexical = [lemma(w) for w in words if w not in name_words] or [lemma(w) for w in words]
+        question = self._embed_ahead(embedder, _vector_query(query, name_words)) if embedder and lexical else None
         query_stems = {stem(w) for w in lexical}
         padded_stems = [f" {q} " for q in query_stems]
         scores: dict[int, float] = {}
@@ -244,8 +263,8 @@ class Ranker:
                         scores.setdefault(rowid, 0.0)
         mode = "lexical"
         dense: dict[int, float] = {}
-        if embedder is not None and lexical:
-            dense = self._dense(embedder, agent, query, name_words, subject, scores)
+        if embedder is not None and question is not None:
+            dense = self._dense(embedder, agent, question.result(), subject, scores)
             mode = "hybrid"
         if not scores:
             return SearchResult([], mode, degraded, tuple(sorted(named)))
@@ -341,13 +360,13 @@ class Ranker:
         self,
         embedder: Embedder,
         agent: str,
-        query: str,
-        name_words: set[str],
+        qv: Any,
         gate: str | None,
         scores: dict[int, float],
     ) -> dict[int, float]:
-        """Scaled vector similarity (0-1) of the candidates; the nearest items join ``scores`` (at 0).
+        """Scaled vector similarity (0-1) of the candidates to ``qv``; the nearest items join ``scores`` (at 0).
 
+        ``qv`` is the question's vector (see :func:`_vector_query`).
         An item's similarity is its own vector's cosine to the query plus its context vector's (the turn
         with its neighbours). A query about a known person (``gate``: the one it names, or of several the
         subject, see :func:`_subject`) is about what that person said: the nearest items are taken among
@@ -357,15 +376,10 @@ class Ranker:
         """
         np = _numpy()
         index = self.vector_index(embedder, agent)
-        qv = embed_normalised(embedder, [_vector_query(query, name_words)])[0]
-        ids, sims = index.similarities(qv)
-        if gate is not None:
-            mine = index.of_speaker(gate)
-            if mine.any():
-                ids, sims = ids[mine], sims[mine]
-        if not len(ids):
+        ids, sims = index.similarities(qv, gate)
+        k = min(DENSE_CANDIDATES, int(np.isfinite(sims).sum()))
+        if k < 1:
             return {}
-        k = min(DENSE_CANDIDATES, len(ids))
         best = np.argpartition(-sims, k - 1)[:k]
         for rowid in ids[best].tolist():
             scores.setdefault(rowid, 0.0)
@@ -377,10 +391,11 @@ class Ranker:
         # last of the nearest DENSE_CANDIDATES scores 0.
         high, low = float(sims[best].max()), float(sims[best].min())
         spread = (high - low) or 1.0
-        # The index's rowids ascend: the candidates are found by binary search, not a pass over every row.
+        # The index's rowids ascend: the candidates are found by binary search, not a pass over every row;
+        # outside the gate (-inf) an item takes no similarity.
         wanted = np.fromiter(scores, dtype=np.int64, count=len(scores))
         at = np.minimum(np.searchsorted(ids, wanted), len(ids) - 1)
-        found = at[ids[at] == wanted]
+        found = at[(ids[at] == wanted) & np.isfinite(sims[at])]
         scaled = np.clip((sims[found] - low) / spread, 0.0, 1.0)
         out = dict(zip(ids[found].tolist(), scaled.tolist(), strict=True))
         for question, answer in replies.items():
@@ -419,9 +434,12 @@ class Ranker:
     def _years(self, agent: str) -> tuple[int, int] | None:
         """The first and last year of the agent's items (by ``occurred_at``), or None when it has none."""
         with self.db.read() as conn:
-            low, high = conn.execute(
-                "SELECT min(occurred_at), max(occurred_at) FROM items WHERE agent = ?", (agent,)
-            ).fetchone()
+            # Two statements: SQLite answers a lone min() or max() from the (agent, occurred_at) index in one
+            # step, but both in one statement by reading every entry of the agent (10 ms at 100,000 items).
+            low, high = (
+                conn.execute(f"SELECT {f}(occurred_at) FROM items WHERE agent = ?", (agent,)).fetchone()[0]
+                for f in ("min", "max")
+            )
         if low is None or high is None:
             return None
         return datetime.fromtimestamp(low / 1000, UTC).year, datetime.fromtimestamp(high / 1000, UTC).year

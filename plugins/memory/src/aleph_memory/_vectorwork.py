@@ -20,11 +20,11 @@ import logging
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from aleph_memory._db import Database
-from aleph_memory._providers import Embedder, embed_normalised
+from aleph_memory._providers import Embedder, embed_normalised, one_blas_thread
 
 __all__ = ["QUEUE_BOUND", "VECTOR_WINDOW", "VectorWorker", "write_vectors"]
 
@@ -181,7 +181,7 @@ def write_vectors(db: Database, embedder: Embedder, rowids: Sequence[int]) -> in
             return 0
         context_ids, context_texts = _context_windows(conn, [r[0] for r in own])
     texts = [content for _, content in own] + context_texts
-    with _one_blas_thread():
+    with one_blas_thread():
         matrix = embed_normalised(embedder, texts)
     with db.write() as conn:
         stamp = conn.execute("SELECT coalesce(max(stamp), 0) + 1 FROM vectors").fetchone()[0]
@@ -237,15 +237,3 @@ def _lower_priority() -> None:
     """Lower this thread's CPU priority (Linux schedules threads as tasks: the id is the thread's own)."""
     with contextlib.suppress(AttributeError, OSError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, 0) + NICENESS)
-
-
-@contextlib.contextmanager
-def _one_blas_thread() -> Iterator[None]:
-    """One BLAS thread while embedding: the batches are small, and a second thread would spin on the other core."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        yield
-        return
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
