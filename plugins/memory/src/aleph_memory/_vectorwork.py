@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import aleph
 from aleph_memory._db import Database
 from aleph_memory._providers import Embedder, embed_normalised, one_blas_thread
 
@@ -30,8 +31,9 @@ __all__ = ["QUEUE_BOUND", "VECTOR_WINDOW", "VectorWorker", "write_vectors"]
 
 QUEUE_BOUND = 20_000
 """Rowids waiting for the worker at most; a notice beyond them is dropped and the table scanned instead."""
-BATCH = 128
-"""Items embedded together (with their context windows, about twice as many texts)."""
+BATCH = 32
+"""Items embedded together (with their context windows, about twice as many texts): a few seconds of a
+transformer on one core, so closing the store waits at most that long for the batch in hand."""
 NICENESS = 10
 """The worker thread's niceness increment: a search or a write on the same cores goes first."""
 VECTOR_WINDOW = 1
@@ -147,7 +149,10 @@ class VectorWorker:
                     cursor = batch[-1]
                 self.embedded += write_vectors(self._db, embedder, batch)
         except BaseException as exc:  # kept for search to report: the thread must not die silently
-            _log.exception("the memory vector worker stopped")
+            if isinstance(exc, aleph.ExecutionFailed):  # "embedder not available: ..." says it all
+                _log.warning("the memory vector worker stopped: %s", exc)
+            else:
+                _log.exception("the memory vector worker stopped")
             with self._cond:
                 self.error = exc
                 self._busy = False
