@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -209,7 +210,12 @@ async def test_a_configured_embedder_that_is_not_installed_is_a_clear_error(work
 
 
 async def test_the_bundled_wordllama_embedder_loads_offline(workspace: Path) -> None:
-    pytest.importorskip("wordllama")
+    try:
+        import wordllama  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            raise  # the memory tox env installs it: missing there is a failure, not a skip
+        pytest.skip("wordllama not installed (tox -e memory installs it)")
     async with make_runtime(workspace, '[memory]\nembedder = "wordllama"\n') as rt:
         call = caller(rt)
         await call("remember", action="add", content="My daughter adores her kitten")
