@@ -271,7 +271,7 @@ def test_word_counts_are_reused_until_the_store_grows_by_a_tenth(tmp_path: Path)
     store.close()
 
 
-def test_a_version_1_file_gains_the_time_index_the_context_vectors_event_time_and_vector_stamps(
+def test_a_version_1_file_gains_the_time_index_the_context_vectors_event_time_places_and_vector_stamps(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "m.sqlite"
@@ -280,7 +280,8 @@ def test_a_version_1_file_gains_the_time_index_the_context_vectors_event_time_an
     conn.execute("DROP INDEX items_by_time")
     conn.execute("DROP TABLE context_vectors")
     conn.execute("DROP TABLE item_events")
-    conn.execute("DROP TABLE vectors")  # as schema 1-4 made it: no stamp
+    conn.execute("DROP TABLE item_places")
+    conn.execute("DROP TABLE vectors")  # as schema 1-5 made it: no stamp
     conn.execute(
         "CREATE TABLE vectors (rowid INTEGER PRIMARY KEY, model TEXT NOT NULL, dim INTEGER NOT NULL, vector BLOB)"
     )
@@ -290,8 +291,16 @@ def test_a_version_1_file_gains_the_time_index_the_context_vectors_event_time_an
     conn.close()
     Database(path).close()
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
-    for name in ("items_by_time", "context_vectors", "item_events", "item_events_by_time", "vectors_by_stamp"):
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+    names = (
+        "items_by_time",
+        "context_vectors",
+        "item_events",
+        "item_events_by_time",
+        "item_places",
+        "vectors_by_stamp",
+    )
+    for name in names:
         assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() == (1,)
     assert conn.execute("SELECT rowid, stamp FROM vectors").fetchall() == [(7, 0)]  # kept, stamped before any new
     conn.close()
