@@ -175,3 +175,22 @@ def test_an_embedder_that_fails_leaves_writes_working_and_search_says_why(tmp_pa
     assert result.degraded is not None and "vectors are not being written" in result.degraded
     assert "model file is corrupt" in result.degraded
     store.close()
+
+
+def test_an_own_vector_written_again_keeps_the_turns_context(tmp_path: Path) -> None:
+    """Two workers (a host's and the tools') may embed the same item: the second write changes nothing."""
+    from aleph_memory._vectorwork import write_vectors
+
+    path = tmp_path / "m.sqlite"
+    embedder = Trigrams()
+    store = MemoryStore(path)
+    store.ingest("alice", [NewItem(f"Turn {i}", "turn", speaker="Ann", session="d", seq=i) for i in range(3)])
+    db = store._memory.db
+    write_vectors(db, embedder, [1, 2, 3])
+    before = store._memory.ranker.vector_index(embedder, "alice").combined.copy()
+    with db.write() as conn:  # as a second worker would: the same own vector, a newer stamp
+        conn.execute("UPDATE vectors SET stamp = stamp + 1 WHERE rowid = 2")
+    index = store._memory.ranker.vector_index(embedder, "alice")
+    assert index.rowids.tolist() == [1, 2, 3]
+    assert np.allclose(index.combined, before, atol=1e-6)  # own + context, not the own vector twice
+    store.close()
