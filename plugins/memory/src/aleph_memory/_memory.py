@@ -86,7 +86,6 @@ class Memory:
         """Stop the vector worker (what it has not embedded is found again at the next start), close the database."""
         if self.vectors is not None:
             self.vectors.close()
-        self.ranker.close()
         self.db.close()
 
     def _embed_later(self, rowids: Sequence[int]) -> None:
