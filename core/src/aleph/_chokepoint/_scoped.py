@@ -17,11 +17,10 @@ import logging
 import re
 import uuid
 from collections.abc import Awaitable, Mapping, Sequence
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from aleph._chokepoint._approval import ApprovalOutcome, ApprovalRequest, ApprovalRequester
-from aleph._chokepoint._boundary import InputProblem, json_input
-from aleph._chokepoint._call import _CALL, CallContext
 from aleph._chokepoint._callguard import CallGuard, guard_for
 from aleph._chokepoint._gate import (
     allowed_decisions,
@@ -29,17 +28,18 @@ from aleph._chokepoint._gate import (
     grant_fingerprint,
     summarize_call,
 )
-from aleph._chokepoint._judge import Judging, check_name, prepare_input
+from aleph._chokepoint._judge import Judging, prepare_input
 from aleph._chokepoint._permissions import PermissionPolicy
 from aleph._chokepoint._recording import Recording
+from aleph._chokepoint._refusal import Refusal
 from aleph._chokepoint._secrets import Substitution
 from aleph._chokepoint._shared import Chokepoint, CommandChecker, CommandSplitter, DefinitionRewriter, Explanation
+from aleph._chokepoint._synccore import DEFAULT_BUDGET_MS, RETRY_DELAY_S, Resumed, SyncCore, mapped_error
 from aleph._chokepoint._telemetry import enabled as telemetry_enabled
-from aleph._chokepoint._telemetry import note_approval, note_verdict, traced_execute
+from aleph._chokepoint._telemetry import note_approval, traced_execute
 from aleph._chokepoint._tiers import ExecTier
 from aleph._chokepoint._verdict import Verdict
 from aleph._chokepoint._who import Identity, principal_for
-from aleph._contract._names import repair_tool_name, suggest_candidates
 from aleph._contract._registry import RegisteredTool, fold_tool_name
 from aleph._contract._service import BaseToolService, panic_error
 from aleph._contract._tool import Prepared
@@ -49,19 +49,15 @@ from aleph._errors import (
     ApprovalExpired,
     ApprovalUnavailable,
     Cancelled,
-    ExecutionFailed,
     PermissionDenied,
     ToolError,
-    ToolNotFound,
     ToolTimeout,
-    TransportError,
     ValidationFailed,
 )
 from aleph._flow._gate import Provenance
 from aleph._human import HumanChannel
 from aleph._principal import Principal
-from aleph._progress import CHUNK_SCRUBBER, call_handler, get_tool_progress_handler
-from aleph._turn import _TURN, TurnContext
+from aleph._turn import TurnContext
 from aleph._watchdog import run_with_budget
 
 if TYPE_CHECKING:
@@ -71,9 +67,6 @@ __all__ = ["Chokepoint", "CommandChecker", "CommandSplitter", "DefinitionRewrite
 
 log = logging.getLogger("aleph")
 
-DEFAULT_BUDGET_MS = 300_000
-RETRY_DELAY_S = 0.1
-ERROR_LIMIT = 4000
 _NUMBERS = (bool, int, float)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
@@ -85,7 +78,7 @@ class _Unset:
 _UNSET = _Unset()
 
 
-class ScopedToolService(Identity, Judging, Recording, Provenance, BaseToolService):
+class ScopedToolService(SyncCore, Identity, Judging, Recording, Provenance, BaseToolService):
     """The per-request tool service: one principal (agent, channel, session, role, chain), one turn, one tier."""
 
     def __init__(
@@ -239,6 +232,9 @@ class ScopedToolService(Identity, Judging, Recording, Provenance, BaseToolServic
 
     async def dispatchable_list(self) -> builtins.list[ToolDefinition]:
         """Everything callable: the listed tools plus deferred ones that pass the gates."""
+        return self._dispatchable()
+
+    def _dispatchable(self) -> builtins.list[ToolDefinition]:
         listed = list(self._cached_list())
         if self.deferred is None:
             return listed
@@ -262,10 +258,29 @@ class ScopedToolService(Identity, Judging, Recording, Provenance, BaseToolServic
 
     async def _untraced(self, name: str, input: Mapping[str, Any], cancel: asyncio.Event | None) -> ToolOutput:
         guard = guard_for(self)  # the turn's budget and idempotency key, when it carries either
-        entry, prepared, action = await self._admit(name, input, guard)
+        try:
+            entry, prepared, verdict = self._judge(name, input)  # the synchronous core decides
+        except Refusal as refusal:
+            await refusal.record()
+            raise refusal.error from None
+        return await self._proceed(entry, prepared, verdict, guard, cancel)
+
+    async def _proceed(
+        self,
+        entry: RegisteredTool,
+        prepared: Prepared,
+        verdict: Verdict,
+        guard: CallGuard | None,
+        cancel: asyncio.Event | None,
+    ) -> ToolOutput:
+        """A judged call: the guard's look-up and charge, a person asked if the verdict says so, then the run."""
         if guard is not None:
-            return await guard.run(entry, prepared, cancel, action)
-        return await self._run(entry, prepared, cancel, action)
+            await guard.admit(entry, prepared)  # a replay or a budget refusal comes before any human is asked
+        if verdict.action == "ask" and (guard is None or guard.replay is None):
+            await self._approve(entry, prepared.arguments, verdict)
+        if guard is not None:
+            return await guard.run(entry, prepared, cancel, verdict.action)
+        return await self._run(entry, prepared, cancel, verdict.action)
 
     async def authorize(self, name: str, input: Mapping[str, Any]) -> None:
         """Pass every gate for a call (asking a human if it must) without running it; raises like ``execute``.
@@ -273,53 +288,13 @@ class ScopedToolService(Identity, Judging, Recording, Provenance, BaseToolServic
         A tool uses it (through :meth:`aleph.CallContext.authorize`) for a step it performs itself
         that must meet the same rules as the call that started it, such as each redirect hop of a fetch.
         """
-        await self._admit(name, input)
-
-    async def _admit(
-        self, name: str, input: Mapping[str, Any], guard: CallGuard | None = None
-    ) -> tuple[RegisteredTool, Prepared, str]:
-        """Resolve, check, validate and judge one call; ask a human when the verdict says so."""
-        if type(name) is not str:
-            name = check_name(name)
-        entry = self._entry(name)
-        if entry is None or not self._is_allowed(entry.name):
-            offered = [d.name for d in await self.dispatchable_list()]
-            # Exact, case and separator repairs are unambiguous spellings of one offered tool; a fuzzy
-            # match may be a different tool, so it is only suggested. Non-ASCII never repairs (look-alikes).
-            repaired = repair_tool_name(name, offered) if name.isascii() else None
-            if repaired is not None and repaired[1] != "fuzzy":
-                entry = self._entry(repaired[0])
-            if entry is None or not self._is_allowed(entry.name):
-                raise ToolNotFound(name, suggestions=suggest_candidates(name, offered))
-        if entry.facts.requires_role is not None:
-            refusal = self._role_refusal(entry)
-            if refusal is not None:
-                await self._record_role_refusal(entry, input, refusal)
-                raise PermissionDenied(entry.name, refusal)
-        known = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
-        static, needs = known
-        if static.action == "deny" and self._denied_whatever_the_input(entry, static):
-            note_verdict(static)
-            # Refused by name: judged (and recorded) before the input is even looked at.
-            try:
-                arguments: Mapping[str, Any] = json_input(input, max_bytes=self._cp.max_input_bytes)
-            except InputProblem:
-                arguments = {}
-            await self._record_refusal(entry, arguments, static.refusal(), static)
-            raise PermissionDenied(entry.name, static.refusal())
-        prepared = prepare_input(entry, input, self._cp.max_input_bytes)
-        verdict = static if not needs else self._verdict(entry, prepared, static=known)
-        if self._cp.flow is not None and self._cp.flow.is_sink(entry):  # provenance is judged for sinks only
-            verdict = self._flow_verdict(entry, prepared.arguments, verdict)
-        note_verdict(verdict)
-        if verdict.action == "deny":
-            await self._record_refusal(entry, prepared.arguments, verdict.refusal(), verdict)
-            raise PermissionDenied(entry.name, verdict.refusal())
-        if guard is not None:
-            await guard.admit(entry, prepared)  # a replay or a budget refusal comes before any human is asked
-        if verdict.action == "ask" and (guard is None or guard.replay is None):
+        try:
+            entry, prepared, verdict = self._judge(name, input)
+        except Refusal as refusal:
+            await refusal.record()
+            raise refusal.error from None
+        if verdict.action == "ask":
             await self._approve(entry, prepared.arguments, verdict)
-        return entry, prepared, verdict.action
 
     def decision_for(self, name: str, input: Mapping[str, Any]) -> str:
         """The decision (``allow``/``ask``/``deny``) for a call of ``name`` with ``input``; nothing is asked or run."""
@@ -402,60 +377,30 @@ class ScopedToolService(Identity, Judging, Recording, Provenance, BaseToolServic
         budget_ms = facts.max_duration_ms or DEFAULT_BUDGET_MS
         if not facts.idempotent:
             await self._ledger_ready(name)
-        handler = get_tool_progress_handler()
-        if handler is not None:
-            call_handler(handler, handler.on_tool_start, name, summarize_call(name, prepared.arguments))
-        token = _TURN.set(self.turn) if self.turn is not None else None
-        call = CallContext(
-            self,
-            name,
-            agent=self.agent,
-            channel=self.channel,
-            turn=self.turn,
-            parent=_CALL.get(),
-            decision=action,
-            principal=self.principal,
-        )
-        call_token = _CALL.set(call)
-        secret = None
+        run = self._open(entry, prepared, action)
         try:
-            # Judged, approved and recorded with handles; only the run itself gets the values.
-            secret, running = self._with_secrets(entry, prepared) if self._cp.secrets else (None, prepared)
-            scrub_token = CHUNK_SCRUBBER.set(secret.scrub) if secret is not None else None
             try:
                 try:
-                    output = await self._attempt(entry, running, budget_ms, cancel)
+                    output = await self._attempt(entry, run.prepared, budget_ms, cancel)
                 except ToolError as exc:
                     if not (facts.idempotent and exc.is_retryable and not isinstance(exc, Cancelled)):
                         raise
                     await asyncio.sleep(RETRY_DELAY_S)
-                    output = await self._attempt(entry, running, budget_ms, cancel)
+                    output = await self._attempt(entry, run.prepared, budget_ms, cancel)
             finally:
-                if scrub_token is not None:
-                    CHUNK_SCRUBBER.reset(scrub_token)
-            if secret is not None:
-                output = ToolOutput(secret.scrub_value(output.value), secret.scrub_value(output.metadata))
+                self._unscrub(run)
+            output = self._ran(run, output)
         except ToolError as exc:
-            if secret is not None and secret.scrub(str(exc)) != str(exc):
-                exc = ExecutionFailed(name, _bounded(secret.scrub(str(exc))))
-                if handler is not None:
-                    call_handler(handler, handler.on_tool_result, name, str(exc)[:200], False)
-                if not facts.idempotent or call.annotated:
-                    await self._record_execution(entry, prepared.arguments, "error", str(exc), call.refs)
-                raise exc from None
-            if handler is not None:
-                call_handler(handler, handler.on_tool_result, name, str(exc)[:200], False)
-            if not facts.idempotent or call.annotated:
-                await self._record_execution(entry, prepared.arguments, "error", _bounded(str(exc)), call.refs)
-            raise
+            error, detail = self._failed(entry, run, exc)
+            if self._records(entry, run):
+                await self._record_execution(entry, prepared.arguments, "error", detail, run.call.refs)
+            if error is exc:
+                raise
+            raise error from None
         finally:
-            _CALL.reset(call_token)
-            if token is not None:
-                _TURN.reset(token)
-        if self._cp.flow is not None:
-            self._flow_observe(entry, prepared.arguments, output, call)
-        if handler is not None:
-            call_handler(handler, handler.on_tool_result, name, output.text[:200], True)
+            self._close(run)
+        self._observed(entry, prepared, output, run)
+        call = run.call
         if not facts.idempotent or call.annotated:  # answered only once its row is durable
             self._acknowledge(
                 name, output, await self._record_execution(entry, prepared.arguments, "ok", "", call.refs)
@@ -481,6 +426,14 @@ class ScopedToolService(Identity, Judging, Recording, Provenance, BaseToolServic
             work = run(prepared) if callable(run) else entry.tool.call_json(prepared.raw)
             if cancel is not None:
                 work = _cancellable(name, work, cancel)
+            elif type(work) is CoroutineType:
+                # The first step runs here: a tool that finishes in it (most reads) needs no timer at all;
+                # one that suspends goes on from where it stopped, under its wall-clock budget.
+                try:
+                    first = work.send(None)
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]
+                work = Resumed(work, first)
             if entry.facts.inline:  # runs synchronously on the loop: a timer could not interrupt it anyway
                 return await work
             return await run_with_budget(work, budget_ms / 1000)
@@ -488,12 +441,11 @@ class ScopedToolService(Identity, Judging, Recording, Provenance, BaseToolServic
             if isinstance(exc, ToolError):
                 raise
             raise ToolTimeout(name, budget_ms) from None
-        except ExecutionFailed as exc:
-            raise ExecutionFailed(name, _bounded(exc.cause)) from None
-        except TransportError as exc:
-            raise TransportError(name, _bounded(exc.cause)) from None
-        except ToolError:
-            raise
+        except ToolError as exc:
+            mapped = mapped_error(name, exc)
+            if mapped is exc:
+                raise
+            raise mapped from None
         except Exception as exc:
             raise panic_error(name, exc) from exc
 
@@ -539,14 +491,6 @@ async def _cancellable(name: str, work: Awaitable[ToolOutput], cancel: asyncio.E
         stopper.cancel()
         if not task.done():
             task.cancel()
-
-
-def _bounded(text: str) -> str:
-    text = _ANSI.sub("", text)
-    if len(text) <= ERROR_LIMIT:
-        return text
-    head, tail = text[:2600], text[-1200:]
-    return f"{head}\n…[{len(text) - 3800} chars elided]…\n{tail}"
 
 
 def _redacted(input: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,8 +17,8 @@ import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic_core import PydanticUndefined
 
-from aleph._contract._tool import AlephTool, LazyArgs, ToolArgs, check_tool_name
-from aleph._contract._types import ToolFacts
+from aleph._contract._tool import AlephTool, LazyArgs, Prepared, ToolArgs, check_tool_name, jsonable
+from aleph._contract._types import ToolFacts, ToolOutput
 
 __all__ = ["tool"]
 
@@ -91,6 +91,10 @@ class _FunctionTool(AlephTool[BaseModel]):
         if self.FACTS.inline:
             return self._fn(**kwargs)
         return await anyio.to_thread.run_sync(partial(self._fn, **kwargs))
+
+    def run_sync(self, prepared: Prepared) -> ToolOutput:
+        """Run a sync function on the calling thread (the chokepoint's synchronous core calls it)."""
+        return ToolOutput(jsonable(self.NAME, self._fn(**prepared.value.__dict__)))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the wrapped function directly, bypassing validation (handy in tests)."""
@@ -168,6 +172,7 @@ def tool(
             "FACTS": facts,
             "_fn": staticmethod(func),
             "_is_async": is_async,
+            "runs_sync": not is_async,
             "__doc__": func.__doc__,
             "__module__": func.__module__,
         }

@@ -41,6 +41,7 @@ __all__ = [
     "check_tool_name",
     "contract_problem",
     "facts_declared",
+    "jsonable",
 ]
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}", re.ASCII)
@@ -235,6 +236,9 @@ class AlephTool(Generic[ArgsT]):
     Output: ClassVar[Any] = Any
     FACTS: ClassVar[ToolFacts] = ToolFacts()
 
+    runs_sync: ClassVar[bool] = False
+    """Whether :meth:`run_sync` runs the tool on the calling thread (an ``@aleph.tool`` on a sync function)."""
+
     _schema_cache: ClassVar[dict[str, Any] | None] = None
     _contract_problem: ClassVar[str | None] = None
 
@@ -309,12 +313,12 @@ class AlephTool(Generic[ArgsT]):
 
     async def run_prepared(self, prepared: Prepared) -> ToolOutput:
         """Run :meth:`call` on the arguments :meth:`prepare` validated."""
-        return ToolOutput(_jsonable(self.NAME, await self.call(prepared.value)))
+        return ToolOutput(jsonable(self.NAME, await self.call(prepared.value)))
 
     async def call_json(self, input: Mapping[str, Any]) -> ToolOutput:
         """Validate ``input``, run :meth:`call` and return its output as JSON-compatible data."""
         result = await self.call(self.parse(input))
-        return ToolOutput(_jsonable(self.NAME, result))
+        return ToolOutput(jsonable(self.NAME, result))
 
     async def call(self, args: ArgsT) -> Any:
         """Run the tool on validated arguments. Raise a :class:`ToolError` to fail with a message."""
@@ -340,7 +344,8 @@ def _unbuildable(name: str, exc: Exception) -> str:
 _SCALARS = (str, int, float, bool)
 
 
-def _jsonable(name: str, value: Any) -> Any:
+def jsonable(name: str, value: Any) -> Any:
+    """A tool's result as JSON-compatible data; :class:`ExecutionFailed` when JSON cannot carry it."""
     if value is None or isinstance(value, _SCALARS):  # a tuple: `str | int | ...` is rebuilt on every call
         return value
     if is_flat_json(value):
@@ -515,6 +520,8 @@ class LoopTool:
         self._facts = facts or ToolFacts()
         self.facts_declared = facts is not None
         self._handler = handler
+        self.runs_sync = False
+        """Handlers are async: the synchronous core hands a call of this tool to a runner."""
         # Compiled on the first call, not here: listing or registering thousands of tools builds none.
         self._compiled: tuple[_Check | None, Any] | None = None
 
@@ -569,14 +576,14 @@ class LoopTool:
         result = await self.call(prepared.value)
         if isinstance(result, ToolOutput):
             return result
-        return ToolOutput(_jsonable(self._name, result))
+        return ToolOutput(jsonable(self._name, result))
 
     async def call_json(self, input: Mapping[str, Any]) -> ToolOutput:
         """Validate ``input``, run the handler and return its output."""
         result = await self.call(self.validate(input))
         if isinstance(result, ToolOutput):
             return result
-        return ToolOutput(_jsonable(self._name, result))
+        return ToolOutput(jsonable(self._name, result))
 
     async def call(self, input: dict[str, Any]) -> Any:
         """Run the tool on a validated dict."""
