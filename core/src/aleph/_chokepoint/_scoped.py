@@ -254,7 +254,15 @@ class ScopedToolService(SyncCore, Identity, Judging, Recording, Provenance, Base
         """Run ``name`` through every gate; raises a :class:`ToolError` with advice for the model."""
         if telemetry_enabled():  # an OpenTelemetry SDK is configured: the same call inside a span
             return await traced_execute(self, name, input, cancel, self._untraced)
-        return await self._untraced(name, input, cancel)
+        guard = guard_for(self)  # the turn's budget and idempotency key, when it carries either
+        try:
+            entry, prepared, verdict = self._judge(name, input)  # the synchronous core decides
+        except Refusal as refusal:
+            await refusal.record()
+            raise refusal.error from None
+        if guard is None and verdict.action == "allow":  # the common call: nothing to look up or ask
+            return await self._run(entry, prepared, cancel)
+        return await self._proceed(entry, prepared, verdict, guard, cancel)
 
     async def _untraced(self, name: str, input: Mapping[str, Any], cancel: asyncio.Event | None) -> ToolOutput:
         guard = guard_for(self)  # the turn's budget and idempotency key, when it carries either

@@ -54,6 +54,7 @@ __all__ = ["DEFAULT_BUDGET_MS", "RETRY_DELAY_S", "Refusal", "Runner", "SyncCore"
 DEFAULT_BUDGET_MS = 300_000
 RETRY_DELAY_S = 0.1
 ERROR_LIMIT = 4000
+_HOT_ENTRIES = 1024
 
 _T = TypeVar("_T")
 
@@ -99,6 +100,10 @@ class _Running:
 class SyncCore:
     """The synchronous half of :class:`~aleph.ScopedToolService` (a mixin: it reads the service's fields)."""
 
+    _hot: tuple[Any, ...] | None = None
+    """(policy, turn, registry generation, tier, allow-set, {name: (entry, name-level verdict)}): the last
+    resolutions, valid while each of the first five is the same object (the generation the same number)."""
+
     if TYPE_CHECKING:  # provided by the service and its other halves
         from aleph._chokepoint._permissions import PermissionPolicy
         from aleph._chokepoint._shared import Chokepoint
@@ -113,6 +118,8 @@ class SyncCore:
         agent: str | None
         channel: str | None
         principal: Principal
+        allowed: frozenset[str] | None
+        extra_tools: dict[str, RegisteredTool]
 
         def _entry(self, name: str) -> RegisteredTool | None: ...
         def _is_allowed(self, name: str) -> bool: ...
@@ -173,14 +180,31 @@ class SyncCore:
         """
         if type(name) is not str:
             name = check_name(name)
-        entry = self._entry(name)
-        if entry is None or not self._is_allowed(entry.name):
-            entry = self._repaired(name)
+        cp = self._cp
+        hot = self._hot
+        if (  # the memo answers only for the very policy, tier, turn, allow-set and registration it was made for
+            hot is None
+            or hot[0] is not self.policy
+            or hot[1] is not self.turn
+            or hot[2] != cp.registry.generation
+            or hot[3] is not self.tier
+            or hot[4] is not self.allowed
+        ):
+            hot = self._hot = (self.policy, self.turn, cp.registry.generation, self.tier, self.allowed, {})
+        memo = hot[5]
+        hit = memo.get(name)
+        if hit is None:
+            entry = self._entry(name)
+            if entry is None or not self._is_allowed(entry.name):
+                entry = self._repaired(name)
+            hit = (entry, cp.static_verdict(self.policy, self.tier, entry, self.turn))
+            if not self.extra_tools and entry.name == name and len(memo) < _HOT_ENTRIES:
+                memo[name] = hit
+        entry, known = hit
         if entry.facts.requires_role is not None:
             why = self._role_refusal(entry)
             if why is not None:
                 raise Refusal(PermissionDenied(entry.name, why), partial(self._record_role_refusal, entry, input, why))
-        known = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
         static, needs = known
         if static.action == "deny" and self._denied_whatever_the_input(entry, static):
             note_verdict(static)
@@ -193,9 +217,9 @@ class SyncCore:
             raise Refusal(
                 PermissionDenied(entry.name, reason), partial(self._record_refusal, entry, arguments, reason, static)
             )
-        prepared = prepare_input(entry, input, self._cp.max_input_bytes)
+        prepared = prepare_input(entry, input, cp.max_input_bytes)
         verdict = static if not needs else self._verdict(entry, prepared, static=known)
-        flow = self._cp.flow
+        flow = cp.flow
         if flow is not None and flow.is_sink(entry):  # provenance is judged for sinks only
             verdict = self._flow_verdict(entry, prepared.arguments, verdict)
         note_verdict(verdict)

@@ -42,6 +42,7 @@ __all__ = [
     "contract_problem",
     "facts_declared",
     "jsonable",
+    "refused",
 ]
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}", re.ASCII)
@@ -301,14 +302,14 @@ class AlephTool(Generic[ArgsT]):
         try:
             return self.Args.model_validate(input)
         except Exception as exc:
-            raise _refused(self.NAME, exc) from None
+            raise refused(self.NAME, exc) from None
 
     def prepare(self, input: dict[str, Any]) -> Prepared:
         """Validate ``input`` (boundary-checked JSON) once, for the judge and the run alike."""
         try:
             model = self.Args.model_validate(input)
         except Exception as exc:
-            raise _refused(self.NAME, exc) from None
+            raise refused(self.NAME, exc) from None
         return Prepared(input, model, dump=_dump_model)
 
     async def run_prepared(self, prepared: Prepared) -> ToolOutput:
@@ -325,7 +326,7 @@ class AlephTool(Generic[ArgsT]):
         raise NotImplementedError
 
 
-def _refused(name: str, exc: Exception) -> Exception:
+def refused(name: str, exc: Exception) -> Exception:
     """What validating a tool's input raised, as the chokepoint reports it."""
     if isinstance(exc, ValidationError):
         return _bad_input(name, exc)
