@@ -21,6 +21,7 @@ from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from aleph._chokepoint._approval import ApprovalOutcome, ApprovalRequest, ApprovalRequester
+from aleph._chokepoint._call import _CALL
 from aleph._chokepoint._callguard import CallGuard, guard_for
 from aleph._chokepoint._gate import (
     allowed_decisions,
@@ -57,7 +58,7 @@ from aleph._errors import (
 from aleph._flow._gate import Provenance
 from aleph._human import HumanChannel
 from aleph._principal import Principal
-from aleph._turn import TurnContext
+from aleph._turn import _TURN, TurnContext
 from aleph._watchdog import run_with_budget
 
 if TYPE_CHECKING:
@@ -254,7 +255,12 @@ class ScopedToolService(SyncCore, Identity, Judging, Recording, Provenance, Base
         """Run ``name`` through every gate; raises a :class:`ToolError` with advice for the model."""
         if telemetry_enabled():  # an OpenTelemetry SDK is configured: the same call inside a span
             return await traced_execute(self, name, input, cancel, self._untraced)
-        guard = guard_for(self)  # the turn's budget and idempotency key, when it carries either
+        turn = self.turn  # a guard when the turn carries a budget or an idempotency key (guard_for, inlined)
+        guard = (
+            CallGuard(self)
+            if turn is not None and (turn.budget is not None or turn.idempotency_key is not None)
+            else None
+        )
         try:
             entry, prepared, verdict = self._judge(name, input)  # the synchronous core decides
         except Refusal as refusal:
@@ -389,15 +395,18 @@ class ScopedToolService(SyncCore, Identity, Judging, Recording, Provenance, Base
         try:
             try:
                 try:
-                    output = await self._attempt(entry, run.prepared, budget_ms, cancel)
+                    work = self._started(entry, run.prepared, budget_ms, cancel)
+                    output = work if isinstance(work, ToolOutput) else await self._rest(entry, work, budget_ms)
                 except ToolError as exc:
                     if not (facts.idempotent and exc.is_retryable and not isinstance(exc, Cancelled)):
                         raise
                     await asyncio.sleep(RETRY_DELAY_S)
                     output = await self._attempt(entry, run.prepared, budget_ms, cancel)
             finally:
-                self._unscrub(run)
-            output = self._ran(run, output)
+                if run.scrub_token is not None:
+                    self._unscrub(run)
+            if run.secret is not None:
+                output = self._ran(run, output)
         except ToolError as exc:
             error, detail = self._failed(entry, run, exc)
             if self._records(entry, run):
@@ -406,13 +415,23 @@ class ScopedToolService(SyncCore, Identity, Judging, Recording, Provenance, Base
                 raise
             raise error from None
         finally:
-            self._close(run)
-        self._observed(entry, prepared, output, run)
+            _CALL.reset(run.call_token)
+            if run.turn_token is not None:
+                _TURN.reset(run.turn_token)
         call = run.call
+        if self._cp.flow is not None or run.handler is not None:
+            self._observed(entry, prepared, output, run)
         if not facts.idempotent or call.annotated:  # answered only once its row is durable
             self._acknowledge(
                 name, output, await self._record_execution(entry, prepared.arguments, "ok", "", call.refs)
             )
+        value = output.value  # the common small answer is passed as it is (see _bound_output)
+        if (
+            value is None
+            or isinstance(value, _NUMBERS)
+            or (type(value) is str and len(value) <= self._cp.max_output_chars)
+        ):
+            return output
         return self._bound_output(name, output)
 
     def _with_secrets(self, entry: RegisteredTool, prepared: Prepared) -> tuple[Substitution | None, Prepared]:
@@ -425,37 +444,44 @@ class ScopedToolService(SyncCore, Identity, Judging, Recording, Provenance, Base
             return None, prepared
         return sub, prepare_input(entry, sub.raw, self._cp.max_input_bytes)
 
-    async def _attempt(
+    def _started(
         self, entry: RegisteredTool, prepared: Prepared, budget_ms: int, cancel: asyncio.Event | None
-    ) -> ToolOutput:
-        name = entry.name
+    ) -> ToolOutput | Awaitable[ToolOutput]:
+        """The tool's first step, taken here: its output if it finished in it (most reads), else what is left.
+
+        A call that finishes in its first step needs no timer at all; one that suspends goes on from where
+        it stopped, under its wall-clock budget (:meth:`_attempt`).
+        """
         try:
             run = getattr(entry.tool, "run_prepared", None)
             work = run(prepared) if callable(run) else entry.tool.call_json(prepared.raw)
             if cancel is not None:
-                work = _cancellable(name, work, cancel)
-            elif type(work) is CoroutineType:
-                # The first step runs here: a tool that finishes in it (most reads) needs no timer at all;
-                # one that suspends goes on from where it stopped, under its wall-clock budget.
-                try:
-                    first = work.send(None)
-                except StopIteration as done:
-                    return done.value  # type: ignore[no-any-return]
-                work = Resumed(work, first)
+                return _cancellable(entry.name, work, cancel)
+            if type(work) is not CoroutineType:
+                return work
+            first = work.send(None)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        except Exception as exc:
+            raise _failure(entry.name, exc, budget_ms) from (None if isinstance(exc, ToolError | TimeoutError) else exc)
+        return Resumed(work, first)
+
+    async def _attempt(
+        self, entry: RegisteredTool, prepared: Prepared, budget_ms: int, cancel: asyncio.Event | None
+    ) -> ToolOutput:
+        """One run of the tool: the first step, then what is left of it under the budget."""
+        work = self._started(entry, prepared, budget_ms, cancel)
+        if isinstance(work, ToolOutput):
+            return work
+        return await self._rest(entry, work, budget_ms)
+
+    async def _rest(self, entry: RegisteredTool, work: Awaitable[ToolOutput], budget_ms: int) -> ToolOutput:
+        try:
             if entry.facts.inline:  # runs synchronously on the loop: a timer could not interrupt it anyway
                 return await work
             return await run_with_budget(work, budget_ms / 1000)
-        except TimeoutError as exc:
-            if isinstance(exc, ToolError):
-                raise
-            raise ToolTimeout(name, budget_ms) from None
-        except ToolError as exc:
-            mapped = mapped_error(name, exc)
-            if mapped is exc:
-                raise
-            raise mapped from None
         except Exception as exc:
-            raise panic_error(name, exc) from exc
+            raise _failure(entry.name, exc, budget_ms) from (None if isinstance(exc, ToolError | TimeoutError) else exc)
 
     def _bound_output(self, name: str, output: ToolOutput) -> ToolOutput:
         limit = self._cp.max_output_chars
@@ -499,6 +525,15 @@ async def _cancellable(name: str, work: Awaitable[ToolOutput], cancel: asyncio.E
         stopper.cancel()
         if not task.done():
             task.cancel()
+
+
+def _failure(name: str, exc: Exception, budget_ms: int) -> Exception:
+    """What a tool's exception becomes at the chokepoint: a timeout, its own bounded error, or a panic."""
+    if isinstance(exc, TimeoutError) and not isinstance(exc, ToolError):
+        return ToolTimeout(name, budget_ms)
+    if isinstance(exc, ToolError):
+        return mapped_error(name, exc)  # type: ignore[return-value]
+    return panic_error(name, exc)
 
 
 def _redacted(input: Mapping[str, Any]) -> dict[str, Any]:

@@ -91,7 +91,9 @@ class _Running:
 
     __slots__ = ("call", "call_token", "handler", "prepared", "scrub_token", "secret", "turn_token")
 
-    def __init__(self) -> None:
+    def __init__(self, prepared: Prepared) -> None:
+        self.prepared = prepared
+        """The input the tool runs on: the judged one, or it with secret values put in."""
         self.turn_token: Token[Any] | None = None
         self.scrub_token: Token[Any] | None = None
         self.secret: Substitution | None = None
@@ -243,36 +245,33 @@ class SyncCore:
 
     def _open(self, entry: RegisteredTool, prepared: Prepared, action: str) -> _Running:
         """Enter the call: progress start, the turn and the call context set, secrets put into its input."""
-        run = _Running()
-        name = entry.name
+        run = _Running(prepared)
         handler = run.handler = get_tool_progress_handler()
         if handler is not None:
-            call_handler(handler, handler.on_tool_start, name, summarize_call(name, prepared.arguments))
+            call_handler(handler, handler.on_tool_start, entry.name, summarize_call(entry.name, prepared.arguments))
         turn = self.turn
         if turn is not None:
             run.turn_token = _TURN.set(turn)
-        call = run.call = CallContext(
+        call = run.call = CallContext.running(
             self,  # type: ignore[arg-type]  # the service this mixin is part of
-            name,
-            agent=self.agent,
-            channel=self.channel,
-            turn=turn,
-            parent=_CALL.get(),
-            decision=action,
-            principal=self.principal,
+            entry.name,
+            self.agent,
+            self.channel,
+            turn,
+            _CALL.get(),
+            action,
+            self.principal,
         )
         run.call_token = _CALL.set(call)
-        try:
-            # Judged, approved and recorded with handles; only the run itself gets the values.
-            if self._cp.secrets:
+        if self._cp.secrets.active:
+            try:
+                # Judged, approved and recorded with handles; only the run itself gets the values.
                 run.secret, run.prepared = self._with_secrets(entry, prepared)
                 if run.secret is not None:
                     run.scrub_token = CHUNK_SCRUBBER.set(run.secret.scrub)
-            else:
-                run.prepared = prepared
-        except BaseException:
-            self._close(run)
-            raise
+            except BaseException:
+                self._close(run)
+                raise
         return run
 
     def _unscrub(self, run: _Running) -> None:
