@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -56,10 +57,13 @@ def served(tmp_path: Path) -> Iterator[str]:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     port = free_port()
+    # Only the fixture's tools: what other installed families add (a family's resources, say) would change
+    # which scenarios pass, and the baseline is about Aleph's server, not about what happens to be installed.
+    others = sorted({ep.name for ep in entry_points(group="aleph")} - {"conformance"})
     proc = subprocess.Popen(
         [ALEPH, "serve", "--http", "--port", str(port)],
         cwd=workspace,
-        env={**os.environ, "PYTHONPATH": str(site)},
+        env={**os.environ, "PYTHONPATH": str(site), "ALEPH_DISABLE_PLUGINS": ",".join(others)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
