@@ -103,8 +103,9 @@ class SyncCore:
     """The synchronous half of :class:`~aleph.ScopedToolService` (a mixin: it reads the service's fields)."""
 
     _hot: tuple[Any, ...] | None = None
-    """(policy, turn, registry generation, tier, allow-set, {name: (entry, name-level verdict)}): the last
-    resolutions, valid while each of the first five is the same object (the generation the same number)."""
+    """(policy, turn, registry generation, tier, allow-set, extra tools, {name: (entry, name-level verdict)}):
+    the last resolutions, valid while each of the first six is the same object (the generation the same
+    number). A service's extra tools are its own copy, never changed in place."""
 
     if TYPE_CHECKING:  # provided by the service and its other halves
         from aleph._chokepoint._permissions import PermissionPolicy
@@ -140,7 +141,7 @@ class SyncCore:
             self, entry: RegisteredTool, arguments: Mapping[str, Any], verdict: Verdict, *, whole: bool = False
         ) -> Verdict: ...
         def _flow_observe(
-            self, entry: RegisteredTool, arguments: Mapping[str, Any], output: ToolOutput, call: CallContext
+            self, entry: RegisteredTool, prepared: Prepared, output: ToolOutput, call: CallContext
         ) -> None: ...
         def _with_secrets(self, entry: RegisteredTool, prepared: Prepared) -> tuple[Substitution | None, Prepared]: ...
         def _bound_output(self, name: str, output: ToolOutput) -> ToolOutput: ...
@@ -191,16 +192,26 @@ class SyncCore:
             or hot[2] != cp.registry.generation
             or hot[3] is not self.tier
             or hot[4] is not self.allowed
+            or hot[5] is not self.extra_tools
         ):
-            hot = self._hot = (self.policy, self.turn, cp.registry.generation, self.tier, self.allowed, {})
-        memo = hot[5]
+            memo = {}
+            hot = self._hot = (
+                self.policy,
+                self.turn,
+                cp.registry.generation,
+                self.tier,
+                self.allowed,
+                self.extra_tools,
+                memo,
+            )
+        memo = hot[6]
         hit = memo.get(name)
         if hit is None:
             entry = self._entry(name)
             if entry is None or not self._is_allowed(entry.name):
                 entry = self._repaired(name)
             hit = (entry, cp.static_verdict(self.policy, self.tier, entry, self.turn))
-            if not self.extra_tools and entry.name == name and len(memo) < _HOT_ENTRIES:
+            if entry.name == name and len(memo) < _HOT_ENTRIES:
                 memo[name] = hit
         entry, known = hit
         if entry.facts.requires_role is not None:
@@ -311,7 +322,7 @@ class SyncCore:
     def _observed(self, entry: RegisteredTool, prepared: Prepared, output: ToolOutput, run: _Running) -> None:
         """After a successful run: provenance filed, progress told."""
         if self._cp.flow is not None:
-            self._flow_observe(entry, prepared.arguments, output, run.call)
+            self._flow_observe(entry, prepared, output, run.call)
         handler = run.handler
         if handler is not None:
             call_handler(handler, handler.on_tool_result, entry.name, output.text[:200], True)
