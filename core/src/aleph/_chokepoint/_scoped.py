@@ -35,7 +35,7 @@ from aleph._chokepoint._recording import Recording
 from aleph._chokepoint._refusal import Refusal
 from aleph._chokepoint._secrets import Substitution
 from aleph._chokepoint._shared import Chokepoint, CommandChecker, CommandSplitter, DefinitionRewriter, Explanation
-from aleph._chokepoint._synccore import DEFAULT_BUDGET_MS, RETRY_DELAY_S, Resumed, SyncCore, mapped_error
+from aleph._chokepoint._synccore import DEFAULT_BUDGET_MS, RETRY_DELAY_S, HotMemo, Resumed, SyncCore, mapped_error
 from aleph._chokepoint._telemetry import enabled as telemetry_enabled
 from aleph._chokepoint._telemetry import note_approval, traced_execute
 from aleph._chokepoint._tiers import ExecTier
@@ -114,6 +114,7 @@ class ScopedToolService(SyncCore, Identity, Judging, Recording, Provenance, Base
         self.rewriters = tuple(rewriters)
         self.deferred = deferred
         self.extra_tools = dict(extra_tools or {})
+        self._hot = HotMemo()
         self._scope: str | None = None
 
     def derive(

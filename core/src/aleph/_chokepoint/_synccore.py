@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from aleph._contract._tool import Prepared
     from aleph._contract._types import ToolDefinition
 
-__all__ = ["DEFAULT_BUDGET_MS", "RETRY_DELAY_S", "Refusal", "Runner", "SyncCore", "bounded_error"]
+__all__ = ["DEFAULT_BUDGET_MS", "RETRY_DELAY_S", "HotMemo", "Runner", "SyncCore", "bounded_error"]
 
 DEFAULT_BUDGET_MS = 300_000
 RETRY_DELAY_S = 0.1
@@ -99,13 +99,27 @@ class _Running:
         self.secret: Substitution | None = None
 
 
+class HotMemo:
+    """A service's resolutions by name: ``{name: (entry, name-level verdict)}`` and what they hold for.
+
+    ``key`` is (policy, turn mode, registry generation, tier, allow-set, extra tools): the memo answers
+    only while each is the same object (the mode and generation the same number), and is emptied when one
+    changes. A name-level verdict reads nothing else of the turn. A service's extra tools are its own copy,
+    never changed in place. Services derived for another turn share their parent's memo.
+    """
+
+    __slots__ = ("key", "memo")
+
+    def __init__(self) -> None:
+        self.key: tuple[Any, ...] | None = None
+        self.memo: dict[str, tuple[RegisteredTool, tuple[Verdict, int]]] = {}
+
+
 class SyncCore:
     """The synchronous half of :class:`~aleph.ScopedToolService` (a mixin: it reads the service's fields)."""
 
-    _hot: tuple[Any, ...] | None = None
-    """(policy, turn, registry generation, tier, allow-set, extra tools, {name: (entry, name-level verdict)}):
-    the last resolutions, valid while each of the first six is the same object (the generation the same
-    number). A service's extra tools are its own copy, never changed in place."""
+    _hot: HotMemo
+    """The service's last resolutions (see :class:`HotMemo`); shared with the services derived from it."""
 
     if TYPE_CHECKING:  # provided by the service and its other halves
         from aleph._chokepoint._permissions import PermissionPolicy
@@ -185,32 +199,27 @@ class SyncCore:
             name = check_name(name)
         cp = self._cp
         hot = self._hot
-        if (  # the memo answers only for the very policy, tier, turn, allow-set and registration it was made for
-            hot is None
-            or hot[0] is not self.policy
-            or hot[1] is not self.turn
-            or hot[2] != cp.registry.generation
-            or hot[3] is not self.tier
-            or hot[4] is not self.allowed
-            or hot[5] is not self.extra_tools
+        turn = self.turn  # a name-level verdict reads the turn's mode only (plan mode, a side question)
+        mode = 0 if turn is None else 2 if turn.side_question else 1 if turn.plan_mode else 0
+        key = hot.key
+        if (  # the memo answers only for the very policy, tier, mode, allow-set and registration it was made for
+            key is None
+            or key[0] is not self.policy
+            or key[1] != mode
+            or key[2] != cp.registry.generation
+            or key[3] is not self.tier
+            or key[4] is not self.allowed
+            or key[5] is not self.extra_tools
         ):
-            memo = {}
-            hot = self._hot = (
-                self.policy,
-                self.turn,
-                cp.registry.generation,
-                self.tier,
-                self.allowed,
-                self.extra_tools,
-                memo,
-            )
-        memo = hot[6]
+            hot.key = (self.policy, mode, cp.registry.generation, self.tier, self.allowed, self.extra_tools)
+            hot.memo = {}
+        memo = hot.memo
         hit = memo.get(name)
         if hit is None:
             entry = self._entry(name)
             if entry is None or not self._is_allowed(entry.name):
                 entry = self._repaired(name)
-            hit = (entry, cp.static_verdict(self.policy, self.tier, entry, self.turn))
+            hit = (entry, cp.static_verdict(self.policy, self.tier, entry, turn))
             if entry.name == name and len(memo) < _HOT_ENTRIES:
                 memo[name] = hit
         entry, known = hit
