@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from aleph._errors import ToolError
 
@@ -16,7 +17,7 @@ class Refusal(Exception):
     runs it where it can wait. Never seen outside the chokepoint.
     """
 
-    def __init__(self, error: ToolError, record: Callable[[], Awaitable[None]]) -> None:
+    def __init__(self, error: ToolError, record: Callable[[], Coroutine[Any, Any, None]]) -> None:
         super().__init__(str(error))
         self.error = error
         self.record = record

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -90,6 +90,10 @@ class _Running:
     """One call while its tool runs: the context it runs in and the secrets put into its input."""
 
     __slots__ = ("call", "call_token", "handler", "prepared", "scrub_token", "secret", "turn_token")
+
+    call: CallContext
+    call_token: Token[CallContext | None]
+    handler: Any
 
     def __init__(self, prepared: Prepared) -> None:
         self.prepared = prepared
@@ -348,7 +352,8 @@ class SyncCore:
         row, an idempotency key — is run by ``runner`` (``runner(factory)`` runs the coroutine
         ``factory()`` to completion on the host's event loop and returns its result); without one, each
         such step runs on a fresh event loop, and where an event loop is already running on the calling
-        thread a :class:`RuntimeError` says to ``await execute(...)`` instead. A sync tool's duration
+        thread a :class:`RuntimeError` says to ``await execute(...)`` instead (a refusal's ledger row is
+        only queued, which needs no wait). A sync tool's duration
         budget cannot interrupt it on the calling thread: one that overran it raises
         :class:`~aleph.ToolTimeout` once it returns (as :meth:`execute` does for a sync tool it runs in
         a worker thread). A call that needs a person's approval with no requester bound is refused
@@ -368,9 +373,12 @@ class SyncCore:
             if inline and guard is not None:
                 guard.charge(entry, prepared)
         except Refusal as refusal:
-            if self._cp.ledger is not None:
+            if runner is not None or (self._cp.ledger is not None and asyncio._get_running_loop() is None):
                 self._wait(runner, entry_name(name), "record the refusal", refusal.record)
-            else:  # nothing to await: the session event log is written synchronously
+            else:
+                # No ledger (the event log is written synchronously), or an event loop already runs on this
+                # thread: a refusal's row is only queued, which finishes at once while the ledger's queue
+                # has room (a writer stalled for 60 s counts it lost, as it does for execute).
                 _drive(refusal.record())
             raise refusal.error from None
         if not inline:
@@ -426,11 +434,16 @@ class SyncCore:
         return self._bound_output(name, output)
 
     def _wait(
-        self, runner: Runner[_T] | None, name: str, why: str, factory: Callable[[], Coroutine[Any, Any, _T]]
+        self,
+        runner: Runner[Any] | None,
+        name: str,
+        why: str,
+        factory: Callable[[], Coroutine[Any, Any, _T]],
     ) -> _T:
         """Run a step that waits: on the host's runner, else on a fresh event loop."""
         if runner is not None:
-            return runner(factory)
+            result: _T = runner(factory)
+            return result
         if asyncio._get_running_loop() is not None:
             raise RuntimeError(
                 f"call_sync for `{name}` must {why}, which waits, and an event loop is already running on this "
@@ -444,14 +457,15 @@ def entry_name(name: object) -> str:
     return name if isinstance(name, str) else repr(name)[:80]
 
 
-def _drive(coro: Coroutine[Any, Any, _T]) -> _T:
-    """Run a coroutine that never suspends (recording with no ledger) to its end, without an event loop."""
+def _drive(coro: Awaitable[_T]) -> _T:
+    """Run a step that does not suspend (queueing a refusal's row) to its end, without an event loop."""
+    step = coro.__await__()
     try:
-        coro.send(None)
+        step.send(None)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
-    coro.close()
-    raise RuntimeError("a step expected to finish at once waited")  # a defect, never a silent loss
+    step.close()
+    raise RuntimeError("recording a refusal had to wait, which cannot happen here")  # a defect, never silent
 
 
 def _attempt_sync(entry: RegisteredTool, prepared: Prepared, budget_s: float) -> ToolOutput:
