@@ -291,3 +291,25 @@ def test_call_sync_is_safe_from_several_threads_at_once(tmp_path: Path) -> None:
         assert errors == []
     finally:
         host.close()
+
+
+def test_an_async_tools_budget_counts_from_its_first_step_which_the_chokepoint_takes_itself(tmp_path: Path) -> None:
+    import time
+
+    @aleph.tool(idempotent=True, max_duration_ms=200)
+    async def slow_start() -> str:
+        """Works 150 ms before it first waits, then waits 100 ms more: 250 ms in all, over its 200 ms."""
+        time.sleep(0.15)
+        await asyncio.sleep(0.1)
+        return "done"
+
+    host = Host(tmp_path)
+    try:
+        host.rt.register(slow_start)
+        svc = host.service([], {}, "operator")
+        with pytest.raises(aleph.ToolTimeout):
+            host.run(lambda: svc.execute("slow_start", {}))
+        with pytest.raises(aleph.ToolTimeout):
+            svc.call_sync("slow_start", {}, runner=host.run)
+    finally:
+        host.close()

@@ -15,6 +15,7 @@ import builtins
 import dataclasses
 import logging
 import re
+import time
 import uuid
 from collections.abc import Awaitable, Mapping, Sequence
 from types import CoroutineType
@@ -69,7 +70,6 @@ __all__ = ["Chokepoint", "CommandChecker", "CommandSplitter", "DefinitionRewrite
 log = logging.getLogger("aleph")
 
 _NUMBERS = (bool, int, float)
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 
 class _Unset:
@@ -460,12 +460,13 @@ class ScopedToolService(SyncCore, Identity, Judging, Recording, Provenance, Base
                 return _cancellable(entry.name, work, cancel)
             if type(work) is not CoroutineType:
                 return work
+            started = time.monotonic()
             first = work.send(None)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
         except Exception as exc:
             raise _failure(entry.name, exc, budget_ms) from (None if isinstance(exc, ToolError | TimeoutError) else exc)
-        return Resumed(work, first)
+        return Resumed(work, first, started)
 
     async def _attempt(
         self, entry: RegisteredTool, prepared: Prepared, budget_ms: int, cancel: asyncio.Event | None
@@ -480,7 +481,10 @@ class ScopedToolService(SyncCore, Identity, Judging, Recording, Provenance, Base
         try:
             if entry.facts.inline:  # runs synchronously on the loop: a timer could not interrupt it anyway
                 return await work
-            return await run_with_budget(work, budget_ms / 1000)
+            seconds = budget_ms / 1000
+            if type(work) is Resumed:  # the budget counts from the first step, which ran before this
+                seconds = max(0.0, seconds - (time.monotonic() - work.started))
+            return await run_with_budget(work, seconds)
         except Exception as exc:
             raise _failure(entry.name, exc, budget_ms) from (None if isinstance(exc, ToolError | TimeoutError) else exc)
 

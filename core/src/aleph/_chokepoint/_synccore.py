@@ -12,6 +12,7 @@ only a step that must wait to a runner (an event loop the host owns, else a fres
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from functools import partial
@@ -55,6 +56,8 @@ DEFAULT_BUDGET_MS = 300_000
 RETRY_DELAY_S = 0.1
 ERROR_LIMIT = 4000
 _HOT_ENTRIES = 1024
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+"""Terminal escapes, taken out of every error text a tool returns."""
 
 _T = TypeVar("_T")
 
@@ -64,9 +67,7 @@ Runner = Callable[[Callable[[], Coroutine[Any, Any, _T]]], _T]
 
 def bounded_error(text: str) -> str:
     """An error text without terminal escapes, at most about 4,000 characters (head and tail kept)."""
-    from aleph._chokepoint._scoped import _ANSI  # the one pattern, defined with the service
-
-    text = _ANSI.sub("", text)
+    text = ANSI.sub("", text)
     if len(text) <= ERROR_LIMIT:
         return text
     head, tail = text[:2600], text[-1200:]
@@ -492,11 +493,13 @@ class Resumed:
     needs no wall-clock budget, and one that suspends goes on under the budget from where it stopped.
     """
 
-    __slots__ = ("_coro", "_first")
+    __slots__ = ("_coro", "_first", "started")
 
-    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
+    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any, started: float) -> None:
         self._coro = coro
         self._first = first
+        self.started = started
+        """``time.monotonic()`` when the first step began: the budget counts from there."""
 
     def __await__(self) -> Any:
         coro, value = self._coro, self._first
