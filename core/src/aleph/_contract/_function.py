@@ -22,6 +22,8 @@ from aleph._contract._types import ToolFacts, ToolOutput
 
 __all__ = ["tool"]
 
+_set = object.__setattr__
+
 
 def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     """Split a Google-, reST- or NumPy-style docstring into (summary, {param: description})."""
@@ -117,8 +119,15 @@ class _FunctionTool(AlephTool[BaseModel]):
         return Prepared(input, kwargs, dump=self._dump)
 
     def _dump(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        # The judged JSON form, exactly as the model would dump it (its serializers, aliases).
-        dumped: dict[str, Any] = self.Args.model_construct(**kwargs).model_dump(mode="json", by_alias=True)
+        # The judged JSON form, exactly as the model would dump it (its serializers, aliases): the validated
+        # fields put in a bare instance (what model_construct does, without re-checking defaults and extras).
+        model = self.Args
+        instance = object.__new__(model)
+        _set(instance, "__dict__", kwargs)
+        _set(instance, "__pydantic_fields_set__", set(kwargs))
+        _set(instance, "__pydantic_extra__", None)
+        _set(instance, "__pydantic_private__", None)
+        dumped: dict[str, Any] = model.__pydantic_serializer__.to_python(instance, mode="json", by_alias=True)
         return dumped
 
     async def call(self, args: BaseModel | dict[str, Any]) -> Any:
