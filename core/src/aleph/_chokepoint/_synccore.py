@@ -107,17 +107,17 @@ class _Running:
 class HotMemo:
     """A service's resolutions by name: ``{name: (entry, name-level verdict)}`` and what they hold for.
 
-    ``key`` is (policy, turn mode, registry generation, tier, allow-set, extra tools): the memo answers
+    The key is (policy, turn mode, registry generation, tier, allow-set, extra tools): the memo answers
     only while each is the same object (the mode and generation the same number), and is emptied when one
     changes. A name-level verdict reads nothing else of the turn. A service's extra tools are its own copy,
     never changed in place. Services derived for another turn share their parent's memo.
     """
 
-    __slots__ = ("key", "memo")
+    __slots__ = ("state",)
 
     def __init__(self) -> None:
-        self.key: tuple[Any, ...] | None = None
-        self.memo: dict[str, tuple[RegisteredTool, tuple[Verdict, int]]] = {}
+        self.state: tuple[tuple[Any, ...] | None, dict[str, tuple[RegisteredTool, tuple[Verdict, int]]]] = (None, {})
+        """(key, memo), replaced as one value: a thread never pairs one key with another key's memo."""
 
 
 class SyncCore:
@@ -206,7 +206,8 @@ class SyncCore:
         hot = self._hot
         turn = self.turn  # a name-level verdict reads the turn's mode only (plan mode, a side question)
         mode = 0 if turn is None else 2 if turn.side_question else 1 if turn.plan_mode else 0
-        key = hot.key
+        state = hot.state  # one read: the key and its memo always belong together, whatever other threads do
+        key = state[0]
         if (  # the memo answers only for the very policy, tier, mode, allow-set and registration it was made for
             key is None
             or key[0] is not self.policy
@@ -216,15 +217,19 @@ class SyncCore:
             or key[4] is not self.allowed
             or key[5] is not self.extra_tools
         ):
-            hot.key = (self.policy, mode, cp.registry.generation, self.tier, self.allowed, self.extra_tools)
-            hot.memo = {}
-        memo = hot.memo
+            state = hot.state = (
+                (self.policy, mode, cp.registry.generation, self.tier, self.allowed, self.extra_tools),
+                {},
+            )
+        memo = state[1]
         hit = memo.get(name)
         if hit is None:
             entry = self._entry(name)
             if entry is None or not self._is_allowed(entry.name):
                 entry = self._repaired(name)
-            hit = (entry, cp.static_verdict(self.policy, self.tier, entry, turn))
+            key = state[0]  # judged by the key's own policy and tier: what is memoised is what the key says
+            assert key is not None
+            hit = (entry, cp.static_verdict(key[0], key[3], entry, turn))
             if entry.name == name and len(memo) < _HOT_ENTRIES:
                 memo[name] = hit
         entry, known = hit
