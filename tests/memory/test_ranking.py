@@ -267,19 +267,20 @@ def test_word_counts_are_reused_until_the_store_grows_by_a_tenth(tmp_path: Path)
     store.close()
 
 
-def test_a_version_1_file_gains_the_time_index_the_context_vectors_and_event_time(tmp_path: Path) -> None:
+def test_a_version_1_file_gains_the_time_index_the_context_vectors_event_time_and_places(tmp_path: Path) -> None:
     path = tmp_path / "m.sqlite"
     Database(path).close()
     conn = sqlite3.connect(path)
     conn.execute("DROP INDEX items_by_time")
     conn.execute("DROP TABLE context_vectors")
     conn.execute("DROP TABLE item_events")
+    conn.execute("DROP TABLE item_places")
     conn.execute("PRAGMA user_version = 1")
     conn.close()
     Database(path).close()
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
-    for name in ("items_by_time", "context_vectors", "item_events", "item_events_by_time"):
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    for name in ("items_by_time", "context_vectors", "item_events", "item_events_by_time", "item_places"):
         assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() == (1,)
     conn.close()
 

@@ -16,7 +16,7 @@ from aleph_memory._text import FTS_TOKENIZE
 
 __all__ = ["SCHEMA_VERSION", "Database"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _V1 = f"""
 CREATE TABLE IF NOT EXISTS items (
@@ -62,6 +62,12 @@ CREATE TABLE IF NOT EXISTS item_events (
 );
 CREATE INDEX IF NOT EXISTS item_events_by_time ON item_events (agent, start);
 CREATE INDEX IF NOT EXISTS item_events_by_item ON item_events (rowid);
+CREATE TABLE IF NOT EXISTS item_places (
+    rowid INTEGER NOT NULL,
+    agent TEXT NOT NULL,
+    name TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS item_places_by_agent ON item_places (agent, rowid);
 CREATE TABLE IF NOT EXISTS vectors (
     rowid INTEGER PRIMARY KEY,
     model TEXT NOT NULL,
@@ -160,7 +166,8 @@ class Database:
         if version < SCHEMA_VERSION:
             # Every statement is IF NOT EXISTS, so processes opening a new file at once cannot collide, and
             # an older file gains what later versions added (2: the time index, 3: the turns' context vectors,
-            # 4: event time, the intervals an item's own words resolve to, see _events)
+            # 4: event time, the intervals an item's own words resolve to, see _events; 5: the places an item
+            # names, see _places)
             # by running the same script.
             with self._lock:
                 self._conn.executescript(_V1)

@@ -219,8 +219,8 @@ def events_in(
             " AND end > ? ORDER BY confidence DESC LIMIT ?",
             (agent, start - MAX_SPAN, end, start, limit),
         ):
-            value = confidence * min(1.0, (end - start) / max(1, e_end - e_start))
             low, high = (start + slack, end - slack) if end - start > 2 * slack else (start, end)
+            value = confidence * min(1.0, (high - low) / max(1, e_end - e_start))
             if not (e_start < high and low < e_end):
                 value *= 0.5
             out[rowid] = max(out.get(rowid, 0.0), value)

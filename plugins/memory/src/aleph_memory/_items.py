@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from aleph_memory._db import Database
 from aleph_memory._events import mentions_last_talk, resolve_events
+from aleph_memory._places import places
 from aleph_memory._text import FTS_TOKENIZE, lemma, terms
 from aleph_memory._text import stem as stem_word
 
@@ -362,6 +363,12 @@ class ItemStore:
                     _previous_talk(conn, item) if mentions_last_talk(item.content) else None,
                 )
             ],
+        )
+        # The places each item names, for questions that ask for a kind of place (see _places).
+        people = frozenset(w.lower() for p in {i.speaker for i in out if i.speaker} for w in p.split())
+        conn.executemany(
+            "INSERT INTO item_places (rowid, agent, name) VALUES (?, ?, ?)",
+            [(item.rowid, agent, name) for item in out for name in places(item.content, people)],
         )
         return out
 

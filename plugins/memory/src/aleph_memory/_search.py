@@ -4,7 +4,8 @@
    spelling, "roadtrip" / "road trip") over each item's own text and,
    at a fifth of the weight, its neighbouring turns in the same session, confined to the agent;
    a date the query names adds the items of that window, and the turn that opens each of its
-   sessions (it catches up on what happened since the last) is preferred.
+   sessions (it catches up on what happened since the last) is preferred; a question asking for a kind
+   of place ("Which cities ...") adds the items that name one (``_places``).
 2. **People.** A query that names a known speaker is about that person: the name is taken out of
    the lexical query (it matches every turn that greets them) and that speaker's items are preferred.
 3. **Coverage.** Items whose text and neighbours cover more of the query's distinct stems rise: BM25
@@ -37,12 +38,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from aleph_memory._answers import POOL, asks_about_both, asks_for_a_set, diversify
+from aleph_memory._answers import POOL, asks_about_both, asks_for_a_set, distinct_events, diversify
 from aleph_memory._db import Database
 from aleph_memory._events import events_in, told_elsewhere, window_holds
 from aleph_memory._holidays import HOLIDAY
 from aleph_memory._items import Item, ItemStore, fts_table
 from aleph_memory._lexical import DocCounts, compound_forms, match_expression
+from aleph_memory._places import asks_for_a_place, items_naming_a_place
 from aleph_memory._providers import Embedder, VectorIndex, _numpy, embed_normalised
 from aleph_memory._text import lemma, stem, terms
 from aleph_memory._when import Window, find_window
@@ -61,6 +63,9 @@ OPENER_WEIGHT = 0.3
 EVENT_WEIGHT = 0.5
 """An item whose own words resolve inside a query's window gains this times their confidence (and TIME_WEIGHT)."""
 EVENT_CANDIDATES = 300
+PLACE_WEIGHT = 0.3
+"""A question that asks for a kind of place ("Which cities ...") prefers the items that name a place."""
+PLACE_CANDIDATES = 300
 WHEN_WEIGHT = 0.4
 """A "when ..." question is answered by a turn that says when (yesterday, last week, on Friday)."""
 REPLY_SHARE = 0.5
@@ -257,7 +262,15 @@ class Ranker:
         named = _named_people(words, people)
         name_words = {w for person in named for w in terms(person)}
         subject = _subject(original, named) if named else None
-        lexical = [lemma(w) for w in words if w not in name_words] or [lemma(w) for w in words]
+        lexical = [lemma(w) for w in words if w not in name_words]
+        if not lexical and window is None:
+            lexical = [lemma(w) for w in words]
+        elif not lexical:
+            # A query of nothing but names and a date ("What did Amara do on 10 May?") asks what happened
+            # then: the window is the query and the subject the speaker signal's; searching the subject's
+            # name would rank every turn that greets her above what she did that day. Another person named
+            # ("What did Nate do for Joanna on 25 May?") is what the turn is about: their name stays.
+            lexical = [lemma(w) for w in words if subject is None or w not in terms(subject)]
         query_stems = {stem(w) for w in lexical}
         padded_stems = [f" {q} " for q in query_stems]
         scores: dict[int, float] = {}
@@ -280,6 +293,12 @@ class Ranker:
                 events = events_in(conn, agent, window.ranges, EVENT_CANDIDATES, window.slack)
             for rowid in events:
                 scores.setdefault(rowid, 0.0)
+        placed: set[int] = set()
+        if PLACE_WEIGHT and asks_for_a_place(original):
+            with self.db.read() as conn:
+                placed = items_naming_a_place(conn, agent, subject if len(named) == 1 else None, PLACE_CANDIDATES)
+        for rowid in placed:
+            scores.setdefault(rowid, 0.0)
         if window is not None and not window.bound and WINDOW_CANDIDATES:
             # A question that names a date asks about what happened then, whether or not its other words
             # match: the items of that window are candidates too (ranked by coverage, time and session).
@@ -340,9 +359,11 @@ class Ranker:
             if rowid in events:
                 value += TIME_WEIGHT + EVENT_WEIGHT * events[rowid]
             elif window is not None and f[6] is not None and f[6] in window and rowid not in elsewhere:
-                value += TIME_WEIGHT
+                value += TIME_WEIGHT * window.said_share(f[6])
                 if f[2] is not None and f[7] is not None and f[7] == openers.get(f[2]):
                     value += OPENER_WEIGHT
+            if rowid in placed:
+                value += PLACE_WEIGHT
             if asks_when and any(m in f[8] for m in _WHEN_MARKS):
                 value += WHEN_WEIGHT
             if len(named) == 1 and speaker in named:
@@ -381,12 +402,15 @@ class Ranker:
                 final[rowid] = final[rowid] / best_final + DENSE_WEIGHT * d
         ranked = sorted(final, key=lambda r: (-final[r], -r))
         both = len(named) >= 2 and asks_about_both(original)
-        if both or asks_for_a_set(original):
-            # "How many times", "which ones", "both": several events, so spread the list over sessions.
-            pool = ranked[: POOL * limit]
+        if both:
             # "Both" / "in common" about two named people: each one's turns, not the first one's only.
-            speakers = {r: features[r][1] if features[r][1] in named else None for r in pool} if both else None
+            pool = ranked[: POOL * limit]
+            speakers = {r: features[r][1] if features[r][1] in named else None for r in pool}
             ranked = diversify(ranked, final, {r: features[r][2] for r in pool}, limit, speakers)
+        elif asks_for_a_set(original):
+            # "How many times", "which ones", "what has she painted": several events (see _answers).
+            mine = {r: f[2] if len(named) != 1 or f[1] in named else None for r, f in features.items()}
+            ranked = distinct_events(ranked, mine, limit)
         ranked = ranked[: max(0, limit)]
         items = self.items.by_rowids(ranked)
         hits = [Hit(items[r], round(final[r], 4)) for r in ranked if r in items]

@@ -22,7 +22,9 @@ __all__ = ["Window", "find_window"]
 
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 _MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
-_M = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_MONTHS["sept"] = 9
+# The name ends at a word's end: "of Maria's" is not March, "in Augusta" not August, "by Decker" not December.
+_M = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\b\.?"
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"((?:19|20)\d\d)"
 _SEASON = r"(spring|summer|fall|autumn|winter)"
@@ -52,6 +54,8 @@ SLACK = timedelta(days=3)
 """A day or month named in a question is matched a little loosely (a session late at night, "last Friday")."""
 
 _SLACK_MS = int(SLACK.total_seconds() * 1000)
+SLACK_SHARE = 0.5
+"""What was said in the slack around the dates named (not on them) counts for this share of the window's weight."""
 MAX_YEARS = 50
 """A month named without a year spans at most this many years (the latest of the store's)."""
 
@@ -73,6 +77,19 @@ class Window:
     def __contains__(self, at: int) -> bool:
         return any(start <= at < end for start, end in self.ranges)
 
+    def exactly(self, at: int) -> bool:
+        """Whether ``at`` lies in the dates named themselves, not only in the slack around them."""
+        s = self.slack
+        return any(start + s <= at < end - s for start, end in self.ranges if end - start > 2 * s) or not s
+
+    def said_share(self, at: int) -> float:
+        """How much a time said at ``at`` (inside the window) stands for the dates named: 1, or SLACK_SHARE.
+
+        The slack is there for a session late at night; a turn said the day after the day asked is less
+        surely about it than a turn whose words date what it tells to that very day.
+        """
+        return 1.0 if self.exactly(at) else SLACK_SHARE
+
 
 _UNTIL = re.compile(r"\b(?:as of|until|till|up to|up until|before|by)\s+(?:the\s+end\s+of\s+)?$", re.I)
 _SINCE = re.compile(r"\b(?:since|after)\s+$", re.I)
@@ -84,8 +101,12 @@ def find_window(text: str, years: tuple[int, int] | None = None) -> Window | Non
     """The first date ``text`` names, or None; "as of"/"until" and "since" before it make it a bound.
 
     ``years`` (first, last) is the span a month named without a year is looked for in; without it
-    such a month is not a window.
+    such a month is not a window. "between August 11 and August 15 2023", "from 3 to 9 May 2022" is
+    one window from the first date's start to the second's end.
     """
+    span = _find_span(text)
+    if span is not None:
+        return span
     window = _find_date(text, years)
     if window is None or len(window.ranges) != 1:
         return window
@@ -165,6 +186,44 @@ def _find_date(text: str, years: tuple[int, int] | None) -> Window | None:
             slack=int(slack.total_seconds() * 1000),
         )
     return None
+
+
+_SPAN = re.compile(
+    rf"\b(?:between|from)\s+((?:{_M}\s+)?{_DAY}(?:\s+(?:of\s+)?{_M})?(?:,?\s*{_YEAR})?)"
+    rf"\s*(?:and|to|until|till|through|-|\u2013)\s*((?:{_M}\s+)?{_DAY}(?:\s+(?:of\s+)?{_M})?,?\s*{_YEAR})\b",
+    re.I,
+)
+MAX_SPAN_DAYS = 366
+"""A range longer than this ("between 2 May 2020 and 9 May 2023") is too loose to narrow anything: not a window."""
+
+
+def _find_span(text: str) -> Window | None:
+    """A range of days the question names ("between August 11 and August 15 2023"), or None.
+
+    The first date may leave out its year and the second its month; each takes the other's.
+    """
+    match = _SPAN.search(text)
+    if match is None:
+        return None
+    first, second = match.group(1), match.group(6)
+    month_a = match.group(2) or match.group(4)
+    month_b = match.group(7) or match.group(9)
+    if month_a is None and month_b is None:
+        return None
+    year = match.group(10)
+    if month_a is None:
+        first = f"{first} {month_b}"
+    if match.group(5) is None:
+        first = f"{first} {year}"
+    if month_b is None:
+        second = f"{month_a} {second}"
+    low, high = _find_date(first, None), _find_date(second, None)
+    if low is None or high is None or len(low.ranges) != 1 or len(high.ranges) != 1:
+        return None
+    start, end = low.ranges[0][0], high.ranges[0][1]
+    if not 0 < end - start <= MAX_SPAN_DAYS * 86_400_000:
+        return None
+    return Window(((start, end),), match.group(0), slack=low.slack)
 
 
 def _around(start: date, end: date) -> tuple[int, int]:
