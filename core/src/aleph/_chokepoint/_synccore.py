@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import aleph._progress as _progress
 from aleph._chokepoint._boundary import InputProblem, json_input
 from aleph._chokepoint._call import _CALL, CallContext
 from aleph._chokepoint._callguard import CallGuard, guard_for
@@ -38,7 +39,7 @@ from aleph._errors import (
     ToolTimeout,
     TransportError,
 )
-from aleph._progress import CHUNK_SCRUBBER, call_handler, get_tool_progress_handler
+from aleph._progress import CHUNK_SCRUBBER, call_handler
 from aleph._turn import _TURN
 
 if TYPE_CHECKING:
@@ -276,7 +277,7 @@ class SyncCore:
     def _open(self, entry: RegisteredTool, prepared: Prepared, action: str) -> _Running:
         """Enter the call: progress start, the turn and the call context set, secrets put into its input."""
         run = _Running(prepared)
-        handler = run.handler = get_tool_progress_handler()
+        handler = run.handler = _progress._handler  # get_tool_progress_handler(), without the call
         if handler is not None:
             call_handler(handler, handler.on_tool_start, entry.name, summarize_call(entry.name, prepared.arguments))
         turn = self.turn

@@ -23,6 +23,7 @@ from aleph._contract._types import ToolFacts, ToolOutput
 __all__ = ["tool"]
 
 _set = object.__setattr__
+_PLAIN = frozenset((str, int, bool, type(None)))
 
 
 def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
@@ -93,12 +94,27 @@ def _fields_validator(model: type[BaseModel]) -> SchemaValidator | None:
     return SchemaValidator(schema["schema"], schema.get("config"))
 
 
+def _dump_fields(model: type[BaseModel], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The judged JSON form of validated fields, exactly as ``model`` dumps it (its serializers, aliases).
+
+    The fields go into a bare instance (what ``model_construct`` does, without re-checking defaults and
+    extras, which validation did), which the model's own serializer then dumps.
+    """
+    instance = object.__new__(model)
+    _set(instance, "__dict__", kwargs)
+    _set(instance, "__pydantic_fields_set__", set(kwargs))
+    _set(instance, "__pydantic_extra__", None)
+    _set(instance, "__pydantic_private__", None)
+    dumped: dict[str, Any] = model.__pydantic_serializer__.to_python(instance, mode="json", by_alias=True)
+    return dumped
+
+
 class _FunctionTool(AlephTool[BaseModel]):
     """An :class:`AlephTool` made by :func:`tool` from a typed function."""
 
     _fn: ClassVar[Callable[..., Any]]
     _is_async: ClassVar[bool]
-    _fields: ClassVar[tuple[SchemaValidator | None] | None] = None
+    _fields: ClassVar[tuple[SchemaValidator | None, Callable[[dict[str, Any]], dict[str, Any]]] | None] = None
 
     def prepare(self, input: dict[str, Any]) -> Prepared:
         """Validate ``input`` once into the function's keyword arguments (coerced, defaults filled in)."""
@@ -106,7 +122,7 @@ class _FunctionTool(AlephTool[BaseModel]):
         if fields is None:
             try:
                 model = self.Args
-                fields = type(self)._fields = (_fields_validator(model),)
+                fields = type(self)._fields = (_fields_validator(model), partial(_dump_fields, model))
             except Exception:  # an Args model that cannot be built: the model path words the error
                 return super().prepare(input)
         validator = fields[0]
@@ -116,19 +132,7 @@ class _FunctionTool(AlephTool[BaseModel]):
             kwargs = validator.validate_python(input)[0]
         except Exception as exc:
             raise refused(self.NAME, exc) from None
-        return Prepared(input, kwargs, dump=self._dump)
-
-    def _dump(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        # The judged JSON form, exactly as the model would dump it (its serializers, aliases): the validated
-        # fields put in a bare instance (what model_construct does, without re-checking defaults and extras).
-        model = self.Args
-        instance = object.__new__(model)
-        _set(instance, "__dict__", kwargs)
-        _set(instance, "__pydantic_fields_set__", set(kwargs))
-        _set(instance, "__pydantic_extra__", None)
-        _set(instance, "__pydantic_private__", None)
-        dumped: dict[str, Any] = model.__pydantic_serializer__.to_python(instance, mode="json", by_alias=True)
-        return dumped
+        return Prepared.checked(input, kwargs, fields[1])
 
     async def call(self, args: BaseModel | dict[str, Any]) -> Any:
         """Call the wrapped function with the validated arguments (the model, or its fields)."""
@@ -143,7 +147,9 @@ class _FunctionTool(AlephTool[BaseModel]):
         """Run the function on the arguments :meth:`prepare` validated (one coroutine less than ``call``)."""
         if self._is_async:
             value = prepared.value
-            return ToolOutput(jsonable(self.NAME, await self._fn(**(value if type(value) is dict else value.__dict__))))
+            result = await self._fn(**(value if type(value) is dict else value.__dict__))
+            # A plain scalar is JSON already (the common read): no call to check it.
+            return ToolOutput(result if type(result) in _PLAIN else jsonable(self.NAME, result))
         return ToolOutput(jsonable(self.NAME, await self.call(prepared.value)))
 
     def run_sync(self, prepared: Prepared) -> ToolOutput:

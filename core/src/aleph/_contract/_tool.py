@@ -182,6 +182,13 @@ class Prepared:
         self._arguments = arguments
         self._dump = dump
 
+    @classmethod
+    def checked(cls, raw: dict[str, Any], value: Any, dump: Callable[[Any], dict[str, Any]]) -> Prepared:
+        """``Prepared(raw, value, dump=dump)``, built without keyword parsing (a tool's ``prepare``, per call)."""
+        self = object.__new__(cls)
+        self.raw, self.value, self._arguments, self._dump = raw, value, None, dump
+        return self
+
     @property
     def arguments(self) -> dict[str, Any]:
         """The validated arguments as JSON data (the form every gate judges)."""
@@ -521,8 +528,7 @@ class LoopTool:
         self._facts = facts or ToolFacts()
         self.facts_declared = facts is not None
         self._handler = handler
-        self.runs_sync = False
-        """Handlers are async: the synchronous core hands a call of this tool to a runner."""
+        self.runs_sync = False  # handlers are async: the synchronous core hands a call to a runner
         # Compiled on the first call, not here: listing or registering thousands of tools builds none.
         self._compiled: tuple[_Check | None, Any] | None = None
 
