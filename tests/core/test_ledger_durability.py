@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 from pathlib import Path
 
+import anyio
 import pytest
 
 import aleph
@@ -101,3 +104,59 @@ async def test_while_the_ledger_cannot_record_mutating_calls_stop_before_running
         assert ["change", "change", "look", "change"] == ran
     finally:
         await ledger.aclose()
+
+
+async def test_by_default_a_durable_append_returns_once_written_before_any_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # sync = "write": the row is in the page cache (it outlives a kill -9) when the call is answered; the
+    # fsync for power loss comes after, off the caller's path. A stalled disk flush must not hold the answer.
+    release = threading.Event()
+    real_fsync = os.fsync
+
+    def stalled_fsync(fd: int) -> None:
+        release.wait(30)
+        real_fsync(fd)
+
+    ledger = Ledger(tmp_path / "ledger")
+    await ledger.append(record(-1))  # the key is made (and fsync'd) before the disk stalls
+    monkeypatch.setattr(os, "fsync", stalled_fsync)
+    try:
+        with anyio.fail_after(10):
+            assert [None] * 20 == await asyncio.gather(*(ledger.append(record(i), durable=True) for i in range(20)))
+        assert {f"file_write: path=f{i}.txt" for i in range(20)} <= {r.detail for r in ledger.rows("main")}
+    finally:
+        release.set()
+        await ledger.aclose()
+    assert ledger.verify("main").ok
+
+
+async def test_with_sync_fsync_a_durable_append_returns_only_after_the_fsync_that_covers_its_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[int] = []  # the chain file's size at each fsync of it
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        size = os.fstat(fd).st_size
+        real_fsync(fd)
+        synced.append(size)
+
+    ledger = Ledger(tmp_path / "ledger", sync="fsync")
+    path = ledger._chain_paths("main")[0]
+    await ledger.append(record(-1))
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    try:
+        for i in range(5):
+            assert await ledger.append(record(i), durable=True) is None
+            assert synced and max(synced) >= path.stat().st_size  # this row included
+        results = await asyncio.gather(*(ledger.append(record(i), durable=True) for i in range(50)))
+        assert [None] * 50 == results
+        assert max(synced) >= path.stat().st_size
+    finally:
+        await ledger.aclose()
+
+
+def test_sync_must_be_write_or_fsync(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="sync must be 'write' or 'fsync'"):
+        Ledger(tmp_path, sync="sometimes")  # type: ignore[arg-type]

@@ -107,4 +107,4 @@ async def test_a_full_data_directory_stops_mutating_calls_with_the_cause_and_los
         for item in acked:
             path = item if isinstance(item, str) else item[0]
             assert any(f"path={path}" in d for d in details), f"{path} was acknowledged but is not in the ledger"
-        assert ledger.verify("default").ok
+        assert ledger.verify("default").ok, ledger.verify("default")

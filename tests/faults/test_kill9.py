@@ -91,16 +91,21 @@ async def test_every_acknowledged_call_survives_kill_9_at_random_moments(tmp_pat
         ledger = rt.chokepoint.ledger
         assert ledger is not None
         rows = ledger.rows("default")
-        details = {"file_write": [], "remember": []}
+        details: dict[str, list[tuple[int, str]]] = {"file_write": [], "remember": []}
         for row in rows:
             if row.action == "tool_call" and row.outcome == "ok" and row.target in details:
-                details[row.target].append(row.detail)
-        missing = [a for a in acked if not any(a.key in d for d in details[a.tool])]
+                details[row.target].append((row.seq, row.detail))
+        found = {id(a): [seq for seq, d in details[a.tool] if a.key in d] for a in acked}
+        missing = [a for a in acked if not found[id(a)]]
         assert [] == missing, f"seed {seed}: {len(missing)} acknowledged call(s) without a ledger row"
         lost = [a.path for a in acked if a.path and _read(workspace / a.path) != a.content]
         assert [] == lost, f"seed {seed}: {len(lost)} acknowledged file(s) lost or torn"
         report = ledger.verify("default")
         assert report.ok, f"seed {seed}: {report.reason}"
+        # The recovery at start sealed what the killed writers had written: every acknowledged row is vouched for.
+        assert (0, False) == (report.unsigned_tail, report.torn_tail), f"seed {seed}: {report}"
+        unvouched = [a for a in acked if min(found[id(a)]) > report.rows]
+        assert [] == unvouched, f"seed {seed}: {len(unvouched)} acknowledged row(s) no signature vouches for"
         assert [] == sorted(str(p) for p in workspace.rglob("*.aleph-tmp")), f"seed {seed}: temporary files left"
         assert [] == list((data / "files" / "inflight").iterdir())
 

@@ -22,6 +22,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from aleph._config_ledger import LedgerConfig
 from aleph._config_managed import data_dir_for, managed_layer
 from aleph._config_merge import copy_table, drop_invalid, env_overrides, merge, record_changes, with_env
 from aleph._config_tighten import tighten
@@ -265,19 +266,6 @@ class McpConfig(_Section):
             if (server.command is None) == (server.url is None):
                 raise ValueError(f"server {server_id!r}: set exactly one of command (stdio) or url (HTTP)")
         return servers
-
-
-class LedgerConfig(_Section):
-    """``[ledger]``: the signed audit ledger."""
-
-    enabled: bool = True
-    """Record refusals, approvals and mutating calls."""
-    directory: str | None = None
-    """Where chains and keys live; default ``<data_dir>/ledger``."""
-    checkpoint_every: int = Field(default=100, ge=1, le=1_000_000)
-    """Write a signed checkpoint every N rows."""
-    on_failure: Literal["refuse", "continue"] = "refuse"
-    """While the ledger cannot record (disk full, permissions): ``refuse`` mutating calls or ``continue`` unrecorded."""
 
 
 class ApprovalConfig(_Section):

@@ -82,6 +82,9 @@ class Aleph:
         plugins.runtime = self
 
     async def __aenter__(self) -> Aleph:
+        ledger = self.chokepoint.ledger
+        if ledger is not None:  # recovery at start: seal the rows a crashed writer left unsigned, cut the rest
+            await asyncio.to_thread(ledger.recover)
         await self.mcp.start()
         return self
 

@@ -264,6 +264,7 @@ def build_chokepoint(config: AlephConfig, registry: ToolRegistry, plugins: Plugi
             ledger_directory(config),
             checkpoint_every=config.ledger.checkpoint_every,
             on_failure=config.ledger.on_failure,
+            sync=config.ledger.sync,
         )
     check, split = _command_floor(config, registry, plugins)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from aleph._chokepoint._call import _CALL, CallContext
 from aleph._chokepoint._gate import grant_fingerprint, redact, summarize_call
 from aleph._chokepoint._telemetry import ledger_row_sink
-from aleph._contract._types import dumps_json, is_flat_json
+from aleph._contract._types import dumps_json
 from aleph._errors import ExecutionFailed
 from aleph._ledger import LedgerRecord
 from aleph._ledger._durability import UnrecordedCall
@@ -120,34 +120,8 @@ class Recording:
         if ledger is None and (self._cp.events is None or self.turn is None or not self.turn.session_key):
             return None  # nothing records: skip building the summary on the hot path
         unrecorded = None
-        append_later = getattr(ledger, "append_later", None)
-        if append_later is not None and len(arguments) <= 64 and is_flat_json(arguments):
-            # Flat arguments are already a private copy (the boundary made it): the writer thread builds
-            # the row (summary, fingerprint) from them, off the caller's path.
-            name, agent = entry.name, self._agent_id()
-            principal = self._principal_text()
-
-            def build() -> LedgerRecord:
-                summary = _safe_summary(name, arguments)
-                return LedgerRecord(
-                    agent_id=agent,
-                    action="tool_call",
-                    target=name,
-                    outcome=outcome,
-                    detail=f"{summary} — {redact(detail)}" if detail else summary,
-                    args_fp=_safe_fingerprint(name, arguments),
-                    principal=principal,
-                    refs=refs or None,
-                )
-
-            try:
-                sink = ledger_row_sink(agent)  # only while a span is open: a stand-in ledger may not take it
-                extra = {"on_row": sink} if sink is not None else {}
-                unrecorded = await append_later(agent, build, durable=True, **extra)
-            except Exception as exc:
-                log.exception("ledger append failed")
-                unrecorded = f"the ledger failed: {type(exc).__name__}"
-        elif ledger is not None:
+        if ledger is not None:
+            # The row is written on this thread before the answer (see aleph._ledger): build it here, once.
             summary = _safe_summary(entry.name, arguments)
             unrecorded = await self._ledger(
                 entry,
@@ -156,9 +130,9 @@ class Recording:
                 outcome,
                 f"{summary} — {redact(detail)}" if detail else summary,
                 None,
-                refs,
+                refs or {},
                 durable=True,
-                on_row=ledger_row_sink(self._agent_id()),
+                on_row=ledger_row_sink(self._agent_id()),  # only while a span is open
             )
         self._event("executed" if outcome == "ok" else "failed", entry.name, redact(detail))
         return unrecorded

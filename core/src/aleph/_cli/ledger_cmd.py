@@ -113,6 +113,11 @@ def _verify(args: argparse.Namespace) -> int:
         if r.ok:
             ckpt = f", checkpoint at seq {r.checkpoint_seq}" if r.checkpoint_seq else ", no checkpoint yet"
             torn = " (a torn final row from a crash is ignored; it is cut on the next write)" if r.torn_tail else ""
+            if r.unsigned_tail:
+                torn += (
+                    f" ({r.unsigned_tail} later row(s) not sealed yet: a running ledger seals them within moments,"
+                    " the next start after a crash does)"
+                )
             print(f"OK        {r.agent_id}: {r.rows} rows, head {(r.head_hash or '')[:16]}…{ckpt}{torn}")
         elif r.first_bad_seq is None:
             print(f"FAILED    {r.agent_id}: {r.reason}")

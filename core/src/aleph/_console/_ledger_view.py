@@ -41,6 +41,7 @@ class ChainView:
     checkpoint_verified: bool
     """Whether verification matched that checkpoint against the chain."""
     torn_tail: bool
+    """The chain ends in a torn line or in rows no signature vouches for yet."""
 
 
 @dataclass
@@ -151,7 +152,7 @@ def read_ledger(ledger: Any, filters: LedgerFilters, max_rows: int) -> tuple[lis
                 seq if type(seq) is int else None,
                 at if type(at) is int else None,
                 report.checkpoint_seq is not None and report.checkpoint_seq == seq,
-                report.torn_tail,
+                report.torn_tail or report.unsigned_tail > 0,
             )
         )
         if filters.values["agent"] and agent != filters.values["agent"]:
@@ -239,7 +240,7 @@ def _chains_html(chains: Sequence[ChainView]) -> str:
             state = "matches the chain" if c.checkpoint_verified else "does NOT match"
             ckpt = f"seq {c.checkpoint_seq} at {when} UTC, {state}; {max(0, c.rows - c.checkpoint_seq)} rows after it"
         verdict = "verified" if c.ok else "FAILED"
-        tail = " (unsigned tail)" if c.torn_tail else ""
+        tail = " (unsigned or torn tail)" if c.torn_tail else ""
         out.append(
             f"<tr><td>{esc(c.agent)}</td><td class={'ok' if c.ok else 'bad'}>{verdict}{tail}</td><td>{c.rows}</td>"
             f"<td class=ckpt>{esc(ckpt)}</td><td>{esc(c.reason or '')}</td></tr>"

@@ -1,9 +1,17 @@
-"""The ledger's writer thread: it drains the queue, chains, signs and group-commits rows per agent.
+"""Writing rows to a chain file on the caller's thread, and reading a chain's head back after a crash.
 
-:class:`ChainWriter` is the writer-thread half of :class:`~aleph._ledger._writer.Ledger`; the caller
-side (queueing, flushing, closing) and the readers live there. Here: the state of each open chain
-file, reading a chain's head back after a crash (cutting a torn or unsigned tail), building and
-sealing rows, and checkpoints.
+:class:`ChainWriter` is the append half of :class:`~aleph._ledger._writer.Ledger`. A row is chained,
+hashed, marked and written with one ``write(2)`` by the thread that appends it, under the ledger's lock
+and the chain file's ``flock`` (several processes may share a chain). Once ``write`` returns the row is
+in the operating system's page cache, which outlives the process (``kill -9``, a crash of Python): the
+caller may answer. What costs more is left to the committer (:mod:`aleph._ledger._committer`): the
+``fsync`` and the Ed25519 signature, one per group of rows, over the chain's head.
+
+Rows between two signatures carry the writer's ``mark`` (see :meth:`~aleph._ledger._keystore.Signer.mark`).
+When a chain is opened, the rows after its last signature (a row's, or the newest checkpoint's) are
+checked: those that chain correctly and carry the mark were written by a writer that held the key, and
+were acknowledged; they are kept and sealed. The rest (a torn line, a row someone appended without the
+key) were never acknowledged by this ledger and are cut.
 """
 
 from __future__ import annotations
@@ -13,10 +21,9 @@ import fcntl
 import json
 import logging
 import os
-import queue
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from json.encoder import encode_basestring as _quote
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +32,12 @@ from aleph._ledger._clip import MAX_DETAIL, MAX_SHORT, MAX_TARGET, _clip, _clip_
 from aleph._ledger._durability import Ack, Reserve, describe_os_error, is_full
 from aleph._ledger._format import (
     ACTIONS,
-    IDENTITY_ACTIONS,
     OUTCOMES,
     LedgerRecord,
     LedgerRow,
     canonical_refs,
-    read_lines,
+    last_line,
     row_hash,
-    signed_checkpoint,
-    unsigned_tail_start,
 )
 from aleph._ledger._keystore import Keystore, KeystoreError, Signer, agent_file_stem, check_agent_id
 
@@ -42,58 +46,13 @@ __all__ = ["ChainWriter"]
 logger = logging.getLogger("aleph.ledger")
 
 _MAX_OPEN_CHAINS = 256
-SIGN_EVERY = 64
-"""A signature at least every this many rows of a chain (see :func:`_seal`)."""
-# A row is at most ~10 KiB (fields are clipped), so the last signed row is within this window.
+# Read this much of a chain's end first when opening it; more only when its last signature lies further back.
 _TAIL_WINDOW = 1 << 20
 
 
-class _Flush:
-    __slots__ = ("event",)
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-
-
-class _Sync:
-    """Ask the writer to record the agent's key state (rotation, revocation) without another record."""
-
-    __slots__ = ("agent_id",)
-
-    def __init__(self, agent_id: str) -> None:
-        self.agent_id = agent_id
-
-
-class _Stop:
-    __slots__ = ()
-
-
-class _Later:
-    """A record the writer builds: ``build`` makes it from values the caller can no longer change."""
-
-    __slots__ = ("agent_id", "build")
-
-    def __init__(self, agent_id: str, build: Callable[[], LedgerRecord]) -> None:
-        self.agent_id = agent_id
-        self.build = build
-
-
-class _Durable:
-    """A record (or a deferred one) whose caller waits on ``ack`` until its row is durable."""
-
-    __slots__ = ("ack", "item")
-
-    def __init__(self, item: LedgerRecord | _Later, ack: Ack) -> None:
-        self.item = item
-        self.ack = ack
-
-
-_Item = LedgerRecord | _Later | _Durable | _Flush | _Sync | _Stop
-
-
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Chain:
-    """The writer's view of one agent's chain file."""
+    """The ledger's view of one agent's chain file (guarded by the ledger's lock)."""
 
     agent_id: str
     path: Path
@@ -104,148 +63,301 @@ class _Chain:
     head: bytes | None = None
     signer_fp: str | None = None
     revoked: bool = False
-    ckpt_seq: int = 0
+    sealed_seq: int = 0
+    """The newest seq a signature (a row's or a checkpoint's) vouches for, as far as this process knows."""
+    sealed_at: float = 0.0
+    """When this process last sealed the chain (``time.monotonic()``)."""
     broken: str | None = None
+    signer: Signer | None = None
+    """The agent's active signer, cached: the key state is read again only when :attr:`refresh` is set."""
+    refresh: bool = True
+    waiting: list[Ack] = field(default_factory=list)
+    """Callers waiting for the fsync of their row (``sync = "fsync"``)."""
+    retired: bool = False
+    """Evicted from the open chains: the committer seals it and closes its file."""
 
 
 _ROW_ENCODER = json.JSONEncoder(ensure_ascii=False)  # json.dumps(row, ensure_ascii=False) without a new encoder per row
 
 
-@dataclass(slots=True)
-class _Pending:
-    """A row built in a batch, waiting for :func:`_seal` to decide whether it carries a signature."""
-
-    row: dict[str, Any]
-    digest: bytes
-    signer: Signer
+def _text(value: str | None) -> str:
+    return "null" if value is None else _quote(value)
 
 
-def _seal(rows: list[_Pending]) -> bytes:
-    """Sign the rows that must carry a signature and serialise the batch.
+def _encode_line(
+    agent_id: str,
+    seq: int,
+    prev: bytes | None,
+    digest: bytes,
+    signature: str,
+    fp: str,
+    action: str,
+    target: str,
+    outcome: str,
+    args_fp: str | None,
+    detail: str,
+    at_ms: int,
+    principal: str | None,
+    result_fp: str | None,
+    rule: str | None,
+    mark: str | None,
+) -> bytes:
+    """A row without refs as ``json.dumps(row, ensure_ascii=False)`` writes it, at a third of the cost.
 
-    Each row's hash covers every row before it, so one Ed25519 signature vouches for the whole run
-    of unsigned rows that precede it under the same key. Signed: the last row of the batch (a
-    batch never ends unsigned), the last row before a key change, identity rows, and at least every
-    :data:`SIGN_EVERY`-th row, which bounds how far back the writer looks to find the last signed
-    row after a crash.
+    Every string goes through json's own C string encoder; hex and the checked action and outcome need none.
     """
-    out = []
-    run = 0
-    last = len(rows) - 1
-    for i, pending in enumerate(rows):
-        row = pending.row
-        run += 1
-        if (
-            i == last
-            or run >= SIGN_EVERY
-            or row["action"] in IDENTITY_ACTIONS
-            or rows[i + 1].signer.fingerprint != pending.signer.fingerprint
-        ):
-            row["signature"] = pending.signer.sign(pending.digest).hex()
-            run = 0
-        out.append(_ROW_ENCODER.encode(row))
-    return "\n".join(out).encode("utf-8") + b"\n"
+    previous = "null" if prev is None else f'"{prev.hex()}"'
+    return (
+        f'{{"agent_id": {_quote(agent_id)}, "seq": {seq}, "prev_hash": {previous}, '
+        f'"hash": "{digest.hex()}", "signature": "{signature}", "signer_fp": {_quote(fp)}, "action": "{action}", '
+        f'"target": {_quote(target)}, "outcome": "{outcome}", "args_fp": {_text(args_fp)}, '
+        f'"detail": {_quote(detail)}, "at_ms": {at_ms}, "principal": {_text(principal)}, '
+        f'"result_fp": {_text(result_fp)}, "rule": {_text(rule)}'
+        + ("}\n" if mark is None else f', "mark": "{mark}"}}\n')
+    ).encode("utf-8")
 
 
 class ChainWriter:
-    """The writer-thread half of :class:`~aleph._ledger._writer.Ledger` (a mixin: it reads the ledger's fields)."""
+    """The append half of :class:`~aleph._ledger._writer.Ledger` (a mixin: it reads the ledger's fields)."""
 
     directory: Path
     chains_dir: Path
     keystore: Keystore
     checkpoint_every: int
+    sync: str
     lost_appends: int
     faults: dict[str, str]
     failure: str | None
     reserve: Reserve
-    _queue: queue.SimpleQueue[_Item]
     _lock: threading.Lock
     _chains: dict[str, _Chain]
+    _dirty: set[_Chain]
+    _wake: threading.Event
+    _urgent: threading.Event
     _last_loss: str
 
-    def _lose(self, count: int, why: str) -> None:
-        with self._lock:
-            self.lost_appends += count
-            self._last_loss = why
-        logger.error("ledger: %d record(s) not stored: %s", count, why)
+    def _lose(self, count: int, why: str) -> str:
+        """Count ``count`` records as not stored (logged); returns ``why``."""
+        self.lost_appends += count  # callers hold self._lock, or are the only thread (close)
+        self._last_loss = why
+        if count:
+            logger.error("ledger: %d record(s) not stored: %s", count, why)
+        return why
 
-    def _build(self, later: _Later) -> LedgerRecord | None:
-        """The record ``later`` makes; None (counted lost, logged) when it cannot be built."""
-        try:
-            record = later.build()
-            if record.agent_id != later.agent_id:
-                raise ValueError(f"built for agent {record.agent_id!r}, queued for {later.agent_id!r}")
-        except Exception:
-            logger.exception("ledger: a deferred record could not be built")
-            self._lose(1, "it could not be built")
-            return None
-        return record
-
-    # ---- writer side -------------------------------------------------------------------------
-
-    def _run(self) -> None:
-        while True:
-            batch = [self._queue.get()]
-            while len(batch) < 4096:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            try:
-                stop = self._process(batch)
-            except Exception:  # the writer must outlive any single bad batch
-                logger.exception("ledger: writer failed on a batch")
-                stop = any(isinstance(item, _Stop) for item in batch)
-                for item in batch:
-                    if isinstance(item, _Flush):
-                        item.event.set()
-                    elif isinstance(item, _Durable):
-                        item.ack.settle("the ledger's writer failed on this batch (see the log)")
-            if stop:
-                return
-
-    def _process(self, batch: list[_Item]) -> bool:
-        per_agent: dict[str, list[LedgerRecord | _Sync]] = {}
-        flushes: list[_Flush] = []
-        acks: dict[str, list[tuple[LedgerRecord, Ack]]] = {}
-        stop = False
-        for item in batch:
-            if isinstance(item, _Durable):
-                inner = item.item
-                record = self._build(inner) if isinstance(inner, _Later) else inner
-                if record is None:
-                    item.ack.settle(f"the ledger could not build the row: {self._last_loss}")
-                    continue
-                per_agent.setdefault(record.agent_id, []).append(record)
-                acks.setdefault(record.agent_id, []).append((record, item.ack))
-            elif isinstance(item, _Flush):
-                flushes.append(item)
-            elif isinstance(item, _Stop):
-                stop = True
-            elif isinstance(item, _Later):
-                record = self._build(item)
-                if record is not None:
-                    per_agent.setdefault(item.agent_id, []).append(record)
-            else:  # a record (or a wrongly typed object, which _commit counts as lost)
-                per_agent.setdefault(getattr(item, "agent_id", ""), []).append(item)
-        for agent_id, items in per_agent.items():
-            stored = self._commit(agent_id, items)
-            for record, ack in acks.get(agent_id, ()):
-                ack.seq = stored.get(id(record))
-                ack.settle(None if ack.seq is not None else self._last_loss)
-        if stop:
-            for chain in self._chains.values():
-                self._final_checkpoint(chain)
-                with contextlib.suppress(OSError):
-                    os.close(chain.fd)
-            self._chains.clear()
-        for marker in flushes:
-            marker.event.set()
-        return stop
+    def _fail(self, count: int, why: str) -> str:
+        """The ledger cannot write: ``count`` records are lost and it reports itself unavailable."""
+        if self.failure != why:
+            logger.error("ledger: cannot record: %s", why)
+        self.failure = why
+        return self._lose(count, why)
 
     def _chain_paths(self, agent_id: str) -> tuple[Path, Path]:
         stem = agent_file_stem(agent_id)
         return self.chains_dir / f"{stem}.jsonl", self.chains_dir / f"{stem}.ckpt.jsonl"
+
+    # ---- the append path (caller's thread, self._lock held) -------------------------------------
+
+    def _write_locked(self, agent_id: str, record: LedgerRecord | None, ack: Ack | None) -> str | None:
+        """Write the identity rows due and ``record``'s row; None once written, else why not (counted lost).
+
+        With ``ack``, its ``seq`` is set and it waits in the chain for the committer's fsync.
+        """
+        count = 0 if record is None else 1
+        if record is not None and (record.action not in ACTIONS or record.outcome not in OUTCOMES):
+            return self._lose(count, f"unknown action {record.action!r} or outcome {record.outcome!r}")
+        try:
+            chain = self._open_chain(agent_id)
+        except OSError as exc:
+            return self._fail(count, describe_os_error(exc, exc.filename or self.chains_dir))
+        except (ValueError, AlephError) as exc:
+            return self._lose(count, f"cannot open the chain of agent {agent_id!r}: {exc}")
+        if chain.broken:
+            return self._lose(count, chain.broken)
+        fcntl.flock(chain.fd, fcntl.LOCK_EX)
+        try:
+            if os.fstat(chain.fd).st_size != chain.size:
+                broken = self._load_state(chain)  # another process appended since our last row
+                if broken:
+                    return self._lose(count, broken)
+            # seq, head hash, signer fingerprint, revocation recorded
+            state: list[Any] = [chain.seq, chain.head, chain.signer_fp, chain.revoked]
+            lines: list[bytes] = []
+            signer = chain.signer
+            try:
+                if chain.refresh or signer is None or signer.fingerprint != chain.signer_fp:
+                    signer = self._identity_rows(chain, state, lines)
+            except KeystoreError as exc:
+                # A key that no longer matches the chain cannot vouch for anything: stop this chain, loudly.
+                why = f"the ledger of agent {agent_id!r} stopped taking rows: {exc}"
+                chain.broken = why
+                if agent_id not in self.faults:
+                    logger.error("%s; run `aleph doctor`", why)
+                self.faults[agent_id] = why
+                return self._lose(count, why)
+            if record is not None:
+                lines.append(self._row(state, signer, record))
+            if not lines:
+                return None
+            data = b"".join(lines)
+            problem = self._write_rows(chain, data, count)
+            if problem is not None:
+                return problem
+            chain.size += len(data)
+            chain.seq, chain.head, chain.signer_fp, chain.revoked = state
+            chain.signer, chain.refresh = signer, False
+        finally:
+            fcntl.flock(chain.fd, fcntl.LOCK_UN)
+        if not self._dirty:
+            self._wake.set()
+        self._dirty.add(chain)
+        if ack is not None:
+            chain.waiting.append(ack)
+            self._urgent.set()
+        elif chain.seq - chain.sealed_seq >= self.checkpoint_every and not self._urgent.is_set():
+            self._urgent.set()
+        return None
+
+    def _write_rows(self, chain: _Chain, data: bytes, count: int) -> str | None:
+        """Append ``data`` with ``write(2)``; None, or why not (a full disk falls back on the reserve)."""
+        try:
+            self._write_all(chain, data)
+        except OSError as exc:
+            why = describe_os_error(exc, chain.path)
+            if not (is_full(exc) and self.reserve.release()):
+                return self._fail(count, why)
+            # The disk is full: the reserve's space takes this row (its call already ran), and the ledger
+            # reports itself unavailable until the reserve can be made again.
+            logger.error("ledger: %s; wrote the pending row into the reserve", why)
+            self.failure = why
+            try:
+                self._write_all(chain, data)
+            except OSError as again:
+                return self._fail(count, describe_os_error(again, chain.path))
+        return None
+
+    @staticmethod
+    def _write_all(chain: _Chain, data: bytes) -> None:
+        """Append ``data``; on failure cut back to the last complete row and re-raise."""
+        try:
+            written = os.write(chain.fd, data)
+            while written < len(data):
+                written += os.write(chain.fd, data[written:])
+        except OSError:
+            # Leave no partial row behind: the chain must stay verifiable after a failed write.
+            with contextlib.suppress(OSError):
+                os.ftruncate(chain.fd, chain.size)
+            raise
+
+    def _row(self, state: list[Any], signer: Signer, record: LedgerRecord) -> bytes:
+        refs = _clip_refs(record.refs)
+        return self._line(
+            state,
+            signer,
+            action=record.action,
+            target=_clip(record.target, MAX_TARGET),
+            outcome=record.outcome,
+            detail=_clip(record.detail, MAX_DETAIL),
+            args_fp=_clip_opt(record.args_fp, MAX_SHORT),
+            principal=_clip_opt(record.principal, MAX_SHORT),
+            result_fp=_clip_opt(record.result_fp, MAX_SHORT),
+            rule=_clip_opt(record.rule, MAX_SHORT),
+            refs=refs,
+        )
+
+    @staticmethod
+    def _line(
+        state: list[Any],
+        signer: Signer,
+        *,
+        action: str,
+        target: str,
+        outcome: str,
+        detail: str,
+        args_fp: str | None = None,
+        principal: str | None = None,
+        result_fp: str | None = None,
+        rule: str | None = None,
+        refs: dict[str, str] | None = None,
+        signed: bool = False,
+    ) -> bytes:
+        """One row as the line stored (chained on ``state``, which it advances); signed, or marked."""
+        seq, prev = state[0] + 1, state[1]
+        at_ms = _now_ms()
+        fp = signer.fingerprint
+        digest = row_hash(
+            agent_id=signer.agent_id,
+            seq=seq,
+            at_ms=at_ms,
+            action=action,
+            outcome=outcome,
+            target=target,
+            args_fp=args_fp,
+            detail=detail,
+            signer_fp=fp,
+            principal=principal,
+            result_fp=result_fp,
+            rule=rule,
+            prev_hash=prev,
+            refs=canonical_refs(refs),
+        )
+        state[0], state[1], state[2] = seq, digest, fp
+        signature = signer.sign(digest).hex() if signed else ""
+        mark = None if signed else signer.mark(digest)
+        if refs is None:
+            return _encode_line(signer.agent_id, seq, prev, digest, signature, fp, action, target, outcome, args_fp,
+                                detail, at_ms, principal, result_fp, rule, mark)  # fmt: skip
+        # The same keys, in the same order, as LedgerRow.
+        row: dict[str, Any] = {
+            "agent_id": signer.agent_id,
+            "seq": seq,
+            "prev_hash": None if prev is None else prev.hex(),
+            "hash": digest.hex(),
+            "signature": signature,
+            "signer_fp": fp,
+            "action": action,
+            "target": target,
+            "outcome": outcome,
+            "args_fp": args_fp,
+            "detail": detail,
+            "at_ms": at_ms,
+            "principal": principal,
+            "result_fp": result_fp,
+            "rule": rule,
+            "refs": refs,
+        }
+        if mark is not None:
+            row["mark"] = mark
+        return (_ROW_ENCODER.encode(row) + "\n").encode("utf-8")
+
+    def _identity_rows(self, chain: _Chain, state: list[Any], out: list[bytes]) -> Signer:
+        """Append the genesis, rotation and revocation rows the keystore calls for; return the active signer."""
+        agent_id = chain.agent_id
+        active = self.keystore.signer(agent_id)
+        if state[0] == 0:
+            detail = f"chain opened under key {active.fingerprint}"
+            out.append(
+                self._line(state, active, action="identity_created", target=active.fingerprint, outcome="ok",
+                           detail=detail, signed=True)
+            )  # fmt: skip
+        elif state[2] != active.fingerprint:
+            # The old key vouches for the new one, so a key swapped in behind the ledger's back fails verify.
+            old = self.keystore.signer_for(agent_id, state[2])
+            detail = f"key rotated from {old.fingerprint} to {active.fingerprint}"
+            out.append(
+                self._line(state, old, action="identity_rotated", target=active.fingerprint, outcome="ok",
+                           detail=detail, signed=True)
+            )  # fmt: skip
+            state[2] = active.fingerprint  # rows after the rotation row are signed by the new key
+        if not state[3] and self.keystore.is_revoked(agent_id):
+            detail = f"identity revoked; the agent keeps signing under key {active.fingerprint}"
+            out.append(
+                self._line(state, active, action="identity_revoked", target=active.fingerprint, outcome="ok",
+                           detail=detail, signed=True)
+            )  # fmt: skip
+            state[3] = True
+        return active
+
+    # ---- opening a chain, and reading its head back --------------------------------------------
 
     def _open_chain(self, agent_id: str) -> _Chain:
         chain = self._chains.pop(agent_id, None)
@@ -253,11 +365,12 @@ class ChainWriter:
             self._chains[agent_id] = chain  # most recently used last
             return chain
         if len(self._chains) >= _MAX_OPEN_CHAINS:
-            # Bound open file descriptors; an evicted chain reloads its head from disk on next use.
+            # Bound open file descriptors; the committer seals the evicted chain and closes its file.
             oldest = self._chains.pop(next(iter(self._chains)))
-            self._final_checkpoint(oldest)
-            with contextlib.suppress(OSError):
-                os.close(oldest.fd)
+            oldest.retired = True
+            if not self._dirty:
+                self._wake.set()
+            self._dirty.add(oldest)
         check_agent_id(agent_id)
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.chains_dir.mkdir(exist_ok=True, mode=0o700)
@@ -270,310 +383,149 @@ class ChainWriter:
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
         self._chains[agent_id] = chain
+        if chain.seq > chain.sealed_seq:  # rows a crashed writer left unsealed: seal them now
+            if not self._dirty:
+                self._wake.set()
+            self._dirty.add(chain)
+            self._urgent.set()
         return chain
 
     def _load_state(self, chain: _Chain) -> str | None:
-        """Read the chain head from the file tail, cutting a torn final line left by a crash.
+        """Read the chain's head (chain file ``flock``-ed), checking and keeping or cutting the rows after it.
 
-        Returns (and stores in ``chain.broken``) why the chain cannot be appended to, or None.
+        On a chain already read, only the rows appended since (by another process) are read. Returns
+        (and stores in ``chain.broken``) why the chain cannot be appended to, or None.
         """
         size = os.fstat(chain.fd).st_size
-        start = max(0, size - _TAIL_WINDOW)
-        tail = os.pread(chain.fd, size - start, start)
-        cut = tail.rfind(b"\n")
-        keep = start + cut + 1 if cut >= 0 else start
-        if keep != size:
-            if cut < 0 and start > 0:
-                chain.broken = f"{chain.path}: no complete row in the last {_TAIL_WINDOW} bytes"
-                return chain.broken
-            os.ftruncate(chain.fd, keep)
+        base: tuple[int, bytes | None, str | None] | None = None
+        if 0 < chain.size <= size:
+            # Rows other processes appended since our last one. Anything short of a clean continuation of our
+            # head (a cut below it, a row that does not chain on it) is read again from the last signature.
+            start, base = chain.size, (chain.seq, chain.head, chain.signer_fp)
+            lines = self._complete_lines(chain, start, size)
+            kept, head, why = self._check_tail(chain, lines, base)
+            if kept < len(lines):
+                base = None
+        if base is None:
+            start, lines, base = self._from_last_signature(chain, size)
+            if base is None:
+                if lines:
+                    chain.broken = f"{chain.path}: no signed row and no checkpoint vouches for its rows"
+                    return chain.broken
+                base = (0, None, None)
+            chain.sealed_seq = base[0]
+            kept, head, why = self._check_tail(chain, lines, base)
+        end = start + sum(len(line) + 1 for line in lines[:kept])
+        if end != size:
+            os.ftruncate(chain.fd, end)
             os.fsync(chain.fd)
             logger.warning(
-                "ledger: %s ended in a torn row (%d bytes, a write cut short by a crash); cut it, earlier rows kept",
+                "ledger: %s: cut %d byte(s) after seq %d that this ledger never acknowledged (%s); earlier rows kept",
                 chain.path,
-                size - keep,
+                size - end,
+                head[0],
+                why or "a row torn by a crash",
             )
-            tail = tail[: keep - start]
-        lines = tail.split(b"\n")[:-1]
-        # Rows after the last signature belong to a batch whose write a crash cut short: never acknowledged.
-        unsigned = unsigned_tail_start(lines)
-        if unsigned is not None:
-            if unsigned == 0 and start > 0:
-                chain.broken = f"{chain.path}: no signed row in the last {_TAIL_WINDOW} bytes"
-                return chain.broken
-            cut_to = start + sum(len(line) + 1 for line in lines[:unsigned])
-            os.ftruncate(chain.fd, cut_to)
-            os.fsync(chain.fd)
-            logger.warning(
-                "ledger: %s ended in %d unsigned row(s) of a batch cut short by a crash; cut them, earlier rows kept",
-                chain.path,
-                len(lines) - unsigned,
-            )
-            keep, lines = cut_to, lines[:unsigned]
-        chain.size = keep
-        chain.seq, chain.head, chain.signer_fp, chain.revoked = 0, None, None, False
-        if lines:
-            try:
-                last = LedgerRow.from_json(json.loads(lines[-1]))
-            except ValueError as exc:
-                chain.broken = f"{chain.path}: the last row is unreadable ({exc}); run `aleph ledger verify`"
-                return chain.broken
-            chain.seq, chain.head, chain.signer_fp = last.seq, bytes.fromhex(last.hash), last.signer_fp
-            if self.keystore.is_revoked(chain.agent_id):
-                with chain.path.open("rb") as fh:
-                    chain.revoked = b'"action": "identity_revoked"' in fh.read()
-        chain.ckpt_seq = 0
-        ckpt_lines, _ = read_lines(chain.ckpt_path)
-        for raw in reversed(ckpt_lines):
-            with contextlib.suppress(ValueError, TypeError, KeyError):
-                chain.ckpt_seq = int(json.loads(raw)["seq"])
-                break
+        chain.size = end
+        chain.seq, chain.head, chain.signer_fp = head
+        if chain.seq and self.keystore.is_revoked(chain.agent_id):
+            with chain.path.open("rb") as fh:
+                chain.revoked = b'"action": "identity_revoked"' in fh.read()
+        else:
+            chain.revoked = False
+        chain.refresh = True
         return None
 
-    def _row(
-        self,
-        chain_state: list[Any],
-        signer: Signer,
-        *,
-        action: str,
-        target: str,
-        outcome: str,
-        detail: str,
-        args_fp: str | None = None,
-        principal: str | None = None,
-        result_fp: str | None = None,
-        rule: str | None = None,
-        refs: dict[str, str] | None = None,
-    ) -> _Pending:
-        seq, prev = chain_state[0] + 1, chain_state[1]
-        agent_id = signer.agent_id
-        at_ms = _now_ms()
-        digest = row_hash(
-            agent_id=agent_id,
-            seq=seq,
-            at_ms=at_ms,
-            action=action,
-            outcome=outcome,
-            target=target,
-            args_fp=args_fp,
-            detail=detail,
-            signer_fp=signer.fingerprint,
-            principal=principal,
-            result_fp=result_fp,
-            rule=rule,
-            prev_hash=prev,
-            refs=canonical_refs(refs),
-        )
-        # The same keys, in the same order, as LedgerRow (built directly: asdict() costs on the hot path).
-        row = {
-            "agent_id": agent_id,
-            "seq": seq,
-            "prev_hash": None if prev is None else prev.hex(),
-            "hash": digest.hex(),
-            "signature": "",  # filled in by _seal for the rows that carry one
-            "signer_fp": signer.fingerprint,
-            "action": action,
-            "target": target,
-            "outcome": outcome,
-            "args_fp": args_fp,
-            "detail": detail,
-            "at_ms": at_ms,
-            "principal": principal,
-            "result_fp": result_fp,
-            "rule": rule,
-        }
-        if refs:
-            row["refs"] = refs
-        chain_state[0], chain_state[1], chain_state[2] = seq, digest, signer.fingerprint
-        if seq % self.checkpoint_every == 0:
-            chain_state[4].append((seq, digest, signer.fingerprint))
-        return _Pending(row, digest, signer)
+    def _from_last_signature(
+        self, chain: _Chain, size: int
+    ) -> tuple[int, list[bytes], tuple[int, bytes | None, str | None] | None]:
+        """Where the rows after the last one a signature vouches for start, those rows, and that row's head."""
+        sealed = _checkpoint_seq(chain.ckpt_path)
+        window = _TAIL_WINDOW
+        while True:
+            start = max(0, size - window)
+            lines = self._complete_lines(chain, start, size)
+            if start > 0 and lines:
+                start += len(lines[0]) + 1  # the window may begin inside a row
+                lines = lines[1:]
+            tail_at, base = _signed_boundary(lines, sealed)
+            if base is not None or start == 0:
+                return start + sum(len(line) + 1 for line in lines[:tail_at]), lines[tail_at:], base
+            window *= 8  # the last signature lies further back: read more
 
-    def _identity_rows(self, chain: _Chain, state: list[Any], out: list[_Pending]) -> Signer:
-        """Append the genesis, rotation and revocation rows the keystore calls for; return the active signer."""
-        agent_id = chain.agent_id
-        active = self.keystore.signer(agent_id)
-        if state[0] == 0:
-            out.append(
-                self._row(
-                    state,
-                    active,
-                    action="identity_created",
-                    target=active.fingerprint,
-                    outcome="ok",
-                    detail=f"chain opened under key {active.fingerprint}",
-                )
-            )
-        elif state[2] != active.fingerprint:
-            # The old key vouches for the new one, so a key swapped in behind the ledger's back fails verify.
-            old = self.keystore.signer_for(agent_id, state[2])
-            out.append(
-                self._row(
-                    state,
-                    old,
-                    action="identity_rotated",
-                    target=active.fingerprint,
-                    outcome="ok",
-                    detail=f"key rotated from {old.fingerprint} to {active.fingerprint}",
-                )
-            )
-            state[2] = active.fingerprint  # rows after the rotation row are signed by the new key
-        if not state[3] and self.keystore.is_revoked(agent_id):
-            out.append(
-                self._row(
-                    state,
-                    active,
-                    action="identity_revoked",
-                    target=active.fingerprint,
-                    outcome="ok",
-                    detail=f"identity revoked; the agent keeps signing under key {active.fingerprint}",
-                )
-            )
-            state[3] = True
-        return active
+    @staticmethod
+    def _complete_lines(chain: _Chain, start: int, size: int) -> list[bytes]:
+        """The complete lines of the chain file between ``start`` and ``size`` (a torn last line left out)."""
+        data = os.pread(chain.fd, size - start, start)
+        return data.split(b"\n")[:-1]
 
-    def _commit(self, agent_id: str, items: list[LedgerRecord | _Sync]) -> dict[int, int]:
-        """Write ``items`` to the agent's chain; returns the ids of the records now durable, with their seq."""
-        records = sum(1 for item in items if not isinstance(item, _Sync))
-        try:
-            return self._commit_locked(agent_id, items, records)
-        except Exception as exc:  # an unexpected failure loses this agent's batch, never the writer
-            logger.exception("ledger: unexpected failure writing the chain of agent %r", agent_id)
-            self._lose(records, f"unexpected {type(exc).__name__}: {exc}")
-            return {}
-
-    def _commit_locked(self, agent_id: str, items: list[LedgerRecord | _Sync], records: int) -> dict[int, int]:
-        try:
-            chain = self._open_chain(agent_id)
-        except OSError as exc:
-            self._fail(records, describe_os_error(exc, exc.filename or self.chains_dir))
-            return {}
-        except (ValueError, AlephError) as exc:
-            self._lose(records, f"cannot open the chain of agent {agent_id!r}: {exc}")
-            return {}
-        if chain.broken:
-            self._lose(records, chain.broken)
-            return {}
-        fcntl.flock(chain.fd, fcntl.LOCK_EX)
-        try:
-            if os.fstat(chain.fd).st_size != chain.size:
-                broken = self._load_state(chain)  # another process appended since our last batch
-                if broken:
-                    self._lose(records, broken)
-                    return {}
-            # seq, head hash, signer fingerprint, revocation recorded, checkpoints due (seq, head, signer)
-            state: list[Any] = [chain.seq, chain.head, chain.signer_fp, chain.revoked, []]
-            lines: list[_Pending] = []
-            stored: dict[int, int] = {}
-            signer: Signer | None = None
-            for position, item in enumerate(items):
-                try:
-                    # Key state is read once per batch, and again after an explicit rotate/revoke.
-                    if signer is None or isinstance(item, _Sync):
-                        signer = self._identity_rows(chain, state, lines)
-                    if isinstance(item, _Sync):
-                        continue
-                    if item.action not in ACTIONS or item.outcome not in OUTCOMES:
-                        self._lose(1, f"unknown action {item.action!r} or outcome {item.outcome!r}")
-                        continue
-                    lines.append(
-                        self._row(
-                            state,
-                            signer,
-                            action=item.action,
-                            target=_clip(item.target, MAX_TARGET),
-                            outcome=item.outcome,
-                            detail=_clip(item.detail, MAX_DETAIL),
-                            args_fp=_clip_opt(item.args_fp, MAX_SHORT),
-                            principal=_clip_opt(item.principal, MAX_SHORT),
-                            result_fp=_clip_opt(item.result_fp, MAX_SHORT),
-                            rule=_clip_opt(item.rule, MAX_SHORT),
-                            refs=_clip_refs(item.refs),
-                        )
-                    )
-                    stored[id(item)] = state[0]
-                except KeystoreError as exc:
-                    # A key that no longer matches the chain cannot vouch for anything: stop this chain, loudly.
-                    why = f"the ledger of agent {agent_id!r} stopped taking rows: {exc}"
-                    chain.broken = why
-                    if agent_id not in self.faults:
-                        logger.error("%s; run `aleph doctor`", why)
-                    self.faults[agent_id] = why
-                    self._lose(sum(1 for i in items[position:] if isinstance(i, LedgerRecord)), why)
-                    break
-                except AlephError as exc:
-                    self._lose(1 if isinstance(item, LedgerRecord) else 0, f"agent {agent_id!r}: {exc}")
-            if not lines:
-                return stored
-            data = _seal(lines)
+    def _check_tail(
+        self, chain: _Chain, lines: list[bytes], base: tuple[int, bytes | None, str | None]
+    ) -> tuple[int, tuple[int, bytes | None, str | None], str | None]:
+        """How many of ``lines`` chain on ``base`` and were written by a key holder; the new head; why it stopped."""
+        seq, head, fp = base
+        signers: dict[str, Signer] = {}
+        for count, raw in enumerate(lines):
             try:
-                self._write_batch(chain, data)
-            except OSError as exc:
-                why = describe_os_error(exc, chain.path)
-                if not (is_full(exc) and self.reserve.release()):
-                    self._fail(len(stored), why)
-                    return {}
-                # The disk is full: the reserve's space takes these rows (their calls already ran), and
-                # the ledger reports itself unavailable until the reserve can be made again.
-                logger.error("ledger: %s; wrote the pending rows into the reserve", why)
-                self.failure = why
-                try:
-                    self._write_batch(chain, data)
-                except OSError as again:
-                    self._fail(len(stored), describe_os_error(again, chain.path))
-                    return {}
-            chain.size += len(data)
-            chain.seq, chain.head, chain.signer_fp, chain.revoked = state[:4]
-            # Checkpoints follow the rows they vouch for onto the disk, never precede them.
-            self._write_checkpoints(chain, state[4])
-            return stored
-        finally:
-            fcntl.flock(chain.fd, fcntl.LOCK_UN)
+                row = LedgerRow.from_json(json.loads(raw))
+                if row.seq != seq + 1 or row.agent_id != chain.agent_id:
+                    raise ValueError(f"seq {row.seq} of agent {row.agent_id!r} follows seq {seq}")
+                if row.prev_hash != (None if head is None else head.hex()):
+                    raise ValueError(f"row {row.seq} does not chain on the row before")
+                digest = _digest(row)
+                if digest.hex() != row.hash:
+                    raise ValueError(f"row {row.seq} does not match its hash")
+                if not row.signature:
+                    signer = signers.get(row.signer_fp)
+                    if signer is None:
+                        signer = signers[row.signer_fp] = self.keystore.signer_for(chain.agent_id, row.signer_fp)
+                    if row.mark != signer.mark(digest):
+                        raise ValueError(f"row {row.seq} carries no signature and no mark of its writer")
+            except (ValueError, TypeError, AlephError) as exc:
+                return count, (seq, head, fp), str(exc)
+            seq, head, fp = row.seq, digest, row.signer_fp
+        return len(lines), (seq, head, fp), None
 
-    def _write_batch(self, chain: _Chain, data: bytes) -> None:
-        """Append ``data`` and fsync; on failure cut back to the last complete row and re-raise."""
+
+def _digest(row: LedgerRow) -> bytes:
+    return row_hash(
+        agent_id=row.agent_id,
+        seq=row.seq,
+        at_ms=row.at_ms,
+        action=row.action,
+        outcome=row.outcome,
+        target=row.target,
+        args_fp=row.args_fp,
+        detail=row.detail,
+        signer_fp=row.signer_fp,
+        principal=row.principal,
+        result_fp=row.result_fp,
+        rule=row.rule,
+        prev_hash=None if row.prev_hash is None else bytes.fromhex(row.prev_hash),
+        refs=canonical_refs(row.refs),
+    )
+
+
+def _checkpoint_seq(ckpt_path: Path) -> int:
+    """The seq of the newest checkpoint stored beside a chain (0 when there is none or it is unreadable)."""
+    raw = last_line(ckpt_path)
+    with contextlib.suppress(ValueError, TypeError, KeyError):
+        if raw is not None:
+            return int(json.loads(raw)["seq"])
+    return 0
+
+
+def _signed_boundary(lines: list[bytes], sealed: int) -> tuple[int, tuple[int, bytes | None, str | None] | None]:
+    """Index just after the last row a signature vouches for (signed, or at most ``sealed``), and that row's head.
+
+    ``(0, None)`` when no such row is among ``lines``. Rows are read from the end.
+    """
+    for index in range(len(lines) - 1, -1, -1):
         try:
-            written = 0
-            while written < len(data):
-                written += os.write(chain.fd, data[written:])
-            os.fsync(chain.fd)
-        except OSError:
-            # Leave no partial row behind: the chain must stay verifiable after a failed write.
-            with contextlib.suppress(OSError):
-                os.ftruncate(chain.fd, chain.size)
-            raise
-
-    def _fail(self, count: int, why: str) -> None:
-        """The ledger cannot write: ``count`` records are lost and it reports itself unavailable."""
-        if self.failure != why:
-            logger.error("ledger: cannot record: %s", why)
-        self.failure = why
-        self._lose(count, why)
-
-    def _write_checkpoints(self, chain: _Chain, due: list[tuple[int, bytes, str]]) -> None:
-        if not due:
-            return
-        try:
-            lines = b"".join(
-                json.dumps(signed_checkpoint(self.keystore.signer_for(chain.agent_id, fp), seq, head)).encode() + b"\n"
-                for seq, head, fp in due
-            )
-            fd = os.open(chain.ckpt_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, lines)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            chain.ckpt_seq = due[-1][0]
-        except (OSError, AlephError) as exc:
-            logger.error("ledger: checkpoint of agent %r at seq %d not written: %s", chain.agent_id, due[-1][0], exc)
-
-    def _final_checkpoint(self, chain: _Chain) -> None:
-        if chain.broken or chain.seq <= chain.ckpt_seq:
-            return
-        fcntl.flock(chain.fd, fcntl.LOCK_EX)
-        try:
-            if os.fstat(chain.fd).st_size == chain.size and chain.head is not None and chain.signer_fp:
-                self._write_checkpoints(chain, [(chain.seq, chain.head, chain.signer_fp)])
-        finally:
-            fcntl.flock(chain.fd, fcntl.LOCK_UN)
+            data = json.loads(lines[index])
+            seq, signature = data["seq"], data["signature"]
+            if signature or (type(seq) is int and seq <= sealed):
+                return index + 1, (int(seq), bytes.fromhex(data["hash"]), str(data["signer_fp"]))
+        except (ValueError, TypeError, KeyError):
+            continue  # not a readable row: the tail check that follows cuts from it on
+    return 0, None

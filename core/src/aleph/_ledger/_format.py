@@ -9,11 +9,15 @@ Row hash (version 2 of the reference layout; every displayed field is hashed)::
 ``LP(x)`` = 4-byte big-endian length + UTF-8 bytes; ``OPT(x)`` = ``0x00`` for None, else ``0x01`` + LP(x).
 ``refs`` (the string references a family attached to the call: team, task, memory ids) is hashed as its canonical
 JSON (sorted keys) and only when the row has any, so rows without refs hash exactly as before.
-The signature is Ed25519 over the 32-byte hash. Since each hash covers every row before it, the writer
-signs only the last row of each group commit (and identity rows, the last row before a key change, and
-at least every 64th row); the other rows carry ``"signature": ""`` and are vouched for by the next
-signature under the same key. A chain never ends in unsigned rows: trailing ones are an unacknowledged
-write cut short by a crash, reported like a torn line and cut by the writer. A checkpoint signs
+A signature is Ed25519 over the 32-byte hash. Since each hash covers every row before it, one signature
+vouches for every row before it under the same key. Identity rows carry their own signature; the other
+rows carry ``"signature": ""`` and the writer's ``mark`` (an HMAC of the hash under a key derived from
+the private key, which only the recovery at start reads), and are vouched for by the next signature:
+a signed row, or a signed checkpoint of the chain's head, which the writer adds beside the chain a few
+milliseconds after the rows (see :mod:`aleph._ledger._chainwriter`). Rows at the end of a chain that no
+signature vouches for yet are reported as ``unsigned_tail``: a running writer seals them within moments,
+and one that crashed leaves them for the next open, which seals those that carry its mark and cuts the rest.
+A checkpoint signs
 ``SHA-256(b"aleph-agent-ledger-checkpoint-v1" ‖ LP(agent_id) ‖ i64be(seq) ‖ head_hash ‖ LP(signer_fp) ‖ i64be(at_ms))``.
 The verifier pins the algorithms and domain tags; nothing in a row or checkpoint chooses them.
 """
@@ -46,10 +50,10 @@ __all__ = [
     "VerifyReport",
     "canonical_refs",
     "checkpoint_digest",
+    "last_line",
     "read_lines",
     "row_hash",
     "signed_checkpoint",
-    "unsigned_tail_start",
     "verify_chain",
 ]
 
@@ -129,12 +133,16 @@ class LedgerRow:
     result_fp: str | None = None
     rule: str | None = None
     refs: dict[str, str] | None = None
+    mark: str | None = None
+    """The writer's mark on an unsigned row (see the module docstring); not part of the hash."""
 
     def to_json(self) -> dict[str, Any]:
-        """The row as a JSON object (the on-disk form; ``refs`` only when present)."""
+        """The row as a JSON object (the on-disk form; ``refs`` and ``mark`` only when present)."""
         out = asdict(self)
         if out["refs"] is None:
             del out["refs"]
+        if out["mark"] is None:
+            del out["mark"]
         return out
 
     @classmethod
@@ -148,7 +156,7 @@ class LedgerRow:
         for name in ("agent_id", "hash", "signature", "signer_fp", "action", "target", "outcome", "detail"):
             if not isinstance(data.get(name), str):
                 raise ValueError(f"field {name!r} is missing or not a string")
-        for name in ("prev_hash", "args_fp", "principal", "result_fp", "rule"):
+        for name in ("prev_hash", "args_fp", "principal", "result_fp", "rule", "mark"):
             if data.get(name) is not None and not isinstance(data[name], str):
                 raise ValueError(f"field {name!r} is not a string or null")
         for name in ("seq", "at_ms"):
@@ -171,9 +179,11 @@ class VerifyReport:
     """The result of :meth:`Ledger.verify` for one agent.
 
     ``first_bad_seq`` / ``first_bad_line`` name the first row that failed and ``reason`` says why.
-    ``torn_tail`` is true when the file ends in an incomplete line or in rows no signature vouches
-    for: a write cut short by a crash, never acknowledged, which the writer cuts on its next open; it
-    does not fail verification, and those rows are not counted in ``rows``.
+    ``torn_tail`` is true when the file ends in an incomplete line: a write cut short by a crash, never
+    acknowledged, which the writer cuts on its next open. ``unsigned_tail`` counts the complete rows at
+    the end that no signature vouches for yet: a running writer seals them within moments; after a
+    crash the next open seals those its writer marked and cuts the rest. Neither fails verification,
+    and neither is counted in ``rows``.
     """
 
     ok: bool
@@ -186,15 +196,28 @@ class VerifyReport:
     checkpoint_seq: int | None = None
     torn_tail: bool = False
     signers: list[str] = field(default_factory=list)
+    unsigned_tail: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The report as a JSON object."""
         return asdict(self)
 
 
+_LP_CACHE: dict[str, bytes] = {}
+# Names, fingerprints and principals repeat from row to row: their encoding is kept (short ones, boundedly).
+_LP_CACHED_LENGTH = 64
+_LP_CACHE_SIZE = 4096
+
+
 def _lp(value: str) -> bytes:
+    cached = _LP_CACHE.get(value)
+    if cached is not None:
+        return cached
     data = value.encode("utf-8", "surrogatepass")
-    return _U32.pack(len(data)) + data
+    out = _U32.pack(len(data)) + data
+    if len(value) <= _LP_CACHED_LENGTH and len(_LP_CACHE) < _LP_CACHE_SIZE:
+        _LP_CACHE[value] = out
+    return out
 
 
 def _opt(value: str | None) -> bytes:
@@ -286,25 +309,20 @@ def read_lines(path: Path) -> tuple[list[bytes], bool]:
     return lines[:-1], torn
 
 
-def _is_signed(raw: bytes) -> bool | None:
-    """Whether a stored line carries a signature; None when it is not a readable row."""
+def last_line(path: Path, window: int = 1 << 16) -> bytes | None:
+    """The last complete line of ``path`` (read from its end), or None when it has none."""
     try:
-        data = json.loads(raw)
-    except ValueError:
+        with path.open("rb") as fh:
+            size = fh.seek(0, 2)
+            while True:
+                start = max(0, size - window)
+                fh.seek(start)
+                lines = fh.read(size - start).split(b"\n")[:-1]
+                if len(lines) > 1 or start == 0:
+                    return lines[-1] if lines else None
+                window *= 4  # a single line longer than the window: look further back
+    except FileNotFoundError:
         return None
-    signature = data.get("signature") if isinstance(data, dict) else None
-    return None if not isinstance(signature, str) else bool(signature)
-
-
-def unsigned_tail_start(lines: list[bytes]) -> int | None:
-    """Index of the first of the unsigned rows that end ``lines`` (complete lines), or None if it ends signed.
-
-    Stops at the first line that is signed or not a readable row.
-    """
-    index = len(lines)
-    while index > 0 and _is_signed(lines[index - 1]) is False:
-        index -= 1
-    return None if index == len(lines) else index
 
 
 def verify_chain(
@@ -318,11 +336,11 @@ def verify_chain(
     """
     report = VerifyReport(agent_id=agent_id, ok=False, rows=0)
     # Checkpoints first, so the scan keeps only the row hashes they name.
-    anchors: list[tuple[str, int, str]] = []
-    ckpt_lines, _ = read_lines(ckpt_path)
+    anchors: list[tuple[str, int, str, str]] = []
+    newest = last_line(ckpt_path)
     sources: list[tuple[str, bytes]] = []
-    if ckpt_lines:
-        sources.append((f"stored checkpoint {ckpt_path.name}", ckpt_lines[-1]))
+    if newest is not None:
+        sources.append((f"stored checkpoint {ckpt_path.name}", newest))
     if checkpoint is not None:
         try:
             sources.append((f"checkpoint {checkpoint}", Path(checkpoint).read_bytes()))
@@ -335,7 +353,7 @@ def verify_chain(
             report.reason = f"{label}: {problem}"
             return report
         anchors.append((label, *anchor))
-    wanted: dict[int, str] = {seq: "" for _, seq, _ in anchors}
+    wanted: dict[int, str] = {anchor[1]: "" for anchor in anchors}
 
     expected_signer: str | None = None
     prev: str | None = None
@@ -419,36 +437,39 @@ def verify_chain(
             prev = row.hash
     file_end = seq
     if unsigned is not None:
-        # No signature vouches for the last rows: a group commit cut short by a crash (never acknowledged;
-        # the writer cuts them on its next open), or rows stripped of their signature. Either way they are
-        # not part of the verified chain; a checkpoint that names one of them fails below.
-        report.torn_tail = True
+        # No signed row vouches for the last rows. A signed checkpoint of a head among them (the writer seals
+        # its rows that way, moments after writing them) vouches for every row up to that head; the rows
+        # after it wait for their seal (or, after a crash, for the next open). Either way rows no signature
+        # vouches for are not part of the verified chain.
         seq, prev = unsigned[0] - 1, unsigned[2]
+        for _, ck_seq, head_hex, ck_signer in anchors:
+            if seq < ck_seq <= file_end and ck_signer == unsigned[1] and wanted[ck_seq] == head_hex:
+                seq, prev = ck_seq, head_hex
+        report.unsigned_tail = file_end - seq
     report.rows, report.head_hash = seq, prev
     if seq == 0:
         report.reason = f"no ledger rows for agent {agent_id!r} in {path.parent}"
         return report
 
-    for label, ck_seq, head_hex in anchors:
+    for label, ck_seq, head_hex, ck_signer in anchors:
         if ck_seq > file_end:
             report.first_bad_seq = report.first_bad_line = file_end + 1
             report.reason = (
                 f"{label}: records seq {ck_seq} but the chain ends at seq {file_end}: "
                 f"rows {file_end + 1}..{ck_seq} were removed"
-                + (f" (and rows {seq + 1}..{file_end} carry no signature)" if unsigned is not None else "")
-            )
-            return report
-        if ck_seq > seq:
-            report.first_bad_seq = report.first_bad_line = seq + 1
-            report.reason = (
-                f"{label}: records seq {ck_seq} but rows {seq + 1}..{file_end} carry no signature: "
-                "their signatures were stripped"
+                + (f" (and rows {seq + 1}..{file_end} carry no signature)" if seq < file_end else "")
             )
             return report
         if wanted[ck_seq] != head_hex:
             report.first_bad_seq = report.first_bad_line = ck_seq
             report.reason = (
                 f"{label}: row {ck_seq} has hash {wanted[ck_seq][:16]}… but the checkpoint records {head_hex[:16]}…"
+            )
+            return report
+        if ck_seq > seq:
+            report.first_bad_seq = report.first_bad_line = seq + 1
+            report.reason = (
+                f"{label}: signed by {ck_signer}, but rows {seq + 1}..{ck_seq} carry no signature of that key"
             )
             return report
         report.checkpoint_seq = max(report.checkpoint_seq or 0, ck_seq)
@@ -470,8 +491,8 @@ def signed_checkpoint(signer: Signer, seq: int, head: bytes) -> dict[str, Any]:
     }
 
 
-def _parse_checkpoint(raw: bytes, agent_id: str, keys: dict[str, bytes]) -> tuple[str, tuple[int, str] | None]:
-    """``(problem, (seq, head_hash))``: the anchor is None when the checkpoint is unreadable, foreign or forged."""
+def _parse_checkpoint(raw: bytes, agent_id: str, keys: dict[str, bytes]) -> tuple[str, tuple[int, str, str] | None]:
+    """``(problem, (seq, head_hash, signer_fp))``: no anchor when the checkpoint is unreadable, foreign or forged."""
     try:
         data = json.loads(raw)
         seq, head_hex, signer_fp, at_ms = data["seq"], data["head_hash"], data["signer_fp"], data["at_ms"]
@@ -489,4 +510,4 @@ def _parse_checkpoint(raw: bytes, agent_id: str, keys: dict[str, bytes]) -> tupl
         public, signature, checkpoint_digest(agent_id, seq, head, signer_fp, at_ms)
     ):
         return "bad signature", None
-    return "", (seq, head.hex())
+    return "", (seq, head.hex(), signer_fp)

@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import functools
 import hashlib
+import hmac
 import json
 import os
 import re
@@ -79,6 +80,9 @@ def agent_file_stem(agent_id: str) -> str:
     return f"{readable}-{hashlib.sha256(agent_id.encode()).hexdigest()[:16]}"
 
 
+_MAC_DOMAIN = b"aleph-agent-ledger-row-mark-v1"
+
+
 @dataclass(frozen=True, slots=True)
 class Signer:
     """One agent's key: signs with the private half, identified by ``fingerprint``."""
@@ -87,10 +91,20 @@ class Signer:
     fingerprint: str
     public_key: bytes
     _private: Ed25519PrivateKey
+    _mac_key: bytes = b""
 
     def sign(self, message: bytes) -> bytes:
         """The 64-byte Ed25519 signature of ``message``."""
         return self._private.sign(message)
+
+    def mark(self, digest: bytes) -> str:
+        """The writer's mark on a row hash: 32 hex of HMAC-SHA256 under a key derived from the private key.
+
+        Cheap enough for every row (about 2 µs against 30 µs for a signature). Only a holder of the private
+        key can make it, so the recovery at start signs a crashed writer's unsigned rows only when they
+        carry it: rows someone appended behind the ledger's back are cut, never vouched for.
+        """
+        return hmac.digest(self._mac_key, digest, "sha256")[:16].hex()
 
     def __repr__(self) -> str:
         return f"Signer(agent_id={self.agent_id!r}, fingerprint={self.fingerprint!r})"
@@ -176,7 +190,8 @@ class Keystore:
         declared = {k.get("fp"): k.get("public") for k in index["keys"] if isinstance(k, dict)}
         if fingerprint(public) != fp or declared.get(fp) != public.hex():
             raise KeystoreError(f"private key {path} does not match fingerprint {fp} declared for agent {agent_id!r}")
-        signer = Signer(agent_id, fp, public, private)
+        mac_key = hashlib.sha256(_MAC_DOMAIN + raw).digest()
+        signer = Signer(agent_id, fp, public, private, mac_key)
         self._signers[(agent_id, fp)] = signer
         return signer
 

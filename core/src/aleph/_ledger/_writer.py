@@ -1,13 +1,16 @@
 """The signed audit ledger: per-agent, append-only, SHA-256 hash chains signed with Ed25519.
 
-Every refusal, approval decision and mutating call the chokepoint sees becomes a :class:`LedgerRecord`;
-:meth:`Ledger.append` queues it and returns at once. One writer thread drains the queue, chains and
-signs each row, and commits a batch with one ``write`` and one ``fsync`` per agent (group commit).
+Every refusal, approval decision and mutating call the chokepoint sees becomes a :class:`LedgerRecord`.
+:meth:`Ledger.append` writes its row to the agent's chain file with one ``write(2)`` on the caller's
+thread before it returns, so an answered call's row is in the operating system's page cache, which
+survives ``kill -9`` of the process. The committer thread then makes rows durable on disk (``fsync``)
+and seals them with one signature per group (see :mod:`aleph._ledger._committer`); ``sync = "fsync"``
+makes a durable append wait for that fsync too, so its row also survives a power cut.
 
 Files under the ledger directory::
 
     chains/<agent>.jsonl        one JSON row per line, append-only (mode 0600)
-    chains/<agent>.ckpt.jsonl   signed (seq, head hash) checkpoints, every ``checkpoint_every`` rows and on close
+    chains/<agent>.ckpt.jsonl   signed (seq, head hash) checkpoints: the committer's seals, newest last
     keys/                       the :class:`~aleph._ledger._keystore.Keystore` (mode 0700; keys 0600)
 
 The row format, the hash layout and verification live in :mod:`aleph._ledger._format`.
@@ -21,9 +24,7 @@ import errno
 import json
 import logging
 import os
-import queue
 import threading
-import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -33,7 +34,8 @@ import anyio
 import anyio.to_thread
 
 from aleph._atomic import write_atomic
-from aleph._ledger._chainwriter import ChainWriter, _Chain, _Durable, _Flush, _Item, _Later, _Stop, _Sync
+from aleph._ledger._chainwriter import _Chain
+from aleph._ledger._committer import Committer
 from aleph._ledger._durability import Ack, Reserve, describe_os_error
 from aleph._ledger._format import (
     CHECKPOINT_DOMAIN,
@@ -45,6 +47,7 @@ from aleph._ledger._format import (
     LedgerRow,
     VerifyReport,
     checkpoint_digest,
+    last_line,
     read_lines,
     row_hash,
     signed_checkpoint,
@@ -72,8 +75,8 @@ __all__ = [
 
 logger = logging.getLogger("aleph.ledger")
 
-QUEUE_SIZE = 1024
-"""Records waiting for the writer; a full queue makes :meth:`Ledger.append` wait (backpressure)."""
+LedgerSync = Literal["write", "fsync"]
+"""When a durable append returns: once its row is written (survives ``kill -9``) or fsync'd (survives power loss)."""
 
 
 def ledger_directory(config: AlephConfig) -> Path:
@@ -89,39 +92,54 @@ def ledger_directory(config: AlephConfig) -> Path:
 _OPEN_LEDGERS: weakref.WeakSet[Ledger] = weakref.WeakSet()
 
 
+class _Seq:
+    """Where :meth:`Ledger._write` leaves the seq of a row whose caller wants it but waits for no fsync."""
+
+    __slots__ = ("seq",)
+
+    def __init__(self) -> None:
+        self.seq: int | None = None
+
+
 @atexit.register
 def _close_open_ledgers() -> None:
-    # Rows appended by a program that never closed its ledger still reach the disk at exit.
+    # A program that never closed its ledger still gets its rows fsync'd and sealed at exit.
     for ledger in list(_OPEN_LEDGERS):
         with contextlib.suppress(Exception):
             ledger.close()
 
 
-class Ledger(ChainWriter):
+class Ledger(Committer):
     """Per-agent signed hash chains under ``directory``; see the module docstring for the format.
 
     :meth:`append` and :meth:`append_nowait` never raise: a record that cannot be stored is logged
-    and counted in :attr:`lost_appends`. ``append(record, durable=True)`` returns only once the row
-    is fsync'd (or says why it could not be stored); :meth:`flush` is a durability barrier for
-    everything queued before it; :meth:`aclose` (or :meth:`close`) drains the queue and writes a
-    final checkpoint per agent. :attr:`failure` says why the ledger cannot record now (full disk,
-    permissions); :meth:`ready` checks again. ``on_failure`` is what the chokepoint does meanwhile.
+    and counted in :attr:`lost_appends`. ``append(record, durable=True)`` returns None once the row is
+    stored as ``sync`` says (written, or fsync'd), or says why it could not be; :meth:`flush` is a
+    barrier that fsyncs and seals everything appended before it; :meth:`aclose` (or :meth:`close`)
+    does the same and stops the committer. :attr:`failure` says why the ledger cannot record now
+    (full disk, permissions); :meth:`ready` checks again. ``on_failure`` is what the chokepoint does
+    meanwhile. ``checkpoint_every`` bounds how many rows may wait for their seal.
     """
 
     def __init__(
         self,
         directory: Path,
         *,
-        checkpoint_every: int = 100,
+        checkpoint_every: int = 1000,
         keystore: Keystore | None = None,
         on_failure: Literal["refuse", "continue"] = "refuse",
+        sync: LedgerSync = "write",
     ) -> None:
         if not 1 <= checkpoint_every <= 1_000_000:
             raise ValueError(f"checkpoint_every must be between 1 and 1000000, got {checkpoint_every}")
         if on_failure not in ("refuse", "continue"):
             raise ValueError(f"on_failure must be 'refuse' or 'continue', got {on_failure!r}")
+        if sync not in ("write", "fsync"):
+            raise ValueError(f"sync must be 'write' or 'fsync', got {sync!r}")
         self.on_failure = on_failure
         """While the ledger cannot record: ``refuse`` mutating calls (fail closed) or ``continue`` with a warning."""
+        self.sync = sync
+        """``write``: a durable append returns once its row is written; ``fsync``: once it is on disk."""
         self.failure: str | None = None
         """Why the ledger cannot record now (None when it can); set by the writer, cleared by :meth:`ready`."""
         self.directory = Path(directory)
@@ -131,62 +149,87 @@ class Ledger(ChainWriter):
         self.lost_appends = 0
         self.faults: dict[str, str] = {}
         """Agents whose chain stopped taking rows, and why (a swapped or unreadable key): shown in results."""
-        # SimpleQueue (C) rather than Queue: a put is on every mutating call's path; _offer bounds it.
-        self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._lock = threading.Lock()
+        self._commit_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._urgent = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._stopping = False
         self._chains: dict[str, _Chain] = {}
-        self._room_lock = anyio.Lock()
+        self._dirty: set[_Chain] = set()
         self._last_loss = ""
         self.reserve = Reserve(self.directory / "reserve")
         self._reserve_ok = False
 
     # ---- caller side -------------------------------------------------------------------------
 
-    def _start(self) -> bool:
+    def _write(self, agent_id: str, record: LedgerRecord | None, ack: Ack | _Seq | None = None) -> str | None:
+        """Write a row (and the identity rows due) on this thread; None once written, else why not.
+
+        ``ack`` gets the row's seq; an :class:`Ack` also waits in the chain for the committer's fsync.
+        """
         with self._lock:
             if self._closed:
-                return False
+                return self._lose(0 if record is None else 1, "the ledger is closed")
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="aleph-ledger-writer", daemon=True)
+                self._thread = threading.Thread(target=self._run_committer, name="aleph-ledger-committer", daemon=True)
                 self._thread.start()
                 _OPEN_LEDGERS.add(self)
-            return True
-
-    def _accepting(self) -> bool:
-        """Whether appends are taken (the writer is started if need be); a refused one is counted lost."""
-        if (self._thread is None or self._closed) and not self._start():
-            self._lose(1, "the ledger is closed")
-            return False
-        return True
+            try:
+                error = self._write_locked(agent_id, record, ack if isinstance(ack, Ack) else None)
+                if error is None and ack is not None:
+                    ack.seq = self._chains[agent_id].seq
+                return error
+            except Exception as exc:  # never raise into the call being recorded
+                logger.exception("ledger: unexpected failure writing the chain of agent %r", agent_id)
+                return self._lose(0 if record is None else 1, f"unexpected {type(exc).__name__}: {exc}")
 
     async def append(
         self, record: LedgerRecord, *, durable: bool = False, on_row: Callable[[int], None] | None = None
     ) -> str | None:
-        """Queue ``record``; waits only while the queue is full. Never raises.
+        """Write ``record``'s row before returning. Never raises.
 
-        With ``durable``, returns once the row is written and fsync'd: None then, or why the record
-        could not be stored (the chokepoint answers a mutating call only after this); ``on_row`` is
-        then called with the row's seq in its chain.
+        With ``durable``, returns None once the row is stored as :attr:`sync` says, or why it could not
+        be stored (the chokepoint answers a mutating call only after this); ``on_row`` is then called
+        with the row's seq in its chain. Without, a row that cannot be stored is only counted lost.
         """
-        if not self._accepting():
-            return "the ledger is closed"
-        if durable:
-            return await self._durable(record, on_row)
-        if not self._offer(record):
-            await self._append_when_room(record)
-        return None
-
-    async def _durable(self, item: LedgerRecord | _Later, on_row: Callable[[int], None] | None = None) -> str | None:
-        ack = Ack()
-        wrapped = _Durable(item, ack)
-        if not self._offer(wrapped) and not await self._append_when_room(wrapped):
-            return self._last_loss
-        error = await ack.wait()
-        if error is None and on_row is not None and ack.seq is not None:
+        # An ack carries the row's seq back; it waits for the fsync only under sync = "fsync".
+        ack: Ack | _Seq | None = _Seq() if durable and on_row is not None else None
+        if durable and self.sync == "fsync":
+            ack = Ack()
+        agent_id = getattr(record, "agent_id", "")  # a wrongly typed record is counted lost by _write
+        error = self._write(agent_id, record, ack)
+        if not durable:
+            return None
+        if error is None and isinstance(ack, Ack):
+            error = await ack.wait()
+        if error is None and on_row is not None and ack is not None and ack.seq is not None:
             on_row(ack.seq)
         return error
+
+    async def append_later(
+        self,
+        agent_id: str,
+        build: Callable[[], LedgerRecord],
+        *,
+        durable: bool = False,
+        on_row: Callable[[int], None] | None = None,
+    ) -> str | None:
+        """Build a record for ``agent_id`` with ``build()`` and append it, as :meth:`append`. Never raises.
+
+        A record ``build`` cannot make (or makes for another agent) is counted lost.
+        """
+        try:
+            record = build()
+            if record.agent_id != agent_id:
+                raise ValueError(f"built for agent {record.agent_id!r}, appended for {agent_id!r}")
+        except Exception:
+            logger.exception("ledger: a record could not be built")
+            with self._lock:
+                why = self._lose(1, "the ledger could not build the row: it could not be built")
+            return why if durable else None
+        return await self.append(record, durable=durable, on_row=on_row)
 
     async def ready(self, agent_id: str | None = None) -> str | None:
         """None when the ledger can record (for ``agent_id``) now, else why not; checks again if it could not."""
@@ -218,130 +261,72 @@ class Ledger(ChainWriter):
         self._reserve_ok = problem is None
         return problem
 
-    def _offer(self, item: _Item) -> bool:
-        """Queue ``item`` unless QUEUE_SIZE items wait (threads may overshoot that by a few)."""
-        if self._queue.qsize() >= QUEUE_SIZE:
-            return False
-        self._queue.put(item)
-        return True
-
-    async def _append_when_room(self, record: LedgerRecord | _Durable) -> bool:
-        # Backpressure. One task at a time waits, in a worker thread, until the writer has drained
-        # half the queue; the others wait on the lock and then find room without a thread hop each.
-        async with self._room_lock:
-            while not self._offer(record):
-                if not await anyio.to_thread.run_sync(self._wait_for_room):
-                    self._lose(1, "the writer made no progress for 60 s")
-                    return False
-        return True
-
-    async def append_later(
-        self,
-        agent_id: str,
-        build: Callable[[], LedgerRecord],
-        *,
-        durable: bool = False,
-        on_row: Callable[[int], None] | None = None,
-    ) -> str | None:
-        """Queue a record for ``agent_id`` that the writer thread makes with ``build()``. Never raises.
-
-        The summary and fingerprint are then computed off the caller's path. ``build`` must read only
-        values nobody can change after this call; a record it cannot build is counted lost.
-        ``durable`` waits for the row's fsync (and calls ``on_row`` with its seq), as for :meth:`append`.
-        """
-        if not self._accepting():
-            return "the ledger is closed"
-        later = _Later(agent_id, build)
-        if durable:
-            return await self._durable(later, on_row)
-        if self._offer(later):
-            return None
-        record = self._build(later)  # the queue is full: build it here and wait for room like append()
-        if record is not None:
-            await self._append_when_room(record)
-        return None
-
-    def _wait_for_room(self) -> bool:
-        # Polling (1 ms) from the one waiting thread is simpler than a condition shared with the queue's own lock.
-        deadline = time.monotonic() + 60
-        while self._queue.qsize() > QUEUE_SIZE // 2:
-            if time.monotonic() > deadline or self._thread is None or not self._thread.is_alive():
-                return False
-            time.sleep(0.001)
-        return True
-
     def append_nowait(self, record: LedgerRecord) -> None:
-        """Queue ``record`` from synchronous code (any thread); blocks only while the queue is full. Never raises."""
-        if not self._accepting():
-            return
-        if not self._offer(record):
-            self._put_blocking(record)
-
-    def _put_blocking(self, item: _Item) -> None:
-        if not isinstance(item, LedgerRecord):
-            self._queue.put(item)  # flush, sync and stop markers are never held back by the bound
-        elif not (self._offer(item) or (self._wait_for_room() and self._offer(item))):
-            self._lose(1, "the writer made no progress for 60 s")
+        """Write ``record``'s row from synchronous code (any thread). Never raises."""
+        self._write(getattr(record, "agent_id", ""), record)
 
     async def flush(self) -> None:
-        """Return once everything appended before this call is written and fsync'd (or counted lost)."""
+        """Return once everything appended before this call is fsync'd and sealed."""
         if self._thread is None or self._closed:
             return  # a closed ledger flushed everything when it closed
         await anyio.to_thread.run_sync(self.flush_sync, abandon_on_cancel=True)
 
     def flush_sync(self, timeout: float | None = None) -> bool:
-        """Blocking :meth:`flush` for synchronous code; False if ``timeout`` passed first."""
-        thread = self._thread
-        if thread is None or self._closed:
-            return True
-        marker = _Flush()
-        self._put_blocking(marker)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not marker.event.wait(0.5):
-            if not thread.is_alive():
-                return True  # closed meanwhile: close() drained the queue
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
+        """Blocking :meth:`flush` for synchronous code (``timeout`` is accepted for compatibility; always True)."""
+        del timeout
+        self.commit()
         return True
+
+    def recover(self) -> list[str]:
+        """Open every chain here, cutting rows this ledger never acknowledged and sealing those it did.
+
+        The recovery at start: rows a crashed writer wrote but had not sealed are signed now. Returns the
+        agents whose chain was examined.
+        """
+        agents = self.agents()
+        for agent_id in agents:
+            self._write(agent_id, None)
+        self.commit()
+        return agents
 
     async def rotate_key(self, agent_id: str) -> str:
         """Rotate the key and record ``identity_rotated``, signed by the old key; returns the new fingerprint."""
         fp = self.keystore.rotate(agent_id)
-        if self._start():
-            await anyio.to_thread.run_sync(self._put_blocking, _Sync(agent_id))
+        self._refresh(agent_id)
         return fp
 
     async def revoke_key(self, agent_id: str) -> None:
         """Revoke the agent's identity and record ``identity_revoked``; the agent keeps signing."""
         self.keystore.revoke(agent_id)
-        if self._start():
-            await anyio.to_thread.run_sync(self._put_blocking, _Sync(agent_id))
+        self._refresh(agent_id)
+
+    def _refresh(self, agent_id: str) -> None:
+        with self._lock:
+            chain = self._chains.get(agent_id)
+            if chain is not None:
+                chain.refresh = True
+        self._write(agent_id, None)  # the identity row goes in now, not with the next record
 
     def close(self) -> None:
-        """Drain the queue, write a final checkpoint per agent written to, and stop the writer."""
+        """Fsync and seal everything appended, and stop the committer."""
         with self._lock:
             already = self._closed
             self._closed = True
             thread = self._thread
-        if thread is None or already:
-            if thread is not None:
-                thread.join()
+            self._stopping = True
+            self._wake.set()
+            self._urgent.set()
+        if thread is not None:
+            thread.join()
+        if already:
             return
-        self._put_blocking(_Stop())
-        thread.join()
+        self.commit()
+        with self._lock:
+            for chain in self._chains.values():
+                with contextlib.suppress(OSError):
+                    os.close(chain.fd)
+            self._chains.clear()
         _OPEN_LEDGERS.discard(self)
-        # A record that raced past the closed check landed behind the stop marker: count it, never drop it silently.
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if isinstance(item, LedgerRecord | _Later | _Durable):
-                self._lose(1, "appended while the ledger was closing")
-                if isinstance(item, _Durable):
-                    item.ack.settle("appended while the ledger was closing")
-            elif isinstance(item, _Flush):
-                item.event.set()
 
     async def aclose(self) -> None:
         """Async :meth:`close`."""
@@ -370,7 +355,7 @@ class Ledger(ChainWriter):
     def rows(self, agent_id: str, *, limit: int | None = None) -> list[LedgerRow]:
         """The agent's stored rows, oldest first; with ``limit``, only the newest ``limit``.
 
-        Reads the file as it is (no verification); rows still queued are not included — :meth:`flush` first.
+        Reads the file as it is (no verification): rows written but not sealed yet are included.
         Raises :class:`LedgerError` if a row cannot be parsed (run :meth:`verify` to locate it).
         """
         if limit is not None and limit < 0:
@@ -409,11 +394,11 @@ class Ledger(ChainWriter):
         Not verified here: :meth:`verify` checks it against the chain (``checkpoint_seq`` of its report).
         None when there is none or its last line cannot be read.
         """
-        lines, _ = read_lines(self._chain_paths(check_agent_id(agent_id))[1])
-        if not lines:
+        raw = last_line(self._chain_paths(check_agent_id(agent_id))[1])
+        if raw is None:
             return None
         try:
-            data = json.loads(lines[-1])
+            data = json.loads(raw)
         except ValueError:
             return None
         return data if isinstance(data, dict) else None
@@ -421,13 +406,13 @@ class Ledger(ChainWriter):
     def export_checkpoint(self, agent_id: str, path: Path) -> None:
         """Write a signed checkpoint of the agent's current head to ``path`` (keep it off this machine).
 
-        The chain is verified first: a checkpoint never vouches for a tampered chain. Rows still
-        queued are not covered — await :meth:`flush` first.
+        The chain is verified first: a checkpoint never vouches for a tampered chain, nor for rows no
+        signature vouches for yet (:meth:`flush` first to seal them).
         """
         report = self.verify(agent_id)
         if not report.ok or report.head_hash is None:
             raise LedgerError(f"not exporting a checkpoint for agent {agent_id!r}: {report.reason}")
-        head = self.rows(agent_id, limit=1)[-1]
+        head = self.rows(agent_id)[report.rows - 1]
         signer = self.keystore.signer_for(agent_id, head.signer_fp)
         data = json.dumps(signed_checkpoint(signer, head.seq, bytes.fromhex(head.hash)), indent=1) + "\n"
         write_atomic(path, data, mode=0o644)

@@ -522,9 +522,55 @@ def attach(zygote: Any, mode: str) -> None:
     zygote.proxy_port = zygote.offered_port
 
 
-def serve_run(listener: socket.socket, run: RunNetwork) -> Callable[[], None]:
-    """Serve ``run``'s own listener (from its network namespace); returns what stops it."""
-    return EgressProxy.shared().serve(listener, run)
+def serve_run(
+    listener: socket.socket, run: RunNetwork, loop: asyncio.AbstractEventLoop | None = None
+) -> Callable[[], None]:
+    """Serve ``run``'s own listener (from its network namespace); returns what stops it (from any thread).
+
+    With ``loop``, the event loop driving the run (on its thread), that loop watches the listener
+    until the first connection comes and only then hands it to the proxy's thread (the connection
+    waits in the backlog meanwhile): most runs open no connection, and then cost the proxy's thread
+    nothing, no wake-up to start serving and none to stop.
+    """
+    if loop is None:
+        return EgressProxy.shared().serve(listener, run)
+    fd = listener.fileno()
+    served: list[Callable[[], None]] = []  # the proxy's stop, once handed over
+    ended = threading.Event()
+
+    def hand_over() -> None:
+        loop.remove_reader(fd)
+        if not served and not ended.is_set():
+            served.append(EgressProxy.shared().serve(listener, run))
+
+    def end() -> None:  # on the loop's thread
+        if served:
+            served[0]()
+        else:
+            loop.remove_reader(fd)
+            listener.close()
+
+    def stop() -> None:
+        if ended.is_set():
+            return
+        ended.set()
+        try:
+            on_loop = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            end()
+            return
+        try:
+            loop.call_soon_threadsafe(end)
+        except RuntimeError:  # the loop is closed: nothing watches the listener any more
+            if served:
+                served[0]()
+            else:
+                listener.close()
+
+    loop.add_reader(fd, hand_over)
+    return stop
 
 
 def open_net(zygote: Any, mode: str, network: RunNetwork | None, config: Any, env: dict[str, str]) -> RunNetwork | None:

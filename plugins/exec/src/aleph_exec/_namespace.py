@@ -41,7 +41,7 @@ _bwrap_probe: dict[str, bool] = {}
 
 _which: dict[str, str | None] = {}
 _ZYGOTE_PATH = Path(__file__).with_name("_zygote.py")
-_ZYGOTE_MODULES = ("_zygote_kernel", "_zygote_net", "_zygote_procs", "_zygote_spawn")
+_ZYGOTE_MODULES = ("_zygote_kernel", "_zygote_net", "_zygote_procs", "_zygote_run", "_zygote_spawn")
 
 
 def zygote_files() -> list[Path]:

@@ -43,6 +43,7 @@ from aleph_exec._egress import EgressProxy, attach, closing_on_error, open_net
 from aleph_exec._egress_rules import RunNetwork
 from aleph_exec._layers import LAYERS_DIR
 from aleph_exec._namespace import Namespaces, _chain, _host_env, _SandboxState, bwrap_available
+from aleph_exec._offers import LayerOffers, fresh_layer
 from aleph_exec._processes import _MARKER, _become_subreaper, _Cgroup, _CgroupPool
 from aleph_exec._supervise import Supervision, _shutdown
 from aleph_exec._tree import remove_tree
@@ -51,7 +52,7 @@ from aleph_exec._zygote_client import _ZYGOTE_RETRY_S, _fsencode, _Zygote, _Zygo
 __all__ = ["Capture", "RunResult", "SandboxError", "TransactionUnavailable", "WorkspaceSandbox", "bwrap_available"]
 
 
-class WorkspaceSandbox(Namespaces, Supervision):
+class WorkspaceSandbox(Namespaces, Supervision, LayerOffers):
     """Runs commands in a workspace under the limits of an :class:`ExecConfig`."""
 
     def __init__(self, workspace: Path, config: ExecConfig, protected: Iterable[Path] = ()) -> None:
@@ -72,6 +73,7 @@ class WorkspaceSandbox(Namespaces, Supervision):
             if path.is_relative_to(self.workspace)
         ]
         self._layer_parents: dict[Path, Path] = {}  # a layer directory's parent, resolved (bounded by its use)
+        self._offered: dict[str, tuple[_Zygote, bytes, int, int]] = {}  # layers the zygote holds (LayerOffers)
         # The transactions' layers (aleph_exec._layers) live in the workspace: under an empty read-only
         # tmpfs in the sandbox, so no command sees or touches any layer (its own only through its overlay).
         self._layers = self.workspace / LAYERS_DIR
@@ -239,7 +241,7 @@ class WorkspaceSandbox(Namespaces, Supervision):
             where = f"outside the workspace {self.workspace} or in its {LAYERS_DIR}"
             raise ValueError(f"layer {layer}: it must lie {where}")
         with os.scandir(real) as entries:
-            if next(entries, None) is not None:
+            if next(entries, None) is not None and not fresh_layer(real):  # an overlay mounted ahead leaves two
                 raise ValueError(f"layer {layer}: not empty")
         reason = self._transaction_reason() if probe else self.transaction_support()
         if reason is not None:
@@ -591,7 +593,8 @@ class WorkspaceSandbox(Namespaces, Supervision):
             raise OSError("an argument contains a NUL byte, which no command line can carry")
         if cached[1]:
             payload += b"\0" + cached[1]
-        layer_fd = self._layer_fd(layer) if layer is not None else -1
-        run = zygote.stage(payload, stdin is not None, cgroup, later, layer_fd)
+        offered = self._claim_offer(layer, zygote) if layer is not None else b""
+        layer_fd = self._layer_fd(layer) if layer is not None and not offered else -1
+        run = zygote.stage(payload, stdin is not None, cgroup, later, layer_fd, offered)
         run.marker = marker
         return run

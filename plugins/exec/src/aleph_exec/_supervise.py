@@ -113,6 +113,7 @@ class Supervision:
     ) -> tuple[bool, str | None]:
         """:meth:`_pump` as event-loop callbacks: (timed out, why it was killed) once the run is over."""
         loop = asyncio.get_running_loop()
+        run.loop = loop  # its egress door is watched here until a first connection (see serve_run)
         done: asyncio.Future[tuple[bool, str | None]] = loop.create_future()
         assert run.stdout is not None and run.stderr is not None
         # The run's pipes and socket sit in a private epoll (made with them, ahead of the run), which

@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,8 @@ class Transactions:
         # Layers live on the workspace's filesystem (a commit then renames), under .aleph-tx; see _layers.
         self.layers = LayerRoot(self.workspace, fallback_dir(self.workspace, data_dir))
         self._ready: list[Path] = []  # empty layers made ahead by _recycle (list append/pop are atomic)
+        self.on_ready: Callable[[Path], None] | None = None
+        """Called with each layer made ahead, before any run may get it (the sandbox mounts its overlay then)."""
         self._idle = threading.Condition()
         self._pending = 0  # layers being removed off the call's path (close waits for them)
         self._closed = False
@@ -203,7 +205,10 @@ class Transactions:
             self.discard(layer)
             if len(self._ready) < _READY_LAYERS and not self._closed:
                 with contextlib.suppress(OSError):
-                    self._ready.append(self._make_layer())
+                    ready = self._make_layer()
+                    if self.on_ready is not None:
+                        self.on_ready(ready)  # before it is handed out: no run is on it yet
+                    self._ready.append(ready)
         finally:
             self._done()
 

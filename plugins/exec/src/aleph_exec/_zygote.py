@@ -38,9 +38,14 @@ Protocol (the request as below; on a run socket, JSON objects one per line):
    fds by ``SCM_RIGHTS``, and ``<kit>`` names it; ``+`` says the three come with this message instead.
    ``<flags>`` says which fds come with it after those: ``i``, the read end of the run's stdin (else
    ``/dev/null``); ``c``, the ``cgroup.procs`` of the run's pids cgroup opened for writing (``/sys`` is
-   not mounted in the sandbox), sent only when the server is not already in that cgroup. A request
-   longer than ``MAX_INLINE`` bytes comes as ``go <kit> <flags> <length>``, and its bytes follow on the
-   run socket. A run with no kit to take, or a kit that never came, gets its run socket closed.
+   not mounted in the sandbox), sent only when the server is not already in that cgroup; ``l``, the
+   run's copy-on-write layer (a detached mount) to put the workspace's overlay on. ``p`` (no fd): the
+   run's layer is one offered ahead, named by the next word, ``go <kit> <flags> <layer id>``: the host
+   hands a fresh layer over between runs, in a message ``layer <id>`` carrying it (``SCM_RIGHTS``), and
+   the server mounts its overlay in a mount namespace of its own then, while idle (at most
+   ``MAX_OFFERED`` held). A request longer than ``MAX_INLINE`` bytes comes as ``go <kit> <flags> [<layer
+   id>] <length>``, and its bytes follow on the run socket. A run with no kit to take, or a kit that
+   never came, gets its run socket closed.
 4. The request: NUL-separated fields, as a command line and an environment are NUL-free C strings:
    ``id, cwd, cgroup name ("" for none), CPU soft, CPU hard, NOFILE soft, NOFILE hard, NPROC soft, NPROC
    hard, argc, argv[0..argc), then name, value, name, value, ...`` for the environment. The server adds
@@ -54,7 +59,8 @@ Protocol (the request as below; on a run socket, JSON objects one per line):
    stdout and stderr until the command is reaped, so the host sees their end together with the exit
    report. When nothing could be started it answers ``{"error": "<why>"}`` and the run is over.
    Network proxied: the command is born in a network namespace of its own, and ``{"net": 1}`` with its
-   listener (``SCM_RIGHTS``) goes to the host on the run socket before anything else.
+   listener (``SCM_RIGHTS``) goes to the host on the run socket before anything else: as soon as the
+   kit comes when a namespace is ready then (the host finds it there when the run starts), else at the start.
 5. server → host, run socket: ``{"exit": <returncode as in subprocess>, "left": <n>}`` once the command is
    reaped; ``left`` counts the processes of the namespace that no other open run accounts for (what
    this run may have left behind, zombies included). The server is a subreaper, so every process a
@@ -88,12 +94,11 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _zygote_kernel import LayerError, harden_proc, install_filter, keep_capabilities_for_self, libc
-from _zygote_net import NetMaker, send_door
+from _zygote_net import NetMaker, early_door, send_door
 from _zygote_procs import EXCLUDED, clear_tmp, processes, remove_tmp
+from _zygote_run import MARKER_B, Run
 from _zygote_spawn import CPU, NOFILE, NPROC, RLIMITS, Spawner
 
-MARKER = "ALEPH_SANDBOX_RUN"
-MARKER_B = MARKER.encode()
 MAX_FDS = 6
 MAX_KITS = 4
 MAX_INLINE = 64 * 1024  # a request up to this size comes with the fds, in the same control message
@@ -103,73 +108,6 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_SET_PDEATHSIG = 1
 DYING_POLL_S = 0.005  # how often killed processes are looked for, until they are reaped
 SHUTDOWN_S = 5.0  # the longest the server waits for killed descendants to be reaped before it exits
-
-
-def encode(message: dict[str, object]) -> bytes:
-    return json.dumps(message).encode() + b"\n"
-
-
-class Run:
-    """One command started for the host."""
-
-    def __init__(self, sock: int, fds: list[int], stdin: int, cgroup: int, layer: int = -1) -> None:
-        self.sock = sock  # the run socket's fd (non-blocking: the host makes it so)
-        self.fds = fds  # stdout and stderr
-        self.given = (stdin, cgroup, layer)  # until the start: descriptors that came with the request (-1: none)
-        self.buf = b""
-        self.id = ""
-        self.pid = 0
-        self.tmp = ""
-        self.signalled: set[int] = set()
-        self.strays: set[int] | None = None  # what was left when the command was reaped
-        self.expect = 0  # bytes of a request still to come on the run socket
-
-    def send(self, message: dict[str, object]) -> None:
-        self.write(encode(message))
-
-    def write(self, line: bytes) -> None:
-        data = memoryview(line)
-        try:
-            while data:
-                data = data[os.write(self.sock, data) :]
-        except OSError:
-            pass  # the host is gone or stuck; the run ends when its socket is read as closed
-
-    def members(self) -> set[int]:
-        """Pids of the run's processes in this namespace: its session or group, or its marker."""
-        if not self.pid:
-            return set()
-        needle = f"{MARKER}={self.id}".encode()
-        found = set()
-        for name in processes():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as fh:
-                    fields = fh.read().rsplit(b")", 1)[1].split()
-                if self.pid in (int(fields[2]), int(fields[3])):
-                    found.add(int(name))
-                    continue
-                with open(f"/proc/{name}/environ", "rb") as fh:
-                    if needle in fh.read():
-                        found.add(int(name))
-            except (OSError, IndexError, ValueError):
-                continue
-        return found
-
-    def signal(self, signo: int, others: set[int]) -> int:
-        """Send ``signo`` (0: none) to the run's processes and ``others``; how many of them still exist.
-
-        Signalled ones count until they are reaped.
-        """
-        targets = self.members() | others
-        if signo:
-            for pid in targets:
-                try:
-                    os.kill(pid, signo)
-                except OSError:
-                    pass
-            self.signalled |= targets
-        self.signalled = {pid for pid in self.signalled if os.path.exists(f"/proc/{pid}")}
-        return len(targets | self.signalled)
 
 
 class Zygote(Spawner):
@@ -199,12 +137,14 @@ class Zygote(Spawner):
         self.hardening: dict[str, object] = {}  # set by main(): see harden()
         self.base_ns = -1  # our own mount namespace (set by main() when overlays are possible)
         self.prepared: tuple[int, list[tuple[int, str]]] | None = None  # the next overlay run's namespace
+        self.offered: dict[bytes, int | str] = {}  # layers offered ahead: their namespace, or why it failed
         self.layered = False  # a run has used an overlay: keep one namespace ready
         self.held: dict[int, int] = {}  # command pid -> its mount namespace, until it is reaped
         self.closer_sock: socket.socket | None = None
         self.net: NetMaker | None = None  # network proxied: each run's own network namespace (set by serve())
         self.run_net = -1  # the namespace the command being spawned is born in (see Spawner.spawn)
         self.private_tmp = False  # /tmp is the sandbox's own tmpfs (in bubblewrap), not the host's (set by main())
+        self.tmp_clean = False  # /tmp was emptied with no run open, and no run has started since
         # Our own CPU time may pass the soft limit we keep set for the runs.
         signal.signal(signal.SIGXCPU, signal.SIG_IGN)
         self.watch(self.control.fileno(), "control")
@@ -266,7 +206,12 @@ class Zygote(Spawner):
             self.watch(fds[0], "control")
             return True
         if msg.startswith(b"kit ") and len(fds) == 3 and len(self.kits) < MAX_KITS:
-            self.kits[msg[4:]] = fds  # the host has at most one ready; the bound is for a confused one
+            # The host has at most one ready; the bound is for a confused one. Network proxied: paired with
+            # its run's network namespace now, when one is ready, and the door sent with it (see early_door).
+            self.kits[msg[4:]] = fds + early_door(self.net, fds[0])
+            return True
+        if msg.startswith(b"layer ") and len(fds) == 1:
+            self.offer(msg[6:], fds[0])  # its overlay is mounted now, off the run's path
             return True
         run = None if flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC) else self.take(msg, fds)
         if run is None:
@@ -285,9 +230,12 @@ class Zygote(Spawner):
         """The run a ``go`` message starts (step 3 of the protocol); None if it is not one."""
         head, inline, _ = msg.partition(b"\0")
         parts = head.split(b" ")
-        if len(parts) != (3 if inline else 4) or parts[0] != b"go":
+        if len(parts) < 3 or parts[0] != b"go":
             return None
         _, kit_id, flags, *size = parts
+        offered = size.pop(0) if b"p" in flags and size else b""
+        if len(size) != (0 if inline else 1) or (b"p" in flags and not offered):
+            return None
         wanted = (3 if kit_id == b"+" else 0) + (b"i" in flags) + (b"c" in flags) + (b"l" in flags)
         if len(fds) != wanted or (size and not size[0].isdigit()):
             return None
@@ -298,7 +246,8 @@ class Zygote(Spawner):
         stdin = rest.pop(0) if b"i" in flags else -1
         cgroup = rest.pop(0) if b"c" in flags else -1
         layer = rest.pop(0) if b"l" in flags else -1
-        run = Run(kit[0], kit[1:], stdin, cgroup, layer)
+        run = Run(kit[0], kit[1:3], stdin, cgroup, layer)
+        run.offered, run.net_ns = offered, kit[3] if len(kit) > 3 else -1
         if size:
             run.expect = int(size[0])  # the request follows on the run socket
         return run
@@ -359,11 +308,12 @@ class Zygote(Spawner):
             env[MARKER_B] = marker
             run.tmp, self.spare_tmp = self.spare_tmp or self.make_tmp(), ""
             env[b"TMPDIR"] = run.tmp.encode()
-            if self.private_tmp and not self.by_pid:
+            if self.private_tmp and not self.by_pid and not self.tmp_clean:
                 # No other command runs (the host may not have closed the last run yet): this call starts
                 # with an empty /tmp whoever wrote there before. A process an earlier run left running is
                 # killed when the host closes that run; what it writes until then is its own run's.
                 clear_tmp(keep={run.tmp})
+            self.tmp_clean = False
             if cgroup_name and cgroup_name != self.cgroup:
                 # A new process starts in its parent's cgroup: enter the run's (and stay, see step 4).
                 if cgroup < 0:
@@ -371,10 +321,15 @@ class Zygote(Spawner):
                 os.write(cgroup, b"0")
                 self.cgroup = cgroup_name
             stdio = (self.devnull if stdin < 0 else stdin, stdout, stderr)
-            if self.net is not None:
+            if self.net is not None and run.net_ns >= 0:
+                self.run_net, run.net_ns = run.net_ns, -1  # its door went with its kit
+            elif self.net is not None:
                 # Network proxied: the command is born in a network namespace of its own (see _zygote_net).
                 self.run_net, listener = self.net.take()
-            if layer >= 0:
+            if run.offered:
+                self.layered = True
+                pid = self.layer_spawn(argv, env, cwd, stdio, limits, ns=self.take_offer(run.offered))
+            elif layer >= 0:
                 self.layered = True
                 pid = self.layer_spawn(argv, env, cwd, stdio, limits, layer)
             else:
@@ -485,10 +440,10 @@ class Zygote(Spawner):
         self.unwatch(run.sock)
         del self.runs[run.sock]
         os.close(run.sock)
-        for fd in (*run.fds, *run.given):
+        for fd in (*run.fds, *run.given, run.net_ns):
             if fd >= 0:
                 os.close(fd)
-        run.fds, run.given = [], (-1, -1, -1)
+        run.fds, run.given, run.net_ns = [], (-1, -1, -1), -1
         if run.tmp:
             try:
                 os.rmdir(run.tmp)
@@ -496,6 +451,8 @@ class Zygote(Spawner):
                 remove_tmp(run.tmp)
         if self.private_tmp and not self.runs:
             clear_tmp(keep={self.spare_tmp})  # the next call, whoever makes it, starts with an empty /tmp
+            # Nothing runs, and nothing killed is still there to write: the next run need not clear it again.
+            self.tmp_clean = not self.dying
         if not self.spare_tmp:
             try:
                 self.spare_tmp = self.make_tmp()

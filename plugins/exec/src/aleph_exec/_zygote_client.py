@@ -176,8 +176,12 @@ class _Zygote:
         cgroup: _Cgroup | None,
         later: Callable[..., object] | None = None,
         layer: int = -1,
+        offered: bytes = b"",
     ) -> _ZygoteRun:
         """A run for the zygote, ready to go; :meth:`_ZygoteRun.send` hands it over.
+
+        ``layer``: the run's layer (a detached mount), or -1; ``offered``: the id of the layer it goes
+        on when that was offered ahead (:meth:`offer_layer`).
 
         It takes the kit the zygote already holds (see :meth:`prepare`), else makes one whose far ends
         go with the run. Those, and the read end of a stdin pipe, are ours to close after the send; by
@@ -193,12 +197,14 @@ class _Zygote:
         if armed is not None:
             kit_id, ours, out_r, err_r, poller = armed
             run = _ZygoteRun(ours, in_w, out_r, err_r, poller)
-            run.staged = _Staged(b"%d" % kit_id, [], (), in_r, cgroup, request, later, layer)
+            run.staged = _Staged(b"%d" % kit_id, [], (), in_r, cgroup, request, later, layer, offered)
         else:
             ours, theirs, out_r, out_w, err_r, err_w, poller = _new_kit()
             run = _ZygoteRun(ours, in_w, out_r, err_r, poller)
             far = (theirs, _Fd(out_w), _Fd(err_w))
-            run.staged = _Staged(b"+", [theirs.fileno(), out_w, err_w], far, in_r, cgroup, request, later, layer)
+            run.staged = _Staged(
+                b"+", [theirs.fileno(), out_w, err_w], far, in_r, cgroup, request, later, layer, offered
+            )
         run.zygote = self
         run.namespaced = self.namespaced
         return run
@@ -229,6 +235,22 @@ class _Zygote:
         if not kept:
             _close_armed((0, ours, out_r, err_r, poller))
 
+    def offer_layer(self, layer: int) -> bytes | None:
+        """Hand the zygote a fresh layer (a detached mount) ahead of the run that will use it; its id.
+
+        The zygote mounts the layer's overlay while idle (message ``layer <id>``); a run naming the id
+        then starts on it at once. None when it could not be sent (the zygote is gone or retired).
+        """
+        with self._lock:
+            if self.retired:
+                return None
+            layer_id = b"%d" % next(self._kit_ids)
+            try:
+                socket.send_fds(self.control, [b"layer " + layer_id], [layer])
+            except OSError:
+                return None
+        return layer_id
+
     def send_run(self, staged: _Staged) -> None:
         """Send the message that starts a staged run (step 3 of the protocol); a long request follows it."""
         fds, flags, request = staged.fds, b"", staged.request
@@ -243,7 +265,7 @@ class _Zygote:
             if staged.layer >= 0:
                 fds.append(staged.layer)
                 flags += b"l"
-            head = b"go %s %s" % (staged.kit, flags or b"-")
+            head = b"go %s %s" % (staged.kit, flags + b"p %s" % staged.offered if staged.offered else flags or b"-")
             if len(request) > _ZYGOTE_INLINE:
                 socket.send_fds(self.control, [head + b" %d" % len(request)], fds)
             elif fds:
@@ -290,6 +312,7 @@ class _Staged:
     request: bytes
     later: Callable[..., object] | None
     layer: int = -1  # the run's layer, a detached mount (flag ``l``), or -1
+    offered: bytes = b""  # the id of the run's layer when the zygote holds it already (flag ``p``), or b""
 
     def close_far(self) -> None:
         for end in self.far:
@@ -344,6 +367,7 @@ class _ZygoteRun:
         self._alive: int | None = None
         self.net: RunNetwork | None = None  # its egress proxy registration (network proxied)
         self.door: Callable[[], None] | None = None  # stops the proxy serving the run's own listener
+        self.loop: asyncio.AbstractEventLoop | None = None  # the event loop driving the run (see _apump), if one
 
     def send(self) -> None:
         """Hand the staged run to the zygote (:meth:`_Zygote.stage`); :class:`SandboxError` if it is gone."""
@@ -422,7 +446,7 @@ class _ZygoteRun:
         if self.net is None or self.door is not None or self.net.closed:
             listener.close()
             return
-        self.door = serve_run(listener, self.net)
+        self.door = serve_run(listener, self.net, self.loop)
 
     def poll(self) -> int | None:
         if self.returncode is None:

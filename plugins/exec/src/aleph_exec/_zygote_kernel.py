@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import stat
 import struct
 
 
@@ -99,8 +100,14 @@ def mount_overlay(hardening: dict[str, object], layer: int, clones: list[tuple[i
     workspace = str(hardening["workspace"])
     move_mount(layer, LAYER_DIR)
     upper, work = f"{LAYER_DIR}/upper", f"{LAYER_DIR}/work"
-    os.mkdir(upper, 0o755)
-    os.mkdir(work, 0o700)
+    for path, mode in ((upper, 0o755), (work, 0o700)):
+        try:
+            os.mkdir(path, mode)
+        except FileExistsError:
+            # Left by an overlay mounted ahead on this layer (the host checked it holds nothing else,
+            # and upper nothing); overlayfs empties its work directory as it mounts.
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                raise
     options = (
         f"lowerdir={ovl_escape(workspace)},upperdir={ovl_escape(upper)},workdir={ovl_escape(work)},"
         "userxattr,redirect_dir=nofollow,metacopy=off,index=off,xino=off"

@@ -108,6 +108,14 @@ class NetMaker:
                 self.ready, self.error = made, error
                 self.cond.notify_all()
 
+    def take_ready(self) -> tuple[int, socket.socket] | None:
+        """The next run's namespace and listener if one is made already (never waits), else None."""
+        with self.cond:
+            made, self.ready = self.ready, None
+            if made is not None:
+                self.cond.notify_all()  # the thread makes the next one
+        return made
+
     def take(self) -> tuple[int, socket.socket]:
         """The next run's namespace (fd) and listener, waiting for it if need be; OSError when it failed."""
         with self.cond:
@@ -121,6 +129,21 @@ class NetMaker:
         if made is None:
             raise OSError(error)
         return made
+
+
+def early_door(net: NetMaker | None, run_sock: int) -> list[int]:
+    """A kit's network namespace, when one is made already: its door goes on the kit's run socket now.
+
+    The host finds the door there when it starts the run that takes the kit, instead of being woken
+    for it during the run. Returns ``[namespace fd]`` (the run is born there), or ``[]``: the run takes
+    one when it starts, and its door goes then.
+    """
+    made = net.take_ready() if net is not None else None
+    if made is None:
+        return []
+    ns, listener = made
+    send_door(run_sock, listener)
+    return [ns]
 
 
 def send_door(run_sock: int, listener: socket.socket) -> None:

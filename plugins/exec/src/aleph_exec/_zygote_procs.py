@@ -31,17 +31,24 @@ def mount_points(under: str) -> list[str]:
     return out
 
 
+_TMP_MOUNTS: list[list[str]] = []  # the mount points below /tmp, read once (see clear_tmp)
+
+
 def clear_tmp(keep: set[str]) -> None:
     """Empty the sandbox's /tmp but for the paths in ``keep``: what one call left there is never seen by the next.
 
     Nothing at a mount point or inside one is touched: the workspace (or the interpreter, in CI) may be
     bound below /tmp, and clearing must never reach into it; the directories on the way to such a bind
-    are kept, and emptied of everything else.
+    are kept, and emptied of everything else. The mount points are read once: this server's own mount
+    namespace is set up by bubblewrap before it starts (a run's overlay is mounted in the run's own
+    namespace), and a mount the host adds later can only appear inside a bind, which is never entered.
     """
-    try:
-        mounts = mount_points("/tmp")
-    except OSError:
-        return
+    if not _TMP_MOUNTS:
+        try:
+            _TMP_MOUNTS.append(mount_points("/tmp"))
+        except OSError:
+            return
+    mounts = _TMP_MOUNTS[0]
     todo = ["/tmp"]
     while todo:
         where = todo.pop()

@@ -28,6 +28,7 @@ from _zygote_kernel import (
 from _zygote_net import NetMaker, enter
 from _zygote_procs import EXCLUDED, closer
 
+MAX_OFFERED = 4  # layers offered ahead and held mounted (the host offers at most its ready ones, two)
 RLIMITS = {name: getattr(resource, f"RLIMIT_{name}") for name in ("AS", "CORE", "CPU", "FSIZE", "NOFILE", "NPROC")}
 CPU, NOFILE, NPROC = RLIMITS["CPU"], RLIMITS["NOFILE"], RLIMITS["NPROC"]
 
@@ -37,6 +38,8 @@ class Spawner:
 
     net: NetMaker | None
     run_net: int
+    offered: dict[bytes, int | str]
+    base_ns: int
 
     def spawn(
         self,
@@ -106,15 +109,35 @@ class Spawner:
         cwd: bytes,
         stdio: tuple[int, int, int],
         limits: dict[int, tuple[int, int]],
-        layer: int,
+        layer: int = -1,
+        ns: int = -1,
     ) -> int:
         """Start a command on an overlay of the workspace, in a mount namespace of its own.
 
-        This server enters the namespace made for the run ahead of time (:meth:`prepare`), mounts the
-        overlay (:func:`mount_overlay`), ``posix_spawn``s the command there (it is born in that namespace)
-        and goes back to its own. :class:`LayerError` when the overlay cannot be mounted: nothing started.
-        The namespace is held until the command is reaped (its teardown, an RCU grace period, would
-        otherwise delay the command's exit), then handed to the closer process (see :func:`closer`).
+        The namespace is ``ns`` when its overlay was mounted ahead (:meth:`offer`), else made here from
+        ``layer`` (:meth:`mount_layer`). This server enters it, ``posix_spawn``s the command there (it is
+        born in that namespace) and goes back to its own. :class:`LayerError` when the overlay cannot be
+        mounted: nothing started. The namespace is held until the command is reaped (its teardown, an
+        RCU grace period, would otherwise delay the command's exit), then handed to the closer process
+        (see :func:`closer`).
+        """
+        if ns < 0:
+            ns = self.mount_layer(layer)
+        try:
+            setns(ns)
+            pid = self.spawn(argv, env, cwd, stdio, limits)
+        except BaseException:
+            os.close(ns)
+            raise
+        finally:
+            self.back_home()
+        self.held[pid] = ns
+        return pid
+
+    def mount_layer(self, layer: int) -> int:
+        """A mount namespace (made ahead when there is one) with the workspace under ``layer``'s overlay.
+
+        :func:`mount_overlay` mounts it; :class:`LayerError` when it cannot be.
         """
         prepared, self.prepared = self.prepared, None
         if prepared is None:
@@ -126,7 +149,6 @@ class Spawner:
                 mount_overlay(self.hardening, layer, clones)
             except OSError as exc:
                 raise LayerError(f"the copy-on-write view could not be set up: {exc}") from None
-            pid = self.spawn(argv, env, cwd, stdio, limits)
         except BaseException:
             os.close(ns)
             raise
@@ -134,8 +156,35 @@ class Spawner:
             self.back_home()
             for fd, _ in clones:
                 os.close(fd)
-        self.held[pid] = ns
-        return pid
+        return ns
+
+    def offer(self, layer_id: bytes, layer: int) -> None:
+        """A layer offered for a later run (message ``layer <id>``): mount its overlay now, while idle.
+
+        Mounting an overlay (overlayfs probes its work directory) is the dearest part of a transaction's
+        start; done here, a run that names the layer only enters the namespace. Nothing looks into the
+        overlay before that run: its view of the workspace is read at lookup, as of the run. Why the
+        mount failed is kept for the run that names it.
+        """
+        try:
+            if self.base_ns < 0:
+                self.offered[layer_id] = "this sandbox server mounts no overlays"
+            elif len(self.offered) < MAX_OFFERED and layer_id not in self.offered:
+                try:
+                    self.offered[layer_id] = self.mount_layer(layer)
+                except OSError as exc:
+                    self.offered[layer_id] = str(exc)
+        finally:
+            os.close(layer)
+
+    def take_offer(self, layer_id: bytes) -> int:
+        """The namespace of the layer offered as ``layer_id``; :class:`LayerError` when it is not there."""
+        held = self.offered.pop(layer_id, None)
+        if held is None:
+            raise LayerError("the run's layer was not offered to the sandbox server, or not kept")
+        if isinstance(held, str):
+            raise LayerError(held)
+        return held
 
     def start_closer(self) -> None:
         """Fork the closer process (``aleph-closer``): it is never counted among a run's processes."""
@@ -171,8 +220,8 @@ class Spawner:
             os._exit(70)  # the namespace dies with us (pid 1); the host starts a new server
 
     def prepare(self) -> None:
-        """Between runs: make the next overlay run's namespace (once a run has used one)."""
-        if self.prepared is None and self.base_ns >= 0 and self.layered:
+        """Between runs: make the next overlay run's namespace (once a run has used one, and none is offered)."""
+        if self.prepared is None and self.base_ns >= 0 and self.layered and not self.offered:
             try:
                 self.prepared = self.prepare_ns()
             except OSError:

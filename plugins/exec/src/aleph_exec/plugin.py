@@ -37,6 +37,7 @@ def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginCon
     if config.transactions and sandbox.bwrap is not None:
         # .aleph-tx exists before the sandbox first starts, which then masks it from the start.
         transactions.prepare()
+        transactions.on_ready = sandbox.offer_layer  # the zygote mounts each next layer's overlay while idle
 
     async def stop_sandbox() -> None:
         await anyio.to_thread.run_sync(sandbox.close)
