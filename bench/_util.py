@@ -19,6 +19,20 @@ def per_call_us(fn: Callable[[], object], n: int, repeat: int = 5) -> float:
     return best
 
 
+def alternating_us(fns: list[Callable[[], object]], n: int, rounds: int = 10, *, cpu: bool = False) -> list[float]:
+    """Best per-call µs of each sync ``fn``, timed in turns (a, b, a, b, ...); see :func:`alternating_us_async`."""
+    clock = time.process_time if cpu else time.perf_counter
+    best = [float("inf")] * len(fns)
+    batch = max(1, n // rounds)
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            start = clock()
+            for _ in range(batch):
+                fn()
+            best[i] = min(best[i], (clock() - start) / batch * 1e6)
+    return best
+
+
 def per_call_us_async(fn: Callable[[], Awaitable[object]], n: int, repeat: int = 5) -> float:
     """Best-of-``repeat`` mean microseconds per awaited call, measured inside one event loop."""
 

@@ -13,7 +13,8 @@ Issue 26: what the principal costs per call (<= 1 µs) against the same call wit
 Issue 34 (when openai-agents is installed): a read-only call through the full chokepoint <= 1.0x the same tool
 through the Agents SDK (``on_invoke_tool``), and the default mutating, ledgered ``@aleph.tool`` <= 2.0x it; both
 in CPU time of the whole process (the committer's signatures and fsyncs included), alternating with the SDK's
-call; the ledgered one also in wall time, and with ``sync = "fsync"`` (each answer waits for its fsync).
+call; the ledgered one also in wall time, and with ``sync = "fsync"`` (each answer waits for its fsync). Beside
+them, the same read-only call of a sync tool through the chokepoint's synchronous core (``call_sync``).
 """
 
 from __future__ import annotations
@@ -281,11 +282,22 @@ def against_agents_sdk() -> None:
     async def sdk() -> object:
         return await native.on_invoke_tool(ctx, raw)
 
+    def sync_add(a: int, b: int) -> int:
+        return a + b
+
+    reg.register(aleph.tool(name="add_sync", description="Add two integers (sync).", idempotent=True)(sync_add))
     read = ScopedToolService(Chokepoint(reg), policy=PermissionPolicy([]), agent="bench", turn=turn)
-    ours, theirs = alternating_us_async([lambda: read.execute("add_async", payload), sdk], N, rounds=20, cpu=True)
+
+    async def sync_core() -> object:  # the synchronous core (call_sync) of a sync tool, timed in the same harness
+        return read.call_sync("add_sync", payload)
+
+    ours, theirs, sync_us = alternating_us_async(
+        [lambda: read.execute("add_async", payload), sdk, sync_core], N, rounds=20, cpu=True
+    )
     print("\nagainst the OpenAI Agents SDK (issue 34), CPU µs per call, alternating")
     print(f"  Agents SDK on_invoke_tool                  {theirs:8.2f} µs")
     print(f"  read-only call, full chokepoint            {ours:8.2f} µs   {ours / theirs:5.2f}x  (target <= 1.0x)")
+    print(f"  the same, sync tool through call_sync      {sync_us:8.2f} µs   {sync_us / theirs:5.2f}x  (no event loop)")
     with tempfile.TemporaryDirectory() as tmp:
         ledger = Ledger(Path(tmp) / "ledger")
         write = ScopedToolService(Chokepoint(reg, ledger=ledger), policy=PermissionPolicy([]), agent="bench", turn=turn)

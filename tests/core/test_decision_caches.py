@@ -36,6 +36,8 @@ async def decided(service: aleph.ScopedToolService, a: int = 1, b: int = 2) -> s
         return "asked"
     except aleph.PermissionDenied:
         return "denied"
+    except aleph.ToolNotFound:
+        return "not found"
 
 
 async def runtime(path: Path) -> aleph.Aleph:
@@ -129,3 +131,70 @@ async def test_a_tool_registered_after_a_listing_is_listed_and_judged(workspace:
         assert after - before == {"later"}
         with pytest.raises(aleph.PermissionDenied):
             await service.execute("late", {})
+
+
+# -- the per-service resolution memo (issue 34): one service, reused, derived, changed in place -----------
+
+
+async def test_a_derived_services_plan_mode_turn_is_not_answered_from_its_parents_memo(workspace: Path) -> None:
+    mutating = aleph.tool(name="poke", description="Change something.")(lambda: "poked")
+    async with await runtime(config(workspace, "")) as rt:
+        rt.register(mutating)
+        parent = rt.tool_service(agent="ana", turn=aleph.TurnContext(session_key="s"))
+        for _ in range(2):  # the memo shared by every service derived from this one is warm after the first
+            assert (await parent.derive(turn=aleph.TurnContext(session_key="s")).execute("poke", {})).value == "poked"
+            planning = parent.derive(turn=aleph.TurnContext(session_key="s", plan_mode=True))
+            with pytest.raises(aleph.PermissionDenied):
+                await planning.execute("poke", {})
+            with pytest.raises(aleph.PermissionDenied):
+                planning.call_sync("poke", {})
+            side = parent.derive(turn=aleph.TurnContext(session_key="s", side_question=True))
+            with pytest.raises(aleph.PermissionDenied, match="side"):
+                await side.execute("poke", {})
+
+
+async def test_a_service_whose_policy_tier_or_allow_set_is_replaced_is_judged_afresh(workspace: Path) -> None:
+    async with await runtime(config(workspace, "")) as rt:
+        service = rt.tool_service(agent="ana")
+        assert await decided(service) == "3"
+        strict = rt.tool_service(agent="ana", channel_permissions={"overrides": {"add": "deny"}})
+        service.policy = strict.policy  # replaced in place: the memo made for the old one must not answer
+        assert await decided(service) == "denied"
+        service.policy = rt.tool_service(agent="ana").policy
+        assert await decided(service) == "3"
+        service.allowed = frozenset({"list_tools"})
+        assert await decided(service) == "not found"
+        with pytest.raises(aleph.ToolNotFound):
+            service.call_sync("add", {"a": 1, "b": 2})
+        service.allowed = None
+        assert await decided(service) == "3"
+
+
+async def test_a_role_refusal_is_never_served_from_another_principals_memo(workspace: Path) -> None:
+    guarded = aleph.tool(name="reset", description="Operators only.", idempotent=True, requires_role="operator")(
+        lambda: "reset"
+    )
+    async with await runtime(config(workspace, "")) as rt:
+        rt.register(guarded)
+        operator = rt.tool_service(principal=aleph.Principal("ana", None, "s1"))
+        guest = rt.tool_service(principal=aleph.Principal("ana", None, "s2", role="guest"))
+        for _ in range(2):
+            assert (await operator.execute("reset", {})).value == "reset"
+            with pytest.raises(aleph.PermissionDenied):
+                await guest.execute("reset", {})
+            with pytest.raises(aleph.PermissionDenied):
+                guest.call_sync("reset", {})
+
+
+async def test_a_tool_replaced_under_the_same_name_runs_the_new_one_on_a_warm_service(workspace: Path) -> None:
+    async with await runtime(config(workspace, "")) as rt:
+        service = rt.tool_service(agent="ana")
+        assert await decided(service) == "3"
+        rt.registry.unregister("add")
+
+        def multiply(a: int, b: int) -> int:
+            return a * b
+
+        rt.register(aleph.tool(name="add", description="Multiply, in fact.", idempotent=True)(multiply))
+        assert await decided(service, 4, 5) == "20"
+        assert service.call_sync("add", {"a": 4, "b": 6}).value == 24

@@ -240,3 +240,46 @@ def test_an_interrupted_call_is_cancelled_and_the_toolbox_still_works(workspace:
 
 def _interrupt_main() -> None:
     raise KeyboardInterrupt
+
+
+def test_a_sync_tool_runs_on_the_calling_thread_with_no_event_loop_and_an_async_one_on_the_toolboxs(
+    workspace: Path,
+) -> None:
+    (workspace / "aleph.toml").write_text(POLICY + 'shout = "allow"\nwhisper = "allow"\n')
+    box = Aleph(agent="writer", session="s-1")
+    seen: list[tuple[str, bool, str]] = []
+
+    def running() -> bool:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        return True
+
+    @aleph.tool(idempotent=True)
+    def shout(text: str) -> str:
+        """Upper-case a text."""
+        seen.append(("shout", running(), threading.current_thread().name))
+        return text.upper()
+
+    @aleph.tool(idempotent=True)
+    async def whisper(text: str) -> str:
+        """Lower-case a text."""
+        seen.append(("whisper", running(), threading.current_thread().name))
+        return text.lower()
+
+    try:
+        box.prepare()
+        assert box._runtime is not None
+        box._runtime.register(shout)
+        box._runtime.register(whisper)
+        for name in ("shout", "whisper"):
+            box.add_tool(
+                llm.Tool(name=name, description=name, input_schema={}, implementation=box._implementation(name))
+            )
+        model = Scripted(("shout", {"text": "Hi"}), ("whisper", {"text": "Ho"}))
+        assert model.chain("go", tools=[box]).text() == "HI | ho"
+        here = threading.current_thread().name
+        assert seen == [("shout", False, here), ("whisper", True, here)]  # the sync one: no loop at all
+    finally:
+        box.close()

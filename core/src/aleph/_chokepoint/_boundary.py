@@ -85,17 +85,19 @@ def json_input(value: Any, *, max_bytes: int = 1_000_000, max_depth: int = MAX_I
         raise InputProblem("", f"input must be a JSON object, got {type(value).__name__}")
     if type(value) is dict and len(value) <= 64:  # the common flat call: one pass, no stack
         size = 0
-        flat = True
         for key, child in value.items():
             kind = type(child)
-            if type(key) is not str or kind not in _SCALARS or (kind is float and not math.isfinite(child)):
-                flat = False
+            if type(key) is not str or not key.isascii():
                 break
-            size += len(key) + (len(child) if kind is str else 8)
-            if (kind is str and not child.isascii() and _text_problem(child)) or not key.isascii():
-                flat = False
+            if kind is str:
+                if not child.isascii() and _text_problem(child):
+                    break
+                size += len(key) + len(child)
+            elif kind is int or kind is bool or child is None or (kind is float and math.isfinite(child)):
+                size += len(key) + 8
+            else:
                 break
-        if flat:
+        else:  # every value a plain scalar: the copy is the dict's own
             if size > max_bytes:
                 raise InputProblem("", f"input is larger than {max_bytes} bytes")
             return dict(value)

@@ -155,6 +155,45 @@ class CallContext:
         if turn is not None and turn.refs:  # the turn's own references (a team member's team and task)
             self._refs.update(check_refs(dict(turn.refs)))
 
+    @classmethod
+    def running(
+        cls,
+        service: _Service,
+        tool: str,
+        agent: str | None,
+        channel: str | None,
+        turn: TurnContext | None,
+        parent: CallContext | None,
+        decision: str,
+        principal: Principal,
+    ) -> CallContext:
+        """The context the chokepoint sets for a call it runs: ``__init__``'s result, built without its defaults.
+
+        Built once per call on the hot path, where keyword parsing costs as much as the rest of it.
+        """
+        self = object.__new__(cls)
+        self._service = service
+        self.tool = tool
+        self.decision = decision
+        self.agent = agent
+        self.channel = channel
+        self.turn = turn
+        self.principal = principal
+        self.parent = parent
+        self._asked = 0
+        self._untrusted = None
+        if parent is None:
+            self.depth = 0
+            self._call_id = turn.call_id or None if turn is not None else None
+            self._refs = {}
+        else:
+            self.depth = parent.depth + 1
+            self._call_id = None
+            self._refs = {"parent_call": parent.call_id}
+        if turn is not None and turn.refs:  # the turn's own references (a team member's team and task)
+            self._refs.update(check_refs(dict(turn.refs)))
+        return self
+
     @property
     def call_id(self) -> str:
         """The model's call id for a top-level call, else one generated when first asked for."""

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from aleph._chokepoint._budget import BudgetExhausted
 from aleph._chokepoint._gate import grant_fingerprint
+from aleph._chokepoint._refusal import Refusal
 from aleph._chokepoint._results import ResultStore, StoredResult, result_store
 from aleph._contract._types import ToolOutput
 from aleph._errors import ExecutionFailed, PermissionDenied, ToolError, ToolTimeout
@@ -68,16 +70,34 @@ class CallGuard:
             if row is not None and row.state == "done":
                 self.replay = await self._replayed(entry, prepared, row)
                 return
+        try:
+            self.charge(entry, prepared)
+        except Refusal as refusal:
+            await refusal.record()
+            raise refusal.error from None
+
+    def charges_only(self, entry: RegisteredTool) -> bool:
+        """Whether the guard only charges a budget for a call of ``entry`` (no idempotency key applies)."""
+        assert self.turn is not None
+        return self.turn.idempotency_key is None or entry.facts.idempotent
+
+    def charge(self, entry: RegisteredTool, prepared: Prepared) -> None:
+        """Charge the turn's budget for one call (synchronous); raises :class:`Refusal` when it is spent."""
+        assert self.turn is not None
         budget = self.turn.budget
         if budget is None:
             return
         try:
-            self.left = budget.charge_call(name)
+            self.left = budget.charge_call(entry.name)
         except BudgetExhausted as exc:
             reason = f"{exc}. The budget is a hard cap: do not retry; report what is done so far."
-            await service._ledger(entry, prepared.arguments, "tool_denied", "denied", reason, "budget", self.refs)
-            service._event("refused", name, reason)
-            raise PermissionDenied(name, reason) from None
+            raise Refusal(
+                PermissionDenied(entry.name, reason), partial(self._record_budget, entry, prepared, reason)
+            ) from None
+
+    async def _record_budget(self, entry: RegisteredTool, prepared: Prepared, reason: str) -> None:
+        await self.service._ledger(entry, prepared.arguments, "tool_denied", "denied", reason, "budget", self.refs)
+        self.service._event("refused", entry.name, reason)
 
     async def run(
         self, entry: RegisteredTool, prepared: Prepared, cancel: asyncio.Event | None, action: str

@@ -15,13 +15,14 @@ import builtins
 import dataclasses
 import logging
 import re
+import time
 import uuid
 from collections.abc import Awaitable, Mapping, Sequence
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from aleph._chokepoint._approval import ApprovalOutcome, ApprovalRequest, ApprovalRequester
-from aleph._chokepoint._boundary import InputProblem, json_input
-from aleph._chokepoint._call import _CALL, CallContext
+from aleph._chokepoint._call import _CALL
 from aleph._chokepoint._callguard import CallGuard, guard_for
 from aleph._chokepoint._gate import (
     allowed_decisions,
@@ -29,17 +30,18 @@ from aleph._chokepoint._gate import (
     grant_fingerprint,
     summarize_call,
 )
-from aleph._chokepoint._judge import Judging, check_name, prepare_input
+from aleph._chokepoint._judge import Judging, prepare_input
 from aleph._chokepoint._permissions import PermissionPolicy
 from aleph._chokepoint._recording import Recording
+from aleph._chokepoint._refusal import Refusal
 from aleph._chokepoint._secrets import Substitution
 from aleph._chokepoint._shared import Chokepoint, CommandChecker, CommandSplitter, DefinitionRewriter, Explanation
+from aleph._chokepoint._synccore import DEFAULT_BUDGET_MS, RETRY_DELAY_S, HotMemo, Resumed, SyncCore, mapped_error
 from aleph._chokepoint._telemetry import enabled as telemetry_enabled
-from aleph._chokepoint._telemetry import note_approval, note_verdict, traced_execute
+from aleph._chokepoint._telemetry import note_approval, traced_execute
 from aleph._chokepoint._tiers import ExecTier
 from aleph._chokepoint._verdict import Verdict
 from aleph._chokepoint._who import Identity, principal_for
-from aleph._contract._names import repair_tool_name, suggest_candidates
 from aleph._contract._registry import RegisteredTool, fold_tool_name
 from aleph._contract._service import BaseToolService, panic_error
 from aleph._contract._tool import Prepared
@@ -49,18 +51,14 @@ from aleph._errors import (
     ApprovalExpired,
     ApprovalUnavailable,
     Cancelled,
-    ExecutionFailed,
     PermissionDenied,
     ToolError,
-    ToolNotFound,
     ToolTimeout,
-    TransportError,
     ValidationFailed,
 )
 from aleph._flow._gate import Provenance
 from aleph._human import HumanChannel
 from aleph._principal import Principal
-from aleph._progress import CHUNK_SCRUBBER, call_handler, get_tool_progress_handler
 from aleph._turn import _TURN, TurnContext
 from aleph._watchdog import run_with_budget
 
@@ -71,11 +69,7 @@ __all__ = ["Chokepoint", "CommandChecker", "CommandSplitter", "DefinitionRewrite
 
 log = logging.getLogger("aleph")
 
-DEFAULT_BUDGET_MS = 300_000
-RETRY_DELAY_S = 0.1
-ERROR_LIMIT = 4000
 _NUMBERS = (bool, int, float)
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 
 class _Unset:
@@ -85,7 +79,7 @@ class _Unset:
 _UNSET = _Unset()
 
 
-class ScopedToolService(Identity, Judging, Recording, Provenance, BaseToolService):
+class ScopedToolService(SyncCore, Identity, Judging, Recording, Provenance, BaseToolService):
     """The per-request tool service: one principal (agent, channel, session, role, chain), one turn, one tier."""
 
     def __init__(
@@ -120,6 +114,7 @@ class ScopedToolService(Identity, Judging, Recording, Provenance, BaseToolServic
         self.rewriters = tuple(rewriters)
         self.deferred = deferred
         self.extra_tools = dict(extra_tools or {})
+        self._hot = HotMemo()
         self._scope: str | None = None
 
     def derive(
@@ -239,6 +234,9 @@ class ScopedToolService(Identity, Judging, Recording, Provenance, BaseToolServic
 
     async def dispatchable_list(self) -> builtins.list[ToolDefinition]:
         """Everything callable: the listed tools plus deferred ones that pass the gates."""
+        return self._dispatchable()
+
+    def _dispatchable(self) -> builtins.list[ToolDefinition]:
         listed = list(self._cached_list())
         if self.deferred is None:
             return listed
@@ -258,14 +256,46 @@ class ScopedToolService(Identity, Judging, Recording, Provenance, BaseToolServic
         """Run ``name`` through every gate; raises a :class:`ToolError` with advice for the model."""
         if telemetry_enabled():  # an OpenTelemetry SDK is configured: the same call inside a span
             return await traced_execute(self, name, input, cancel, self._untraced)
-        return await self._untraced(name, input, cancel)
+        turn = self.turn  # a guard when the turn carries a budget or an idempotency key (guard_for, inlined)
+        guard = (
+            CallGuard(self)
+            if turn is not None and (turn.budget is not None or turn.idempotency_key is not None)
+            else None
+        )
+        try:
+            entry, prepared, verdict = self._judge(name, input)  # the synchronous core decides
+        except Refusal as refusal:
+            await refusal.record()
+            raise refusal.error from None
+        if guard is None and verdict.action == "allow":  # the common call: nothing to look up or ask
+            return await self._run(entry, prepared, cancel)
+        return await self._proceed(entry, prepared, verdict, guard, cancel)
 
     async def _untraced(self, name: str, input: Mapping[str, Any], cancel: asyncio.Event | None) -> ToolOutput:
         guard = guard_for(self)  # the turn's budget and idempotency key, when it carries either
-        entry, prepared, action = await self._admit(name, input, guard)
+        try:
+            entry, prepared, verdict = self._judge(name, input)  # the synchronous core decides
+        except Refusal as refusal:
+            await refusal.record()
+            raise refusal.error from None
+        return await self._proceed(entry, prepared, verdict, guard, cancel)
+
+    async def _proceed(
+        self,
+        entry: RegisteredTool,
+        prepared: Prepared,
+        verdict: Verdict,
+        guard: CallGuard | None,
+        cancel: asyncio.Event | None,
+    ) -> ToolOutput:
+        """A judged call: the guard's look-up and charge, a person asked if the verdict says so, then the run."""
         if guard is not None:
-            return await guard.run(entry, prepared, cancel, action)
-        return await self._run(entry, prepared, cancel, action)
+            await guard.admit(entry, prepared)  # a replay or a budget refusal comes before any human is asked
+        if verdict.action == "ask" and (guard is None or guard.replay is None):
+            await self._approve(entry, prepared.arguments, verdict)
+        if guard is not None:
+            return await guard.run(entry, prepared, cancel, verdict.action)
+        return await self._run(entry, prepared, cancel, verdict.action)
 
     async def authorize(self, name: str, input: Mapping[str, Any]) -> None:
         """Pass every gate for a call (asking a human if it must) without running it; raises like ``execute``.
@@ -273,53 +303,13 @@ class ScopedToolService(Identity, Judging, Recording, Provenance, BaseToolServic
         A tool uses it (through :meth:`aleph.CallContext.authorize`) for a step it performs itself
         that must meet the same rules as the call that started it, such as each redirect hop of a fetch.
         """
-        await self._admit(name, input)
-
-    async def _admit(
-        self, name: str, input: Mapping[str, Any], guard: CallGuard | None = None
-    ) -> tuple[RegisteredTool, Prepared, str]:
-        """Resolve, check, validate and judge one call; ask a human when the verdict says so."""
-        if type(name) is not str:
-            name = check_name(name)
-        entry = self._entry(name)
-        if entry is None or not self._is_allowed(entry.name):
-            offered = [d.name for d in await self.dispatchable_list()]
-            # Exact, case and separator repairs are unambiguous spellings of one offered tool; a fuzzy
-            # match may be a different tool, so it is only suggested. Non-ASCII never repairs (look-alikes).
-            repaired = repair_tool_name(name, offered) if name.isascii() else None
-            if repaired is not None and repaired[1] != "fuzzy":
-                entry = self._entry(repaired[0])
-            if entry is None or not self._is_allowed(entry.name):
-                raise ToolNotFound(name, suggestions=suggest_candidates(name, offered))
-        if entry.facts.requires_role is not None:
-            refusal = self._role_refusal(entry)
-            if refusal is not None:
-                await self._record_role_refusal(entry, input, refusal)
-                raise PermissionDenied(entry.name, refusal)
-        known = self._cp.static_verdict(self.policy, self.tier, entry, self.turn)
-        static, needs = known
-        if static.action == "deny" and self._denied_whatever_the_input(entry, static):
-            note_verdict(static)
-            # Refused by name: judged (and recorded) before the input is even looked at.
-            try:
-                arguments: Mapping[str, Any] = json_input(input, max_bytes=self._cp.max_input_bytes)
-            except InputProblem:
-                arguments = {}
-            await self._record_refusal(entry, arguments, static.refusal(), static)
-            raise PermissionDenied(entry.name, static.refusal())
-        prepared = prepare_input(entry, input, self._cp.max_input_bytes)
-        verdict = static if not needs else self._verdict(entry, prepared, static=known)
-        if self._cp.flow is not None and self._cp.flow.is_sink(entry):  # provenance is judged for sinks only
-            verdict = self._flow_verdict(entry, prepared.arguments, verdict)
-        note_verdict(verdict)
-        if verdict.action == "deny":
-            await self._record_refusal(entry, prepared.arguments, verdict.refusal(), verdict)
-            raise PermissionDenied(entry.name, verdict.refusal())
-        if guard is not None:
-            await guard.admit(entry, prepared)  # a replay or a budget refusal comes before any human is asked
-        if verdict.action == "ask" and (guard is None or guard.replay is None):
+        try:
+            entry, prepared, verdict = self._judge(name, input)
+        except Refusal as refusal:
+            await refusal.record()
+            raise refusal.error from None
+        if verdict.action == "ask":
             await self._approve(entry, prepared.arguments, verdict)
-        return entry, prepared, verdict.action
 
     def decision_for(self, name: str, input: Mapping[str, Any]) -> str:
         """The decision (``allow``/``ask``/``deny``) for a call of ``name`` with ``input``; nothing is asked or run."""
@@ -402,64 +392,47 @@ class ScopedToolService(Identity, Judging, Recording, Provenance, BaseToolServic
         budget_ms = facts.max_duration_ms or DEFAULT_BUDGET_MS
         if not facts.idempotent:
             await self._ledger_ready(name)
-        handler = get_tool_progress_handler()
-        if handler is not None:
-            call_handler(handler, handler.on_tool_start, name, summarize_call(name, prepared.arguments))
-        token = _TURN.set(self.turn) if self.turn is not None else None
-        call = CallContext(
-            self,
-            name,
-            agent=self.agent,
-            channel=self.channel,
-            turn=self.turn,
-            parent=_CALL.get(),
-            decision=action,
-            principal=self.principal,
-        )
-        call_token = _CALL.set(call)
-        secret = None
+        run = self._open(entry, prepared, action)
         try:
-            # Judged, approved and recorded with handles; only the run itself gets the values.
-            secret, running = self._with_secrets(entry, prepared) if self._cp.secrets else (None, prepared)
-            scrub_token = CHUNK_SCRUBBER.set(secret.scrub) if secret is not None else None
             try:
                 try:
-                    output = await self._attempt(entry, running, budget_ms, cancel)
+                    work = self._started(entry, run.prepared, budget_ms, cancel)
+                    output = work if isinstance(work, ToolOutput) else await self._rest(entry, work, budget_ms)
                 except ToolError as exc:
                     if not (facts.idempotent and exc.is_retryable and not isinstance(exc, Cancelled)):
                         raise
                     await asyncio.sleep(RETRY_DELAY_S)
-                    output = await self._attempt(entry, running, budget_ms, cancel)
+                    output = await self._attempt(entry, run.prepared, budget_ms, cancel)
             finally:
-                if scrub_token is not None:
-                    CHUNK_SCRUBBER.reset(scrub_token)
-            if secret is not None:
-                output = ToolOutput(secret.scrub_value(output.value), secret.scrub_value(output.metadata))
+                if run.scrub_token is not None:
+                    self._unscrub(run)
+            if run.secret is not None:
+                output = self._ran(run, output)
         except ToolError as exc:
-            if secret is not None and secret.scrub(str(exc)) != str(exc):
-                exc = ExecutionFailed(name, _bounded(secret.scrub(str(exc))))
-                if handler is not None:
-                    call_handler(handler, handler.on_tool_result, name, str(exc)[:200], False)
-                if not facts.idempotent or call.annotated:
-                    await self._record_execution(entry, prepared.arguments, "error", str(exc), call.refs)
-                raise exc from None
-            if handler is not None:
-                call_handler(handler, handler.on_tool_result, name, str(exc)[:200], False)
-            if not facts.idempotent or call.annotated:
-                await self._record_execution(entry, prepared.arguments, "error", _bounded(str(exc)), call.refs)
-            raise
+            error, detail = self._failed(entry, run, exc)
+            if self._records(entry, run):
+                await self._record_execution(entry, prepared.arguments, "error", detail, run.call.refs)
+            if error is exc:
+                raise
+            raise error from None
         finally:
-            _CALL.reset(call_token)
-            if token is not None:
-                _TURN.reset(token)
-        if self._cp.flow is not None:
-            self._flow_observe(entry, prepared.arguments, output, call)
-        if handler is not None:
-            call_handler(handler, handler.on_tool_result, name, output.text[:200], True)
+            _CALL.reset(run.call_token)
+            if run.turn_token is not None:
+                _TURN.reset(run.turn_token)
+        call = run.call
+        if self._cp.flow is not None or run.handler is not None:
+            self._observed(entry, prepared, output, run)
         if not facts.idempotent or call.annotated:  # answered only once its row is durable
             self._acknowledge(
                 name, output, await self._record_execution(entry, prepared.arguments, "ok", "", call.refs)
             )
+        value = output.value  # the common small answer is passed as it is (see _bound_output)
+        if (
+            value is None
+            or isinstance(value, _NUMBERS)
+            or (type(value) is str and len(value) <= self._cp.max_output_chars)
+        ):
+            return output
         return self._bound_output(name, output)
 
     def _with_secrets(self, entry: RegisteredTool, prepared: Prepared) -> tuple[Substitution | None, Prepared]:
@@ -472,30 +445,48 @@ class ScopedToolService(Identity, Judging, Recording, Provenance, BaseToolServic
             return None, prepared
         return sub, prepare_input(entry, sub.raw, self._cp.max_input_bytes)
 
-    async def _attempt(
+    def _started(
         self, entry: RegisteredTool, prepared: Prepared, budget_ms: int, cancel: asyncio.Event | None
-    ) -> ToolOutput:
-        name = entry.name
+    ) -> ToolOutput | Awaitable[ToolOutput]:
+        """The tool's first step, taken here: its output if it finished in it (most reads), else what is left.
+
+        A call that finishes in its first step needs no timer at all; one that suspends goes on from where
+        it stopped, under its wall-clock budget (:meth:`_attempt`).
+        """
         try:
             run = getattr(entry.tool, "run_prepared", None)
             work = run(prepared) if callable(run) else entry.tool.call_json(prepared.raw)
             if cancel is not None:
-                work = _cancellable(name, work, cancel)
+                return _cancellable(entry.name, work, cancel)
+            if type(work) is not CoroutineType:
+                return work
+            started = time.monotonic()
+            first = work.send(None)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        except Exception as exc:
+            raise _failure(entry.name, exc, budget_ms) from (None if isinstance(exc, ToolError | TimeoutError) else exc)
+        return Resumed(work, first, started)
+
+    async def _attempt(
+        self, entry: RegisteredTool, prepared: Prepared, budget_ms: int, cancel: asyncio.Event | None
+    ) -> ToolOutput:
+        """One run of the tool: the first step, then what is left of it under the budget."""
+        work = self._started(entry, prepared, budget_ms, cancel)
+        if isinstance(work, ToolOutput):
+            return work
+        return await self._rest(entry, work, budget_ms)
+
+    async def _rest(self, entry: RegisteredTool, work: Awaitable[ToolOutput], budget_ms: int) -> ToolOutput:
+        try:
             if entry.facts.inline:  # runs synchronously on the loop: a timer could not interrupt it anyway
                 return await work
-            return await run_with_budget(work, budget_ms / 1000)
-        except TimeoutError as exc:
-            if isinstance(exc, ToolError):
-                raise
-            raise ToolTimeout(name, budget_ms) from None
-        except ExecutionFailed as exc:
-            raise ExecutionFailed(name, _bounded(exc.cause)) from None
-        except TransportError as exc:
-            raise TransportError(name, _bounded(exc.cause)) from None
-        except ToolError:
-            raise
+            seconds = budget_ms / 1000
+            if type(work) is Resumed:  # the budget counts from the first step, which ran before this
+                seconds = max(0.0, seconds - (time.monotonic() - work.started))
+            return await run_with_budget(work, seconds)
         except Exception as exc:
-            raise panic_error(name, exc) from exc
+            raise _failure(entry.name, exc, budget_ms) from (None if isinstance(exc, ToolError | TimeoutError) else exc)
 
     def _bound_output(self, name: str, output: ToolOutput) -> ToolOutput:
         limit = self._cp.max_output_chars
@@ -541,12 +532,13 @@ async def _cancellable(name: str, work: Awaitable[ToolOutput], cancel: asyncio.E
             task.cancel()
 
 
-def _bounded(text: str) -> str:
-    text = _ANSI.sub("", text)
-    if len(text) <= ERROR_LIMIT:
-        return text
-    head, tail = text[:2600], text[-1200:]
-    return f"{head}\n…[{len(text) - 3800} chars elided]…\n{tail}"
+def _failure(name: str, exc: Exception, budget_ms: int) -> Exception:
+    """What a tool's exception becomes at the chokepoint: a timeout, its own bounded error, or a panic."""
+    if isinstance(exc, TimeoutError) and not isinstance(exc, ToolError):
+        return ToolTimeout(name, budget_ms)
+    if isinstance(exc, ToolError):
+        return mapped_error(name, exc)  # type: ignore[return-value]
+    return panic_error(name, exc)
 
 
 def _redacted(input: Mapping[str, Any]) -> dict[str, Any]:

@@ -75,9 +75,11 @@ class SecretResolvers:
 
     def __init__(self) -> None:
         self._by_scheme: dict[str, SecretResolver] = {}
+        self.active = False
+        """Whether any resolver is registered (read on every call: an attribute, not ``__bool__``)."""
 
     def __bool__(self) -> bool:
-        return bool(self._by_scheme)
+        return self.active
 
     def add(self, scheme: str, resolver: SecretResolver) -> None:
         """Register ``resolver`` for ``{{scheme:...}}``; a second resolver for a scheme is an error."""
@@ -86,6 +88,7 @@ class SecretResolvers:
         if scheme in self._by_scheme:
             raise ValueError(f"secret scheme {scheme!r} already has a resolver")
         self._by_scheme[scheme] = resolver
+        self.active = True
 
     def substitute(
         self, tool: str, raw: Mapping[str, Any], arguments: Mapping[str, Any], principal: Principal

@@ -41,6 +41,8 @@ __all__ = [
     "check_tool_name",
     "contract_problem",
     "facts_declared",
+    "jsonable",
+    "refused",
 ]
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}", re.ASCII)
@@ -180,6 +182,13 @@ class Prepared:
         self._arguments = arguments
         self._dump = dump
 
+    @classmethod
+    def checked(cls, raw: dict[str, Any], value: Any, dump: Callable[[Any], dict[str, Any]]) -> Prepared:
+        """``Prepared(raw, value, dump=dump)``, built without keyword parsing (a tool's ``prepare``, per call)."""
+        self = object.__new__(cls)
+        self.raw, self.value, self._arguments, self._dump = raw, value, None, dump
+        return self
+
     @property
     def arguments(self) -> dict[str, Any]:
         """The validated arguments as JSON data (the form every gate judges)."""
@@ -234,6 +243,9 @@ class AlephTool(Generic[ArgsT]):
     Args: type[ArgsT]
     Output: ClassVar[Any] = Any
     FACTS: ClassVar[ToolFacts] = ToolFacts()
+
+    runs_sync: ClassVar[bool] = False
+    """Whether :meth:`run_sync` runs the tool on the calling thread (an ``@aleph.tool`` on a sync function)."""
 
     _schema_cache: ClassVar[dict[str, Any] | None] = None
     _contract_problem: ClassVar[str | None] = None
@@ -297,31 +309,31 @@ class AlephTool(Generic[ArgsT]):
         try:
             return self.Args.model_validate(input)
         except Exception as exc:
-            raise _refused(self.NAME, exc) from None
+            raise refused(self.NAME, exc) from None
 
     def prepare(self, input: dict[str, Any]) -> Prepared:
         """Validate ``input`` (boundary-checked JSON) once, for the judge and the run alike."""
         try:
             model = self.Args.model_validate(input)
         except Exception as exc:
-            raise _refused(self.NAME, exc) from None
+            raise refused(self.NAME, exc) from None
         return Prepared(input, model, dump=_dump_model)
 
     async def run_prepared(self, prepared: Prepared) -> ToolOutput:
         """Run :meth:`call` on the arguments :meth:`prepare` validated."""
-        return ToolOutput(_jsonable(self.NAME, await self.call(prepared.value)))
+        return ToolOutput(jsonable(self.NAME, await self.call(prepared.value)))
 
     async def call_json(self, input: Mapping[str, Any]) -> ToolOutput:
         """Validate ``input``, run :meth:`call` and return its output as JSON-compatible data."""
         result = await self.call(self.parse(input))
-        return ToolOutput(_jsonable(self.NAME, result))
+        return ToolOutput(jsonable(self.NAME, result))
 
     async def call(self, args: ArgsT) -> Any:
         """Run the tool on validated arguments. Raise a :class:`ToolError` to fail with a message."""
         raise NotImplementedError
 
 
-def _refused(name: str, exc: Exception) -> Exception:
+def refused(name: str, exc: Exception) -> Exception:
     """What validating a tool's input raised, as the chokepoint reports it."""
     if isinstance(exc, ValidationError):
         return _bad_input(name, exc)
@@ -340,7 +352,8 @@ def _unbuildable(name: str, exc: Exception) -> str:
 _SCALARS = (str, int, float, bool)
 
 
-def _jsonable(name: str, value: Any) -> Any:
+def jsonable(name: str, value: Any) -> Any:
+    """A tool's result as JSON-compatible data; :class:`ExecutionFailed` when JSON cannot carry it."""
     if value is None or isinstance(value, _SCALARS):  # a tuple: `str | int | ...` is rebuilt on every call
         return value
     if is_flat_json(value):
@@ -515,6 +528,7 @@ class LoopTool:
         self._facts = facts or ToolFacts()
         self.facts_declared = facts is not None
         self._handler = handler
+        self.runs_sync = False  # handlers are async: the synchronous core hands a call to a runner
         # Compiled on the first call, not here: listing or registering thousands of tools builds none.
         self._compiled: tuple[_Check | None, Any] | None = None
 
@@ -569,14 +583,14 @@ class LoopTool:
         result = await self.call(prepared.value)
         if isinstance(result, ToolOutput):
             return result
-        return ToolOutput(_jsonable(self._name, result))
+        return ToolOutput(jsonable(self._name, result))
 
     async def call_json(self, input: Mapping[str, Any]) -> ToolOutput:
         """Validate ``input``, run the handler and return its output."""
         result = await self.call(self.validate(input))
         if isinstance(result, ToolOutput):
             return result
-        return ToolOutput(_jsonable(self._name, result))
+        return ToolOutput(jsonable(self._name, result))
 
     async def call(self, input: dict[str, Any]) -> Any:
         """Run the tool on a validated dict."""

@@ -25,6 +25,7 @@ from aleph._flow._values import MAX_SCAN_CHARS, candidate_values, kind_label
 if TYPE_CHECKING:
     from aleph._chokepoint._call import CallContext
     from aleph._contract._registry import RegisteredTool
+    from aleph._contract._tool import Prepared
     from aleph._contract._types import ToolOutput
     from aleph._principal import Principal
 
@@ -217,10 +218,11 @@ class Provenance:
                 break
         return verdict
 
-    def _flow_observe(
-        self, entry: RegisteredTool, arguments: Mapping[str, Any], output: ToolOutput, call: CallContext
-    ) -> None:
-        """File a finished call's output as trusted or untrusted content of this principal's session."""
+    def _flow_observe(self, entry: RegisteredTool, prepared: Prepared, output: ToolOutput, call: CallContext) -> None:
+        """File a finished call's output as trusted or untrusted content of this principal's session.
+
+        The call's arguments (``prepared.arguments``) are read only for untrusted output, which they may name.
+        """
         flow: DataFlow = self._cp.flow
         state = flow.tracker.state(state_key(self.principal))
         state.calls += 1
@@ -230,7 +232,7 @@ class Provenance:
             state.saw_trusted(output.text)
             return
         call_id = call.call_id if call.turn is not None and call.turn.call_id else str(state.calls)
-        named_by = [text for _, text in flat_strings(arguments)]
+        named_by = [text for _, text in flat_strings(prepared.arguments)]
         if label is not None or any(not text for text, _ in parts):
             origin = Origin("text", entry.name, call_id, label or parts[-1][1])
             state.saw_untrusted(leaf_text(output.value), origin, named_by)

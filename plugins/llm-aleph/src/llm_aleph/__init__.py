@@ -1,11 +1,14 @@
 """Aleph's tools for llm: the ``Aleph`` toolbox (``llm -T Aleph``), every call through Aleph's chokepoint.
 
-llm runs tools synchronously; Aleph is async and keeps per-runtime state (MCP connections, the ledger
-writer), so the toolbox owns one event loop for its Aleph runtime and runs it on the thread that calls a
-tool, for the length of the call (the same loop every time: no thread switch and no new loop per call).
-Between calls that loop does not run: an MCP server's notifications wait for the next call. A tool called
-where another event loop is running on the calling thread (llm's async chains call a sync tool inline)
-runs on one worker thread instead, and blocks that loop as any sync tool does.
+llm runs tools synchronously, and so does the chokepoint's synchronous core
+(:meth:`aleph.ScopedToolService.call_sync`): a call of a sync tool is judged, validated and run on the
+calling thread with no event loop at all. Aleph keeps per-runtime async state (MCP connections, the ledger
+writer), so for a step that waits (an async tool, asking a person, a mutating call's durable ledger row)
+the toolbox owns one event loop for its Aleph runtime and runs it on the thread that calls the tool, for
+the length of that step (the same loop every time: no thread switch and no new loop per call). Between
+calls that loop does not run: an MCP server's notifications wait for the next call. A step that waits,
+called where another event loop is running on the calling thread (llm's async chains call a sync tool
+inline), runs on one worker thread instead, and blocks that loop as any sync tool does.
 The tools keep the names Aleph gives them.
 """
 
@@ -187,22 +190,21 @@ class Aleph(llm.Toolbox):  # type: ignore[misc]
 
     def _implementation(self, name: str) -> Any:
         def run(llm_tool_call: llm.ToolCall, **arguments: Any) -> Any:
-            if self._loop is None:
+            loop, service = self._loop, self._service
+            if loop is None or service is None:
                 raise RuntimeError("the Aleph toolbox is closed: prepare it again (or make a new one)")
-            return self._loop.call(self._call, name, arguments, llm_tool_call.tool_call_id)
+            base = service.turn or aleph.TurnContext()
+            scoped = service.derive(turn=base.with_call_id(llm_tool_call.tool_call_id))
+            try:
+                # The chokepoint's synchronous core: a sync tool is judged and run right here, with no
+                # event loop; only a step that waits (an async tool, a person, the ledger) runs on ours.
+                output = scoped.call_sync(name, arguments, runner=loop.call)
+            except aleph.ApprovalRequired as exc:
+                raise ApprovalPause(exc.request) from None
+            return output.value if isinstance(output.value, str) else output.text
 
         run.__name__ = name
         return run
-
-    async def _call(self, name: str, arguments: dict[str, Any], call_id: str | None) -> Any:
-        assert self._service is not None
-        base = self._service.turn or aleph.TurnContext()
-        service = self._service.derive(turn=base.with_call_id(call_id))
-        try:
-            output = await service.execute(name, arguments)
-        except aleph.ApprovalRequired as exc:
-            raise ApprovalPause(exc.request) from None
-        return output.value if isinstance(output.value, str) else output.text
 
     def answer(self, request: aleph.ApprovalRequest | str, answer: bool | aleph.ApprovalResponse) -> None:
         """Answer a paused call (its request or fingerprint): ``True``, ``False`` or an ``ApprovalResponse``."""
