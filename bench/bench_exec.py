@@ -449,6 +449,7 @@ def egress_rows(size: int = 1024 * 1024) -> None:
     The file comes from ``python -m http.server`` in a process of its own on loopback, named
     ``files.example`` for the proxy (``[exec.network] hosts``). Target: <= 1.3x.
     """
+    import shlex
     import shutil
 
     if shutil.which("curl") is None:
@@ -504,7 +505,11 @@ def egress_rows(size: int = 1024 * 1024) -> None:
                     start = time.perf_counter()
                     await sandbox.arun(sandboxed, cwd=ws, timeout=30)
                     curl_sandbox.append(time.perf_counter() - start)
-                    for argv, into in ((bare_argv, curl_bare), (["bash", "-c", "true"], true_bare)):
+                    for argv, into in (
+                        (bare_argv, curl_bare),
+                        (["bash", "-c", shlex.join(bare_argv)], curl_bash_bare),
+                        (["bash", "-c", "true"], true_bare),
+                    ):
                         await asyncio.sleep(SETTLE_S)
                         start = time.perf_counter()
                         subprocess.run(argv, check=True)
@@ -521,6 +526,7 @@ def egress_rows(size: int = 1024 * 1024) -> None:
                 return curl_bare, curl_tool, true_bare, true_tool, first["network"]
 
             curl_sandbox: list[float] = []
+            curl_bash_bare: list[float] = []
             true_none: list[float] = []
             curl_bare, curl_tool, true_bare, true_tool, network = asyncio.run(alternate())
             asyncio.run(rt.aclose())
@@ -530,6 +536,7 @@ def egress_rows(size: int = 1024 * 1024) -> None:
             server.wait()
     cb, ct, tb, tt = (statistics.median(x) * 1000 for x in (curl_bare, curl_tool, true_bare, true_tool))
     cs = statistics.median(curl_sandbox) * 1000
+    cbb = statistics.median(curl_bash_bare) * 1000
     tn = statistics.median(true_none) * 1000
     print(
         f"{'  curl 1 MB through the proxy, sandbox.arun alone':<50} {cs:8.2f} ms  bare curl {cb:5.2f} ms  "
@@ -538,6 +545,10 @@ def egress_rows(size: int = 1024 * 1024) -> None:
     print(
         f"{'curl 1 MB through the egress proxy (bash call)':<50} {ct:8.2f} ms  bare curl {cb:5.2f} ms  "
         f"ratio {ct / cb:5.2f}x  [{network}]  (<= 1.3x)"
+    )
+    print(
+        f"{'  the same, vs the same command bare (bash -c)':<50} {ct:8.2f} ms  bare {cbb:8.2f} ms  "
+        f"ratio {ct / cbb:5.2f}x  (bash's own start counted on both sides)"
     )
     print(
         f"{'bash true, network proxied':<50} {tt:8.2f} ms  bare {tb:5.2f} ms  ratio {tt / tb:5.2f}x  "
