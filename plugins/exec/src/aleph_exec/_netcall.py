@@ -18,7 +18,7 @@ from pydantic import Field
 
 import aleph
 from aleph import AlephTool, ExecutionFailed, ToolArgs, ToolFacts
-from aleph_exec._egress import bridge_ask
+from aleph_exec._egress_ask import bridge_ask
 from aleph_exec._egress_rules import RunNetwork
 from aleph_exec._sandbox import WorkspaceSandbox
 
