@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import os
+import select
 import socket
 
 __all__ = ["Stream", "connect"]
@@ -93,8 +96,27 @@ async def connect(loop: asyncio.AbstractEventLoop, address: str, port: int, fami
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setblocking(False)
-        await loop.sock_connect(sock, (address, port))
+        code = sock.connect_ex((address, port))
+        if code not in (0, errno.EINPROGRESS):
+            raise OSError(code, f"connect to {address}:{port} failed: {os.strerror(code)}")
+        if code and not _connected(sock, address, port):
+            await loop.sock_connect(sock, (address, port))  # in progress: waits for it, raises its error
     except BaseException:
         sock.close()
         raise
     return Stream(sock, loop)
+
+
+def _connected(sock: socket.socket, address: str, port: int) -> bool:
+    """Whether a connection just begun is made already (on loopback and near hosts the handshake often is).
+
+    Then it costs no turn of the loop. False while it is in progress; raises ``OSError`` when it failed.
+    """
+    poller = select.poll()
+    poller.register(sock, select.POLLOUT)
+    if not poller.poll(0):
+        return False
+    code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    if code:
+        raise OSError(code, f"connect to {address}:{port} failed: {os.strerror(code)}")
+    return True
