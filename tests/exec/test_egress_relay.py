@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -73,3 +74,22 @@ async def test_a_blocking_run_is_served_by_the_proxys_own_thread(workspace: Path
     assert net.loop is EgressProxy.shared().loop and net.closed
     assert [("files.example", port, "allowed")] == [(c.host, c.port, c.verdict) for c in net.log]
     assert net.bytes_down > SIZE
+
+
+async def test_a_port_where_nothing_listens_is_a_502_naming_it_and_a_refused_connection(workspace: Path) -> None:
+    needs("curl")
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    async with make_runtime(workspace, network_toml()) as rt:
+        result = await bash(
+            rt,
+            f"curl -sS -w '%{{http_code}}' http://files.example:{port}/; echo; curl -sSp http://files.example:{port}/",
+        )
+    body, code = result["stdout"].splitlines()
+    assert body.startswith(f"Aleph egress proxy: cannot connect to files.example:{port}: "), result
+    assert ("Connection refused", "502") == (body[-len("Connection refused") :], code)
+    assert "CONNECT tunnel failed, response 502" in result["stderr"]
+    net = result["connections"]
+    assert (0, 2) == (net["allowed"], net["refused"])
+    assert all(c["reason"].startswith(f"cannot connect to files.example:{port}") for c in net["connections"])
