@@ -114,7 +114,10 @@ class EgressProxy:
         started: list[asyncio.Task[None]] = []
 
         def begin() -> None:
-            # Accepting at once: the connection that made the run hand its listener over is waiting.
+            # The connection that made the run hand its listener over is waiting: its task starts now,
+            # one turn of the loop before the accepting task's first.
+            with contextlib.suppress(OSError):  # nothing there after all, or an error the task meets again
+                self._start_client(listener.accept()[0], run, serving)
             started.append(serving.create_task(self._accept(listener, run)))
             started[0].add_done_callback(lambda _: listener.close())
 
@@ -191,9 +194,12 @@ class EgressProxy:
                     return  # the listener is gone: its run has no way out any more
                 await asyncio.sleep(0.1)  # out of descriptors or memory: the connection waits in the backlog
                 continue
-            task = loop.create_task(self._client(Stream(sock, loop), run))
-            self._accepted.add(task)  # a strong reference until it ends
-            task.add_done_callback(self._accepted.discard)
+            self._start_client(sock, run, loop)
+
+    def _start_client(self, sock: socket.socket, run: RunNetwork, loop: asyncio.AbstractEventLoop) -> None:
+        task = loop.create_task(self._client(Stream(sock, loop), run))
+        self._accepted.add(task)  # a strong reference until it ends
+        task.add_done_callback(self._accepted.discard)
 
     async def _client(self, client: Stream, bound: RunNetwork) -> None:
         """One connection to ``bound``'s own listener: it came from that run's network namespace."""
