@@ -7,12 +7,15 @@ by the implementation before issue 34's fast paths and are pinned.
 
 from __future__ import annotations
 
+import hmac
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from aleph._chokepoint._gate import grant_fingerprint, summarize_call
 from aleph._ledger import row_hash
+from aleph._ledger._keystore import Signer
 
 PINNED: list[tuple[str, dict[str, Any], str, str]] = [
     ("add_write", {"a": 2, "b": 3}, "18899d1e8b9b1307100f6048f8a7db08", "add_write: a=2 b=3"),
@@ -100,3 +103,12 @@ def test_a_row_keeps_its_pinned_hash() -> None:
     genesis |= {"detail": "", "signer_fp": "fp", "principal": None, "result_fp": "r", "rule": "rule"}
     genesis |= {"prev_hash": None, "refs": None}
     assert row_hash(**genesis).hex() == "04cc1fecfb12c85a332cd40c62ec0bc19b47c9c95d537be9ec2c19f468c7e33b"
+
+
+@pytest.mark.parametrize("key", [b"", b"k" * 32, b"x" * 64, bytes(range(100))], ids=["empty", "32", "64", "100"])
+def test_a_writers_mark_is_hmac_sha256_of_the_row_hash(key: bytes) -> None:
+    # Marks are stored and read back by the recovery at start: the precomputed form must be plain HMAC.
+    private = Ed25519PrivateKey.generate()
+    signer = Signer("main", "fp", b"", private, key)
+    for digest in (bytes(32), bytes(range(32)), b"\xff" * 32):
+        assert signer.mark(digest) == hmac.digest(key, digest, "sha256")[:16].hex()
