@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from aleph._chokepoint._callprint import summary_and_fingerprint
 from aleph._chokepoint._gate import grant_fingerprint, summarize_call
 from aleph._ledger import row_hash
 from aleph._ledger._keystore import Signer
@@ -112,3 +113,44 @@ def test_a_writers_mark_is_hmac_sha256_of_the_row_hash(key: bytes) -> None:
     signer = Signer("main", "fp", b"", private, key)
     for digest in (bytes(32), bytes(range(32)), b"\xff" * 32):
         assert signer.mark(digest) == hmac.digest(key, digest, "sha256")[:16].hex()
+
+
+_VARIED: list[tuple[str, Any]] = [
+    *((tool, arguments) for tool, arguments, _, _ in PINNED),
+    ("t", {"api_key": 0, "token": True, "password": None, "secret": "", "auth": "x", "plain": False}),
+    ("t", {"n": -12, "big": 10**30, "flag": True, "off": False, "none": None, "s": "ghp_" + "a" * 24}),
+    ("t", {"text": "tab\there  and\nnewlines\u200b", "é": "ünï", "x" * 150: "y" * 150}),
+    ("t", {"f": 1.5}),  # a float: handed to the two functions
+    ("t", {"nested": {"a": 1}, "l": [1, None]}),
+    ("t", {1: "a", 2: "b"}),  # keys that are not strings (not from a validated call, but never wrong)
+    ("t", {"1": "a", 2: "b"}),
+    ("bash", {"cmd": "echo hi", "justification": "x", "token": "t"}),
+    ("code_exec", {"code": "print(1)"}),
+    ("file_ops", {"operation": "delete", "path": "x"}),
+    ("", {}),
+    ("tool with space", {"k": "v"}),
+]
+
+
+@pytest.mark.parametrize(("tool", "arguments"), _VARIED)
+def test_the_one_pass_summary_and_fingerprint_equal_the_two_functions(tool: str, arguments: Any) -> None:
+    def both() -> tuple[str | None, str | None]:
+        summary: str | None = None
+        fingerprint: str | None = None
+        try:
+            summary = summarize_call(tool, arguments)
+        except Exception as exc:
+            summary = type(exc).__name__
+        try:
+            fingerprint = grant_fingerprint(tool, arguments)
+        except Exception as exc:
+            fingerprint = type(exc).__name__
+        return summary, fingerprint
+
+    expected = both()
+    try:
+        got: tuple[str | None, str | None] = summary_and_fingerprint(tool, arguments)
+    except Exception as exc:  # only where one of the two raises too
+        assert type(exc).__name__ in expected
+    else:
+        assert got == expected

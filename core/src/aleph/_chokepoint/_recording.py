@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from aleph._chokepoint._call import _CALL, CallContext
+from aleph._chokepoint._callprint import summary_and_fingerprint
 from aleph._chokepoint._gate import grant_fingerprint, redact, summarize_call
 from aleph._chokepoint._telemetry import ledger_row_sink
 from aleph._contract._types import dumps_json
@@ -42,6 +43,18 @@ def _safe_summary(tool: str, arguments: Mapping[str, Any]) -> str:
         return summarize_call(tool, arguments)
     except Exception as exc:  # the row is written even when its summary cannot be
         return f"{tool}: (arguments not summarised: {type(exc).__name__})"
+
+
+def _summary_and_fingerprint(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str | None]:
+    """The row's summary and ``args_fp`` of a call that ran (one pass over the arguments); never raises."""
+    try:
+        return summary_and_fingerprint(tool, arguments)
+    except Exception:  # one of them cannot be made: each on its own, as the other rows do it
+        return _safe_summary(tool, arguments), _safe_fingerprint(tool, arguments)
+
+
+_COMPUTE: Any = object()
+"""``args_fp`` not given: :meth:`Recording._ledger` computes it from the arguments."""
 
 
 def principal_field(principal: Principal) -> str:
@@ -122,7 +135,7 @@ class Recording:
         unrecorded = None
         if ledger is not None:
             # The row is written on this thread before the answer (see aleph._ledger): build it here, once.
-            summary = _safe_summary(entry.name, arguments)
+            summary, args_fp = _summary_and_fingerprint(entry.name, arguments)
             unrecorded = await self._ledger(
                 entry,
                 arguments,
@@ -131,11 +144,28 @@ class Recording:
                 f"{summary} — {redact(detail)}" if detail else summary,
                 None,
                 refs or {},
+                args_fp=args_fp,
                 durable=True,
                 on_row=ledger_row_sink(self._agent_id()),  # only while a span is open
             )
         self._event("executed" if outcome == "ok" else "failed", entry.name, redact(detail))
         return unrecorded
+
+    def _records_anything(self) -> bool:
+        """Whether a call's record goes anywhere: a ledger, or the event log of a session."""
+        cp, turn = self._cp, self.turn
+        return cp.ledger is not None or (cp.events is not None and turn is not None and bool(turn.session_key))
+
+    def _ledger_known_ready(self) -> bool:
+        """True when no check is needed before a mutating call: no ledger, or one known able to record now.
+
+        Without I/O or an await (the check every mutating call makes); anything else goes to :meth:`_ledger_ready`.
+        """
+        ledger = self._cp.ledger
+        if ledger is None:
+            return True
+        can_record = getattr(ledger, "can_record", None)
+        return can_record is not None and can_record(self._agent_id())
 
     async def _ledger_ready(self, name: str) -> None:
         """Refuse a mutating call before it runs while the ledger cannot record it (``on_failure = "refuse"``)."""
@@ -199,6 +229,7 @@ class Recording:
         rule: str | None,
         refs: Mapping[str, str] | None = None,
         *,
+        args_fp: str | None = _COMPUTE,
         durable: bool = False,
         on_row: Callable[[int], None] | None = None,
     ) -> str | None:
@@ -214,7 +245,7 @@ class Recording:
             target=entry.name,
             outcome=outcome,
             detail=detail,
-            args_fp=_safe_fingerprint(entry.name, arguments),
+            args_fp=_safe_fingerprint(entry.name, arguments) if args_fp is _COMPUTE else args_fp,
             principal=self._principal_text(),
             rule=rule,
             refs=refs or None,

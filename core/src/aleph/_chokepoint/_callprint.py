@@ -1,0 +1,75 @@
+"""A mutating call's row summary and argument fingerprint, built in one pass over its arguments.
+
+:func:`~aleph._chokepoint._gate.summarize_call` and :func:`~aleph._chokepoint._gate.grant_fingerprint`
+each walk the arguments (redacting, masking, sorting, encoding). Every ledgered call needs both, so
+:func:`summary_and_fingerprint` builds them together for the common input — a flat object of strings,
+integers, booleans and nulls — and hands anything else to those two functions. Both values are stored
+(``detail`` and ``args_fp``): the result is exactly theirs, byte for byte
+(``tests/core/test_fingerprints.py`` compares them on many inputs and pins known values).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from aleph._chokepoint._gate import (
+    _CANONICAL,
+    EXEC_TOOLS,
+    SECRET_MARK,
+    SUMMARY_LIMIT,
+    _is_secret_key,
+    escape_for_prompt,
+    grant_fingerprint,
+    redact,
+    summarize_call,
+)
+
+__all__ = ["summary_and_fingerprint"]
+
+
+def summary_and_fingerprint(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str]:
+    """``(summarize_call(tool, arguments), grant_fingerprint(tool, arguments))``, in one pass when it can."""
+    fast = _flat(tool, arguments)
+    if fast is not None:
+        return fast
+    return summarize_call(tool, arguments), grant_fingerprint(tool, arguments)
+
+
+def _flat(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str] | None:
+    """Both values for a flat dict of str / int / bool / None under str keys; None for any other input."""
+    if type(arguments) is not dict or tool in EXEC_TOOLS or tool == "file_ops":
+        return None  # those tools summarise chosen fields, and exec tools leave `justification` out
+    canonical: dict[str, Any] = {}
+    parts: list[str] = []
+    for key in sorted(arguments) if all(type(k) is str for k in arguments) else ():
+        value = arguments[key]
+        kind = type(value)
+        if kind is str:
+            # Summary: a secret-named non-empty string shows as ***; fingerprint: it stands as SECRET_MARK.
+            if value and _is_secret_key(key):
+                canonical[key] = SECRET_MARK
+                parts.append(f"{key}=***")
+            else:
+                canonical[key] = value
+                parts.append(f"{key}={escape_for_prompt(redact(value))}")
+        elif value is None:  # shown as null, left out of the fingerprint (as canonical_json drops nulls)
+            parts.append(f"{key}=null")
+        elif kind is int or kind is bool:
+            canonical[key] = value
+            if _is_secret_key(key):  # the summary masks any non-empty value under a secret name
+                parts.append(f"{key}=***")
+            elif kind is bool:
+                parts.append(f"{key}={'true' if value else 'false'}")
+            else:
+                parts.append(f"{key}={value}")
+        else:
+            return None
+    if len(parts) != len(arguments):
+        return None  # a key that is not a string
+    preview = " ".join(parts) if parts else "(no arguments)"
+    text = " ".join(f"{tool}: {preview}".split())
+    summary = text if len(text) <= SUMMARY_LIMIT else text[:SUMMARY_LIMIT] + "…"
+    body = _CANONICAL.encode(canonical)
+    return summary, hashlib.sha256(tool.encode() + b"\x1f" + body.encode()).hexdigest()[:32]
