@@ -129,6 +129,7 @@ _VARIED: list[tuple[str, Any]] = [
     ("file_ops", {"operation": "delete", "path": "x"}),
     ("", {}),
     ("tool with space", {"k": "v"}),
+    ("t", {"s": "\ud800"}),  # a lone surrogate: the fingerprint cannot be made, either way
 ]
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from json.encoder import encode_basestring as _quote
 from typing import Any
 
 from aleph._chokepoint._gate import (
-    _CANONICAL,
     EXEC_TOOLS,
     SECRET_MARK,
     SUMMARY_LIMIT,
@@ -41,7 +41,9 @@ def _flat(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str] | None:
     """Both values for a flat dict of str / int / bool / None under str keys; None for any other input."""
     if type(arguments) is not dict or tool in EXEC_TOOLS or tool == "file_ops":
         return None  # those tools summarise chosen fields, and exec tools leave `justification` out
-    canonical: dict[str, Any] = {}
+    # The canonical JSON is written as _CANONICAL writes it (keys sorted, "," and ":", ensure_ascii off): each
+    # key and string through json's own string encoder, integers as int.__repr__, booleans as true / false.
+    canonical: list[str] = []
     parts: list[str] = []
     for key in sorted(arguments) if all(type(k) is str for k in arguments) else ():
         value = arguments[key]
@@ -49,21 +51,18 @@ def _flat(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str] | None:
         if kind is str:
             # Summary: a secret-named non-empty string shows as ***; fingerprint: it stands as SECRET_MARK.
             if value and _is_secret_key(key):
-                canonical[key] = SECRET_MARK
+                canonical.append(f"{_quote(key)}:{_SECRET_JSON}")
                 parts.append(f"{key}=***")
             else:
-                canonical[key] = value
+                canonical.append(f"{_quote(key)}:{_quote(value)}")
                 parts.append(f"{key}={escape_for_prompt(redact(value))}")
         elif value is None:  # shown as null, left out of the fingerprint (as canonical_json drops nulls)
             parts.append(f"{key}=null")
         elif kind is int or kind is bool:
-            canonical[key] = value
-            if _is_secret_key(key):  # the summary masks any non-empty value under a secret name
-                parts.append(f"{key}=***")
-            elif kind is bool:
-                parts.append(f"{key}={'true' if value else 'false'}")
-            else:
-                parts.append(f"{key}={value}")
+            shown = ("true" if value else "false") if kind is bool else int.__repr__(value)
+            canonical.append(f"{_quote(key)}:{shown}")
+            # The summary masks any non-empty value under a secret name; the fingerprint only strings.
+            parts.append(f"{key}=***" if _is_secret_key(key) else f"{key}={shown}")
         else:
             return None
     if len(parts) != len(arguments):
@@ -71,5 +70,8 @@ def _flat(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str] | None:
     preview = " ".join(parts) if parts else "(no arguments)"
     text = " ".join(f"{tool}: {preview}".split())
     summary = text if len(text) <= SUMMARY_LIMIT else text[:SUMMARY_LIMIT] + "…"
-    body = _CANONICAL.encode(canonical)
-    return summary, hashlib.sha256(tool.encode() + b"\x1f" + body.encode()).hexdigest()[:32]
+    body = "{" + ",".join(canonical) + "}"
+    return summary, hashlib.sha256(f"{tool}\x1f{body}".encode()).hexdigest()[:32]
+
+
+_SECRET_JSON = _quote(SECRET_MARK)
