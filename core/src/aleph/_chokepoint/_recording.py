@@ -53,10 +53,6 @@ def _summary_and_fingerprint(tool: str, arguments: Mapping[str, Any]) -> tuple[s
         return _safe_summary(tool, arguments), _safe_fingerprint(tool, arguments)
 
 
-_COMPUTE: Any = object()
-"""``args_fp`` not given: :meth:`Recording._ledger` computes it from the arguments."""
-
-
 def principal_field(principal: Principal) -> str:
     """The ledger's ``principal`` field: the principal and its whole chain as canonical JSON.
 
@@ -136,18 +132,26 @@ class Recording:
         if ledger is not None:
             # The row is written on this thread before the answer (see aleph._ledger): build it here, once.
             summary, args_fp = _summary_and_fingerprint(entry.name, arguments)
-            unrecorded = await self._ledger(
-                entry,
-                arguments,
-                "tool_call",
-                outcome,
-                f"{summary} — {redact(detail)}" if detail else summary,
-                None,
-                refs or {},
+            agent = self._agent_id()
+            record = LedgerRecord(
+                agent_id=agent,
+                action="tool_call",
+                target=entry.name,
+                outcome=outcome,
+                detail=f"{summary} — {redact(detail)}" if detail else summary,
                 args_fp=args_fp,
-                durable=True,
-                on_row=ledger_row_sink(self._agent_id()),  # only while a span is open
+                principal=self._principal_text(),
+                refs=refs or None,
             )
+            on_row = ledger_row_sink(agent)  # only while a span is open
+            try:  # appended here rather than through _ledger: one coroutine less on every mutating call
+                if on_row is None:
+                    unrecorded = await ledger.append(record, durable=True)
+                else:
+                    unrecorded = await ledger.append(record, durable=True, on_row=on_row)
+            except Exception as exc:
+                log.exception("ledger append failed")
+                unrecorded = f"the ledger failed: {type(exc).__name__}"
         self._event("executed" if outcome == "ok" else "failed", entry.name, redact(detail))
         return unrecorded
 
@@ -229,7 +233,6 @@ class Recording:
         rule: str | None,
         refs: Mapping[str, str] | None = None,
         *,
-        args_fp: str | None = _COMPUTE,
         durable: bool = False,
         on_row: Callable[[int], None] | None = None,
     ) -> str | None:
@@ -245,7 +248,7 @@ class Recording:
             target=entry.name,
             outcome=outcome,
             detail=detail,
-            args_fp=_safe_fingerprint(entry.name, arguments) if args_fp is _COMPUTE else args_fp,
+            args_fp=_safe_fingerprint(entry.name, arguments),
             principal=self._principal_text(),
             rule=rule,
             refs=refs or None,

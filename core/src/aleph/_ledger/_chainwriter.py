@@ -201,10 +201,15 @@ class ChainWriter:
                 lines.append(self._row(state, signer, record))
             if not lines:
                 return None
-            data = b"".join(lines)
-            problem = self._write_rows(chain, data, count)
-            if problem is not None:
-                return problem
+            data = lines[0] if len(lines) == 1 else b"".join(lines)
+            try:  # the common case inline: one write(2) that takes the whole row
+                written, failed = os.write(chain.fd, data), None
+            except OSError as exc:
+                written, failed = 0, exc
+            if written != len(data):  # failed or short: the full path (finish, or cut back; the reserve)
+                problem = self._write_rows(chain, data, count, written, failed)
+                if problem is not None:
+                    return problem
             chain.size += len(data)
             chain.seq, chain.head, chain.signer_fp, chain.revoked = state
             chain.signer, chain.refresh = signer, False
@@ -220,10 +225,19 @@ class ChainWriter:
             self._urgent.set()
         return None
 
-    def _write_rows(self, chain: _Chain, data: bytes, count: int) -> str | None:
-        """Append ``data`` with ``write(2)``; None, or why not (a full disk falls back on the reserve)."""
+    def _write_rows(
+        self, chain: _Chain, data: bytes, count: int, done: int = 0, failed: OSError | None = None
+    ) -> str | None:
+        """Append ``data``; None, or why not (a full disk falls back on the reserve).
+
+        ``done`` bytes of it are already written, or the first ``write`` failed with ``failed``.
+        """
         try:
-            self._write_all(chain, data)
+            if failed is not None:  # as _write_all does on a failure: cut back to the last complete row
+                with contextlib.suppress(OSError):
+                    os.ftruncate(chain.fd, chain.size)
+                raise failed
+            self._write_all(chain, data, done)
         except OSError as exc:
             why = describe_os_error(exc, chain.path)
             if not (is_full(exc) and self.reserve.release()):
@@ -239,10 +253,10 @@ class ChainWriter:
         return None
 
     @staticmethod
-    def _write_all(chain: _Chain, data: bytes) -> None:
-        """Append ``data``; on failure cut back to the last complete row and re-raise."""
+    def _write_all(chain: _Chain, data: bytes, done: int = 0) -> None:
+        """Append ``data`` (``done`` bytes already written); on failure cut back to the last complete row, re-raise."""
         try:
-            written = os.write(chain.fd, data)
+            written = done or os.write(chain.fd, data)
             while written < len(data):
                 written += os.write(chain.fd, data[written:])
         except OSError:
