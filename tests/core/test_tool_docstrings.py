@@ -63,3 +63,20 @@ def test_a_docstring_without_sections_is_all_description() -> None:
         return "pong"
 
     assert "Answer pong: nothing else." == ping.definition().description
+
+
+def test_a_given_description_still_takes_parameter_descriptions_from_the_docstring() -> None:
+    @aleph.tool(description="Scale a number.", idempotent=True)
+    def scale(value: float, factor: float = 2.0) -> float:
+        """Multiply a value.
+
+        Args:
+            value: The number to scale.
+            factor: How much.
+        """
+        return value * factor
+
+    d = scale.definition()
+    assert d.description == "Scale a number."
+    assert d.input_schema["properties"]["value"]["description"] == "The number to scale."
+    assert d.input_schema["properties"]["factor"]["description"] == "How much."

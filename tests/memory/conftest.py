@@ -7,6 +7,7 @@ from typing import Any
 
 import aleph_memory.plugin
 import pytest
+from aleph_memory import MemoryStore
 
 import aleph
 from aleph.testing import isolated_runtime
@@ -32,6 +33,16 @@ def caller(rt: aleph.Aleph, agent: str = "alice", session: str = "s1", run: str 
             return out.text
 
     return run_call
+
+
+def wait_for_vectors(rt: aleph.Aleph, embedder: Any) -> None:
+    """Wait until every item of ``rt``'s store has vectors of ``embedder`` (a host store's worker computes any
+    the tools' worker has not written yet; both write the same vectors)."""
+    store = MemoryStore.of(rt, embedder=embedder)
+    try:
+        assert store.wait_for_vectors(timeout=120), "the vector worker did not catch up"
+    finally:
+        store.close()
 
 
 @pytest.fixture

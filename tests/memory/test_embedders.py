@@ -10,7 +10,7 @@ import pytest
 
 import aleph
 
-from .conftest import caller, make_runtime
+from .conftest import caller, make_runtime, wait_for_vectors
 
 pytestmark = pytest.mark.anyio
 
@@ -32,6 +32,9 @@ async def test_minilm_numpy_finds_by_meaning_without_shared_words(workspace: Pat
         await call("remember", action="add", content="My daughter adores her kitten")
         await call("remember", action="add", content="The quarterly tax filing is due")
         await call("remember", action="add", content="We repainted the garage door")
+        from aleph_memory._minilm_numpy import MiniLMNumpyEmbedder
+
+        wait_for_vectors(rt, MiniLMNumpyEmbedder())
         out = await call("memory_search", query="a child's pet")
         assert out["mode"] == "hybrid"
         assert out["facts"][0]["content"] == "My daughter adores her kitten"

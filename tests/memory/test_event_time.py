@@ -148,6 +148,7 @@ async def test_a_date_nothing_was_said_or_done_in_does_not_silence_the_vectors(r
             turn("We repainted the garage door.", "Jo", "s2", 0, "2022-11-09"),
         ],
     )
+    assert store.wait_for_vectors(120)
     # Nothing was said or happened in May 2019: the window narrows nothing, so similarity still ranks.
     hits = store.search("alice", "Which pet did the child get in May 2019?", limit=3).hits
     assert hits[0].item.ref == "s1:1"

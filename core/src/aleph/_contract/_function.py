@@ -52,30 +52,36 @@ class _FunctionArgs(ToolArgs):
     model_config = ConfigDict(use_attribute_docstrings=False, defer_build=True)
 
 
-def _args_model(fn: Callable[..., Any], name: str, param_docs: dict[str, str]) -> type[BaseModel] | LazyArgs:
+def _args_model(
+    fn: Callable[..., Any], name: str, hints: dict[str, Any], param_docs: Callable[[], dict[str, str]]
+) -> type[BaseModel] | LazyArgs:
     """The ``Args`` model of ``fn``: its signature is checked now, the pydantic model built on first use.
 
-    A parameter name pydantic treats specially (leading ``_``, a ``BaseModel`` attribute) builds the model
-    at once, so its error or warning reaches the decorator as before.
+    ``param_docs`` gives the docstring's parameter descriptions; it is called only when the model is
+    built, so a tool that is registered and never listed or called does not parse its docstring's
+    sections. A parameter name pydantic treats specially (leading ``_``, a ``BaseModel`` attribute)
+    builds the model at once, so its error or warning reaches the decorator as before.
     """
     sig = inspect.signature(fn)
-    hints = get_type_hints(fn, include_extras=True)
-    fields: dict[str, Any] = {}
+    params: list[tuple[str, Any, Any]] = []
     for pname, param in sig.parameters.items():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
             raise TypeError(f"tool {name}: parameter {pname!r} must be a plain or keyword parameter")
         if pname not in hints:
             raise TypeError(f"tool {name}: parameter {pname!r} needs a type annotation")
-        default = PydanticUndefined if param.default is param.empty else param.default
-        doc = param_docs.get(pname)
-        fields[pname] = (hints[pname], Field(default, description=doc) if doc else Field(default))
+        params.append((pname, hints[pname], PydanticUndefined if param.default is param.empty else param.default))
     model_name = "".join(part.capitalize() for part in re.split(r"[_-]", name)) + "Args"
 
     def build() -> type[BaseModel]:
+        docs = param_docs()
+        fields: dict[str, Any] = {}
+        for pname, hint, default in params:
+            doc = docs.get(pname)
+            fields[pname] = (hint, Field(default, description=doc) if doc else Field(default))
         model: type[BaseModel] = create_model(model_name, __base__=_FunctionArgs, **fields)
         return model
 
-    if any(pname.startswith(("_", "model_")) or hasattr(BaseModel, pname) for pname in fields):
+    if any(pname.startswith(("_", "model_")) or hasattr(BaseModel, pname) for pname, _, _ in params):
         return build()
     return LazyArgs(name, build)
 
@@ -219,17 +225,23 @@ def tool(
 
     def build(func: Callable[..., Any]) -> AlephTool[BaseModel]:
         tool_name = check_tool_name(name or func.__name__)
-        summary, param_docs = _parse_docstring(func.__doc__)
-        text = description or summary
+        doc = func.__doc__
+        if description:  # the docstring's parameter sections are read only when the Args model is built
+            text = description
+            param_docs: Callable[[], dict[str, str]] = lambda: _parse_docstring(doc)[1]  # noqa: E731
+        else:
+            text, params = _parse_docstring(doc)
+            param_docs = lambda: params  # noqa: E731
         is_async = inspect.iscoroutinefunction(func)
         if inline and is_async:
             raise TypeError(f"tool {tool_name}: inline=True is for sync functions; async ones already run inline")
-        hints = get_type_hints(func)
+        hints = get_type_hints(func, include_extras=True)
         attrs = {
             "NAME": tool_name,
             "DESCRIPTION": text,
-            "Args": _args_model(func, tool_name, param_docs),
-            "Output": hints.get("return", Any),
+            "Args": _args_model(func, tool_name, hints, param_docs),
+            # The output type as written, without Annotated extras (as the output schema always was).
+            "Output": get_type_hints(func).get("return", Any) if "return" in hints else Any,
             "FACTS": facts,
             "_fn": staticmethod(func),
             "_is_async": is_async,

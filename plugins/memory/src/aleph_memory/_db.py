@@ -16,7 +16,7 @@ from aleph_memory._text import FTS_TOKENIZE
 
 __all__ = ["SCHEMA_VERSION", "Database"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _V1 = f"""
 CREATE TABLE IF NOT EXISTS items (
@@ -72,7 +72,8 @@ CREATE TABLE IF NOT EXISTS vectors (
     rowid INTEGER PRIMARY KEY,
     model TEXT NOT NULL,
     dim INTEGER NOT NULL,
-    vector BLOB NOT NULL
+    vector BLOB NOT NULL,
+    stamp INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS context_vectors (
     rowid INTEGER PRIMARY KEY,
@@ -167,10 +168,16 @@ class Database:
             # Every statement is IF NOT EXISTS, so processes opening a new file at once cannot collide, and
             # an older file gains what later versions added (2: the time index, 3: the turns' context vectors,
             # 4: event time, the intervals an item's own words resolve to, see _events; 5: the places an item
-            # names, see _places)
+            # names, see _places; 6: a stamp on each vector, since the background worker writes them in no
+            # fixed rowid order, see _vectorwork)
             # by running the same script.
             with self._lock:
                 self._conn.executescript(_V1)
+                columns = {row[1] for row in self._conn.execute("PRAGMA table_info(vectors)")}
+                if "stamp" not in columns:
+                    with contextlib.suppress(sqlite3.OperationalError):  # another process added it first
+                        self._conn.execute("ALTER TABLE vectors ADD COLUMN stamp INTEGER NOT NULL DEFAULT 0")
+                self._conn.execute("CREATE INDEX IF NOT EXISTS vectors_by_stamp ON vectors (model, stamp)")
                 self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     @contextlib.contextmanager

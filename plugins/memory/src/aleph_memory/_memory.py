@@ -20,8 +20,9 @@ from aleph_memory._db import Database
 from aleph_memory._guard import scan
 from aleph_memory._items import Item, ItemStore, NewItem, Source, now_ms
 from aleph_memory._provenance import CallInfo
-from aleph_memory._providers import Providers, embed_normalised
+from aleph_memory._providers import Providers
 from aleph_memory._search import Ranker, SearchResult
+from aleph_memory._vectorwork import VectorWorker
 
 __all__ = ["Memory", "Op", "Rejected", "WriteOutcome"]
 
@@ -69,10 +70,28 @@ class Memory:
         self.items = ItemStore(self.db)
         self.ranker = Ranker(self.db, self.items)
         self._streaks: OrderedDict[str, int] = OrderedDict()
+        self.vectors: VectorWorker | None = None
+        """Writes the configured embedder's vectors in the background (None without an embedder)."""
+        if providers.embedder_name is not None:
+            self.vectors = VectorWorker(self.db, self._embedder)
+            # At start it looks for items stored without vectors (a crash or kill before the worker wrote them).
+            self.vectors.start()
+
+    def _embedder(self) -> Any:
+        embedder = self.providers.embedder()
+        assert embedder is not None
+        return embedder
 
     def close(self) -> None:
-        """Close the database."""
+        """Stop the vector worker (what it has not embedded is found again at the next start), close the database."""
+        if self.vectors is not None:
+            self.vectors.close()
         self.db.close()
+
+    def _embed_later(self, rowids: Sequence[int]) -> None:
+        """Hand committed items to the vector worker: a write never waits for a model."""
+        if self.vectors is not None and rowids:
+            self.vectors.notify(rowids)
 
     # -- retry cap ------------------------------------------------------------------------------
 
@@ -137,7 +156,6 @@ class Memory:
             checked.append((op, content, subject))
         at = now_ms()
         outcome = WriteOutcome()
-        embedder = self.providers.embedder() if self.providers.embedder_name else None
         try:
             with self.db.write() as conn:
                 closed: set[str] = set()
@@ -155,13 +173,11 @@ class Memory:
                         f"{self.config.max_facts} facts — over budget; no operations were applied",
                         "over_budget",
                     )
-                if embedder is not None and outcome.written:
-                    matrix = embed_normalised(embedder, [item.content for item in outcome.written])
-                    self.ranker.store_vectors(conn, embedder, [item.rowid for item in outcome.written], matrix)
                 self._provenance(conn, call, outcome, at)
         except sqlite3.IntegrityError:
             # Another process stored the same fact between our check and our insert.
             raise Rejected("entry already exists (no duplicate added)", "duplicate") from None
+        self._embed_later([item.rowid for item in outcome.written])
         return outcome
 
     def _count(self, conn: sqlite3.Connection, agent: str) -> int:
@@ -292,14 +308,11 @@ class Memory:
     def store(self, call: CallInfo, items: Sequence[NewItem], event: str) -> list[Item]:
         """Store items (corrections, outcomes, chunks, ingested turns) with provenance ``event``."""
         at = now_ms()
-        embedder = self.providers.embedder() if self.providers.embedder_name else None
-        matrix = embed_normalised(embedder, [i.content for i in items]) if embedder is not None else None
         source = Source(call.session, call.turn, call.call_id)
         with self.db.write() as conn:
             stored = self.items.store_many(conn, call.agent, items, source, at)
-            if embedder is not None and matrix is not None:
-                self.ranker.store_vectors(conn, embedder, [s.rowid for s in stored], matrix)
             self.add_provenance(conn, call, [(s.id, event, s.kind) for s in stored], at)
+        self._embed_later([s.rowid for s in stored])
         return stored
 
     # -- search ----------------------------------------------------------------------------------
@@ -314,6 +327,12 @@ class Memory:
             degraded = "no embedding provider configured"
         else:
             embedder = self.providers.embedder()
+            failed = self.vectors.error if self.vectors is not None else None
+            if failed is not None:
+                degraded = (
+                    f"vectors are not being written ({type(failed).__name__}: {failed});"
+                    " items stored since are ranked by their words only"
+                )
         return self.ranker.search(
             agent, query, limit=limit, kinds=kinds, session=session, embedder=embedder, degraded=degraded
         )

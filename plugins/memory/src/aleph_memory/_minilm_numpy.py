@@ -67,6 +67,12 @@ class MiniLMNumpyEmbedder:
                 [self._w[f"{p}{n}.weight"].T for n in ("query", "key", "value")], axis=1
             )
             self._w[f"{p}qkv.bias"] = numpy.concatenate([self._w[f"{p}{n}.bias"] for n in ("query", "key", "value")])
+            # The other dense layers' weights transposed once into their own contiguous arrays: OpenBLAS multiplies
+            # by a contiguous (in, out) matrix about twice as fast as by the transposed view of an (out, in) one
+            # (257 against 483 us for a 16-token question's 384 -> 1536 product here).
+            for name in ("attention.output.dense", "intermediate.dense", "output.dense"):
+                key = f"encoder.layer.{i}.{name}"
+                self._w[f"{key}.t"] = numpy.ascontiguousarray(self._w[f"{key}.weight"].T)
         tokenizer = Tokenizer.from_file(str(files[2]))
         tokenizer.enable_truncation(MAX_TOKENS)
         tokenizer.no_padding()
@@ -116,12 +122,10 @@ class MiniLMNumpyEmbedder:
             scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
             scores /= scores.sum(axis=-1, keepdims=True)
             context = (scores @ v).transpose(0, 2, 1, 3).reshape(batch, width, heads * size)
-            attended = context @ w[f"{p}attention.output.dense.weight"].T + w[f"{p}attention.output.dense.bias"]
+            attended = context @ w[f"{p}attention.output.dense.t"] + w[f"{p}attention.output.dense.bias"]
             x = self._norm(attended + x, f"{p}attention.output.LayerNorm")
-            hidden = _gelu(np, x @ w[f"{p}intermediate.dense.weight"].T + w[f"{p}intermediate.dense.bias"])
-            x = self._norm(
-                hidden @ w[f"{p}output.dense.weight"].T + w[f"{p}output.dense.bias"] + x, f"{p}output.LayerNorm"
-            )
+            hidden = _gelu(np, x @ w[f"{p}intermediate.dense.t"] + w[f"{p}intermediate.dense.bias"])
+            x = self._norm(hidden @ w[f"{p}output.dense.t"] + w[f"{p}output.dense.bias"] + x, f"{p}output.LayerNorm")
         pooled = (x * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1.0)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import aleph
 
-__all__ = ["Embedder", "EmbedderFactory", "Providers", "Summariser", "VectorIndex"]
+__all__ = ["Embedder", "EmbedderFactory", "Providers", "Summariser", "embed_normalised", "one_blas_thread"]
 
 MAX_EMBED_BATCH = 512
 
@@ -133,115 +134,26 @@ def embed_normalised(embedder: Embedder, texts: Sequence[str]) -> Any:
     return matrix / norms
 
 
-class VectorIndex:
-    """Vectors of one embedder, kept in memory as float32 matrices and refreshed from SQLite.
+_controller: Any = None
 
-    Each item has its own vector and, for a dialog turn, a *context* vector: the embedding of the
-    turn with its neighbours (see ``Ranker.store_vectors``). An item without one (a fact) uses its
-    own vector in that place. A turn's context vector is rewritten when a neighbour arrives later;
-    rewritten rows carry a higher ``stamp`` and replace the old ones on the next refresh.
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """One BLAS thread inside (without threadpoolctl, BLAS keeps its own setting).
+
+    The products here are small or memory-bound, and OpenBLAS's second thread spin-waits for work on the
+    other core: a 100,000-row product took 23 ms with two threads on the busy 2-core machine, 6 ms with one.
     """
-
-    def __init__(self, model: str, dim: int) -> None:
-        self.model = model
-        self.dim = dim
-        self._np = _numpy()
-        self.rowids = self._np.zeros(0, dtype=self._np.int64)
-        self.matrix = self._np.zeros((0, dim), dtype=self._np.float32)
-        self.combined = self._np.zeros((0, dim), dtype=self._np.float32)
-        """Each row's own vector plus its context vector: one matrix product scores both."""
-        self._speakers = self._np.zeros(0, dtype=self._np.int32)
-        """Each row's speaker as a code of ``_codes`` (0: none): comparing codes is one vector operation,
-        comparing Python strings in an object array is one call per row (5 ms at 100,000 rows)."""
-        self._codes: dict[str | None, int] = {None: 0}
-        self._last = 0
-        self._stamp = 0
-        self._lock = threading.Lock()
-
-    def refresh(
-        self,
-        rows: Callable[[int], list[tuple[int, bytes, str | None]]],
-        context_rows: Callable[[int], list[tuple[int, bytes, int]]],
-        newest: Callable[[str], int],
-    ) -> None:
-        """Append rows newer than the last seen rowid and apply context vectors stamped after the last stamp.
-
-        ``rows(after)`` reads (rowid, vector, speaker); ``context_rows(after)`` reads (rowid, vector, stamp);
-        ``newest("rowid")`` / ``newest("stamp")`` are the store's highest (any agent's): when nothing is
-        newer than what was seen, nothing is read (a search reads two index entries, not the tables).
-        """
-        np = self._np
-        with self._lock:
-            # Context vectors first: an item's own and context vectors are written in one transaction, so
-            # every context row read here belongs to an item the read of ``rows`` below already sees.
-            high_stamp = newest("stamp")
-            updates = context_rows(self._stamp) if high_stamp > self._stamp else []
-            high_rowid = newest("rowid")
-            fresh = rows(self._last) if high_rowid > self._last else []
-            if fresh:
-                ids = np.fromiter((r[0] for r in fresh), dtype=np.int64, count=len(fresh))
-                mat = np.frombuffer(b"".join(r[1] for r in fresh), dtype=np.float32).reshape(len(fresh), self.dim)
-                self.rowids = np.concatenate([self.rowids, ids])
-                self.matrix = np.concatenate([self.matrix, mat])
-                self.combined = np.concatenate([self.combined, 2 * mat])
-                codes = [self._codes.setdefault(r[2], len(self._codes)) for r in fresh]
-                self._speakers = np.concatenate([self._speakers, np.array(codes, dtype=np.int32)])
-            self._last = max(self._last, high_rowid, *(r[0] for r in fresh))
-            self._stamp = max(self._stamp, high_stamp, *(r[2] for r in updates))
-            if not updates or not len(self.rowids):
-                return
-            ids = np.fromiter((r[0] for r in updates), dtype=np.int64, count=len(updates))
-            mat = np.frombuffer(b"".join(r[1] for r in updates), dtype=np.float32).reshape(len(updates), self.dim)
-            at = np.searchsorted(self.rowids, ids)
-            known = (at < len(self.rowids)) & (self.rowids[np.minimum(at, len(self.rowids) - 1)] == ids)
-            self.combined[at[known]] = self.matrix[at[known]] + mat[known]
-
-    def similarities(self, query: Any) -> tuple[Any, Any]:
-        """(rowids, similarity) of every row to ``query`` (a unit vector), one matrix product.
-
-        The similarity is the cosine to the item's own vector plus the cosine to its context vector (-2 to 2).
-        """
-        with self._lock:
-            return self.rowids, self.combined @ query
-
-    @property
-    def context(self) -> Any:
-        """The context vectors (a copy; a row without one holds its own vector)."""
-        with self._lock:
-            return self.combined - self.matrix
-
-    def of_speaker(self, speaker: str) -> Any:
-        """A boolean mask of the rows whose item was said by ``speaker``."""
-        with self._lock:
-            code = self._codes.get(speaker)
-            if code is None:
-                return self._np.zeros(len(self._speakers), dtype=bool)
-            return self._speakers == code
-
-    @property
-    def speakers(self) -> Any:
-        """Each row's speaker (None for an item without one), as an object array."""
-        names = [None] * len(self._codes)
-        for name, code in self._codes.items():
-            names[code] = name
-        with self._lock:
-            return self._np.array(names, dtype=object)[self._speakers]
-
-    def scores(self, query: Any, rowids: Sequence[int] | None = None) -> dict[int, float]:
-        """Similarity of ``query`` to ``rowids`` (default: every row)."""
-        np = self._np
-        ids, sims = self.similarities(query)
-        if rowids is None:
-            return dict(zip(ids.tolist(), sims.tolist(), strict=True))
-        wanted = np.isin(ids, np.asarray(list(rowids), dtype=np.int64))
-        return dict(zip(ids[wanted].tolist(), sims[wanted].tolist(), strict=True))
-
-    def top(self, query: Any, k: int) -> list[tuple[int, float]]:
-        """The ``k`` nearest rows to ``query``."""
-        np = self._np
-        ids, sims = self.similarities(query)
-        if len(ids) == 0 or k < 1:
-            return []
-        k = min(k, len(sims))
-        best = np.argpartition(-sims, k - 1)[:k]
-        return [(int(ids[i]), float(sims[i])) for i in best]
+    global _controller
+    if _controller is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            _controller = False
+        else:
+            _controller = ThreadpoolController()
+    if not _controller:
+        yield
+        return
+    with _controller.limit(limits=1, user_api="blas"):
+        yield

@@ -22,7 +22,9 @@ class MemoryStore:
     """The family's SQLite file opened by a host (a second connection beside the tools' own; WAL makes that safe).
 
     ``MemoryStore.of(rt)`` opens the store a runtime's tools use. Pass ``embedder`` to write vectors
-    for what you ingest when the runtime searches with that embedder.
+    for what you ingest when the runtime searches with that embedder: a background worker computes them
+    after ``ingest`` returns (:meth:`wait_for_vectors` waits for it), and at open it computes those of any
+    item stored without them.
     """
 
     def __init__(self, path: Path, *, config: MemoryConfig | None = None, embedder: Embedder | None = None) -> None:
@@ -41,6 +43,14 @@ class MemoryStore:
     def ingest(self, agent: str, items: Sequence[NewItem], *, session: str | None = None) -> list[Item]:
         """Store ``items`` for ``agent`` in one transaction (provenance event ``ingested``)."""
         return self._memory.store(CallInfo(agent, "ingest", None, session, None), items, "ingested")
+
+    def wait_for_vectors(self, timeout: float | None = None) -> bool:
+        """Wait until every stored item has its vectors; False on timeout or when the worker failed.
+
+        Without an embedder there is nothing to wait for (True).
+        """
+        worker = self._memory.vectors
+        return True if worker is None else worker.wait_idle(timeout)
 
     def search(self, agent: str, query: str, *, limit: int = 10) -> SearchResult:
         """What ``memory_search`` would return for ``agent``."""
