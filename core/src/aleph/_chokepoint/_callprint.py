@@ -45,7 +45,13 @@ def _flat(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str] | None:
     # key and string through json's own string encoder, integers as int.__repr__, booleans as true / false.
     canonical: list[str] = []
     parts: list[str] = []
-    for key in sorted(arguments) if all(type(k) is str for k in arguments) else ():
+    try:
+        keys = sorted(arguments)
+    except TypeError:  # keys of mixed types
+        return None
+    for key in keys:
+        if type(key) is not str:
+            return None
         value = arguments[key]
         kind = type(value)
         if kind is str:
@@ -65,8 +71,6 @@ def _flat(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str] | None:
             parts.append(f"{key}=***" if _is_secret_key(key) else f"{key}={shown}")
         else:
             return None
-    if len(parts) != len(arguments):
-        return None  # a key that is not a string
     preview = " ".join(parts) if parts else "(no arguments)"
     text = " ".join(f"{tool}: {preview}".split())
     summary = text if len(text) <= SUMMARY_LIMIT else text[:SUMMARY_LIMIT] + "…"

@@ -152,7 +152,8 @@ class Recording:
             except Exception as exc:
                 log.exception("ledger append failed")
                 unrecorded = f"the ledger failed: {type(exc).__name__}"
-        self._event("executed" if outcome == "ok" else "failed", entry.name, redact(detail))
+        if self._cp.events is not None:  # redacting costs two regex passes: only for a log that keeps it
+            self._event("executed" if outcome == "ok" else "failed", entry.name, redact(detail))
         return unrecorded
 
     def _records_anything(self) -> bool:
