@@ -46,6 +46,7 @@ from aleph_exec._namespace import Namespaces, _chain, _host_env, _SandboxState, 
 from aleph_exec._offers import LayerOffers
 from aleph_exec._processes import _MARKER, _become_subreaper, _Cgroup, _CgroupPool
 from aleph_exec._supervise import Supervision, _shutdown
+from aleph_exec._turns import PrincipalTurns, TurnHold, turn_key
 from aleph_exec._zygote_client import _ZYGOTE_RETRY_S, _fsencode, _Zygote, _ZygoteRun
 
 __all__ = ["Capture", "RunResult", "SandboxError", "TransactionUnavailable", "WorkspaceSandbox", "bwrap_available"]
@@ -80,6 +81,7 @@ class WorkspaceSandbox(Namespaces, Supervision, LayerOffers, LayerChecks):
         # The zygote may sit in a run's cgroup: one more pid (see _CgroupPool).
         self._cgroups = _CgroupPool(config.max_processes + 1) if config.cgroup == "auto" else None
         self._lock = threading.Lock()
+        self._turns = PrincipalTurns()  # runs of different principals never share the sandbox at once
         self._zygote: _Zygote | None = None
         self._zygotes: list[_Zygote] = []  # the current one and retired ones still running
         # Also when the sandbox is dropped without close() (or at interpreter exit): cgroups outlive us.
@@ -121,9 +123,30 @@ class WorkspaceSandbox(Namespaces, Supervision, LayerOffers, LayerChecks):
         view of the workspace whose writes land in ``layer/upper`` (see :meth:`transaction_support`);
         :class:`TransactionUnavailable` when that cannot be set up, before the command starts.
         ``network``: the call's rules for the egress proxy (network ``proxied``; default: ``[exec.network]``).
+        Under bubblewrap a run waits for its principal's turn first (see :mod:`aleph_exec._turns`).
         """
         if layer is not None:
             self._check_layer(layer, _probe)
+        turns = self._turns if self.bwrap is not None and not _probe else None
+        if turns is not None:
+            turns.enter(turn_key(), timeout)
+        try:
+            return self._run_now(argv, cwd, timeout, stdin, on_line, cancel, layer, network)
+        finally:
+            if turns is not None:
+                turns.leave()
+
+    def _run_now(
+        self,
+        argv: list[str],
+        cwd: Path,
+        timeout: float,
+        stdin: bytes | None,
+        on_line: Callable[[str], None] | None,
+        cancel: threading.Event | None,
+        layer: Path | None,
+        network: RunNetwork | None,
+    ) -> RunResult:
         cfg = self.config
         env = self._run_env()
         marker = env[_MARKER]
@@ -228,12 +251,32 @@ class WorkspaceSandbox(Namespaces, Supervision, LayerOffers, LayerChecks):
         """
         if layer is not None:
             self._check_layer(layer)
+        hold = TurnHold(self._turns if self.bwrap is not None else None)
+        await hold.take(timeout)
+        try:
+            return await self._arun_held(hold, argv, cwd, timeout, stdin, on_line, layer, network)
+        finally:
+            if not hold.handed:
+                hold.release()
+
+    async def _arun_held(
+        self,
+        hold: TurnHold,
+        argv: list[str],
+        cwd: Path,
+        timeout: float,
+        stdin: bytes | None,
+        on_line: Callable[[str], None] | None,
+        layer: Path | None,
+        network: RunNetwork | None,
+    ) -> RunResult:
         zygote = self._running_zygote()
         if zygote is None:
             # Shielded: a start abandoned half-way would leave the zygote counted as in use.
             with anyio.CancelScope(shield=True):
                 zygote = await anyio.to_thread.run_sync(self._acquire_zygote)
             if zygote is None:
+                hold.release()  # the thread's run takes its own turn
                 return await self._run_in_thread(argv, cwd, timeout, stdin, on_line, layer, network)
         env = self._run_env()
         cgroup = self._cgroups.take() if self._cgroups is not None else None
@@ -253,6 +296,7 @@ class WorkspaceSandbox(Namespaces, Supervision, LayerOffers, LayerChecks):
             self._retire(zygote)
             if run.net is not None:
                 await EgressProxy.shared().aclose_run(run.net)
+            hold.release()  # the thread's run takes its own turn
             return await self._run_in_thread(argv, cwd, timeout, stdin, on_line, layer, network)
 
         def end() -> None:
@@ -266,7 +310,8 @@ class WorkspaceSandbox(Namespaces, Supervision, LayerOffers, LayerChecks):
             timed_out, killed = await self._apump(run, stdin, output, start + timeout)
         except BaseException:
             # Cancelled: the run is stopped in the background; the caller does not wait for it.
-            threading.Thread(target=end, name="aleph-exec-stop", daemon=True).start()
+            # The turn goes back once the stop is over: no other principal's run meets this one's processes.
+            threading.Thread(target=hold.after(end), name="aleph-exec-stop", daemon=True).start()
             if run.net is not None:
                 threading.Thread(target=EgressProxy.shared().close_run, args=(run.net,), daemon=True).start()
             raise
