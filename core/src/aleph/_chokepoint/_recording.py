@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from aleph._chokepoint._call import _CALL, CallContext
+from aleph._chokepoint._callprint import summary_and_fingerprint
 from aleph._chokepoint._gate import grant_fingerprint, redact, summarize_call
 from aleph._chokepoint._telemetry import ledger_row_sink
 from aleph._contract._types import dumps_json
@@ -42,6 +43,14 @@ def _safe_summary(tool: str, arguments: Mapping[str, Any]) -> str:
         return summarize_call(tool, arguments)
     except Exception as exc:  # the row is written even when its summary cannot be
         return f"{tool}: (arguments not summarised: {type(exc).__name__})"
+
+
+def _summary_and_fingerprint(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str | None]:
+    """The row's summary and ``args_fp`` of a call that ran (one pass over the arguments); never raises."""
+    try:
+        return summary_and_fingerprint(tool, arguments)
+    except Exception:  # one of them cannot be made: each on its own, as the other rows do it
+        return _safe_summary(tool, arguments), _safe_fingerprint(tool, arguments)
 
 
 def principal_field(principal: Principal) -> str:
@@ -122,20 +131,46 @@ class Recording:
         unrecorded = None
         if ledger is not None:
             # The row is written on this thread before the answer (see aleph._ledger): build it here, once.
-            summary = _safe_summary(entry.name, arguments)
-            unrecorded = await self._ledger(
-                entry,
-                arguments,
-                "tool_call",
-                outcome,
-                f"{summary} — {redact(detail)}" if detail else summary,
-                None,
-                refs or {},
-                durable=True,
-                on_row=ledger_row_sink(self._agent_id()),  # only while a span is open
+            summary, args_fp = _summary_and_fingerprint(entry.name, arguments)
+            agent = self._agent_id()
+            record = LedgerRecord(
+                agent_id=agent,
+                action="tool_call",
+                target=entry.name,
+                outcome=outcome,
+                detail=f"{summary} — {redact(detail)}" if detail else summary,
+                args_fp=args_fp,
+                principal=self._principal_text(),
+                refs=refs or None,
             )
-        self._event("executed" if outcome == "ok" else "failed", entry.name, redact(detail))
+            on_row = ledger_row_sink(agent)  # only while a span is open
+            try:  # appended here rather than through _ledger: one coroutine less on every mutating call
+                if on_row is None:
+                    unrecorded = await ledger.append(record, durable=True)
+                else:
+                    unrecorded = await ledger.append(record, durable=True, on_row=on_row)
+            except Exception as exc:
+                log.exception("ledger append failed")
+                unrecorded = f"the ledger failed: {type(exc).__name__}"
+        if self._cp.events is not None:  # redacting costs two regex passes: only for a log that keeps it
+            self._event("executed" if outcome == "ok" else "failed", entry.name, redact(detail))
         return unrecorded
+
+    def _records_anything(self) -> bool:
+        """Whether a call's record goes anywhere: a ledger, or the event log of a session."""
+        cp, turn = self._cp, self.turn
+        return cp.ledger is not None or (cp.events is not None and turn is not None and bool(turn.session_key))
+
+    def _ledger_known_ready(self) -> bool:
+        """True when no check is needed before a mutating call: no ledger, or one known able to record now.
+
+        Without I/O or an await (the check every mutating call makes); anything else goes to :meth:`_ledger_ready`.
+        """
+        ledger = self._cp.ledger
+        if ledger is None:
+            return True
+        can_record = getattr(ledger, "can_record", None)
+        return can_record is not None and can_record(self._agent_id())
 
     async def _ledger_ready(self, name: str) -> None:
         """Refuse a mutating call before it runs while the ledger cannot record it (``on_failure = "refuse"``)."""

@@ -390,7 +390,7 @@ class ScopedToolService(SyncCore, Identity, Judging, Recording, Provenance, Base
         name = entry.name
         facts = entry.facts
         budget_ms = facts.max_duration_ms or DEFAULT_BUDGET_MS
-        if not facts.idempotent:
+        if not facts.idempotent and not self._ledger_known_ready():
             await self._ledger_ready(name)
         run = self._open(entry, prepared, action)
         try:
@@ -422,7 +422,7 @@ class ScopedToolService(SyncCore, Identity, Judging, Recording, Provenance, Base
         call = run.call
         if self._cp.flow is not None or run.handler is not None:
             self._observed(entry, prepared, output, run)
-        if not facts.idempotent or call.annotated:  # answered only once its row is durable
+        if (not facts.idempotent or call.annotated) and self._records_anything():  # answered once its row is durable
             self._acknowledge(
                 name, output, await self._record_execution(entry, prepared.arguments, "ok", "", call.refs)
             )

@@ -175,7 +175,10 @@ class ChainWriter:
             return self._lose(count, chain.broken)
         fcntl.flock(chain.fd, fcntl.LOCK_EX)
         try:
-            if os.fstat(chain.fd).st_size != chain.size:
+            # The file's end, to see whether another process appended since our last row: lseek answers it
+            # with one int where fstat builds a whole stat result (the fd is O_APPEND and every read is a
+            # pread at an explicit offset, so moving its offset changes nothing else).
+            if os.lseek(chain.fd, 0, os.SEEK_END) != chain.size:
                 broken = self._load_state(chain)  # another process appended since our last row
                 if broken:
                     return self._lose(count, broken)
@@ -198,10 +201,15 @@ class ChainWriter:
                 lines.append(self._row(state, signer, record))
             if not lines:
                 return None
-            data = b"".join(lines)
-            problem = self._write_rows(chain, data, count)
-            if problem is not None:
-                return problem
+            data = lines[0] if len(lines) == 1 else b"".join(lines)
+            try:  # the common case inline: one write(2) that takes the whole row
+                written, failed = os.write(chain.fd, data), None
+            except OSError as exc:
+                written, failed = 0, exc
+            if written != len(data):  # failed or short: the full path (finish, or cut back; the reserve)
+                problem = self._write_rows(chain, data, count, written, failed)
+                if problem is not None:
+                    return problem
             chain.size += len(data)
             chain.seq, chain.head, chain.signer_fp, chain.revoked = state
             chain.signer, chain.refresh = signer, False
@@ -217,10 +225,19 @@ class ChainWriter:
             self._urgent.set()
         return None
 
-    def _write_rows(self, chain: _Chain, data: bytes, count: int) -> str | None:
-        """Append ``data`` with ``write(2)``; None, or why not (a full disk falls back on the reserve)."""
+    def _write_rows(
+        self, chain: _Chain, data: bytes, count: int, done: int = 0, failed: OSError | None = None
+    ) -> str | None:
+        """Append ``data``; None, or why not (a full disk falls back on the reserve).
+
+        ``done`` bytes of it are already written, or the first ``write`` failed with ``failed``.
+        """
         try:
-            self._write_all(chain, data)
+            if failed is not None:  # as _write_all does on a failure: cut back to the last complete row
+                with contextlib.suppress(OSError):
+                    os.ftruncate(chain.fd, chain.size)
+                raise failed
+            self._write_all(chain, data, done)
         except OSError as exc:
             why = describe_os_error(exc, chain.path)
             if not (is_full(exc) and self.reserve.release()):
@@ -236,10 +253,10 @@ class ChainWriter:
         return None
 
     @staticmethod
-    def _write_all(chain: _Chain, data: bytes) -> None:
-        """Append ``data``; on failure cut back to the last complete row and re-raise."""
+    def _write_all(chain: _Chain, data: bytes, done: int = 0) -> None:
+        """Append ``data`` (``done`` bytes already written); on failure cut back to the last complete row, re-raise."""
         try:
-            written = os.write(chain.fd, data)
+            written = done or os.write(chain.fd, data)
             while written < len(data):
                 written += os.write(chain.fd, data[written:])
         except OSError:
@@ -249,19 +266,34 @@ class ChainWriter:
             raise
 
     def _row(self, state: list[Any], signer: Signer, record: LedgerRecord) -> bytes:
-        refs = _clip_refs(record.refs)
+        target, detail, args_fp, principal = record.target, record.detail, record.args_fp, record.principal
+        result_fp, rule = record.result_fp, record.rule
+        if not (  # one check for the common row (short ASCII strings, nothing to clip); else field by field
+            type(target) is str
+            and type(detail) is str
+            and len(target) <= MAX_TARGET
+            and len(detail) <= MAX_DETAIL
+            and (args_fp is None or (type(args_fp) is str and len(args_fp) <= MAX_SHORT))
+            and (principal is None or (type(principal) is str and len(principal) <= MAX_SHORT))
+            and result_fp is None
+            and rule is None
+            and (target + detail + (args_fp or "") + (principal or "")).isascii()
+        ):
+            target, detail = _clip(target, MAX_TARGET), _clip(detail, MAX_DETAIL)
+            args_fp, principal = _clip_opt(args_fp, MAX_SHORT), _clip_opt(principal, MAX_SHORT)
+            result_fp, rule = _clip_opt(result_fp, MAX_SHORT), _clip_opt(rule, MAX_SHORT)
         return self._line(
             state,
             signer,
             action=record.action,
-            target=_clip(record.target, MAX_TARGET),
+            target=target,
             outcome=record.outcome,
-            detail=_clip(record.detail, MAX_DETAIL),
-            args_fp=_clip_opt(record.args_fp, MAX_SHORT),
-            principal=_clip_opt(record.principal, MAX_SHORT),
-            result_fp=_clip_opt(record.result_fp, MAX_SHORT),
-            rule=_clip_opt(record.rule, MAX_SHORT),
-            refs=refs,
+            detail=detail,
+            args_fp=args_fp,
+            principal=principal,
+            result_fp=result_fp,
+            rule=rule,
+            refs=_clip_refs(record.refs),
         )
 
     @staticmethod

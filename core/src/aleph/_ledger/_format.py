@@ -84,6 +84,7 @@ CHECKPOINT_DOMAIN = b"aleph-agent-ledger-checkpoint-v1"
 
 _ZERO_HASH = bytes(32)
 _I64 = struct.Struct(">q")
+_pack_i64 = _I64.pack
 _U32 = struct.Struct(">I")
 
 
@@ -203,6 +204,7 @@ class VerifyReport:
         return asdict(self)
 
 
+_sha256 = hashlib.sha256
 _LP_CACHE: dict[str, bytes] = {}
 # Names, fingerprints and principals repeat from row to row: their encoding is kept (short ones, boundedly).
 _LP_CACHED_LENGTH = 64
@@ -249,22 +251,25 @@ def row_hash(
     refs: str | None = None,
 ) -> bytes:
     """The 32-byte SHA-256 of a row in the v2 layout (see the module docstring); ``refs`` in canonical form."""
-    return hashlib.sha256(
+    # Written out flat (it runs for every row): cached encodings looked up inline, `or` falls back on
+    # _lp for one not cached (a cached encoding is never empty: it starts with its 4-byte length).
+    lp = _LP_CACHE.get
+    return _sha256(
         b"".join(
             (
                 HASH_DOMAIN,
-                _lp(agent_id),
-                _I64.pack(seq),
-                _I64.pack(at_ms),
-                _lp(action),
-                _lp(outcome),
-                _lp(target),
-                _opt(args_fp),
-                _lp(detail),
-                _lp(signer_fp),
-                _opt(principal),
-                _opt(result_fp),
-                _opt(rule),
+                lp(agent_id) or _lp(agent_id),
+                _pack_i64(seq),
+                _pack_i64(at_ms),
+                lp(action) or _lp(action),
+                lp(outcome) or _lp(outcome),
+                lp(target) or _lp(target),
+                b"\x00" if args_fp is None else b"\x01" + (lp(args_fp) or _lp(args_fp)),
+                lp(detail) or _lp(detail),
+                lp(signer_fp) or _lp(signer_fp),
+                b"\x00" if principal is None else b"\x01" + (lp(principal) or _lp(principal)),
+                b"\x00" if result_fp is None else b"\x01" + (lp(result_fp) or _lp(result_fp)),
+                b"\x00" if rule is None else b"\x01" + (lp(rule) or _lp(rule)),
                 b"" if refs is None else b"\x02" + _lp(refs),
                 _ZERO_HASH if prev_hash is None else prev_hash,
             )

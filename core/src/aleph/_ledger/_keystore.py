@@ -17,14 +17,13 @@ import contextlib
 import fcntl
 import functools
 import hashlib
-import hmac
 import json
 import os
 import re
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +80,8 @@ def agent_file_stem(agent_id: str) -> str:
 
 
 _MAC_DOMAIN = b"aleph-agent-ledger-row-mark-v1"
+_IPAD = bytes(b ^ 0x36 for b in range(256))
+_OPAD = bytes(b ^ 0x5C for b in range(256))
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +93,14 @@ class Signer:
     public_key: bytes
     _private: Ed25519PrivateKey
     _mac_key: bytes = b""
+    _pads: tuple[Any, Any] = field(init=False, repr=False, compare=False)
+    """SHA-256 states after HMAC's inner and outer key blocks, so a mark hashes only its own two blocks."""
+
+    def __post_init__(self) -> None:
+        key = self._mac_key if len(self._mac_key) <= 64 else hashlib.sha256(self._mac_key).digest()
+        key = key.ljust(64, b"\0")
+        pads = (hashlib.sha256(key.translate(_IPAD)), hashlib.sha256(key.translate(_OPAD)))
+        object.__setattr__(self, "_pads", pads)
 
     def sign(self, message: bytes) -> bytes:
         """The 64-byte Ed25519 signature of ``message``."""
@@ -100,11 +109,19 @@ class Signer:
     def mark(self, digest: bytes) -> str:
         """The writer's mark on a row hash: 32 hex of HMAC-SHA256 under a key derived from the private key.
 
-        Cheap enough for every row (about 2 µs against 30 µs for a signature). Only a holder of the private
+        Cheap enough for every row (under 1 µs against 30 µs for a signature). Only a holder of the private
         key can make it, so the recovery at start signs a crashed writer's unsigned rows only when they
         carry it: rows someone appended behind the ledger's back are cut, never vouched for.
         """
-        return hmac.digest(self._mac_key, digest, "sha256")[:16].hex()
+        # HMAC-SHA256 (RFC 2104) from the precomputed key blocks: the same bytes as
+        # hmac.digest(self._mac_key, digest, "sha256"), without hashing the key's two blocks again per row.
+        inner, outer = self._pads
+        inner = inner.copy()
+        inner.update(digest)
+        outer = outer.copy()
+        outer.update(inner.digest())
+        mark: str = outer.digest()[:16].hex()
+        return mark
 
     def __repr__(self) -> str:
         return f"Signer(agent_id={self.agent_id!r}, fingerprint={self.fingerprint!r})"

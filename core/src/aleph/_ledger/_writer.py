@@ -240,6 +240,10 @@ class Ledger(Committer):
             return None
         return await anyio.to_thread.run_sync(self.probe, agent_id)
 
+    def can_record(self, agent_id: str) -> bool:
+        """True when the ledger is known able to record for ``agent_id`` now (no I/O; :meth:`ready` says why not)."""
+        return self.failure is None and self._reserve_ok and agent_id not in self.faults
+
     def probe(self, agent_id: str | None = None) -> str | None:
         """Check that the ledger can write; updates :attr:`failure` and returns it (None: it can).
 

@@ -1,0 +1,81 @@
+"""A mutating call's row summary and argument fingerprint, built in one pass over its arguments.
+
+:func:`~aleph._chokepoint._gate.summarize_call` and :func:`~aleph._chokepoint._gate.grant_fingerprint`
+each walk the arguments (redacting, masking, sorting, encoding). Every ledgered call needs both, so
+:func:`summary_and_fingerprint` builds them together for the common input — a flat object of strings,
+integers, booleans and nulls — and hands anything else to those two functions. Both values are stored
+(``detail`` and ``args_fp``): the result is exactly theirs, byte for byte
+(``tests/core/test_fingerprints.py`` compares them on many inputs and pins known values).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from json.encoder import encode_basestring as _quote
+from typing import Any
+
+from aleph._chokepoint._gate import (
+    EXEC_TOOLS,
+    SECRET_MARK,
+    SUMMARY_LIMIT,
+    _is_secret_key,
+    escape_for_prompt,
+    grant_fingerprint,
+    redact,
+    summarize_call,
+)
+
+__all__ = ["summary_and_fingerprint"]
+
+
+def summary_and_fingerprint(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str]:
+    """``(summarize_call(tool, arguments), grant_fingerprint(tool, arguments))``, in one pass when it can."""
+    fast = _flat(tool, arguments)
+    if fast is not None:
+        return fast
+    return summarize_call(tool, arguments), grant_fingerprint(tool, arguments)
+
+
+def _flat(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str] | None:
+    """Both values for a flat dict of str / int / bool / None under str keys; None for any other input."""
+    if type(arguments) is not dict or tool in EXEC_TOOLS or tool == "file_ops":
+        return None  # those tools summarise chosen fields, and exec tools leave `justification` out
+    # The canonical JSON is written as _CANONICAL writes it (keys sorted, "," and ":", ensure_ascii off): each
+    # key and string through json's own string encoder, integers as int.__repr__, booleans as true / false.
+    canonical: list[str] = []
+    parts: list[str] = []
+    try:
+        keys = sorted(arguments)
+    except TypeError:  # keys of mixed types
+        return None
+    for key in keys:
+        if type(key) is not str:
+            return None
+        value = arguments[key]
+        kind = type(value)
+        if kind is str:
+            # Summary: a secret-named non-empty string shows as ***; fingerprint: it stands as SECRET_MARK.
+            if value and _is_secret_key(key):
+                canonical.append(f"{_quote(key)}:{_SECRET_JSON}")
+                parts.append(f"{key}=***")
+            else:
+                canonical.append(f"{_quote(key)}:{_quote(value)}")
+                parts.append(f"{key}={escape_for_prompt(redact(value))}")
+        elif value is None:  # shown as null, left out of the fingerprint (as canonical_json drops nulls)
+            parts.append(f"{key}=null")
+        elif kind is int or kind is bool:
+            shown = ("true" if value else "false") if kind is bool else int.__repr__(value)
+            canonical.append(f"{_quote(key)}:{shown}")
+            # The summary masks any non-empty value under a secret name; the fingerprint only strings.
+            parts.append(f"{key}=***" if _is_secret_key(key) else f"{key}={shown}")
+        else:
+            return None
+    preview = " ".join(parts) if parts else "(no arguments)"
+    text = " ".join(f"{tool}: {preview}".split())
+    summary = text if len(text) <= SUMMARY_LIMIT else text[:SUMMARY_LIMIT] + "…"
+    body = "{" + ",".join(canonical) + "}"
+    return summary, hashlib.sha256(f"{tool}\x1f{body}".encode()).hexdigest()[:32]
+
+
+_SECRET_JSON = _quote(SECRET_MARK)
