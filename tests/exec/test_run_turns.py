@@ -150,3 +150,15 @@ async def test_a_cancelled_waiter_passes_the_turn_on() -> None:
     turns.leave()
     await carol
     assert turns.active == 1
+
+
+def test_a_turn_granted_to_a_waiter_whose_loop_is_gone_goes_back() -> None:
+    turns = PrincipalTurns()
+    assert turns.try_enter("alice")
+    loop = asyncio.new_event_loop()
+    waiting = loop.create_task(turns.aenter("bob", 30))
+    loop.run_until_complete(asyncio.sleep(0))  # bob is queued
+    assert not waiting.done()
+    loop.close()  # the host's loop went away with bob still waiting
+    turns.leave()  # alice is done: bob's turn, which nobody can take any more
+    assert turns.active == 0 and turns.try_enter("carol")

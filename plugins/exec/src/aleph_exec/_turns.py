@@ -100,7 +100,10 @@ class PrincipalTurns:
         future: asyncio.Future[None] = loop.create_future()
 
         def wake() -> None:
-            loop.call_soon_threadsafe(lambda: future.done() or future.set_result(None))
+            try:
+                loop.call_soon_threadsafe(lambda: future.done() or future.set_result(None))
+            except RuntimeError:  # the waiter's loop is closed: nobody will run on this turn, so it goes back
+                self.leave()
 
         waiter = self._join(key, wake)
         if waiter.granted:
