@@ -64,6 +64,21 @@ STOP = set(
 )
 
 
+def turn_items(name: str, turns: list[dict[str, Any]]) -> list[NewItem]:
+    """A conversation's turns as the items the bench ingests (one session per LoCoMo session)."""
+    return [
+        NewItem(
+            t["text"],
+            "turn",
+            speaker=t["speaker"],
+            session=f"{name}:session-{t['session']}",
+            ref=t["id"],
+            occurred_at=int(t["at"].timestamp() * 1000),
+        )
+        for t in turns
+    ]
+
+
 def load_conversation(path: Path) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
     data = json.loads(path.read_text())
     turns = []
@@ -148,17 +163,7 @@ async def locomo(embedder: str | None, paths: list[Path]) -> Scored:
                 t0 = time.perf_counter()
                 store.ingest(
                     name,
-                    [
-                        NewItem(
-                            t["text"],
-                            "turn",
-                            speaker=t["speaker"],
-                            session=f"{name}:session-{t['session']}",
-                            ref=t["id"],
-                            occurred_at=int(t["at"].timestamp() * 1000),
-                        )
-                        for t in turns
-                    ],
+                    turn_items(name, turns),
                 )
                 stored = time.perf_counter() - t0
                 # The vectors are written by the store's background worker: wait for it (a condition, not a

@@ -15,8 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from aleph_memory import MemoryStore, NewItem
-from bench_memory import LOCOMO, load_conversation
+from aleph_memory import MemoryStore
+from bench_memory import LOCOMO, load_conversation, turn_items
 
 DEPTH = 50
 K = 10
@@ -42,17 +42,7 @@ def main() -> None:
             name, turns, questions = load_conversation(path)
             store.ingest(
                 name,
-                [
-                    NewItem(
-                        t["text"],
-                        "turn",
-                        speaker=t["speaker"],
-                        session=f"{name}:session-{t['session']}",
-                        ref=t["id"],
-                        occurred_at=int(t["at"].timestamp() * 1000),
-                    )
-                    for t in turns
-                ],
+                turn_items(name, turns),
             )
             by_id = {t["id"]: t for t in turns}
             for q in questions:

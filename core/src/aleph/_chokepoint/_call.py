@@ -131,29 +131,11 @@ class CallContext:
         decision: str = "allow",
         principal: Principal | None = None,
     ) -> None:
-        self._service = service
-        self.tool = tool
-        """The canonical name of the running tool."""
-        self.decision = decision
-        """How the chokepoint decided this call before it ran: ``allow``, or ``ask`` (and a human approved)."""
-        self.agent = agent
-        self.channel = channel
-        self.turn = turn
-        self.principal: Principal = (
-            principal if principal is not None else Principal(agent or "default", channel or None)
-        )
-        """Who is calling: bound by the host when it built the service; no argument changes it."""
-        self.parent = parent
-        """The composite call this one is an action of, if any."""
-        self.depth: int = 0 if parent is None else parent.depth + 1
+        if principal is None:
+            principal = Principal(agent or "default", channel or None)
         if call_id is None and parent is None and turn is not None and turn.call_id:
             call_id = turn.call_id
-        self._call_id = call_id
-        self._asked = 0
-        self._untrusted: list[tuple[str, str]] | None = None
-        self._refs: dict[str, str] = {} if parent is None else {"parent_call": parent.call_id}
-        if turn is not None and turn.refs:  # the turn's own references (a team member's team and task)
-            self._refs.update(check_refs(dict(turn.refs)))
+        self._fill(service, tool, agent, channel, turn, parent, decision, principal, call_id)
 
     @classmethod
     def running(
@@ -172,27 +154,45 @@ class CallContext:
         Built once per call on the hot path, where keyword parsing costs as much as the rest of it.
         """
         self = object.__new__(cls)
+        call_id = turn.call_id or None if parent is None and turn is not None else None
+        self._fill(service, tool, agent, channel, turn, parent, decision, principal, call_id)
+        return self
+
+    def _fill(
+        self,
+        service: _Service,
+        tool: str,
+        agent: str | None,
+        channel: str | None,
+        turn: TurnContext | None,
+        parent: CallContext | None,
+        decision: str,
+        principal: Principal,
+        call_id: str | None,
+    ) -> None:
         self._service = service
         self.tool = tool
+        """The canonical name of the running tool."""
         self.decision = decision
+        """How the chokepoint decided this call before it ran: ``allow``, or ``ask`` (and a human approved)."""
         self.agent = agent
         self.channel = channel
         self.turn = turn
-        self.principal = principal
+        self.principal: Principal = principal
+        """Who is calling: bound by the host when it built the service; no argument changes it."""
         self.parent = parent
+        """The composite call this one is an action of, if any."""
+        self._call_id = call_id
         self._asked = 0
-        self._untrusted = None
+        self._untrusted: list[tuple[str, str]] | None = None
         if parent is None:
-            self.depth = 0
-            self._call_id = turn.call_id or None if turn is not None else None
-            self._refs = {}
+            self.depth: int = 0
+            self._refs: dict[str, str] = {}
         else:
             self.depth = parent.depth + 1
-            self._call_id = None
             self._refs = {"parent_call": parent.call_id}
         if turn is not None and turn.refs:  # the turn's own references (a team member's team and task)
             self._refs.update(check_refs(dict(turn.refs)))
-        return self
 
     @property
     def call_id(self) -> str:

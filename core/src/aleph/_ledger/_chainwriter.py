@@ -36,6 +36,7 @@ from aleph._ledger._format import (
     LedgerRecord,
     LedgerRow,
     canonical_refs,
+    hash_of_row,
     last_line,
     row_hash,
 )
@@ -504,7 +505,7 @@ class ChainWriter:
                     raise ValueError(f"seq {row.seq} of agent {row.agent_id!r} follows seq {seq}")
                 if row.prev_hash != (None if head is None else head.hex()):
                     raise ValueError(f"row {row.seq} does not chain on the row before")
-                digest = _digest(row)
+                digest = hash_of_row(row)
                 if digest.hex() != row.hash:
                     raise ValueError(f"row {row.seq} does not match its hash")
                 if not row.signature:
@@ -517,25 +518,6 @@ class ChainWriter:
                 return count, (seq, head, fp), str(exc)
             seq, head, fp = row.seq, digest, row.signer_fp
         return len(lines), (seq, head, fp), None
-
-
-def _digest(row: LedgerRow) -> bytes:
-    return row_hash(
-        agent_id=row.agent_id,
-        seq=row.seq,
-        at_ms=row.at_ms,
-        action=row.action,
-        outcome=row.outcome,
-        target=row.target,
-        args_fp=row.args_fp,
-        detail=row.detail,
-        signer_fp=row.signer_fp,
-        principal=row.principal,
-        result_fp=row.result_fp,
-        rule=row.rule,
-        prev_hash=None if row.prev_hash is None else bytes.fromhex(row.prev_hash),
-        refs=canonical_refs(row.refs),
-    )
 
 
 def _checkpoint_seq(ckpt_path: Path) -> int:

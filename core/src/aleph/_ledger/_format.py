@@ -50,6 +50,7 @@ __all__ = [
     "VerifyReport",
     "canonical_refs",
     "checkpoint_digest",
+    "hash_of_row",
     "last_line",
     "read_lines",
     "row_hash",
@@ -277,7 +278,8 @@ def row_hash(
     ).digest()
 
 
-def _hash_of(row: LedgerRow) -> bytes:
+def hash_of_row(row: LedgerRow) -> bytes:
+    """The hash a stored row must carry: :func:`row_hash` over its fields."""
     return row_hash(
         agent_id=row.agent_id,
         seq=row.seq,
@@ -398,7 +400,7 @@ def verify_chain(
             elif row.prev_hash != prev:
                 return bad(seq, "prev_hash does not match the hash of the row before: the chain is broken")
             try:
-                computed = _hash_of(row)
+                computed = hash_of_row(row)
             except ValueError:
                 return bad(seq, "prev_hash is not hex")
             if computed.hex() != row.hash:
