@@ -16,11 +16,11 @@ and its dia_id as ``ref``;
 each question of categories 1-4 goes through the memory_search tool (the real chokepoint) and a hit
 is counted when an evidence dia_id is among the top 10. Nothing here is tuned to these conversations.
 Every embedder that is installed (``aleph-memory[minilm-onnx]``, the default, ``aleph-memory[wordllama]``,
-``aleph-memory[minilm-numpy]``, ``aleph-memory[minilm]``), or each one named with ``--embedder``, adds a hybrid run; its vectors are written by
-the store's background worker, and the bench prints how fast items are stored with the worker on and how long
-until all their vectors exist (``--vector-scale``: also at 100,000 items, and the question's encoding alone).
-Every ranking signal was designed on DESIGN's two
-conversations and kept only when it held on the other three; both groups are printed.
+``aleph-memory[minilm-numpy]``, ``aleph-memory[minilm]``), or each one named with ``--embedder``, adds a
+hybrid run; its vectors are written by the store's background worker, and the bench prints how fast items
+are stored with the worker on and how long until all their vectors exist (``--vector-scale``: also at 100,000
+items, and the question's encoding alone). Every ranking signal was designed on DESIGN's two conversations
+and kept only when it held on the other three; both groups are printed.
 """
 
 from __future__ import annotations
@@ -479,8 +479,6 @@ class QueryCost:
 
     def __init__(self, real: Any) -> None:
         self._real = real
-        # Embedded where the real one would be: beside the lexical ranking when it runs outside the GIL.
-        self.releases_gil = getattr(real, "releases_gil", False)
 
     def embed(self, texts: list[str]) -> Any:
         return self._real.embed(texts)

@@ -171,35 +171,3 @@ def test_doctor_names_the_embedder_search_uses_or_why_it_is_lexical(monkeypatch:
     status, detail = embedder_check(None, factories)
     assert status == "warn" and "minilm-onnx not available: onnxruntime is not installed" in detail
 
-
-def test_a_question_embedded_beside_the_lexical_ranking_ranks_as_one_embedded_inline(tmp_path: Path) -> None:
-    pytest.importorskip("numpy")
-    import threading
-
-    from aleph_memory import MemoryStore, NewItem
-
-    from .test_search import Trigrams
-
-    class Beside(Trigrams):
-        releases_gil = True
-        threads: list[str] = []
-
-        def embed(self, texts):  # type: ignore[no-untyped-def]
-            self.threads.append(threading.current_thread().name)
-            return super().embed(texts)
-
-    beside = Beside()
-    store = MemoryStore(tmp_path / "m.sqlite", embedder=beside)
-    texts = ["Photographs of the harbour at dusk", "Invoices for the accountant", "A harbour cruise in May"]
-    store.ingest("alice", [NewItem(t, "fact") for t in texts])
-    assert store.wait_for_vectors(60)
-    inline = MemoryStore(tmp_path / "m.sqlite", embedder=Trigrams())
-    for query in ("photographic harbour", "the accountant's invoices", "cruise"):
-        beside.threads.clear()
-        got = store.search("alice", query, limit=3)
-        assert beside.threads and all(n.startswith("aleph-memory-question") for n in beside.threads)
-        want = inline.search("alice", query, limit=3)
-        assert got.mode == want.mode == "hybrid"
-        assert [(h.item.content, h.score) for h in got.hits] == [(h.item.content, h.score) for h in want.hits]
-    inline.close()
-    store.close()

@@ -54,8 +54,6 @@ class MiniLMOnnxEmbedder:
 
     name = "minilm-onnx"
     dim = 384
-    releases_gil = True
-    """One onnxruntime call a batch, outside the GIL: search embeds the question beside its lexical ranking."""
 
     def __init__(self, cache_dir: Path | None = None) -> None:
         try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -10,15 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import aleph
 
-__all__ = [
-    "Embedder",
-    "EmbedderFactory",
-    "Providers",
-    "Summariser",
-    "embed_normalised",
-    "embed_question",
-    "one_blas_thread",
-]
+__all__ = ["Embedder", "EmbedderFactory", "Providers", "Summariser", "embed_normalised", "one_blas_thread"]
 
 MAX_EMBED_BATCH = 512
 
@@ -158,32 +149,6 @@ def embed_normalised(embedder: Embedder, texts: Sequence[str]) -> Any:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return matrix / norms
-
-
-_questions: concurrent.futures.ThreadPoolExecutor | None = None
-_questions_lock = threading.Lock()
-
-
-def embed_question(embedder: Embedder, text: str) -> Callable[[], Any]:
-    """``text``'s unit vector, taken by calling the result.
-
-    Started now on a thread of its own when ``embedder`` runs outside the GIL (``releases_gil``), else
-    computed when it is taken.
-
-    minilm-onnx's forward pass is one onnxruntime call that releases the GIL for its ~4 ms, so it runs on
-    the other core while the lexical ranking runs here. An embedder of many small numpy operations would
-    take turns with the ranking at the GIL instead: that was measured with minilm-numpy and lost on the
-    busy 2-core machine (p50 57.8 against 39.9 ms at 100,000 items, 5 ms more CPU).
-    """
-    if not getattr(embedder, "releases_gil", False):
-        return lambda: embed_normalised(embedder, [text])[0]
-    global _questions
-    with _questions_lock:
-        if _questions is None:
-            _questions = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="aleph-memory-question")
-        pool = _questions
-    future = pool.submit(embed_normalised, embedder, [text])
-    return lambda: future.result()[0]
 
 
 _controller: Any = None
