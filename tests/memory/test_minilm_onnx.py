@@ -170,4 +170,3 @@ def test_doctor_names_the_embedder_search_uses_or_why_it_is_lexical(monkeypatch:
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     status, detail = embedder_check(None, factories)
     assert status == "warn" and "minilm-onnx not available: onnxruntime is not installed" in detail
-
