@@ -170,3 +170,13 @@ def test_doctor_names_the_embedder_search_uses_or_why_it_is_lexical(monkeypatch:
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     status, detail = embedder_check(None, factories)
     assert status == "warn" and "minilm-onnx not available: onnxruntime is not installed" in detail
+
+
+def test_a_cache_folder_that_cannot_be_written_is_a_clear_error(tmp_path: Path) -> None:
+    _needs_onnx()
+    from aleph_memory._minilm_onnx import MiniLMOnnxEmbedder
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    with pytest.raises(aleph.ExecutionFailed, match=r"minilm-onnx not available: its graph cannot be kept in .*a-file"):
+        MiniLMOnnxEmbedder(cache_dir=blocked / "cache")

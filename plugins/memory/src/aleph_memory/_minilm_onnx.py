@@ -138,8 +138,15 @@ def _cached_graph(config_file: Path, weights_file: Path, cache_dir: Path) -> tup
             "memory_search", f"minilm-onnx not available: {exc.name} is not installed (it builds the graph); {INSTALL}"
         ) from None
     data = build_graph(load_file(str(weights_file)), json.loads(config_file.read_text()))
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=cache_dir)
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=cache_dir)
+    except OSError as exc:
+        raise aleph.ExecutionFailed(
+            "memory_search",
+            f"minilm-onnx not available: its graph cannot be kept in {cache_dir} ({exc.strerror or exc});"
+            f" set {CACHE_ENV} to a writable folder",
+        ) from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
