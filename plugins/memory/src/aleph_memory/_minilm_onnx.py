@@ -137,8 +137,7 @@ def _cached_graph(config_file: Path, weights_file: Path, cache_dir: Path) -> tup
         raise aleph.ExecutionFailed(
             "memory_search", f"minilm-onnx not available: {exc.name} is not installed (it builds the graph); {INSTALL}"
         ) from None
-    data = build_graph(load_file(str(weights_file)), json.loads(config_file.read_text()))
-    try:
+    try:  # the folder is checked before the graph is built (seconds of CPU)
         cache_dir.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=cache_dir)
     except OSError as exc:
@@ -149,7 +148,7 @@ def _cached_graph(config_file: Path, weights_file: Path, cache_dir: Path) -> tup
         ) from None
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            fh.write(build_graph(load_file(str(weights_file)), json.loads(config_file.read_text())))
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
