@@ -13,6 +13,8 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any
 
+import aleph
+
 __all__ = ["DEFAULT_EMBEDDER", "LEXICAL", "choose_embedder", "embedder_check"]
 
 DEFAULT_EMBEDDER = "minilm-onnx"
@@ -54,7 +56,7 @@ def embedder_check(configured: str | None, factories: dict[str, Callable[[], Any
         width = len(vectors[0])
     except Exception as exc:  # the check reports what loading or embedding raised
         status = "warn" if configured is None else "fail"
-        return status, f"{name}: {exc}"
+        return status, f"{name}: {exc.cause if isinstance(exc, aleph.ExecutionFailed) else exc}"
     if width != embedder.dim:
         return "fail", f"{name} returned {width} numbers for a {embedder.dim}-dimensional embedder"
     default = " (the default)" if configured is None else ""
