@@ -223,7 +223,7 @@ class VectorIndex:
 def top_positions(np: Any, values: Any, k: int) -> Any:
     """Positions of the ``k`` highest finite ``values``, highest first, the lower position first among equals.
 
-    Exact, and about 30 times as fast as a partial sort of 100,000 values: a bound is read from an evenly
+    Exact, and about ten times as fast as a partial sort of 100,000 values: a bound is read from an evenly
     spaced sample of SAMPLE values (its MARGIN x k-th highest, scaled), and only the values at or above it
     are sorted. When fewer than ``k`` reach it (a sample that missed where the high values are), the bound
     is the exact ``k``-th highest, from a partial sort: the guess only ever saves time, it never decides
