@@ -54,7 +54,7 @@ def test_a_sample_that_misjudges_where_the_high_scores_are_only_costs_time() -> 
     only_sampled = np.zeros(n, dtype=np.float32)
     only_sampled[sampled] = np.linspace(1.0, 2.0, len(sampled), dtype=np.float32)
     assert top_positions(np, only_sampled, 150).tolist() == full_sort(only_sampled, 150)
-    # The high scores sit between the sampled positions: the bound admits every row, all of them sorted.
+    # The high scores sit between the sampled positions: the bound admits every row, and is not used either.
     between = np.zeros(n, dtype=np.float32)
     unsampled = np.setdiff1d(np.arange(n), sampled)[:400]
     between[unsampled] = np.linspace(1.0, 2.0, len(unsampled), dtype=np.float32)
