@@ -19,7 +19,8 @@
 6. **Vectors** (when an embedder is configured): every item has its own vector and a turn also a
    context vector (the turn with the turns before and after it). The query without the people it
    names is embedded; the items nearest by the two cosines summed (among the items of the person
-   the query is about, when it names any: see ``_subject``) join the candidates, with the
+   the query is about, when it names any: see ``_subject``; a "both" question about several people
+   takes each one's nearest) join the candidates, with the
    next turn of each nearby turn that asks, and a 0-1 scaled similarity is added to the finished
    lexical ranking (its scores over its best); that next turn gains half its asker's. Vectors do
    not know when a turn was said: a dated query's similarity counts only inside its window, a
@@ -35,6 +36,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from aleph_memory._answers import POOL, asks_about_both, asks_for_a_set, distinct_events, diversify
 from aleph_memory._db import Database
@@ -77,6 +79,8 @@ DENSE_CANDIDATES = 150
 DENSE_REPLY_SHARE = 0.5
 """A turn that asks, among the REPLY_TOP nearest by vector, passes this share of its similarity to the next turn."""
 MAX_QUERY_TERMS = 64
+PER_PERSON = True
+"""A "both" question about several named people takes each one's nearest items by vector, not its subject's only."""
 
 
 _ASKS_WHEN = re.compile(r"\s*(?:when|what (?:day|date|month|year|time)|how long)\b", re.I)
@@ -264,7 +268,8 @@ class Ranker:
         mode = "lexical"
         dense: dict[int, float] = {}
         if embedder is not None and lexical:
-            dense = self._dense(embedder, agent, _vector_query(query, name_words), subject, scores)
+            both = tuple(sorted(named)) if len(named) >= 2 and asks_about_both(original) else ()
+            dense = self._dense(embedder, agent, _vector_query(query, name_words), subject, scores, both)
             mode = "hybrid"
         if not scores:
             return SearchResult([], mode, degraded, tuple(sorted(named)))
@@ -368,6 +373,7 @@ class Ranker:
         question: str,
         gate: str | None,
         scores: dict[int, float],
+        people: Sequence[str] = (),
     ) -> dict[int, float]:
         """Scaled vector similarity (0-1) of the candidates to ``question`` (see :func:`_vector_query`).
 
@@ -377,7 +383,10 @@ class Ranker:
         subject, see :func:`_subject`) is about what that person said: the nearest items are taken among
         that speaker's items only (whatever else the vectors find near a name-less question about "her
         pets" is mostly the other person's chatter). A nearby turn that asks passes a share of its
-        similarity to the next turn, its answer (signal 4, by meaning instead of words).
+        similarity to the next turn, its answer (signal 4, by meaning instead of words). A "both" question about
+        several named people (``people``) asks for a piece of evidence from each, told in each one's own words:
+        each person's nearest items are taken among their items and scaled among themselves (DENSE_CANDIDATES
+        shared between them), so the subject's turns do not crowd out the other person's.
         """
         np = _numpy()
         index = self.vector_index(embedder, agent)
@@ -385,8 +394,26 @@ class Ranker:
         # busy 2-core machine (p50 57.8 against 39.9 ms at 100,000 items, 5 ms more CPU: the two threads take
         # turns at the GIL).
         qv = embed_normalised(embedder, [question])[0]
+        if len(people) >= 2 and PER_PERSON:
+            # Each person's part of a "both" question retrieved on its own: their nearest, scaled among them.
+            ids, sims = index.similarities(qv, None)
+            out: dict[int, float] = {}
+            for person in people:
+                mine = index.of_speaker(person)
+                if not mine.any():
+                    continue
+                part = np.where(mine, sims, -np.inf)
+                for rowid, value in self._nearest(ids, part, scores, DENSE_CANDIDATES // len(people)).items():
+                    out[rowid] = max(out.get(rowid, 0.0), value)
+            if out:
+                return out
         ids, sims = index.similarities(qv, gate)
-        k = min(DENSE_CANDIDATES, int(np.isfinite(sims).sum()))
+        return self._nearest(ids, sims, scores, DENSE_CANDIDATES)
+
+    def _nearest(self, ids: Any, sims: Any, scores: dict[int, float], count: int) -> dict[int, float]:
+        """The ``count`` nearest rows join ``scores``; every candidate's similarity scaled 0-1 over them."""
+        np = _numpy()
+        k = min(count, int(np.isfinite(sims).sum()))
         if k < 1:
             return {}
         best = np.argpartition(-sims, k - 1)[:k]
