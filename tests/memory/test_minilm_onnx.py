@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
@@ -180,3 +181,24 @@ def test_a_cache_folder_that_cannot_be_written_is_a_clear_error(tmp_path: Path) 
     blocked.write_text("not a folder")
     with pytest.raises(aleph.ExecutionFailed, match=r"minilm-onnx not available: its graph cannot be kept in .*a-file"):
         MiniLMOnnxEmbedder(cache_dir=blocked / "cache")
+
+
+async def test_the_doctor_hook_checks_the_configured_embedder(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = '[memory]\nembedder = "wordllama"\n'
+    async with isolated_runtime(workspace, aleph_memory.plugin, config_toml=config) as rt:
+
+        def checks() -> dict[str, tuple[str, str]]:
+            found: dict[str, tuple[str, str]] = {}
+            aleph_memory.plugin.aleph_doctor_checks(
+                register=lambda name, check: found.update({name: check()}), config=rt.config
+            )
+            return found
+
+        if os.environ.get("CI") == "true" or importlib.util.find_spec("wordllama") is not None:
+            assert checks()["memory.embedder"] == ("ok", "wordllama: hybrid search, 256 dimensions")
+        monkeypatch.setitem(sys.modules, "wordllama", None)  # configured but not installed: broken, not a warning
+        assert checks()["memory.embedder"] == (
+            "fail",
+            "wordllama: embedder not available: wordllama is not installed (wordllama);"
+            " pip install 'aleph-memory[wordllama]'",
+        )

@@ -1,10 +1,10 @@
 """Which embedder a store uses: the configured one, else ``minilm-onnx`` when it is installed, else none.
 
 ``[memory] embedder`` unset means the default: ``minilm-onnx`` (all-MiniLM-L6-v2 by onnxruntime, what
-``pip install aleph-memory`` brings) when its modules can be found, else lexical search with a note that
-says why (search puts it in ``degraded``, ``aleph doctor`` prints it). ``embedder = "none"`` asks for
-lexical search explicitly; any other name must be registered (an error otherwise). Finding the modules
-imports nothing: a runtime that never searches pays nothing for the model.
+``aleph-memory[minilm-onnx]`` and its weights package bring) when its modules can be found, else lexical
+search with a note that says why (search puts it in ``degraded``, ``aleph doctor`` prints it).
+``embedder = "none"`` asks for lexical search explicitly; any other name must be registered (an error
+otherwise). Finding the modules imports nothing: a runtime that never searches pays nothing for the model.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable
 from typing import Any
+
+import aleph
 
 __all__ = ["DEFAULT_EMBEDDER", "LEXICAL", "choose_embedder", "embedder_check"]
 
@@ -54,7 +56,7 @@ def embedder_check(configured: str | None, factories: dict[str, Callable[[], Any
         width = len(vectors[0])
     except Exception as exc:  # the check reports what loading or embedding raised
         status = "warn" if configured is None else "fail"
-        return status, f"{name}: {exc}"
+        return status, f"{name}: {exc.cause if isinstance(exc, aleph.ExecutionFailed) else exc}"
     if width != embedder.dim:
         return "fail", f"{name} returned {width} numbers for a {embedder.dim}-dimensional embedder"
     default = " (the default)" if configured is None else ""
