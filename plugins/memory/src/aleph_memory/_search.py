@@ -39,6 +39,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aleph_memory._answers import POOL, asks_about_both, asks_for_a_set, distinct_events, diversify
+from aleph_memory._answervecs import by_meaning
 from aleph_memory._db import Database
 from aleph_memory._events import events_in, told_elsewhere, window_holds
 from aleph_memory._holidays import HOLIDAY
@@ -79,6 +80,8 @@ DENSE_CANDIDATES = 150
 DENSE_REPLY_SHARE = 0.5
 """A turn that asks, among the REPLY_TOP nearest by vector, passes this share of its similarity to the next turn."""
 MAX_QUERY_TERMS = 64
+VECTOR_SETS = True
+"""A set question without a date or bound orders its tail's new sessions by meaning (``_answervecs``)."""
 PER_PERSON = True
 """A "both" question about several named people takes each one's nearest items by vector, not its subject's only."""
 
@@ -331,6 +334,7 @@ class Ranker:
                 s = features[rowid][2]
                 if s is not None:
                     final[rowid] += SESSION_WEIGHT * totals[s] / best
+        used: dict[int, float] = {}  # each item's scaled similarity as the ranking took it (set questions' tails)
         if dense:
             # Vectors join the finished lexical ranking (added earlier, they would also feed the reply and
             # session signals: 300 / 369 instead of 303 / 375 questions on LoCoMo's two groups). Time is
@@ -350,6 +354,8 @@ class Ranker:
                     # which only the lexical ranking sees; its vectors' nearest items stay candidates.
                     d = 0.0
                 final[rowid] = final[rowid] / best_final + DENSE_WEIGHT * d
+                if d:
+                    used[rowid] = d
         ranked = sorted(final, key=lambda r: (-final[r], -r))
         both = len(named) >= 2 and asks_about_both(original)
         if both:
@@ -360,7 +366,11 @@ class Ranker:
         elif asks_for_a_set(original):
             # "How many times", "which ones", "what has she painted": several events (see _answers).
             mine = {r: f[2] if len(named) != 1 or f[1] in named else None for r, f in features.items()}
-            ranked = distinct_events(ranked, mine, limit)
+            index = self._vectors.get(agent) if dense and VECTOR_SETS and window is None else None
+            if index is not None:
+                ranked = by_meaning(ranked, final, mine, limit, index, used)
+            else:
+                ranked = distinct_events(ranked, mine, limit)
         ranked = ranked[: max(0, limit)]
         items = self.items.by_rowids(ranked)
         hits = [Hit(items[r], round(final[r], 4)) for r in ranked if r in items]
