@@ -71,3 +71,19 @@ def test_a_question_about_one_person_still_takes_that_persons_turns_only(store: 
     refs = [h.item.ref for h in store.search("alice", "What kittens does Nate like?").hits]
     assert "j1" not in refs and refs[0].startswith("n")
     store.close()
+
+
+def test_the_index_splits_one_product_by_speaker_like_its_gate(store: MemoryStore) -> None:
+    import numpy as np
+    from aleph_memory._providers import embed_normalised
+
+    embedder = Trigrams()
+    index = store._memory.ranker.vector_index(embedder, "alice")
+    query = embed_normalised(embedder, ["kittens"])[0]
+    split = index.similarities_by_speaker(query, ["Nate", "Joanna", "Nobody"])
+    for (ids, sims), speaker in zip(split, ["Nate", "Joanna"], strict=False):
+        all_ids, gated = index.similarities(query, speaker)
+        mine = np.isfinite(gated)
+        assert ids.tolist() == all_ids[mine].tolist() and np.allclose(sims, gated[mine])
+    assert [len(split[0][0]), len(split[1][0]), len(split[2][0])] == [12, 2, 0]
+    store.close()
