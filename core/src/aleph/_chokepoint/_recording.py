@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from aleph._chokepoint._call import _CALL, CallContext
 from aleph._chokepoint._callprint import summary_and_fingerprint
 from aleph._chokepoint._gate import grant_fingerprint, redact, summarize_call
-from aleph._chokepoint._telemetry import ledger_row_sink
+from aleph._chokepoint._telemetry import _SPAN, ledger_row_sink
 from aleph._contract._types import dumps_json
 from aleph._errors import ExecutionFailed
 from aleph._ledger import LedgerRecord
@@ -33,7 +33,10 @@ if TYPE_CHECKING:
     from aleph._principal import Principal
     from aleph._turn import TurnContext
 
-__all__ = ["Recording"]
+__all__ = ["LATER", "Recording"]
+
+LATER = object()
+"""What :meth:`Recording._record_now` returns when the row needs the awaited path."""
 
 log = logging.getLogger("aleph")
 
@@ -153,6 +156,37 @@ class Recording:
                 log.exception("ledger append failed")
                 unrecorded = f"the ledger failed: {type(exc).__name__}"
         if self._cp.events is not None:  # redacting costs two regex passes: only for a log that keeps it
+            self._event("executed" if outcome == "ok" else "failed", entry.name, redact(detail))
+        return unrecorded
+
+    def _record_now(
+        self, entry: RegisteredTool, arguments: Mapping[str, Any], outcome: LedgerOutcome, detail: str, refs: Any
+    ) -> str | object | None:
+        """:meth:`_record_execution` without an ``await`` when it needs none; :data:`LATER` when it does.
+
+        The default ledger (``sync = "write"``) writes the row on this thread and returns once it is written,
+        so the common mutating call (no refs, no open span) records it with one plain call: no coroutine,
+        no :class:`LedgerRecord`. The row is the same; only the way to it is shorter.
+        """
+        ledger = self._cp.ledger
+        write_row = getattr(ledger, "write_row", None)
+        if refs or write_row is None or getattr(ledger, "sync", None) != "write" or _SPAN.get() is not None:
+            return LATER
+        summary, args_fp = _summary_and_fingerprint(entry.name, arguments)
+        try:
+            unrecorded: str | None = write_row(
+                self._agent_id(),
+                "tool_call",
+                entry.name,
+                outcome,
+                f"{summary} — {redact(detail)}" if detail else summary,
+                args_fp,
+                self._principal_text(),
+            )
+        except Exception as exc:
+            log.exception("ledger append failed")
+            unrecorded = f"the ledger failed: {type(exc).__name__}"
+        if self._cp.events is not None:
             self._event("executed" if outcome == "ok" else "failed", entry.name, redact(detail))
         return unrecorded
 

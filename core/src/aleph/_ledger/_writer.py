@@ -34,7 +34,7 @@ import anyio
 import anyio.to_thread
 
 from aleph._atomic import write_atomic
-from aleph._ledger._chainwriter import _Chain
+from aleph._ledger._chainwriter import Fields, _Chain, fields_of
 from aleph._ledger._committer import Committer
 from aleph._ledger._durability import Ack, Reserve, describe_os_error
 from aleph._ledger._format import (
@@ -169,21 +169,47 @@ class Ledger(Committer):
 
         ``ack`` gets the row's seq; an :class:`Ack` also waits in the chain for the committer's fsync.
         """
+        try:
+            row = None if record is None else fields_of(record)
+        except AttributeError:
+            with self._lock:
+                return self._lose(1, f"not a LedgerRecord: {type(record).__name__}")
+        return self._write_fields(agent_id, row, ack)
+
+    def write_row(
+        self,
+        agent_id: str,
+        action: LedgerAction,
+        target: str,
+        outcome: LedgerOutcome,
+        detail: str,
+        args_fp: str | None = None,
+        principal: str | None = None,
+    ) -> str | None:
+        """Write one row from its fields on this thread, before returning; None once written, else why not.
+
+        The chokepoint's fast entry for a call's row (no :class:`LedgerRecord`, no ``await``): it returns
+        once the row is written (in the page cache, so it survives ``kill -9``), which is what a durable
+        :meth:`append` waits for under ``sync = "write"``; under ``"fsync"`` use :meth:`append`. Never raises.
+        """
+        return self._write_fields(agent_id, (action, target, outcome, detail, args_fp, principal, None, None, None))
+
+    def _write_fields(self, agent_id: str, row: Fields | None, ack: Ack | _Seq | None = None) -> str | None:
         with self._lock:
             if self._closed:
-                return self._lose(0 if record is None else 1, "the ledger is closed")
+                return self._lose(0 if row is None else 1, "the ledger is closed")
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run_committer, name="aleph-ledger-committer", daemon=True)
                 self._thread.start()
                 _OPEN_LEDGERS.add(self)
             try:
-                error = self._write_locked(agent_id, record, ack if isinstance(ack, Ack) else None)
+                error = self._write_locked(agent_id, row, ack if isinstance(ack, Ack) else None)
                 if error is None and ack is not None:
                     ack.seq = self._chains[agent_id].seq
                 return error
             except Exception as exc:  # never raise into the call being recorded
                 logger.exception("ledger: unexpected failure writing the chain of agent %r", agent_id)
-                return self._lose(0 if record is None else 1, f"unexpected {type(exc).__name__}: {exc}")
+                return self._lose(0 if row is None else 1, f"unexpected {type(exc).__name__}: {exc}")
 
     async def append(
         self, record: LedgerRecord, *, durable: bool = False, on_row: Callable[[int], None] | None = None
