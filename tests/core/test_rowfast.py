@@ -211,7 +211,7 @@ def test_write_row_stores_the_row_append_would(tmp_path: Path) -> None:
 def test_the_ledger_tests_pass_on_the_python_path() -> None:
     """ALEPH_NO_SPEEDUPS=1 switches the accelerator off: the core ledger tests must pass that way too."""
     env = {**os.environ, "ALEPH_NO_SPEEDUPS": "1"}
-    names = ("test_ledger.py", "test_ledger_durability.py", "test_fingerprints.py")
+    names = ("test_ledger.py", "test_ledger_durability.py", "test_ledger_lease.py", "test_fingerprints.py")
     tests = [str(REPO / "tests/core" / name) for name in names]
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--import-mode=importlib", *tests],
@@ -225,3 +225,41 @@ def test_the_ledger_tests_pass_on_the_python_path() -> None:
     probe = "from aleph._ledger._speedups import native; print(native)"
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "None"
+
+
+_KEYS = ["a", "path", "api_key", "Password", "token", "x y", "k\x1ce", "ключ", "\u3000sp", "n", "secret_id", "b\tc"]
+_VALUES: list[Any] = ["", "v", "two  words\n", "sk-abcdefghijklmnopqrstuvwx", "Bearer abc.def", "tab\tz",
+                      "\x1c\x1f", "zero\u200bwidth", "é ü", "\u2028line", "😀", "x" * 250, 0, -7, 10**30, True,
+                      False, None]  # fmt: skip
+
+
+def test_native_and_python_call_prints_are_the_same_over_many_flat_calls() -> None:
+    """The summary (detail) and argument fingerprint (args_fp) are stored: both builders must agree exactly."""
+    fast = _native()
+    from aleph._chokepoint import _callprint as cp
+
+    rng = random.Random(28)
+    seen_secret = seen_long = 0
+    for _ in range(3000):
+        arguments = {rng.choice(_KEYS): rng.choice(_VALUES) for _ in range(rng.randint(0, 6))}
+        tool = rng.choice(["file_write", "add", "t\u00e9l\u00e9", "a b"])
+        ours = fast.call_print(tool, arguments, cp._secret_keys, cp._is_secret_key, cp._clean, cp._SECRET_JSON,
+                               cp.SUMMARY_LIMIT)  # fmt: skip
+        theirs = cp._flat(tool, arguments)
+        assert ours == theirs, (tool, arguments)
+        assert ours is not None
+        seen_secret += "***" in ours[0]
+        seen_long += ours[0].endswith("…")
+    assert seen_secret > 100 and seen_long > 100
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"a": 1.5}, {"a": [1]}, {"a": {"b": 1}}, {1: "a"}, {"a": type("S", (str,), {})("x")}, {"a": "\ud800"}],
+)
+def test_calls_the_native_print_declines_take_the_full_functions(arguments: dict[Any, Any]) -> None:
+    fast = _native()
+    from aleph._chokepoint import _callprint as cp
+
+    ours = fast.call_print("t", arguments, cp._secret_keys, cp._is_secret_key, cp._clean, cp._SECRET_JSON, 200)
+    assert ours is None

@@ -20,8 +20,10 @@ import contextlib
 import fcntl
 import json
 import logging
+import mmap
 import os
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +43,7 @@ from aleph._ledger._format import (
     row_hash,
 )
 from aleph._ledger._keystore import Keystore, KeystoreError, Signer, agent_file_stem, check_agent_id
+from aleph._ledger._lease import ask_for, close_lease, open_lease
 from aleph._ledger._rowline import encode_line, row_line
 
 __all__ = ["ChainWriter", "Fields", "fields_of"]
@@ -88,6 +91,12 @@ class _Chain:
     """Callers waiting for the fsync of their row (``sync = "fsync"``)."""
     retired: bool = False
     """Evicted from the open chains: the committer seals it and closes its file."""
+    lease: Any = None
+    """The chain file's lock kept across rows (:mod:`aleph._ledger._lease`); set when the chain is opened."""
+    lease_map: mmap.mmap | None = None
+    """The shared request counter of the lease (None when it could not be mapped: then the lock is never kept)."""
+    contended_at: float = 0.0
+    """When another writer was last seen asking for this chain (``time.monotonic()``; 0: not lately)."""
 
 
 _ROW_ENCODER = json.JSONEncoder(ensure_ascii=False)  # json.dumps(row, ensure_ascii=False) without a new encoder per row
@@ -154,7 +163,7 @@ class ChainWriter:
             return self._lose(count, f"cannot open the chain of agent {agent_id!r}: {exc}")
         if chain.broken:
             return self._lose(count, chain.broken)
-        fcntl.flock(chain.fd, fcntl.LOCK_EX)
+        self._lock_chain(chain)
         try:
             # The file's end, to see whether another process appended since our last row: lseek answers it
             # with one int where fstat builds a whole stat result (the fd is O_APPEND and every read is a
@@ -195,7 +204,7 @@ class ChainWriter:
             chain.seq, chain.head, chain.signer_fp, chain.revoked = state
             chain.signer, chain.refresh = signer, False
         finally:
-            fcntl.flock(chain.fd, fcntl.LOCK_UN)
+            self._unlock_chain(chain)
         if not self._dirty:
             self._wake.set()
         self._dirty.add(chain)
@@ -205,6 +214,28 @@ class ChainWriter:
         elif chain.seq - chain.sealed_seq >= self.checkpoint_every and not self._urgent.is_set():
             self._urgent.set()
         return None
+
+    @staticmethod
+    def _lock_chain(chain: _Chain) -> None:
+        """Lock the chain file for this thread's rows (at once when this process holds its lease).
+
+        A writer that finds it locked by another process asks the holder for it (the lease's request counter),
+        and keeps from holding it across rows itself for a while, so the two take turns row by row.
+        """
+        if chain.lease.held:
+            return
+        try:
+            fcntl.flock(chain.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            chain.lease.allowed = 0
+            chain.contended_at = time.monotonic()
+            ask_for(chain.path, chain.lease_map)
+            fcntl.flock(chain.fd, fcntl.LOCK_EX)
+
+    @staticmethod
+    def _unlock_chain(chain: _Chain) -> None:
+        chain.lease.held = 0
+        fcntl.flock(chain.fd, fcntl.LOCK_UN)
 
     def _write_rows(
         self, chain: _Chain, data: bytes, count: int, done: int = 0, failed: OSError | None = None
@@ -388,6 +419,7 @@ class ChainWriter:
             # Bound open file descriptors; the committer seals the evicted chain and closes its file.
             oldest = self._chains.pop(next(iter(self._chains)))
             oldest.retired = True
+            close_lease(oldest.lease, oldest.lease_map)  # now: reopening it here must not wait for ourselves
             if not self._dirty:
                 self._wake.set()
             self._dirty.add(oldest)
@@ -397,11 +429,12 @@ class ChainWriter:
         path, ckpt_path = self._chain_paths(agent_id)
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
         chain = _Chain(agent_id, path, ckpt_path, fd)
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        chain.lease, chain.lease_map = open_lease(path, fd)
+        self._lock_chain(chain)
         try:
             self._load_state(chain)
         finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            self._unlock_chain(chain)
         self._chains[agent_id] = chain
         if chain.seq > chain.sealed_seq:  # rows a crashed writer left unsealed: seal them now
             if not self._dirty:

@@ -15,7 +15,11 @@
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include <Python.h>
 #include <openssl/sha.h>
+#include <structmember.h>
 #include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
 
 #define MAX_TARGET 256
 #define MAX_DETAIL 4096
@@ -251,53 +255,31 @@ hash_i64(SHA256_CTX *ctx, long long v)
     SHA256_Update(ctx, b, 8);
 }
 
-/* ---- row_line ------------------------------------------------------------------------------------- */
+/* ---- one row -------------------------------------------------------------------------------------- */
 
-enum { A_AGENT, A_SEQ, A_PREV, A_FP, A_KEY, A_AT, A_ACTION, A_TARGET, A_OUTCOME, A_DETAIL, A_ARGS_FP,
-       A_PRINCIPAL, A_RESULT_FP, A_RULE, N_ARGS };
+/* The fields a row is built from, in row_line's argument order after at_ms. */
+enum { F_ACTION, F_TARGET, F_OUTCOME, F_DETAIL, F_ARGS_FP, F_PRINCIPAL, F_RESULT_FP, F_RULE, N_FIELDS };
 
+/* The line of a marked row (a new bytes object) and its hash in digest; Py_None (a new reference) when the
+ * row is not the fast path's; NULL with an exception on a memory error. */
 static PyObject *
-row_line(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+make_line(PyObject *agent_obj, long long seq, const unsigned char *prev, PyObject *fp_obj, const MarkKey *key,
+          long long at_ms, PyObject *const *f, unsigned char digest[32])
 {
-    (void)module;
-    if (nargs != N_ARGS) {
-        PyErr_Format(PyExc_TypeError, "row_line takes %d arguments (%zd given)", N_ARGS, nargs);
-        return NULL;
-    }
-    if (!PyObject_TypeCheck(args[A_KEY], &MarkKeyType)) {
-        PyErr_SetString(PyExc_TypeError, "row_line: key must be a MarkKey");
-        return NULL;
-    }
-    long long seq = PyLong_AsLongLong(args[A_SEQ]);
-    if (seq == -1 && PyErr_Occurred())
-        return NULL;
-    long long at_ms = PyLong_AsLongLong(args[A_AT]);
-    if (at_ms == -1 && PyErr_Occurred())
-        return NULL;
-    const unsigned char *prev = NULL;
-    PyObject *prev_obj = args[A_PREV];
-    if (prev_obj != Py_None) {
-        if (!PyBytes_CheckExact(prev_obj) || PyBytes_GET_SIZE(prev_obj) != 32) {
-            PyErr_SetString(PyExc_TypeError, "row_line: prev must be 32 bytes or None");
-            return NULL;
-        }
-        prev = (const unsigned char *)PyBytes_AS_STRING(prev_obj);
-    }
     Field agent, fp, action, target, outcome, detail, args_fp, principal, result_fp, rule;
-    if (!(field_of(args[A_AGENT], -1, 0, &agent) && field_of(args[A_FP], -1, 0, &fp)
-          && field_of(args[A_ACTION], -1, 0, &action) && field_of(args[A_TARGET], MAX_TARGET, 0, &target)
-          && field_of(args[A_OUTCOME], -1, 0, &outcome) && field_of(args[A_DETAIL], MAX_DETAIL, 0, &detail)
-          && field_of(args[A_ARGS_FP], MAX_SHORT, 1, &args_fp)
-          && field_of(args[A_PRINCIPAL], MAX_SHORT, 1, &principal)
-          && field_of(args[A_RESULT_FP], MAX_SHORT, 1, &result_fp)
-          && field_of(args[A_RULE], MAX_SHORT, 1, &rule))) {
+    if (!(field_of(agent_obj, -1, 0, &agent) && field_of(fp_obj, -1, 0, &fp)
+          && field_of(f[F_ACTION], -1, 0, &action) && field_of(f[F_TARGET], MAX_TARGET, 0, &target)
+          && field_of(f[F_OUTCOME], -1, 0, &outcome) && field_of(f[F_DETAIL], MAX_DETAIL, 0, &detail)
+          && field_of(f[F_ARGS_FP], MAX_SHORT, 1, &args_fp)
+          && field_of(f[F_PRINCIPAL], MAX_SHORT, 1, &principal)
+          && field_of(f[F_RESULT_FP], MAX_SHORT, 1, &result_fp)
+          && field_of(f[F_RULE], MAX_SHORT, 1, &rule))) {
         Py_RETURN_NONE;
     }
     if (agent.len > 0x7fffffff || fp.len > 0x7fffffff || action.len > 0x7fffffff || outcome.len > 0x7fffffff)
         Py_RETURN_NONE;
 
     /* The row hash (v2 layout). */
-    unsigned char digest[32];
     SHA256_CTX ctx;
     SHA256_Init(&ctx);
     SHA256_Update(&ctx, HASH_DOMAIN, sizeof HASH_DOMAIN - 1);
@@ -317,7 +299,7 @@ row_line(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     SHA256_Update(&ctx, prev != NULL ? prev : zero, 32);
     SHA256_Final(digest, &ctx);
     char mark[32];
-    mark_of((const MarkKey *)args[A_KEY], digest, mark);
+    mark_of(key, digest, mark);
 
     /* The JSON line, in LedgerRow's key order. */
     char seq_text[24], at_text[24];
@@ -371,6 +353,52 @@ row_line(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     p = put_text(p, "\"}\n");
     if (_PyBytes_Resize(&line, p - start) < 0)
         return NULL;
+    return line;
+}
+
+/* prev as a pointer (NULL for None); -1 with TypeError when it is neither 32 bytes nor None. */
+static int
+prev_of(PyObject *obj, const unsigned char **prev)
+{
+    *prev = NULL;
+    if (obj == Py_None)
+        return 0;
+    if (!PyBytes_CheckExact(obj) || PyBytes_GET_SIZE(obj) != 32) {
+        PyErr_SetString(PyExc_TypeError, "prev must be 32 bytes or None");
+        return -1;
+    }
+    *prev = (const unsigned char *)PyBytes_AS_STRING(obj);
+    return 0;
+}
+
+enum { A_AGENT, A_SEQ, A_PREV, A_FP, A_KEY, A_AT, A_FIELDS, N_ARGS = A_FIELDS + N_FIELDS };
+
+static PyObject *
+row_line(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != N_ARGS) {
+        PyErr_Format(PyExc_TypeError, "row_line takes %d arguments (%zd given)", N_ARGS, nargs);
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(args[A_KEY], &MarkKeyType)) {
+        PyErr_SetString(PyExc_TypeError, "row_line: key must be a MarkKey");
+        return NULL;
+    }
+    long long seq = PyLong_AsLongLong(args[A_SEQ]);
+    if (seq == -1 && PyErr_Occurred())
+        return NULL;
+    long long at_ms = PyLong_AsLongLong(args[A_AT]);
+    if (at_ms == -1 && PyErr_Occurred())
+        return NULL;
+    const unsigned char *prev;
+    if (prev_of(args[A_PREV], &prev) < 0)
+        return NULL;
+    unsigned char digest[32];
+    PyObject *line = make_line(args[A_AGENT], seq, prev, args[A_FP], (const MarkKey *)args[A_KEY], at_ms,
+                               args + A_FIELDS, digest);
+    if (line == NULL || line == Py_None)
+        return line;
     PyObject *hash = PyBytes_FromStringAndSize((const char *)digest, 32);
     if (hash == NULL) {
         Py_DECREF(line);
@@ -387,7 +415,481 @@ row_line(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* ---- Lease: a chain file's flock kept across rows while this process writes alone ------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    int fd;                  /* the chain file (not owned) */
+    int held;                /* this process holds the chain's flock between rows */
+    int allowed;             /* it may keep it after a row (no other writer seen since the last seal) */
+    unsigned long long seen; /* the request count when it took the lock */
+    Py_buffer want;          /* 8 bytes of <chain>.lease, mapped shared: how many times writers asked for it */
+    int has_want;
+} Lease;
+
+static unsigned long long
+want_of(const Lease *self)
+{
+    if (!self->has_want)
+        return 0;
+    return __atomic_load_n((const unsigned long long *)self->want.buf, __ATOMIC_ACQUIRE);
+}
+
+static int
+Lease_init(Lease *self, PyObject *args, PyObject *kwds)
+{
+    PyObject *want = Py_None;
+    int fd;
+    if (kwds != NULL && PyDict_GET_SIZE(kwds) > 0) {
+        PyErr_SetString(PyExc_TypeError, "Lease takes no keyword arguments");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(args, "i|O:Lease", &fd, &want))
+        return -1;
+    if (self->has_want) {
+        PyBuffer_Release(&self->want);
+        self->has_want = 0;
+    }
+    self->fd = fd;
+    self->held = 0;
+    self->allowed = 0;
+    self->seen = 0;
+    if (want != Py_None) {
+        if (PyObject_GetBuffer(want, &self->want, PyBUF_SIMPLE) < 0)
+            return -1;
+        if (self->want.len < 8 || ((uintptr_t)self->want.buf & 7) != 0) {
+            PyBuffer_Release(&self->want);
+            PyErr_SetString(PyExc_ValueError, "Lease: the request counter must be 8 aligned bytes");
+            return -1;
+        }
+        self->has_want = 1;
+        self->allowed = 1;
+    }
+    return 0;
+}
+
+static void
+Lease_dealloc(Lease *self)
+{
+    if (self->has_want)
+        PyBuffer_Release(&self->want);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+Lease_release(Lease *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->held) {
+        self->held = 0;
+        if (flock(self->fd, LOCK_UN) != 0)
+            return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Lease_detach(Lease *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->has_want) {
+        PyBuffer_Release(&self->want);
+        self->has_want = 0;
+    }
+    self->allowed = 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Lease_requests(Lease *self, PyObject *unused)
+{
+    (void)unused;
+    return PyLong_FromUnsignedLongLong(want_of(self));
+}
+
+/* append(size, seq, prev, agent_id, signer_fp, key, action, target, outcome, detail, args_fp, principal,
+ *        result_fp, rule) -> (hash, length) once the row is written; else an int saying why it was not:
+ *   1 another process holds the chain's lock; 2 another process appended since our last row;
+ *   3 the row needs the Python path (clipping, refs); 4 the write failed or was short (cut back).
+ * Nothing is written unless the tuple is returned. */
+enum { L_SIZE, L_SEQ, L_PREV, L_AGENT, L_FP, L_KEY, L_FIELDS, N_LARGS = L_FIELDS + N_FIELDS };
+
+static PyObject *
+Lease_append(Lease *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != N_LARGS) {
+        PyErr_Format(PyExc_TypeError, "append takes %d arguments (%zd given)", N_LARGS, nargs);
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(args[L_KEY], &MarkKeyType)) {
+        PyErr_SetString(PyExc_TypeError, "append: key must be a MarkKey");
+        return NULL;
+    }
+    long long size = PyLong_AsLongLong(args[L_SIZE]);
+    if (size == -1 && PyErr_Occurred())
+        return NULL;
+    long long seq = PyLong_AsLongLong(args[L_SEQ]);
+    if (seq == -1 && PyErr_Occurred())
+        return NULL;
+    const unsigned char *prev;
+    if (prev_of(args[L_PREV], &prev) < 0)
+        return NULL;
+    if (!self->held) {
+        if (flock(self->fd, LOCK_EX | LOCK_NB) != 0)
+            return PyLong_FromLong(1); /* EWOULDBLOCK (or an error): the Python path waits, or says why */
+        self->held = 1;
+        self->seen = want_of(self);
+        off_t end = lseek(self->fd, 0, SEEK_END);
+        if (end != (off_t)size) {
+            self->held = 0;
+            flock(self->fd, LOCK_UN);
+            return PyLong_FromLong(2);
+        }
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now); /* what time.time_ns() reads */
+    long long at_ms = ((long long)now.tv_sec * 1000000000LL + now.tv_nsec) / 1000000LL;
+    unsigned char digest[32];
+    PyObject *line = make_line(args[L_AGENT], seq, prev, args[L_FP], (const MarkKey *)args[L_KEY], at_ms,
+                               args + L_FIELDS, digest);
+    if (line == NULL || line == Py_None) {
+        self->held = 0; /* the Python path takes the lock again (the same open file: at once) */
+        flock(self->fd, LOCK_UN);
+        if (line == NULL)
+            return NULL;
+        Py_DECREF(line);
+        return PyLong_FromLong(3);
+    }
+    const char *data = PyBytes_AS_STRING(line);
+    Py_ssize_t length = PyBytes_GET_SIZE(line);
+    ssize_t written;
+    Py_BEGIN_ALLOW_THREADS
+    written = write(self->fd, data, (size_t)length);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(line);
+    if (written != length) {
+        if (written > 0) /* leave no partial row: the Python path writes it again, or cuts back and says why */
+            (void)!ftruncate(self->fd, (off_t)size);
+        self->held = 0;
+        flock(self->fd, LOCK_UN);
+        return PyLong_FromLong(4);
+    }
+    if (!self->allowed || want_of(self) != self->seen) {
+        /* Another writer asked for the chain: give it up now, and after each row until the committer allows
+         * the lease again (a process that took it straight back could keep the asker waiting). */
+        self->allowed = 0;
+        self->held = 0;
+        flock(self->fd, LOCK_UN);
+    }
+    PyObject *hash = PyBytes_FromStringAndSize((const char *)digest, 32);
+    if (hash == NULL)
+        return NULL;
+    PyObject *out = PyTuple_New(2);
+    PyObject *len_obj = PyLong_FromSsize_t(length);
+    if (out == NULL || len_obj == NULL) {
+        Py_XDECREF(out);
+        Py_XDECREF(len_obj);
+        Py_DECREF(hash);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(out, 0, hash);
+    PyTuple_SET_ITEM(out, 1, len_obj);
+    return out;
+}
+
+static PyMethodDef Lease_methods[] = {
+    {"append", (PyCFunction)(void (*)(void))Lease_append, METH_FASTCALL,
+     "Write one marked row to the chain; (hash, length), or an int saying why not (see _rowfast.c)."},
+    {"release", (PyCFunction)Lease_release, METH_NOARGS, "Give the chain's lock up if it is held."},
+    {"detach", (PyCFunction)Lease_detach, METH_NOARGS, "Stop reading the request counter (before it is unmapped)."},
+    {"requests", (PyCFunction)Lease_requests, METH_NOARGS, "How many times writers asked for the chain."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef Lease_members[] = {
+    {"held", T_INT, offsetof(Lease, held), 0, "This process holds the chain's flock between rows."},
+    {"allowed", T_INT, offsetof(Lease, allowed), 0, "It may keep the lock after a row."},
+    {"fd", T_INT, offsetof(Lease, fd), READONLY, "The chain file."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject LeaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "aleph._ledger._rowfast.Lease",
+    .tp_basicsize = sizeof(Lease),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A chain file's flock kept across rows while no other writer asks for it.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Lease_init,
+    .tp_dealloc = (destructor)Lease_dealloc,
+    .tp_methods = Lease_methods,
+    .tp_members = Lease_members,
+};
+
+/* ---- a call's summary and argument fingerprint (aleph._chokepoint._callprint._flat, in C) --------- */
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+} Buf;
+
+static int
+buf_put(Buf *b, const char *data, size_t n)
+{
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n)
+            cap *= 2;
+        char *grown = PyMem_Realloc(b->data, cap);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b->data = grown;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, data, n);
+    b->len += n;
+    return 0;
+}
+
+/* A str's JSON literal (encode_basestring, ensure_ascii=False) appended; 0 ok, 1 not UTF-8 (surrogates), -1 error. */
+static int
+buf_json(Buf *b, PyObject *text)
+{
+    Field f;
+    if (!field_of(text, -1, 0, &f))
+        return 1;
+    char small[512];
+    char *tmp = f.json <= (Py_ssize_t)sizeof small ? small : PyMem_Malloc((size_t)f.json);
+    if (tmp == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    char *end = put_json(tmp, &f);
+    int rc = buf_put(b, tmp, (size_t)(end - tmp));
+    if (tmp != small)
+        PyMem_Free(tmp);
+    return rc;
+}
+
+/* _is_secret_key(key) through its cache; 1, 0, or -1 with an exception. */
+static int
+secret_key(PyObject *cache, PyObject *is_secret, PyObject *key)
+{
+    PyObject *known = PyDict_GetItemWithError(cache, key);
+    if (known != NULL)
+        return PyObject_IsTrue(known);
+    if (PyErr_Occurred())
+        return -1;
+    PyObject *found = PyObject_CallOneArg(is_secret, key);
+    if (found == NULL)
+        return -1;
+    int rc = PyObject_IsTrue(found);
+    Py_DECREF(found);
+    return rc;
+}
+
+/* call_print(tool, arguments, secret_cache, is_secret_key, clean, secret_json, limit) -> (summary, fingerprint),
+ * or None for anything but a dict of str keys to str / int / bool / None values (or text UTF-8 cannot hold).
+ * secret_json is the JSON literal that stands for a secret-named string in the fingerprint. */
+static PyObject *
+call_print(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "call_print takes 7 arguments");
+        return NULL;
+    }
+    PyObject *tool = args[0], *arguments = args[1], *cache = args[2], *is_secret = args[3], *clean = args[4];
+    PyObject *secret_json = args[5];
+    Py_ssize_t limit = PyLong_AsSsize_t(args[6]);
+    if (limit == -1 && PyErr_Occurred())
+        return NULL;
+    if (!PyUnicode_CheckExact(tool) || !PyDict_CheckExact(arguments) || !PyDict_CheckExact(cache)
+        || !PyUnicode_CheckExact(secret_json))
+        Py_RETURN_NONE;
+    PyObject *keys = NULL, *parts = NULL, *result = NULL, *sep = NULL, *preview = NULL, *text = NULL;
+    PyObject *words = NULL, *collapsed = NULL, *summary = NULL, *fp = NULL;
+    Buf body = {NULL, 0, 0};
+    int declined = 0;
+    keys = PyDict_Keys(arguments);
+    if (keys == NULL)
+        goto done;
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyUnicode_CheckExact(PyList_GET_ITEM(keys, i))) {
+            declined = 1;
+            goto done;
+        }
+    }
+    if (PyList_Sort(keys) < 0)
+        goto done;
+    parts = PyList_New(0);
+    if (parts == NULL)
+        goto done;
+    Field tf;
+    if (!field_of(tool, -1, 0, &tf)) {
+        declined = 1;
+        goto done;
+    }
+    if (buf_put(&body, tf.data, (size_t)tf.len) < 0 || buf_put(&body, "\x1f{", 2) < 0)
+        goto done;
+    int first = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = PyList_GET_ITEM(keys, i);
+        PyObject *value = PyDict_GetItemWithError(arguments, key);
+        if (value == NULL) {
+            if (!PyErr_Occurred())
+                declined = 1; /* changed while read */
+            goto done;
+        }
+        PyObject *shown = NULL; /* what the summary shows after "key=" (a new reference) */
+        PyObject *canon = NULL; /* its canonical JSON (borrowed or NULL for none); canon_text for ints */
+        const char *canon_text = NULL;
+        if (PyUnicode_CheckExact(value)) {
+            int secret = PyUnicode_GET_LENGTH(value) > 0 ? secret_key(cache, is_secret, key) : 0;
+            if (secret < 0)
+                goto done;
+            if (secret) {
+                shown = PyUnicode_FromString("***");
+                canon = secret_json;
+            } else {
+                shown = PyObject_CallOneArg(clean, value);
+                canon = value;
+            }
+        } else if (value == Py_None) {
+            shown = PyUnicode_FromString("null");
+        } else if (PyBool_Check(value) || PyLong_CheckExact(value)) {
+            PyObject *repr = PyBool_Check(value) ? PyUnicode_FromString(value == Py_True ? "true" : "false")
+                                                 : PyLong_Type.tp_repr(value);
+            if (repr == NULL)
+                goto done;
+            int secret = secret_key(cache, is_secret, key);
+            if (secret < 0) {
+                Py_DECREF(repr);
+                goto done;
+            }
+            canon_text = PyUnicode_AsUTF8(repr);
+            if (canon_text == NULL || buf_put(&body, first ? "" : ",", first ? 0 : 1) < 0) {
+                Py_DECREF(repr);
+                goto done;
+            }
+            first = 0;
+            int rc = buf_json(&body, key);
+            if (rc == 0 && (buf_put(&body, ":", 1) < 0 || buf_put(&body, canon_text, strlen(canon_text)) < 0))
+                rc = -1;
+            if (rc != 0) {
+                declined = rc > 0;
+                Py_DECREF(repr);
+                goto done;
+            }
+            if (secret) {
+                Py_DECREF(repr);
+                shown = PyUnicode_FromString("***");
+            } else {
+                shown = repr;
+            }
+        } else {
+            declined = 1;
+            goto done;
+        }
+        if (shown == NULL)
+            goto done;
+        if (!PyUnicode_Check(shown)) {
+            Py_DECREF(shown);
+            declined = 1;
+            goto done;
+        }
+        if (canon != NULL) {
+            int rc = buf_put(&body, first ? "" : ",", first ? 0 : 1);
+            first = 0;
+            if (rc == 0)
+                rc = buf_json(&body, key);
+            if (rc == 0)
+                rc = buf_put(&body, ":", 1);
+            if (rc == 0 && canon == secret_json) { /* already a JSON literal */
+                Py_ssize_t len;
+                const char *raw = PyUnicode_AsUTF8AndSize(secret_json, &len);
+                rc = raw == NULL ? -1 : buf_put(&body, raw, (size_t)len);
+            } else if (rc == 0) {
+                rc = buf_json(&body, canon);
+            }
+            if (rc != 0) {
+                declined = rc > 0;
+                Py_DECREF(shown);
+                goto done;
+            }
+        }
+        PyObject *part = PyUnicode_FromFormat("%U=%U", key, shown);
+        Py_DECREF(shown);
+        if (part == NULL)
+            goto done;
+        int rc = PyList_Append(parts, part);
+        Py_DECREF(part);
+        if (rc < 0)
+            goto done;
+    }
+    if (buf_put(&body, "}", 1) < 0)
+        goto done;
+    sep = PyUnicode_FromString(" ");
+    if (sep == NULL)
+        goto done;
+    preview = PyList_GET_SIZE(parts) ? PyUnicode_Join(sep, parts) : PyUnicode_FromString("(no arguments)");
+    if (preview == NULL)
+        goto done;
+    text = PyUnicode_FromFormat("%U: %U", tool, preview);
+    if (text == NULL)
+        goto done;
+    words = PyUnicode_Split(text, NULL, -1); /* " ".join(text.split()): whitespace as str.split() sees it */
+    if (words == NULL)
+        goto done;
+    collapsed = PyUnicode_Join(sep, words);
+    if (collapsed == NULL)
+        goto done;
+    if (PyUnicode_GET_LENGTH(collapsed) <= limit) {
+        summary = collapsed;
+        Py_INCREF(summary);
+    } else {
+        PyObject *head = PyUnicode_Substring(collapsed, 0, limit);
+        PyObject *ellipsis = PyUnicode_FromString("\xe2\x80\xa6"); /* U+2026, as UTF-8 */
+        if (head != NULL && ellipsis != NULL)
+            summary = PyUnicode_Concat(head, ellipsis);
+        Py_XDECREF(head);
+        Py_XDECREF(ellipsis);
+    }
+    if (summary == NULL)
+        goto done;
+    unsigned char digest[32];
+    char hex[32];
+    SHA256((const unsigned char *)body.data, body.len, digest);
+    for (int i = 0; i < 16; i++) {
+        hex[2 * i] = HEX[digest[i] >> 4];
+        hex[2 * i + 1] = HEX[digest[i] & 15];
+    }
+    fp = PyUnicode_FromStringAndSize(hex, 32);
+    if (fp == NULL)
+        goto done;
+    result = PyTuple_Pack(2, summary, fp);
+done:
+    PyMem_Free(body.data);
+    Py_XDECREF(keys);
+    Py_XDECREF(parts);
+    Py_XDECREF(sep);
+    Py_XDECREF(preview);
+    Py_XDECREF(text);
+    Py_XDECREF(words);
+    Py_XDECREF(collapsed);
+    Py_XDECREF(summary);
+    Py_XDECREF(fp);
+    if (result == NULL && declined && !PyErr_Occurred())
+        Py_RETURN_NONE;
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
+    {"call_print", (PyCFunction)(void (*)(void))call_print, METH_FASTCALL,
+     "call_print(tool, arguments, secret_cache, is_secret_key, clean, secret_json, limit) -> (summary, "
+     "fingerprint) of a flat call, or None (see aleph._chokepoint._callprint)."},
     {"row_line", (PyCFunction)(void (*)(void))row_line, METH_FASTCALL,
      "row_line(agent_id, seq, prev, signer_fp, key, at_ms, action, target, outcome, detail, args_fp, principal, "
      "result_fp, rule) -> (line, hash) of a marked row, or None when the row needs the Python path."},
@@ -405,14 +907,12 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__rowfast(void)
 {
-    if (PyType_Ready(&MarkKeyType) < 0)
+    if (PyType_Ready(&MarkKeyType) < 0 || PyType_Ready(&LeaseType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    Py_INCREF(&MarkKeyType);
-    if (PyModule_AddObject(m, "MarkKey", (PyObject *)&MarkKeyType) < 0) {
-        Py_DECREF(&MarkKeyType);
+    if (PyModule_AddType(m, &MarkKeyType) < 0 || PyModule_AddType(m, &LeaseType) < 0) {
         Py_DECREF(m);
         return NULL;
     }
