@@ -21,31 +21,35 @@ from aleph._ledger import Ledger
 from aleph._ledger._lease import CONTENDED, FOREIGN, PyLease
 
 WRITER = """
+import faulthandler
 import sys
+faulthandler.dump_traceback_later(90, exit=True)  # a writer that hangs shows where
 from pathlib import Path
 from aleph._ledger import Ledger, LedgerRecord
 
 directory, name, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+agents = sys.argv[4].split(",")
 ledger = Ledger(directory)
-ledger.write_row("main", "tool_call", "warm", "ok", f"{name} warm")  # chain open, key loaded
+for agent in agents:
+    ledger.write_row(agent, "tool_call", "warm", "ok", f"{name} warm")  # chain open, key loaded
 print("ready", flush=True)
 sys.stdin.readline()  # go
 lost = 0
 for i in range(count):
+    agent = agents[i % len(agents)]
     if i % 500 == 7:  # now and then the full path too (a record, as refusals and approvals are written)
-        ledger.append_nowait(LedgerRecord("main", "tool_denied", "t", "denied", f"{name} {i}"))
-    elif ledger.write_row("main", "tool_call", "w", "ok", f"{name} {i}", "f" * 32, "{}") is not None:
+        ledger.append_nowait(LedgerRecord(agent, "tool_denied", "t", "denied", f"{name} {i}"))
+    elif ledger.write_row(agent, "tool_call", "w", "ok", f"{name} {i}", "f" * 32, "{}") is not None:
         lost += 1
 ledger.close()
 print("lost", lost, flush=True)
 """
 
 
-def test_two_processes_appending_under_load_interleave_and_lose_no_row(tmp_path: Path) -> None:
-    count = 20_000
+def _run_writers(directory: Path, count: int, agents: str) -> None:
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(tmp_path), name, str(count)],
+            [sys.executable, "-c", WRITER, str(directory), name, str(count), agents],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -62,6 +66,11 @@ def test_two_processes_appending_under_load_interleave_and_lose_no_row(tmp_path:
         out, _ = proc.communicate(timeout=120)
         assert proc.returncode == 0
         assert out.strip() == "lost 0"
+
+
+def test_two_processes_appending_under_load_interleave_and_lose_no_row(tmp_path: Path) -> None:
+    count = 20_000
+    _run_writers(tmp_path, count, "main")
     report = Ledger(tmp_path).verify("main")
     assert report.ok and report.unsigned_tail == 0, report
     rows = Ledger(tmp_path).rows("main")
@@ -74,6 +83,14 @@ def test_two_processes_appending_under_load_interleave_and_lose_no_row(tmp_path:
     assert switches >= 2  # the two took turns: a waiting writer got the chain while the other was writing
     counter = next(tmp_path.glob("chains/*.lease"))
     assert int.from_bytes(counter.read_bytes()[:8], sys.byteorder) >= 1  # and they asked for it
+
+
+def test_two_processes_writing_two_chains_in_turn_never_wait_on_each_other_forever(tmp_path: Path) -> None:
+    """Each may hold one chain's lease while it waits for the other's: it gives its leases up before waiting."""
+    _run_writers(tmp_path, 6000, "alpha,beta")  # communicate() times out (fails) on a deadlock
+    for agent in ("alpha", "beta"):
+        report = Ledger(tmp_path).verify(agent)
+        assert report.ok and report.rows == 1 + 2 * (3000 + 1), report
 
 
 def test_an_idle_holder_gives_the_lock_up_without_being_asked(tmp_path: Path) -> None:

@@ -215,18 +215,23 @@ class ChainWriter:
             self._urgent.set()
         return None
 
-    @staticmethod
-    def _lock_chain(chain: _Chain) -> None:
+    def _lock_chain(self, chain: _Chain) -> None:
         """Lock the chain file for this thread's rows (at once when this process holds its lease).
 
         A writer that finds it locked by another process asks the holder for it (the lease's request counter),
-        and keeps from holding it across rows itself for a while, so the two take turns row by row.
+        and keeps from holding it across rows itself for a while, so the two take turns row by row. Before it
+        waits it gives up every lease this ledger holds: a process waiting for a chain while holding another
+        that the first one's holder waits for would otherwise wait forever (its committer, which gives leases
+        up, needs the lock this thread holds).
         """
         if chain.lease.held:
             return
         try:
             fcntl.flock(chain.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            for other in self._chains.values():
+                if other.lease is not None:
+                    other.lease.release()
             chain.lease.allowed = 0
             chain.contended_at = time.monotonic()
             ask_for(chain.path, chain.lease_map)

@@ -136,8 +136,18 @@ def open_lease(chain_path: Path, fd: int) -> tuple[Any, mmap.mmap | None]:
         counter = os.open(_lease_path(chain_path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             if os.fstat(counter).st_size < _COUNTER.size:
-                os.ftruncate(counter, _COUNTER.size)  # only ever grows: writers creating it together agree
-            mapped = mmap.mmap(counter, _COUNTER.size)
+                # Written, not sized with ftruncate: a hole in the file would be allocated when the mapping is
+                # first read, and on a full disk (a full tmpfs) that read would kill the process (SIGBUS).
+                # Under the counter's lock, so a request added meanwhile is not overwritten.
+                fcntl.flock(counter, fcntl.LOCK_EX)
+                try:
+                    if os.fstat(counter).st_size < _COUNTER.size and os.pwrite(counter, bytes(8), 0) != 8:
+                        raise OSError("short write of the lease counter")
+                finally:
+                    # Unlocked explicitly: the mapping keeps a duplicate of this descriptor (the same open
+                    # file), which would otherwise hold the lock for as long as the chain is open.
+                    fcntl.flock(counter, fcntl.LOCK_UN)
+            mapped = mmap.mmap(counter, _COUNTER.size, prot=mmap.PROT_READ)
         finally:
             os.close(counter)
     except (OSError, ValueError):
@@ -153,7 +163,9 @@ def ask_for(chain_path: Path, mapped: mmap.mmap | None) -> None:
         counter = os.open(_lease_path(chain_path), os.O_RDWR | os.O_CLOEXEC)
         try:
             fcntl.flock(counter, fcntl.LOCK_EX)  # increments by several waiters are never lost
-            _COUNTER.pack_into(mapped, 0, (_COUNTER.unpack_from(mapped)[0] + 1) % (1 << 64))
+            # pwrite, not a store into the mapping: a failed write on a full disk is an error here, never a SIGBUS.
+            value = (_COUNTER.unpack_from(mapped)[0] + 1) % (1 << 64)
+            os.pwrite(counter, _COUNTER.pack(value), 0)
         finally:
             os.close(counter)
 

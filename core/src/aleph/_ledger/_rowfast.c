@@ -123,18 +123,26 @@ typedef struct {
     Py_ssize_t json;  /* bytes of its JSON string literal, quotes included (0 for None) */
 } Field;
 
-/* The length json's encode_basestring (ensure_ascii=False) gives a UTF-8 string, quotes included. */
+/* Bytes json's encode_basestring (ensure_ascii=False) writes for each byte of UTF-8 text: 1 for most,
+ * 2 for a short escape (\" \\ \b \f \n \r \t), 6 for another control character (\u00XX). */
+static unsigned char JSON_WIDTH[256];
+
+static void
+json_width_init(void)
+{
+    for (int c = 0; c < 256; c++)
+        JSON_WIDTH[c] = c < 0x20 ? 6 : 1;
+    JSON_WIDTH['"'] = JSON_WIDTH['\\'] = 2;
+    JSON_WIDTH['\b'] = JSON_WIDTH['\f'] = JSON_WIDTH['\n'] = JSON_WIDTH['\r'] = JSON_WIDTH['\t'] = 2;
+}
+
+/* The length of a UTF-8 string's JSON literal, quotes included. */
 static Py_ssize_t
 json_length(const char *s, Py_ssize_t n)
 {
-    Py_ssize_t out = n + 2;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t')
-            out += 1;
-        else if (c < 0x20)
-            out += 5;
-    }
+    Py_ssize_t out = 2;
+    for (Py_ssize_t i = 0; i < n; i++)
+        out += JSON_WIDTH[(unsigned char)s[i]];
     return out;
 }
 
@@ -165,25 +173,32 @@ static char *
 put_json(char *p, const Field *f)
 {
     *p++ = '"';
+    if (f->json == f->len + 2) { /* nothing to escape (the common case): one copy */
+        memcpy(p, f->data, (size_t)f->len);
+        p += f->len;
+        *p++ = '"';
+        return p;
+    }
     for (Py_ssize_t i = 0; i < f->len; i++) {
         unsigned char c = (unsigned char)f->data[i];
+        if (JSON_WIDTH[c] == 1) {
+            *p++ = (char)c;
+            continue;
+        }
+        *p++ = '\\';
         switch (c) {
-        case '"': *p++ = '\\'; *p++ = '"'; break;
-        case '\\': *p++ = '\\'; *p++ = '\\'; break;
-        case '\b': *p++ = '\\'; *p++ = 'b'; break;
-        case '\f': *p++ = '\\'; *p++ = 'f'; break;
-        case '\n': *p++ = '\\'; *p++ = 'n'; break;
-        case '\r': *p++ = '\\'; *p++ = 'r'; break;
-        case '\t': *p++ = '\\'; *p++ = 't'; break;
+        case '"': *p++ = '"'; break;
+        case '\\': *p++ = '\\'; break;
+        case '\b': *p++ = 'b'; break;
+        case '\f': *p++ = 'f'; break;
+        case '\n': *p++ = 'n'; break;
+        case '\r': *p++ = 'r'; break;
+        case '\t': *p++ = 't'; break;
         default:
-            if (c < 0x20) {
-                memcpy(p, "\\u00", 4);
-                p[4] = HEX[c >> 4];
-                p[5] = HEX[c & 15];
-                p += 6;
-            } else {
-                *p++ = (char)c;
-            }
+            memcpy(p, "u00", 3);
+            p[3] = HEX[c >> 4];
+            p[4] = HEX[c & 15];
+            p += 5;
         }
     }
     *p++ = '"';
@@ -200,12 +215,25 @@ put_json_or_null(char *p, const Field *f)
     return put_json(p, f);
 }
 
+/* A string literal copied without strlen. */
+#define put_text(p, literal) (memcpy((p), (literal), sizeof(literal) - 1), (p) + sizeof(literal) - 1)
+
+/* A non-negative or negative integer in decimal, as int.__repr__ writes it; returns the end. */
 static char *
-put_text(char *p, const char *s)
+put_int(char *p, long long v)
 {
-    size_t n = strlen(s);
-    memcpy(p, s, n);
-    return p + n;
+    char tmp[24];
+    int n = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        tmp[n++] = (char)('0' + (u % 10));
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *p++ = '-';
+    while (n)
+        *p++ = tmp[--n];
+    return p;
 }
 
 static char *
@@ -301,11 +329,8 @@ make_line(PyObject *agent_obj, long long seq, const unsigned char *prev, PyObjec
     char mark[32];
     mark_of(key, digest, mark);
 
-    /* The JSON line, in LedgerRow's key order. */
-    char seq_text[24], at_text[24];
-    int seq_len = snprintf(seq_text, sizeof seq_text, "%lld", seq);
-    int at_len = snprintf(at_text, sizeof at_text, "%lld", at_ms);
-    Py_ssize_t size = 512 + seq_len + at_len + agent.json + fp.json + action.json + target.json + outcome.json
+    /* The JSON line, in LedgerRow's key order (its size bounded first: the fixed text is under 400 bytes). */
+    Py_ssize_t size = 400 + 2 * 24 + 2 * 66 + agent.json + fp.json + action.json + target.json + outcome.json
                       + detail.json + args_fp.json + principal.json + result_fp.json + rule.json;
     PyObject *line = PyBytes_FromStringAndSize(NULL, size);
     if (line == NULL)
@@ -314,8 +339,7 @@ make_line(PyObject *agent_obj, long long seq, const unsigned char *prev, PyObjec
     p = put_text(p, "{\"agent_id\": ");
     p = put_json(p, &agent);
     p = put_text(p, ", \"seq\": ");
-    memcpy(p, seq_text, (size_t)seq_len);
-    p += seq_len;
+    p = put_int(p, seq);
     p = put_text(p, ", \"prev_hash\": ");
     if (prev == NULL) {
         p = put_text(p, "null");
@@ -339,8 +363,7 @@ make_line(PyObject *agent_obj, long long seq, const unsigned char *prev, PyObjec
     p = put_text(p, ", \"detail\": ");
     p = put_json(p, &detail);
     p = put_text(p, ", \"at_ms\": ");
-    memcpy(p, at_text, (size_t)at_len);
-    p += at_len;
+    p = put_int(p, at_ms);
     p = put_text(p, ", \"principal\": ");
     p = put_json_or_null(p, &principal);
     p = put_text(p, ", \"result_fp\": ");
@@ -907,6 +930,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__rowfast(void)
 {
+    json_width_init();
     if (PyType_Ready(&MarkKeyType) < 0 || PyType_Ready(&LeaseType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
