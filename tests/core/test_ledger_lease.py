@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from aleph._ledger import Ledger
-from aleph._ledger._lease import CONTENDED, FOREIGN, PyLease
+from aleph._ledger._lease import CONTENDED, PyLease
 
 WRITER = """
 import faulthandler
@@ -152,15 +152,15 @@ def test_the_python_lease_takes_a_free_lock_and_reports_a_held_one(tmp_path: Pat
         if held_elsewhere:
             fcntl.flock(other, fcntl.LOCK_EX)
         lease = PyLease(fd, bytearray(8))
-        out = lease.append(0, 1, None, "main", "fp", _Key(), "tool_call", "t", "ok", "d", None, None, None, None)
+        lease.bind("main", "fp", _Key())
+        seq = lease.append("tool_call", "t", "ok", "d", None, None, None, None)
         if held_elsewhere:
-            assert out == CONTENDED and not lease.held and path.read_bytes() == b""
+            assert seq == CONTENDED and not lease.held and path.read_bytes() == b""
         else:
-            assert isinstance(out, tuple) and lease.held and path.stat().st_size == out[1]
-            assert (
-                lease.append(0, 2, out[0], "main", "fp", _Key(), "tool_call", "t", "ok", "d", None, None, None, None)
-                != FOREIGN
-            )  # fmt: skip  (held: no lseek, nobody else could append)
+            assert seq == 1 and lease.held and path.stat().st_size == lease.size and lease.head is not None
+            # Held: no lseek, nobody else could have appended; the next row chains on the first.
+            assert lease.append("tool_call", "t", "ok", "d", None, None, None, None) == 2
+            assert path.stat().st_size == lease.size
             lease.release()
     finally:
         os.close(fd)

@@ -74,9 +74,6 @@ class _Chain:
     path: Path
     ckpt_path: Path
     fd: int
-    size: int = 0
-    seq: int = 0
-    head: bytes | None = None
     signer_fp: str | None = None
     revoked: bool = False
     sealed_seq: int = 0
@@ -97,6 +94,37 @@ class _Chain:
     """The shared request counter of the lease (None when it could not be mapped: then the lock is never kept)."""
     contended_at: float = 0.0
     """When another writer was last seen asking for this chain (``time.monotonic()``; 0: not lately)."""
+
+    # The head (seq, hash, file size) lives in the lease, which the native row writer advances.
+    @property
+    def seq(self) -> int:
+        """The seq of the chain's head (0 before row 1)."""
+        seq: int = self.lease.seq
+        return seq
+
+    @seq.setter
+    def seq(self, value: int) -> None:
+        self.lease.seq = value
+
+    @property
+    def head(self) -> bytes | None:
+        """The head row's hash."""
+        head: bytes | None = self.lease.head
+        return head
+
+    @head.setter
+    def head(self, value: bytes | None) -> None:
+        self.lease.head = value
+
+    @property
+    def size(self) -> int:
+        """The chain file's size after the head row (every row this process has read or written)."""
+        size: int = self.lease.size
+        return size
+
+    @size.setter
+    def size(self, value: int) -> None:
+        self.lease.size = value
 
 
 _ROW_ENCODER = json.JSONEncoder(ensure_ascii=False)  # json.dumps(row, ensure_ascii=False) without a new encoder per row
@@ -203,6 +231,7 @@ class ChainWriter:
             chain.size += len(data)
             chain.seq, chain.head, chain.signer_fp, chain.revoked = state
             chain.signer, chain.refresh = signer, False
+            chain.lease.bind(chain.agent_id, signer.fingerprint, signer.marker)
         finally:
             self._unlock_chain(chain)
         if not self._dirty:

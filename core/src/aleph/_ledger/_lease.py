@@ -16,8 +16,9 @@ It gives the lock up:
   holds nothing, and a writer that never asks (an older version) waits at most that long;
 - when the chain is closed, evicted or the ledger closes; and the kernel drops it if the process dies.
 
-The native :class:`Lease` (``_rowfast.c``) writes a row in one call: lock if not held, build, ``write(2)``,
-decide whether to keep the lock. :class:`PyLease` does the same in Python.
+The lease also keeps the chain's head (seq, hash, file size) and who writes (agent, key), so the native
+``Lease`` (``_rowfast.c``) writes a row from its fields alone in one call: lock if not held, build, ``write(2)``,
+advance the head, decide whether to keep the lock. :class:`PyLease` does the same in Python.
 """
 
 from __future__ import annotations
@@ -46,9 +47,9 @@ __all__ = [
     "open_lease",
 ]
 
-CONTENDED, FOREIGN, DECLINED, FAILED = 1, 2, 3, 4
-"""Why :meth:`PyLease.append` wrote nothing: another process holds the lock; another process appended since
-our last row; the row needs the full path (clipping, refs); the write failed or was short (cut back)."""
+CONTENDED, FOREIGN, DECLINED, FAILED = -1, -2, -3, -4
+"""Why :meth:`PyLease.append` wrote nothing (a seq is positive): another process holds the lock; another process
+appended since our last row; the row needs the full path (clipping, refs); the write failed or was short (cut back)."""
 
 LEASE_HOLDOFF = 1.0
 """Seconds after another writer last asked for a chain before this process keeps its lock across rows again."""
@@ -57,9 +58,9 @@ _COUNTER = struct.Struct("=Q")
 
 
 class PyLease:
-    """The Python twin of ``_rowfast.Lease``: the chain's lock kept across rows, and one row written under it."""
+    """The Python twin of ``_rowfast.Lease``: the chain's head, its lock kept across rows, one row written under it."""
 
-    __slots__ = ("_want", "allowed", "fd", "held", "seen")
+    __slots__ = ("_want", "agent", "allowed", "fd", "fp", "head", "held", "key", "seen", "seq", "size")
 
     def __init__(self, fd: int, want: Any = None) -> None:
         self.fd = fd
@@ -67,6 +68,16 @@ class PyLease:
         self.seen = 0
         self._want = want
         self.allowed = 1 if want is not None else 0
+        self.seq = 0
+        self.size = 0
+        self.head: bytes | None = None
+        self.agent: str | None = None
+        self.fp = ""
+        self.key: Any = None
+
+    def bind(self, agent_id: str, signer_fp: str, key: Any) -> None:
+        """Who the rows :meth:`append` writes are by."""
+        self.agent, self.fp, self.key = agent_id, signer_fp, key
 
     def requests(self) -> int:
         """How many times writers asked for the chain (0 without a request counter)."""
@@ -84,17 +95,10 @@ class PyLease:
         self._want = None
         self.allowed = 0
 
-    def append(
-        self,
-        size: int,
-        seq: int,
-        prev: bytes | None,
-        agent_id: str,
-        signer_fp: str,
-        key: Any,
-        *fields: Any,
-    ) -> tuple[bytes, int] | int:
-        """Write one marked row; ``(hash, length)`` once written, else why not (nothing written)."""
+    def append(self, *fields: Any) -> int:
+        """Write one marked row after the head; its seq once written, else a negative reason (nothing written)."""
+        if self.agent is None:
+            return DECLINED
         if not self.held:
             try:
                 fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -102,10 +106,11 @@ class PyLease:
                 return CONTENDED
             self.held = 1
             self.seen = self.requests()
-            if os.lseek(self.fd, 0, os.SEEK_END) != size:
+            if os.lseek(self.fd, 0, os.SEEK_END) != self.size:
                 self.release()
                 return FOREIGN
-        built = py_row_line(agent_id, seq, prev, signer_fp, key, time.time_ns() // 1_000_000, *fields)
+        at_ms = time.time_ns() // 1_000_000
+        built = py_row_line(self.agent, self.seq + 1, self.head, self.fp, self.key, at_ms, *fields)
         if built is None:
             self.release()
             return DECLINED
@@ -117,13 +122,16 @@ class PyLease:
         if written != len(line):
             if written > 0:
                 with contextlib.suppress(OSError):
-                    os.ftruncate(self.fd, size)
+                    os.ftruncate(self.fd, self.size)
             self.release()
             return FAILED
+        self.seq += 1
+        self.size += len(line)
+        self.head = digest
         if not self.allowed or self.requests() != self.seen:
             self.allowed = 0
             self.release()
-        return digest, len(line)
+        return self.seq
 
 
 def open_lease(chain_path: Path, fd: int) -> tuple[Any, mmap.mmap | None]:

@@ -442,6 +442,12 @@ row_line(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 typedef struct {
     PyObject_HEAD
+    long long seq;           /* the chain's head: its seq, */
+    long long size;          /* the file's size after it, */
+    PyObject *head;          /* and its hash (32 bytes, or None before row 1) */
+    PyObject *agent;         /* bound by bind(): the agent, its signer's fingerprint and MarkKey */
+    PyObject *fp;
+    PyObject *key;
     int fd;                  /* the chain file (not owned) */
     int held;                /* this process holds the chain's flock between rows */
     int allowed;             /* it may keep it after a row (no other writer seen since the last seal) */
@@ -477,6 +483,10 @@ Lease_init(Lease *self, PyObject *args, PyObject *kwds)
     self->held = 0;
     self->allowed = 0;
     self->seen = 0;
+    self->seq = 0;
+    self->size = 0;
+    Py_INCREF(Py_None);
+    Py_XSETREF(self->head, Py_None);
     if (want != Py_None) {
         if (PyObject_GetBuffer(want, &self->want, PyBUF_SIMPLE) < 0)
             return -1;
@@ -494,6 +504,10 @@ Lease_init(Lease *self, PyObject *args, PyObject *kwds)
 static void
 Lease_dealloc(Lease *self)
 {
+    Py_XDECREF(self->head);
+    Py_XDECREF(self->agent);
+    Py_XDECREF(self->fp);
+    Py_XDECREF(self->key);
     if (self->has_want)
         PyBuffer_Release(&self->want);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -530,58 +544,70 @@ Lease_requests(Lease *self, PyObject *unused)
     return PyLong_FromUnsignedLongLong(want_of(self));
 }
 
-/* append(size, seq, prev, agent_id, signer_fp, key, action, target, outcome, detail, args_fp, principal,
- *        result_fp, rule) -> (hash, length) once the row is written; else an int saying why it was not:
- *   1 another process holds the chain's lock; 2 another process appended since our last row;
- *   3 the row needs the Python path (clipping, refs); 4 the write failed or was short (cut back).
- * Nothing is written unless the tuple is returned. */
-enum { L_SIZE, L_SEQ, L_PREV, L_AGENT, L_FP, L_KEY, L_FIELDS, N_LARGS = L_FIELDS + N_FIELDS };
+static PyObject *
+Lease_bind(Lease *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyUnicode_CheckExact(args[0]) || !PyUnicode_CheckExact(args[1])
+        || !PyObject_TypeCheck(args[2], &MarkKeyType)) {
+        PyErr_SetString(PyExc_TypeError, "bind(agent_id: str, signer_fp: str, key: MarkKey)");
+        return NULL;
+    }
+    Py_INCREF(args[0]);
+    Py_XSETREF(self->agent, args[0]);
+    Py_INCREF(args[1]);
+    Py_XSETREF(self->fp, args[1]);
+    Py_INCREF(args[2]);
+    Py_XSETREF(self->key, args[2]);
+    Py_RETURN_NONE;
+}
 
+/* append(action, target, outcome, detail, args_fp, principal, result_fp, rule) -> the row's seq once it is
+ * written after the head (which it becomes); else a negative int saying why nothing was written:
+ *   -1 another process holds the chain's lock; -2 another process appended since our last row;
+ *   -3 the row needs the Python path (clipping, not bound); -4 the write failed or was short (cut back). */
 static PyObject *
 Lease_append(Lease *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != N_LARGS) {
-        PyErr_Format(PyExc_TypeError, "append takes %d arguments (%zd given)", N_LARGS, nargs);
+    if (nargs != N_FIELDS) {
+        PyErr_Format(PyExc_TypeError, "append takes %d arguments (%zd given)", N_FIELDS, nargs);
         return NULL;
     }
-    if (!PyObject_TypeCheck(args[L_KEY], &MarkKeyType)) {
-        PyErr_SetString(PyExc_TypeError, "append: key must be a MarkKey");
-        return NULL;
-    }
-    long long size = PyLong_AsLongLong(args[L_SIZE]);
-    if (size == -1 && PyErr_Occurred())
-        return NULL;
-    long long seq = PyLong_AsLongLong(args[L_SEQ]);
-    if (seq == -1 && PyErr_Occurred())
-        return NULL;
     const unsigned char *prev;
-    if (prev_of(args[L_PREV], &prev) < 0)
-        return NULL;
+    if (self->agent == NULL || self->head == NULL || prev_of(self->head, &prev) < 0) {
+        PyErr_Clear();
+        return PyLong_FromLong(-3);
+    }
     if (!self->held) {
         if (flock(self->fd, LOCK_EX | LOCK_NB) != 0)
-            return PyLong_FromLong(1); /* EWOULDBLOCK (or an error): the Python path waits, or says why */
+            return PyLong_FromLong(-1); /* EWOULDBLOCK (or an error): the Python path waits, or says why */
         self->held = 1;
         self->seen = want_of(self);
-        off_t end = lseek(self->fd, 0, SEEK_END);
-        if (end != (off_t)size) {
+        if (lseek(self->fd, 0, SEEK_END) != (off_t)self->size) {
             self->held = 0;
             flock(self->fd, LOCK_UN);
-            return PyLong_FromLong(2);
+            return PyLong_FromLong(-2);
         }
     }
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now); /* what time.time_ns() reads */
     long long at_ms = ((long long)now.tv_sec * 1000000000LL + now.tv_nsec) / 1000000LL;
     unsigned char digest[32];
-    PyObject *line = make_line(args[L_AGENT], seq, prev, args[L_FP], (const MarkKey *)args[L_KEY], at_ms,
-                               args + L_FIELDS, digest);
+    PyObject *line = make_line(self->agent, self->seq + 1, prev, self->fp, (const MarkKey *)self->key, at_ms, args,
+                               digest);
     if (line == NULL || line == Py_None) {
         self->held = 0; /* the Python path takes the lock again (the same open file: at once) */
         flock(self->fd, LOCK_UN);
         if (line == NULL)
             return NULL;
         Py_DECREF(line);
-        return PyLong_FromLong(3);
+        return PyLong_FromLong(-3);
+    }
+    PyObject *hash = PyBytes_FromStringAndSize((const char *)digest, 32);
+    if (hash == NULL) {
+        Py_DECREF(line);
+        self->held = 0;
+        flock(self->fd, LOCK_UN);
+        return NULL;
     }
     const char *data = PyBytes_AS_STRING(line);
     Py_ssize_t length = PyBytes_GET_SIZE(line);
@@ -591,12 +617,16 @@ Lease_append(Lease *self, PyObject *const *args, Py_ssize_t nargs)
     Py_END_ALLOW_THREADS
     Py_DECREF(line);
     if (written != length) {
+        Py_DECREF(hash);
         if (written > 0) /* leave no partial row: the Python path writes it again, or cuts back and says why */
-            (void)!ftruncate(self->fd, (off_t)size);
+            (void)!ftruncate(self->fd, (off_t)self->size);
         self->held = 0;
         flock(self->fd, LOCK_UN);
-        return PyLong_FromLong(4);
+        return PyLong_FromLong(-4);
     }
+    self->seq += 1;
+    self->size += length;
+    Py_XSETREF(self->head, hash);
     if (!self->allowed || want_of(self) != self->seen) {
         /* Another writer asked for the chain: give it up now, and after each row until the committer allows
          * the lease again (a process that took it straight back could keep the asker waiting). */
@@ -604,25 +634,14 @@ Lease_append(Lease *self, PyObject *const *args, Py_ssize_t nargs)
         self->held = 0;
         flock(self->fd, LOCK_UN);
     }
-    PyObject *hash = PyBytes_FromStringAndSize((const char *)digest, 32);
-    if (hash == NULL)
-        return NULL;
-    PyObject *out = PyTuple_New(2);
-    PyObject *len_obj = PyLong_FromSsize_t(length);
-    if (out == NULL || len_obj == NULL) {
-        Py_XDECREF(out);
-        Py_XDECREF(len_obj);
-        Py_DECREF(hash);
-        return NULL;
-    }
-    PyTuple_SET_ITEM(out, 0, hash);
-    PyTuple_SET_ITEM(out, 1, len_obj);
-    return out;
+    return PyLong_FromLongLong(self->seq);
 }
 
 static PyMethodDef Lease_methods[] = {
     {"append", (PyCFunction)(void (*)(void))Lease_append, METH_FASTCALL,
-     "Write one marked row to the chain; (hash, length), or an int saying why not (see _rowfast.c)."},
+     "Write one marked row after the head; its seq, or a negative int saying why not (see _rowfast.c)."},
+    {"bind", (PyCFunction)(void (*)(void))Lease_bind, METH_FASTCALL,
+     "bind(agent_id, signer_fp, key): who the rows append() writes are by."},
     {"release", (PyCFunction)Lease_release, METH_NOARGS, "Give the chain's lock up if it is held."},
     {"detach", (PyCFunction)Lease_detach, METH_NOARGS, "Stop reading the request counter (before it is unmapped)."},
     {"requests", (PyCFunction)Lease_requests, METH_NOARGS, "How many times writers asked for the chain."},
@@ -633,6 +652,9 @@ static PyMemberDef Lease_members[] = {
     {"held", T_INT, offsetof(Lease, held), 0, "This process holds the chain's flock between rows."},
     {"allowed", T_INT, offsetof(Lease, allowed), 0, "It may keep the lock after a row."},
     {"fd", T_INT, offsetof(Lease, fd), READONLY, "The chain file."},
+    {"seq", T_LONGLONG, offsetof(Lease, seq), 0, "The seq of the chain's head."},
+    {"size", T_LONGLONG, offsetof(Lease, size), 0, "The chain file's size after the head."},
+    {"head", T_OBJECT, offsetof(Lease, head), 0, "The head's hash (32 bytes), or None."},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -712,6 +734,68 @@ secret_key(PyObject *cache, PyObject *is_secret, PyObject *key)
     return rc;
 }
 
+/* " ".join(text.split()) cut to limit characters (plus "…"), of UTF-8 text: in place for ASCII text, through
+ * str for the rest (whose whitespace str.split() knows). A new str, or NULL with an exception. */
+static PyObject *
+summary_of(char *text, Py_ssize_t n, Py_ssize_t limit)
+{
+    int ascii = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if ((unsigned char)text[i] >= 0x80) {
+            ascii = 0;
+            break;
+        }
+    }
+    if (ascii) {
+        /* str.split()'s ASCII whitespace: \t \n \v \f \r, \x1c-\x1f and the space. */
+        Py_ssize_t out = 0;
+        int gap = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)text[i];
+            if (c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f)) {
+                gap = 1;
+                continue;
+            }
+            if (gap && out > 0)
+                text[out++] = ' ';
+            gap = 0;
+            text[out++] = (char)c;
+        }
+        if (out <= limit)
+            return PyUnicode_DecodeASCII(text, out, NULL);
+        PyObject *head = PyUnicode_DecodeASCII(text, limit, NULL);
+        if (head == NULL)
+            return NULL;
+        PyObject *ellipsis = PyUnicode_DecodeUTF8("\xe2\x80\xa6", 3, NULL); /* U+2026 */
+        PyObject *cut = ellipsis == NULL ? NULL : PyUnicode_Concat(head, ellipsis);
+        Py_DECREF(head);
+        Py_XDECREF(ellipsis);
+        return cut;
+    }
+    PyObject *whole = PyUnicode_DecodeUTF8(text, n, NULL), *sep = NULL, *words = NULL, *collapsed = NULL;
+    PyObject *out = NULL;
+    if (whole == NULL || (sep = PyUnicode_FromString(" ")) == NULL || (words = PyUnicode_Split(whole, NULL, -1)) == NULL
+        || (collapsed = PyUnicode_Join(sep, words)) == NULL)
+        goto done;
+    if (PyUnicode_GET_LENGTH(collapsed) <= limit) {
+        out = collapsed;
+        Py_INCREF(out);
+    } else {
+        PyObject *head = PyUnicode_Substring(collapsed, 0, limit);
+        PyObject *ellipsis = PyUnicode_DecodeUTF8("\xe2\x80\xa6", 3, NULL);
+        if (head != NULL && ellipsis != NULL)
+            out = PyUnicode_Concat(head, ellipsis);
+        Py_XDECREF(head);
+        Py_XDECREF(ellipsis);
+    }
+done:
+    Py_XDECREF(whole);
+    Py_XDECREF(sep);
+    Py_XDECREF(words);
+    Py_XDECREF(collapsed);
+    return out;
+}
+
 /* call_print(tool, arguments, secret_cache, is_secret_key, clean, secret_json, limit) -> (summary, fingerprint),
  * or None for anything but a dict of str keys to str / int / bool / None values (or text UTF-8 cannot hold).
  * secret_json is the JSON literal that stands for a secret-named string in the fingerprint. */
@@ -731,9 +815,8 @@ call_print(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (!PyUnicode_CheckExact(tool) || !PyDict_CheckExact(arguments) || !PyDict_CheckExact(cache)
         || !PyUnicode_CheckExact(secret_json))
         Py_RETURN_NONE;
-    PyObject *keys = NULL, *parts = NULL, *result = NULL, *sep = NULL, *preview = NULL, *text = NULL;
-    PyObject *words = NULL, *collapsed = NULL, *summary = NULL, *fp = NULL;
-    Buf body = {NULL, 0, 0};
+    PyObject *keys = NULL, *result = NULL, *summary = NULL, *fp = NULL;
+    Buf body = {NULL, 0, 0}, line = {NULL, 0, 0};
     int declined = 0;
     keys = PyDict_Keys(arguments);
     if (keys == NULL)
@@ -747,14 +830,14 @@ call_print(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     if (PyList_Sort(keys) < 0)
         goto done;
-    parts = PyList_New(0);
-    if (parts == NULL)
-        goto done;
     Field tf;
     if (!field_of(tool, -1, 0, &tf)) {
         declined = 1;
         goto done;
     }
+    if (buf_put(&line, tf.data, (size_t)tf.len) < 0 || buf_put(&line, ": ", 2) < 0)
+        goto done;
+    size_t head_len = line.len;
     if (buf_put(&body, tf.data, (size_t)tf.len) < 0 || buf_put(&body, "\x1f{", 2) < 0)
         goto done;
     int first = 1;
@@ -843,43 +926,30 @@ call_print(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 goto done;
             }
         }
-        PyObject *part = PyUnicode_FromFormat("%U=%U", key, shown);
-        Py_DECREF(shown);
-        if (part == NULL)
+        /* The summary's "key=shown", after a space from the one before. */
+        Field kf, sf;
+        int ok = field_of(key, -1, 0, &kf) && field_of(shown, -1, 0, &sf);
+        if (!ok) {
+            Py_DECREF(shown);
+            declined = 1;
             goto done;
-        int rc = PyList_Append(parts, part);
-        Py_DECREF(part);
+        }
+        int rc = (line.len > head_len ? buf_put(&line, " ", 1) : 0);
+        if (rc == 0)
+            rc = buf_put(&line, kf.data, (size_t)kf.len);
+        if (rc == 0)
+            rc = buf_put(&line, "=", 1);
+        if (rc == 0)
+            rc = buf_put(&line, sf.data, (size_t)sf.len);
+        Py_DECREF(shown);
         if (rc < 0)
             goto done;
     }
     if (buf_put(&body, "}", 1) < 0)
         goto done;
-    sep = PyUnicode_FromString(" ");
-    if (sep == NULL)
+    if (line.len == head_len && buf_put(&line, "(no arguments)", 14) < 0)
         goto done;
-    preview = PyList_GET_SIZE(parts) ? PyUnicode_Join(sep, parts) : PyUnicode_FromString("(no arguments)");
-    if (preview == NULL)
-        goto done;
-    text = PyUnicode_FromFormat("%U: %U", tool, preview);
-    if (text == NULL)
-        goto done;
-    words = PyUnicode_Split(text, NULL, -1); /* " ".join(text.split()): whitespace as str.split() sees it */
-    if (words == NULL)
-        goto done;
-    collapsed = PyUnicode_Join(sep, words);
-    if (collapsed == NULL)
-        goto done;
-    if (PyUnicode_GET_LENGTH(collapsed) <= limit) {
-        summary = collapsed;
-        Py_INCREF(summary);
-    } else {
-        PyObject *head = PyUnicode_Substring(collapsed, 0, limit);
-        PyObject *ellipsis = PyUnicode_FromString("\xe2\x80\xa6"); /* U+2026, as UTF-8 */
-        if (head != NULL && ellipsis != NULL)
-            summary = PyUnicode_Concat(head, ellipsis);
-        Py_XDECREF(head);
-        Py_XDECREF(ellipsis);
-    }
+    summary = summary_of(line.data, (Py_ssize_t)line.len, limit);
     if (summary == NULL)
         goto done;
     unsigned char digest[32];
@@ -895,13 +965,8 @@ call_print(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     result = PyTuple_Pack(2, summary, fp);
 done:
     PyMem_Free(body.data);
+    PyMem_Free(line.data);
     Py_XDECREF(keys);
-    Py_XDECREF(parts);
-    Py_XDECREF(sep);
-    Py_XDECREF(preview);
-    Py_XDECREF(text);
-    Py_XDECREF(words);
-    Py_XDECREF(collapsed);
     Py_XDECREF(summary);
     Py_XDECREF(fp);
     if (result == NULL && declined && !PyErr_Occurred())

@@ -28,15 +28,13 @@ class Lease:
     held: int
     allowed: int
     fd: int
+    seq: int
+    size: int
+    head: bytes | None
     def __init__(self, fd: int, want: object = None, /) -> None: ...
+    def bind(self, agent_id: str, signer_fp: str, key: MarkKey, /) -> None: ...
     def append(
         self,
-        size: int,
-        seq: int,
-        prev: bytes | None,
-        agent_id: str,
-        signer_fp: str,
-        key: MarkKey,
         action: str,
         target: str,
         outcome: str,
@@ -46,7 +44,7 @@ class Lease:
         result_fp: str | None,
         rule: str | None,
         /,
-    ) -> tuple[bytes, int] | int: ...
+    ) -> int: ...
     def release(self) -> None: ...
     def detach(self) -> None: ...
     def requests(self) -> int: ...

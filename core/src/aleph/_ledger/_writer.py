@@ -195,31 +195,21 @@ class Ledger(Committer):
         once the row is written (in the page cache, so it survives ``kill -9``), which is what a durable
         :meth:`append` waits for under ``sync = "write"``; under ``"fsync"`` use :meth:`append`. Never raises.
         """
+        if outcome not in OUTCOMES:
+            return self._write_fields(agent_id, (action, target, outcome, detail, args_fp, principal, None, None, None))
         with self._lock:
             chain = self._chains.get(agent_id)
-            if (  # the common row of a chain already open and current: one native call (see _lease)
-                chain is not None
-                and not chain.refresh
-                and chain.broken is None
-                and (signer := chain.signer) is not None
-                and signer.fingerprint == chain.signer_fp
-                and action in ACTIONS
-                and outcome in OUTCOMES
-            ):
+            # The common row of a chain open and current: one native call writes it (see _lease).
+            if chain is not None and not chain.refresh and chain.broken is None and action in ACTIONS:
                 try:
-                    out = chain.lease.append(chain.size, chain.seq + 1, chain.head, agent_id, chain.signer_fp,
-                                             signer.marker, action, target, outcome, detail, args_fp, principal,
-                                             None, None)  # fmt: skip
+                    seq = chain.lease.append(action, target, outcome, detail, args_fp, principal, None, None)
                 except Exception:  # never raise into the call being recorded: the full path says why
-                    out = None
-                if type(out) is tuple:
-                    chain.seq += 1
-                    chain.head = out[0]
-                    chain.size += out[1]
+                    seq = 0
+                if seq > 0:
                     if not self._dirty:
                         self._wake.set()
                     self._dirty.add(chain)
-                    if chain.seq - chain.sealed_seq >= self.checkpoint_every and not self._urgent.is_set():
+                    if seq - chain.sealed_seq >= self.checkpoint_every and not self._urgent.is_set():
                         self._urgent.set()
                     return None
         # Anything else (a chain to open or read again, identity rows due, a row to clip, another process
