@@ -20,7 +20,7 @@ from aleph._chokepoint._gate import grant_fingerprint, redact, summarize_call
 from aleph._chokepoint._telemetry import _SPAN, ledger_row_sink
 from aleph._contract._types import dumps_json
 from aleph._errors import ExecutionFailed
-from aleph._ledger import LedgerRecord
+from aleph._ledger import Ledger, LedgerRecord
 from aleph._ledger._durability import UnrecordedCall
 
 if TYPE_CHECKING:
@@ -168,14 +168,15 @@ class Recording:
         so the common mutating call (no refs, no open span) records it with one plain call: no coroutine,
         no :class:`LedgerRecord`. The row is the same; only the way to it is shorter.
         """
-        ledger = self._cp.ledger
-        write_row = getattr(ledger, "write_row", None)
-        if refs or write_row is None or getattr(ledger, "sync", None) != "write" or _SPAN.get() is not None:
+        cp = self._cp
+        ledger = cp.ledger
+        # Core's own Ledger only (any other object with the ledger's methods takes the awaited path).
+        if refs or type(ledger) is not Ledger or ledger.sync != "write" or _SPAN.get() is not None:
             return LATER
         summary, args_fp = _summary_and_fingerprint(entry.name, arguments)
         try:
-            unrecorded: str | None = write_row(
-                self._agent_id(),
+            unrecorded: str | None = ledger.write_row(
+                self.agent or "default",
                 "tool_call",
                 entry.name,
                 outcome,
@@ -186,7 +187,7 @@ class Recording:
         except Exception as exc:
             log.exception("ledger append failed")
             unrecorded = f"the ledger failed: {type(exc).__name__}"
-        if self._cp.events is not None:
+        if cp.events is not None:
             self._event("executed" if outcome == "ok" else "failed", entry.name, redact(detail))
         return unrecorded
 
@@ -203,6 +204,8 @@ class Recording:
         ledger = self._cp.ledger
         if ledger is None:
             return True
+        if type(ledger) is Ledger:
+            return ledger.can_record(self.agent or "default")
         can_record = getattr(ledger, "can_record", None)
         return can_record is not None and can_record(self._agent_id())
 

@@ -426,7 +426,8 @@ class ScopedToolService(SyncCore, Identity, Judging, Recording, Provenance, Base
             unrecorded = self._record_now(entry, prepared.arguments, "ok", "", call.refs)
             if unrecorded is LATER:
                 unrecorded = await self._record_execution(entry, prepared.arguments, "ok", "", call.refs)
-            self._acknowledge(name, output, unrecorded)  # type: ignore[arg-type]
+            if unrecorded is not None:  # recorded (the common case) needs no call
+                self._acknowledge(name, output, unrecorded)  # type: ignore[arg-type]
         value = output.value  # the common small answer is passed as it is (see _bound_output)
         if (
             value is None

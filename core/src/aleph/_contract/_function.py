@@ -124,7 +124,7 @@ def _dump_plain(model: type[BaseModel], kwargs: dict[str, Any]) -> dict[str, Any
     for value in kwargs.values():
         if type(value) not in _PLAIN:
             return _dump_fields(model, kwargs)
-    return dict(kwargs)
+    return kwargs.copy()
 
 
 def _dumper(model: type[BaseModel]) -> Callable[[dict[str, Any]], dict[str, Any]]:

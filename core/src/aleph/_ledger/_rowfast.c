@@ -866,8 +866,19 @@ call_print(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         } else if (value == Py_None) {
             shown = PyUnicode_FromString("null");
         } else if (PyBool_Check(value) || PyLong_CheckExact(value)) {
-            PyObject *repr = PyBool_Check(value) ? PyUnicode_FromString(value == Py_True ? "true" : "false")
-                                                 : PyLong_Type.tp_repr(value);
+            PyObject *repr;
+            int overflow = 0;
+            long long small = PyBool_Check(value) ? 0 : PyLong_AsLongLongAndOverflow(value, &overflow);
+            if (PyBool_Check(value)) {
+                repr = PyUnicode_FromString(value == Py_True ? "true" : "false");
+            } else if (!overflow && !(small == -1 && PyErr_Occurred())) {
+                char digits[24];
+                char *end = put_int(digits, small); /* int.__repr__ of a machine-sized int, without the call */
+                repr = PyUnicode_FromStringAndSize(digits, end - digits);
+            } else {
+                PyErr_Clear();
+                repr = PyLong_Type.tp_repr(value);
+            }
             if (repr == NULL)
                 goto done;
             int secret = secret_key(cache, is_secret, key);
