@@ -147,3 +147,56 @@ def test_a_layer_of_many_plain_name_rules_still_sorts_exact_from_glob(action: st
     assert [r.key for r in layer.globs] == ["tool_*"]
     assert layer.decide_name("tool_5", None).action == action
     assert layer.decide_name("tool_x", None).action == "allow"
+
+
+# -- globs: translated at parse, compiled at first match; the meaning is the documented one ----------
+
+
+@pytest.mark.parametrize(
+    ("spec", "path", "expected"),
+    [
+        ("path:src/*.py", "src/a.py", True),
+        ("path:src/*.py", "src/sub/a.py", False),  # "*" stays in its segment
+        ("path:src/**/*.py", "src/a.py", True),  # "**/" matches zero directories
+        ("path:src/**/*.py", "src/x/y/a.py", True),
+        ("path:src/**", "src/x/y", True),
+        ("path:src/?.py", "src/ab.py", False),
+        ("path:src/?.py", "src/a.py", True),
+        ("path:a+b (1).[ch]", "a+b (1).[ch]", True),  # regex characters in a glob are literal
+        ("path:a+b (1).[ch]", "aab (1).c", False),
+        ("path:notes.md", "notesxmd", False),
+        ("path:**/.env", ".env", True),
+        ("path:**/.env", "deep/er/.env", True),
+        ("path:**/.env", "deep/er/.envrc", False),
+    ],
+)
+def test_path_globs_keep_their_meaning(spec: str, path: str, expected: bool, workspace: Path) -> None:
+    layer = PermissionLayer.from_config("t", {"default": "allow", "overrides": {f"file_read({spec})": "deny"}})
+    decision = layer.decide("file_read", None, lambda: CallSubjects(paths=(path,)))
+    assert (decision.action == "deny") is expected
+
+
+@pytest.mark.parametrize(
+    ("rule", "value", "expected"),
+    [
+        ("deploy(env=prod*)", "production", True),
+        ("deploy(env=prod*)", "pre-prod", False),
+        ("deploy(env=a/**)", "a/b/c", True),  # outside paths "*" crosses "/"
+        ("deploy(env=a?c)", "a/c", True),
+        ("deploy(env=v1.2)", "v1x2", False),
+    ],
+)
+def test_field_globs_keep_their_meaning(rule: str, value: str, expected: bool) -> None:
+    layer = PermissionLayer.from_config("t", {"default": "allow", "overrides": {rule: "deny"}})
+    decision = layer.decide("deploy", None, lambda: CallSubjects(arguments={"env": value}))
+    assert (decision.action == "deny") is expected
+
+
+def test_a_request_layer_of_thousands_of_rules_decides_by_the_rule_a_call_meets(workspace: Path) -> None:
+    # A gateway's layer of thousands of rules is parsed without compiling its patterns (bench_scale shows the
+    # cost); the pattern of the rule a call meets is compiled then and decides.
+    ac = access(workspace)
+    overrides = {f"tool_{i}(path:src/{i}/**)": "deny" for i in range(3_000)}
+    policy = ac.policy(channel_permissions=table(**overrides))
+    assert policy.decide("tool_1234", None, lambda: CallSubjects(paths=("src/1234/x",))).action == "deny"
+    assert policy.decide("tool_1234", None, lambda: CallSubjects(paths=("src/1235/x",))).action == "allow"

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,27 @@ Call = Callable[..., Awaitable[Any]]
 
 
 def make_runtime(workspace: Path, extra_toml: str = "", plugins: tuple[object, ...] = ()) -> aleph.Aleph:
-    return isolated_runtime(workspace, aleph_memory.plugin, *plugins, config_toml=extra_toml)
+    """A runtime with the memory family; lexical search unless ``extra_toml`` names an embedder (the default
+    embedder's background worker would make a ranking depend on how far it got)."""
+    return isolated_runtime(workspace, aleph_memory.plugin, *plugins, config_toml=lexical_unless_named(extra_toml))
+
+
+def lexical_unless_named(toml: str) -> str:
+    """``toml`` with ``[memory] embedder = "none"`` added when it sets no embedder."""
+    if "embedder" in toml:
+        return toml
+    if "[memory]\n" in toml:
+        return toml.replace("[memory]\n", '[memory]\nembedder = "none"\n', 1)
+    return f'{toml}\n[memory]\nembedder = "none"\n'
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _graph_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """minilm-onnx builds its graph once per session into a folder of its own, not the user's cache."""
+    folder = tmp_path_factory.mktemp("aleph-memory-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ALEPH_MEMORY_CACHE", str(folder))
+        yield folder
 
 
 def caller(rt: aleph.Aleph, agent: str = "alice", session: str = "s1", run: str = "r1") -> Call:

@@ -19,7 +19,9 @@ SHARED = 10
 
 
 def test_eight_writer_processes_lose_nothing_duplicate_nothing_and_the_ledger_verifies(workspace: Path) -> None:
-    rt = isolated_runtime(workspace, aleph_memory.plugin)  # writes aleph.toml
+    # Lexical: eight processes each loading the default embedder would measure the model, not the writers.
+    lexical = '[memory]\nembedder = "none"\n'
+    rt = isolated_runtime(workspace, aleph_memory.plugin, config_toml=lexical)  # writes aleph.toml
     config = workspace / "aleph.toml"
     db = rt.config.data_dir / "memory" / "memory.sqlite"
     ledger_dir = rt.config.data_dir / "ledger"

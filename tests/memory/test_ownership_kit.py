@@ -20,6 +20,7 @@ class TestFactOwnership(OwnershipContractTests):
     """A fact is addressed by id through its timeline; ``remember`` changes or forgets what the timeline found."""
 
     plugin = aleph_memory.plugin
+    config_toml = '[memory]\nembedder = "none"\n'
 
     async def create_object(self, service: ScopedToolService) -> str:
         made = await service.call("remember", {"action": "add", "content": "the kitchen key hangs by the window"})
@@ -64,6 +65,7 @@ class TestPrivateNoteOwnership(OwnershipContractTests):
     """A note created with ``private: true`` is its creator's: addressed by path, listed by ``note_manage list``."""
 
     plugin = aleph_memory.plugin
+    config_toml = '[memory]\nembedder = "none"\n'
 
     async def create_object(self, service: ScopedToolService) -> str:
         made = await service.call(

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from aleph._chokepoint._ruleindex import RulePlan
-from aleph._chokepoint._subjects import UNKNOWN_HOST, canonical_host, glob_regex, normalise_path
+from aleph._chokepoint._subjects import UNKNOWN_HOST, Glob, canonical_host, glob_regex, normalise_path
 from aleph._config import ToolPermissionsConfig
 from aleph._contract._registry import fold_tool_name
 from aleph._contract._types import ToolSource
@@ -108,8 +108,8 @@ class PermissionRule:
     name_pattern: str
     spec_kind: Literal["none", "command", "path", "domain", "field"]
     spec: str = ""
-    _name: re.Pattern[str] | None = None
-    _server: re.Pattern[str] | None = None
+    _name: Glob | None = None
+    _server: Glob | None = None
     _spec: Any = None
 
     @property
@@ -173,7 +173,7 @@ class PermissionRule:
         return _field_matches(text, value_re, value)
 
 
-def _field_matches(text: str, pattern: re.Pattern[str], value: Any) -> bool:
+def _field_matches(text: str, pattern: Glob, value: Any) -> bool:
     """A field rule's value against a validated argument, compared by type.
 
     Booleans match only ``true``/``false`` and null only ``null`` (any case); a number matches a
@@ -193,9 +193,7 @@ def _field_matches(text: str, pattern: re.Pattern[str], value: Any) -> bool:
     return False
 
 
-def _command_matches(
-    pattern: tuple[str | re.Pattern[str], ...], argv: tuple[str, ...], *, by_basename: bool = True
-) -> bool:
+def _command_matches(pattern: tuple[str | Glob, ...], argv: tuple[str, ...], *, by_basename: bool = True) -> bool:
     words = list(argv)
     head = pattern[0] if pattern else None
     if words and isinstance(head, str) and "/" in head:
@@ -276,7 +274,7 @@ def parse_rule(key: str, action: Action, *, workspace: str = "") -> PermissionRu
     return PermissionRule(key, action, name, kind, spec, name_re, server_re, compiled)
 
 
-def _command_pattern(text: str) -> tuple[str | re.Pattern[str], ...]:
+def _command_pattern(text: str) -> tuple[str | Glob, ...]:
     try:
         words = shlex.split(text)
     except ValueError as exc:
@@ -285,7 +283,7 @@ def _command_pattern(text: str) -> tuple[str | re.Pattern[str], ...]:
         raise ValueError("empty command specifier never matches")
     if words[0] == "*" and len(words) == 1:
         raise ValueError("'(*)' covers every command; write the bare tool name instead")
-    out: list[str | re.Pattern[str]] = []
+    out: list[str | Glob] = []
     for i, word in enumerate(words):
         if word == "*" and i == len(words) - 1:
             out.append("*")
@@ -298,7 +296,7 @@ def _command_pattern(text: str) -> tuple[str | re.Pattern[str], ...]:
     return tuple(out)
 
 
-def _path_pattern(text: str, workspace: str) -> re.Pattern[str]:
+def _path_pattern(text: str, workspace: str) -> Glob:
     text = text.strip()
     if not text:
         raise ValueError("empty path specifier never matches")

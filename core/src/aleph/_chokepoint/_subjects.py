@@ -2,7 +2,7 @@
 
 A host is canonicalised the way resolvers will read it (or judged unknown when parsers could
 disagree); a path has ``.``/``..``/duplicate separators folded and is workspace-relative when inside
-the workspace; a glob compiles so that ``*`` never crosses ``/`` in paths.
+the workspace; a glob translates so that ``*`` never crosses ``/`` in paths (compiled when first matched).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 import socket
 from urllib.parse import urlsplit
 
-__all__ = ["UNKNOWN_HOST", "canonical_host", "glob_regex", "normalise_path"]
+__all__ = ["UNKNOWN_HOST", "Glob", "canonical_host", "glob_regex", "normalise_path"]
 
 UNKNOWN_HOST = "\x00unknown-host"
 """The host of a URL whose host cannot be determined beyond doubt (domain deny and ask rules match it)."""
@@ -57,28 +57,59 @@ def canonical_host(url: str) -> str | None:
         return None
 
 
-def glob_regex(pattern: str, *, path: bool) -> re.Pattern[str]:
-    """Compile a glob: with ``path``, ``*``/``?`` stay inside one ``/`` segment and ``**`` crosses them."""
-    out = []
-    i = 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "*":
-            if path and pattern.startswith("**", i):
-                i += 2
-                if pattern.startswith("/", i):  # "**/" also matches zero directories
-                    out.append("(?:.*/)?")
-                    i += 1
-                else:
-                    out.append(".*")
-                continue
-            out.append("[^/]*" if path else ".*")
-        elif c == "?":
+_GLOB_TOKEN = re.compile(r"\*\*/?|\*|\?")
+
+
+class Glob:
+    """A glob translated to a regular expression, compiled on its first match.
+
+    Rules arrive by the thousand (a gateway's per-request layer) and most of them are never tried against a
+    call, while compiling a regular expression costs tens of µs: parsing a rule only translates its globs,
+    so a layer's parse is linear and cheap, and the few patterns a call meets are compiled then, once.
+    """
+
+    __slots__ = ("_compiled", "pattern")
+
+    def __init__(self, source: str) -> None:
+        self.pattern = source
+        """The regular expression's source (``re.DOTALL``, matched whole)."""
+        self._compiled: re.Pattern[str] | None = None
+
+    def fullmatch(self, text: str) -> re.Match[str] | None:
+        """``re.fullmatch`` of the glob against ``text``."""
+        compiled = self._compiled
+        if compiled is None:
+            compiled = self._compiled = re.compile(self.pattern, re.DOTALL)
+        return compiled.fullmatch(text)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Glob) and other.pattern == self.pattern
+
+    def __hash__(self) -> int:
+        return hash(self.pattern)
+
+    def __repr__(self) -> str:
+        return f"Glob({self.pattern!r})"
+
+
+def glob_regex(pattern: str, *, path: bool) -> Glob:
+    """A glob as a :class:`Glob`: with ``path``, ``*``/``?`` stay inside one ``/`` segment and ``**`` crosses them."""
+    out: list[str] = []
+    last = 0
+    for token in _GLOB_TOKEN.finditer(pattern):
+        out.append(re.escape(pattern[last : token.start()]))
+        last = token.end()
+        text = token.group()
+        if text == "?":
             out.append("[^/]" if path else ".")
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return re.compile("".join(out), re.DOTALL)
+        elif text == "*":
+            out.append("[^/]*" if path else ".*")
+        elif path:  # "**" crosses segments; "**/" also matches zero directories
+            out.append(".*" if text == "**" else "(?:.*/)?")
+        else:  # outside paths "*" is ".*" already, so "**" is two of them
+            out.append(".*.*" if text == "**" else ".*.*/")
+    out.append(re.escape(pattern[last:]))
+    return Glob("".join(out))
 
 
 def normalise_path(value: str, workspace: str = "") -> str:

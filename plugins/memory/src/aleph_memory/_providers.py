@@ -43,9 +43,15 @@ def _numpy() -> Any:
 class Providers:
     """Embedders and summarisers registered through the family's hooks, and the configured choices."""
 
-    def __init__(self, embedder: str | None, summariser: str | None) -> None:
+    def __init__(
+        self, embedder: str | None, summariser: str | None, *, note: str | None = None, optional: bool = False
+    ) -> None:
         self.embedder_name = embedder
         self.summariser_name = summariser
+        self.note = note
+        """Why search is lexical though no one asked it to be (the default embedder is missing or broken)."""
+        self.optional = optional
+        """The embedder is the default, not configured: if it will not load, search is lexical (with ``note``)."""
         self.embedders: dict[str, EmbedderFactory] = {}
         self.summarisers: dict[str, Summariser] = {}
         self._embedder: Embedder | None = None
@@ -68,10 +74,15 @@ class Providers:
         self.summarisers[name] = summarise
 
     def embedder(self) -> Embedder | None:
-        """The configured embedder, loaded on first use; None when none is configured (lexical search)."""
+        """The configured embedder, loaded on first use; None for lexical search.
+
+        None when none is configured, or when the default would not load (``note`` says why).
+        """
         if self.embedder_name is None:
             return None
         with self._lock:
+            if self._embedder is None and self.optional and self.note is not None:
+                return None
             if self._embedder is None:
                 factory = self.embedders.get(self.embedder_name)
                 if factory is None:
@@ -81,7 +92,13 @@ class Providers:
                         f"embedder not available: [memory] embedder = {self.embedder_name!r} is not registered"
                         f" (registered: {known}); install a package that provides it, or remove the setting",
                     )
-                embedder = factory()
+                try:
+                    embedder = factory()
+                except aleph.ExecutionFailed as exc:
+                    if not self.optional:
+                        raise
+                    self.note = f"{exc.cause}; search is lexical"
+                    return None
                 if not isinstance(embedder, Embedder) or not isinstance(embedder.dim, int) or embedder.dim < 1:
                     raise aleph.ExecutionFailed(
                         "memory_search", f"embedder {self.embedder_name!r} is broken: it has no positive dim"

@@ -7,6 +7,7 @@ from typing import Any
 import aleph
 from aleph_memory import hookspec
 from aleph_memory._base import FamilyTool, Runtime
+from aleph_memory._choice import choose_embedder, embedder_check
 from aleph_memory._config import MemoryConfig
 from aleph_memory._confine import NotesDir
 from aleph_memory._memory import Memory
@@ -88,6 +89,12 @@ def _minilm_numpy() -> Embedder:
     return MiniLMNumpyEmbedder()
 
 
+def _minilm_onnx() -> Embedder:
+    from aleph_memory._minilm_onnx import MiniLMOnnxEmbedder
+
+    return MiniLMOnnxEmbedder()
+
+
 def _minilm() -> Embedder:
     from aleph_memory._minilm import MiniLMEmbedder
 
@@ -96,17 +103,28 @@ def _minilm() -> Embedder:
 
 @aleph.hookimpl
 def aleph_memory_embedders(register: Any) -> None:
-    """The embedders this family ships: ``wordllama``, ``minilm-numpy`` (no torch) and ``minilm`` (torch)."""
+    """The family's embedders: ``minilm-onnx`` (the default), ``wordllama``, ``minilm-numpy``, ``minilm`` (torch)."""
+    register("minilm-onnx", _minilm_onnx)
     register("wordllama", _wordllama)
     register("minilm-numpy", _minilm_numpy)
     register("minilm", _minilm)
 
 
 @aleph.hookimpl
+def aleph_doctor_checks(register: Any, config: aleph.AlephConfig) -> None:
+    """memory.embedder: which embedder search uses (loaded, one sentence embedded), or why it is lexical."""
+    configured = config.section("memory", MemoryConfig).embedder
+    factories: dict[str, Any] = {}
+    aleph_memory_embedders(register=factories.__setitem__)
+    register("memory.embedder", lambda: embedder_check(configured, factories))
+
+
+@aleph.hookimpl
 def aleph_register_tools(register: aleph.ToolRegistrar, context: aleph.PluginContext) -> None:
     """Open the family's store and notes folder and register its 25 tools."""
     config = context.config.section("memory", MemoryConfig)
-    providers = Providers(config.embedder, config.summariser)
+    name, note = choose_embedder(config.embedder)
+    providers = Providers(name, config.summariser, note=note, optional=config.embedder is None)
     context.call_hook("aleph_memory_embedders", register=providers.add_embedder)
     context.call_hook("aleph_memory_summarisers", register=providers.add_summariser)
     folder = NotesDir(context.workspace, config.notes_dir, context.protected_paths)
