@@ -373,7 +373,6 @@ def ledgered_parts(ledger_dir: Path, payload: dict[str, int]) -> list[tuple[str,
     def syscalls() -> None:
         fcntl.flock(fd, fcntl.LOCK_EX)
         os.lseek(fd, 0, os.SEEK_END)
-        os.write(fd, line)
         fcntl.flock(fd, fcntl.LOCK_UN)
 
     builder = "native" if native is not None else "Python: no native builder"
@@ -381,8 +380,9 @@ def ledgered_parts(ledger_dir: Path, payload: dict[str, int]) -> list[tuple[str,
         ("row summary and argument fingerprint (one pass)", cpu(lambda: summary_and_fingerprint("add_write", payload))),
         ("Ledger.write_row on the caller's thread", cpu(write)),
         (f"  of which: the row (hash, mark, JSON line; {builder})", cpu(lambda: ledger._row(list(state), signer, row))),  # type: ignore[arg-type]
-        ("  of which: flock, lseek, write(2), unlock", cpu(syscalls)),
-        ("  (Python row hash alone, SHA-256)", cpu(lambda: row_hash_of(head, signer.fingerprint))),
+        ("  of which: write(2) of the row", cpu(lambda: os.write(fd, line))),
+        ("  (saved by the lease: flock, lseek, unlock per row)", cpu(syscalls)),
+        ("  (the Python row hash alone, SHA-256)", cpu(lambda: row_hash_of(head, signer.fingerprint))),
     ]
     os.close(fd)
     ledger.close()
