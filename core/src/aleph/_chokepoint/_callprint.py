@@ -11,7 +11,7 @@ integers, booleans and nulls — and hands anything else to those two functions.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from json.encoder import encode_basestring as _quote
 from typing import Any
 
@@ -20,21 +20,35 @@ from aleph._chokepoint._gate import (
     SECRET_MARK,
     SUMMARY_LIMIT,
     _is_secret_key,
+    _secret_keys,
     escape_for_prompt,
     grant_fingerprint,
     redact,
     summarize_call,
 )
+from aleph._ledger._speedups import native
 
 __all__ = ["summary_and_fingerprint"]
 
 
 def summary_and_fingerprint(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str]:
     """``(summarize_call(tool, arguments), grant_fingerprint(tool, arguments))``, in one pass when it can."""
-    fast = _flat(tool, arguments)
+    if _native_print is not None and tool not in EXEC_TOOLS and tool != "file_ops":
+        fast: tuple[str, str] | None
+        try:  # the native twin of _flat (the ledger's accelerator): the same two strings, or None where _flat is
+            fast = _native_print(tool, arguments, _secret_keys, _is_secret_key, _clean, _SECRET_JSON, SUMMARY_LIMIT)
+        except Exception:  # what _flat would raise too (an integer too long to print): the full functions say it
+            fast = None
+    else:
+        fast = _flat(tool, arguments)
     if fast is not None:
         return fast
     return summarize_call(tool, arguments), grant_fingerprint(tool, arguments)
+
+
+def _clean(value: str) -> str:
+    """A string argument as the summary shows it: secret-looking values masked, invisible characters escaped."""
+    return escape_for_prompt(redact(value))
 
 
 def _flat(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -79,3 +93,4 @@ def _flat(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 _SECRET_JSON = _quote(SECRET_MARK)
+_native_print: Callable[..., tuple[str, str] | None] | None = native.call_print if native is not None else None

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 from aleph._chokepoint._call import _CALL, CallContext
 from aleph._chokepoint._callprint import summary_and_fingerprint
 from aleph._chokepoint._gate import grant_fingerprint, redact, summarize_call
-from aleph._chokepoint._telemetry import ledger_row_sink
+from aleph._chokepoint._telemetry import _SPAN, ledger_row_sink
 from aleph._contract._types import dumps_json
 from aleph._errors import ExecutionFailed
-from aleph._ledger import LedgerRecord
+from aleph._ledger import Ledger, LedgerRecord
 from aleph._ledger._durability import UnrecordedCall
 
 if TYPE_CHECKING:
@@ -33,7 +33,10 @@ if TYPE_CHECKING:
     from aleph._principal import Principal
     from aleph._turn import TurnContext
 
-__all__ = ["Recording"]
+__all__ = ["LATER", "Recording"]
+
+LATER = object()
+"""What :meth:`Recording._record_now` returns when the row needs the awaited path."""
 
 log = logging.getLogger("aleph")
 
@@ -156,6 +159,38 @@ class Recording:
             self._event("executed" if outcome == "ok" else "failed", entry.name, redact(detail))
         return unrecorded
 
+    def _record_now(
+        self, entry: RegisteredTool, arguments: Mapping[str, Any], outcome: LedgerOutcome, detail: str, refs: Any
+    ) -> str | object | None:
+        """:meth:`_record_execution` without an ``await`` when it needs none; :data:`LATER` when it does.
+
+        The default ledger (``sync = "write"``) writes the row on this thread and returns once it is written,
+        so the common mutating call (no refs, no open span) records it with one plain call: no coroutine,
+        no :class:`LedgerRecord`. The row is the same; only the way to it is shorter.
+        """
+        cp = self._cp
+        ledger = cp.ledger
+        # Core's own Ledger only (any other object with the ledger's methods takes the awaited path).
+        if refs or type(ledger) is not Ledger or ledger.sync != "write" or _SPAN.get() is not None:
+            return LATER
+        summary, args_fp = _summary_and_fingerprint(entry.name, arguments)
+        try:
+            unrecorded: str | None = ledger.write_row(
+                self.agent or "default",
+                "tool_call",
+                entry.name,
+                outcome,
+                f"{summary} — {redact(detail)}" if detail else summary,
+                args_fp,
+                self._principal_text(),
+            )
+        except Exception as exc:
+            log.exception("ledger append failed")
+            unrecorded = f"the ledger failed: {type(exc).__name__}"
+        if cp.events is not None:
+            self._event("executed" if outcome == "ok" else "failed", entry.name, redact(detail))
+        return unrecorded
+
     def _records_anything(self) -> bool:
         """Whether a call's record goes anywhere: a ledger, or the event log of a session."""
         cp, turn = self._cp, self.turn
@@ -169,6 +204,8 @@ class Recording:
         ledger = self._cp.ledger
         if ledger is None:
             return True
+        if type(ledger) is Ledger:
+            return ledger.can_record(self.agent or "default")
         can_record = getattr(ledger, "can_record", None)
         return can_record is not None and can_record(self._agent_id())
 

@@ -32,7 +32,7 @@ from aleph._chokepoint._gate import (
 )
 from aleph._chokepoint._judge import Judging, prepare_input
 from aleph._chokepoint._permissions import PermissionPolicy
-from aleph._chokepoint._recording import Recording
+from aleph._chokepoint._recording import LATER, Recording
 from aleph._chokepoint._refusal import Refusal
 from aleph._chokepoint._secrets import Substitution
 from aleph._chokepoint._shared import Chokepoint, CommandChecker, CommandSplitter, DefinitionRewriter, Explanation
@@ -423,9 +423,11 @@ class ScopedToolService(SyncCore, Identity, Judging, Recording, Provenance, Base
         if self._cp.flow is not None or run.handler is not None:
             self._observed(entry, prepared, output, run)
         if (not facts.idempotent or call.annotated) and self._records_anything():  # answered once its row is durable
-            self._acknowledge(
-                name, output, await self._record_execution(entry, prepared.arguments, "ok", "", call.refs)
-            )
+            unrecorded = self._record_now(entry, prepared.arguments, "ok", "", call.refs)
+            if unrecorded is LATER:
+                unrecorded = await self._record_execution(entry, prepared.arguments, "ok", "", call.refs)
+            if unrecorded is not None:  # recorded (the common case) needs no call
+                self._acknowledge(name, output, unrecorded)  # type: ignore[arg-type]
         value = output.value  # the common small answer is passed as it is (see _bound_output)
         if (
             value is None

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal, cast, get_type_hints, overload
 
 import anyio.to_thread
 import docstring_parser
+from annotated_types import BaseMetadata
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic_core import PydanticUndefined, SchemaValidator
 
@@ -100,6 +101,36 @@ def _fields_validator(model: type[BaseModel]) -> SchemaValidator | None:
     return SchemaValidator(schema["schema"], schema.get("config"))
 
 
+def _serializes_plainly(model: type[BaseModel]) -> bool:
+    """Whether ``model`` dumps (JSON mode, by alias) a str, int, bool or None field value as it is, under its name.
+
+    True when nothing of the model's changes how a field is dumped: no alias, no excluded field, no field or
+    model serializer, no computed field, and no annotation metadata other than plain constraints (``ge``,
+    ``max_length``...), which a serializer could hide in.
+    """
+    decorators = model.__pydantic_decorators__
+    if decorators.field_serializers or decorators.model_serializers or decorators.computed_fields:
+        return False
+    for name, info in model.model_fields.items():
+        if info.alias not in (None, name) or info.serialization_alias not in (None, name) or info.exclude:
+            return False
+        if not all(isinstance(meta, BaseMetadata) for meta in info.metadata):
+            return False
+    return True
+
+
+def _dump_plain(model: type[BaseModel], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """:func:`_dump_fields` of a model that serializes plainly: the values themselves when all are JSON scalars."""
+    for value in kwargs.values():
+        if type(value) not in _PLAIN:
+            return _dump_fields(model, kwargs)
+    return kwargs.copy()
+
+
+def _dumper(model: type[BaseModel]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    return partial(_dump_plain if _serializes_plainly(model) else _dump_fields, model)
+
+
 def _dump_fields(model: type[BaseModel], kwargs: dict[str, Any]) -> dict[str, Any]:
     """The judged JSON form of validated fields, exactly as ``model`` dumps it (its serializers, aliases).
 
@@ -128,7 +159,7 @@ class _FunctionTool(AlephTool[BaseModel]):
         if fields is None:
             try:
                 model = self.Args
-                fields = type(self)._fields = (_fields_validator(model), partial(_dump_fields, model))
+                fields = type(self)._fields = (_fields_validator(model), _dumper(model))
             except Exception:  # an Args model that cannot be built: the model path words the error
                 return super().prepare(input)
         validator = fields[0]

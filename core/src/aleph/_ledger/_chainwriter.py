@@ -20,10 +20,12 @@ import contextlib
 import fcntl
 import json
 import logging
+import mmap
 import os
 import threading
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from json.encoder import encode_basestring as _quote
 from pathlib import Path
 from typing import Any
 
@@ -41,14 +43,27 @@ from aleph._ledger._format import (
     row_hash,
 )
 from aleph._ledger._keystore import Keystore, KeystoreError, Signer, agent_file_stem, check_agent_id
+from aleph._ledger._lease import ask_for, close_lease, open_lease
+from aleph._ledger._rowline import encode_line, row_line
 
-__all__ = ["ChainWriter"]
+__all__ = ["ChainWriter", "Fields", "fields_of"]
 
 logger = logging.getLogger("aleph.ledger")
 
 _MAX_OPEN_CHAINS = 256
 # Read this much of a chain's end first when opening it; more only when its last signature lies further back.
 _TAIL_WINDOW = 1 << 20
+
+
+Fields = tuple[str, str, str, str, "str | None", "str | None", "str | None", "str | None", "Mapping[str, str] | None"]
+"""A record's fields as the writer takes them: action, target, outcome, detail, args_fp, principal, result_fp,
+rule, refs (a fast entry passes them without building a :class:`LedgerRecord`)."""
+
+
+def fields_of(record: LedgerRecord) -> Fields:
+    """``record``'s fields in :data:`Fields` order."""
+    return (record.action, record.target, record.outcome, record.detail, record.args_fp, record.principal,
+            record.result_fp, record.rule, record.refs)  # fmt: skip
 
 
 @dataclass(slots=True, eq=False)
@@ -59,9 +74,6 @@ class _Chain:
     path: Path
     ckpt_path: Path
     fd: int
-    size: int = 0
-    seq: int = 0
-    head: bytes | None = None
     signer_fp: str | None = None
     revoked: bool = False
     sealed_seq: int = 0
@@ -76,46 +88,46 @@ class _Chain:
     """Callers waiting for the fsync of their row (``sync = "fsync"``)."""
     retired: bool = False
     """Evicted from the open chains: the committer seals it and closes its file."""
+    lease: Any = None
+    """The chain file's lock kept across rows (:mod:`aleph._ledger._lease`); set when the chain is opened."""
+    lease_map: mmap.mmap | None = None
+    """The shared request counter of the lease (None when it could not be mapped: then the lock is never kept)."""
+    contended_at: float = 0.0
+    """When another writer was last seen asking for this chain (``time.monotonic()``; 0: not lately)."""
+
+    # The head (seq, hash, file size) lives in the lease, which the native row writer advances.
+    @property
+    def seq(self) -> int:
+        """The seq of the chain's head (0 before row 1)."""
+        seq: int = self.lease.seq
+        return seq
+
+    @seq.setter
+    def seq(self, value: int) -> None:
+        self.lease.seq = value
+
+    @property
+    def head(self) -> bytes | None:
+        """The head row's hash."""
+        head: bytes | None = self.lease.head
+        return head
+
+    @head.setter
+    def head(self, value: bytes | None) -> None:
+        self.lease.head = value
+
+    @property
+    def size(self) -> int:
+        """The chain file's size after the head row (every row this process has read or written)."""
+        size: int = self.lease.size
+        return size
+
+    @size.setter
+    def size(self, value: int) -> None:
+        self.lease.size = value
 
 
 _ROW_ENCODER = json.JSONEncoder(ensure_ascii=False)  # json.dumps(row, ensure_ascii=False) without a new encoder per row
-
-
-def _text(value: str | None) -> str:
-    return "null" if value is None else _quote(value)
-
-
-def _encode_line(
-    agent_id: str,
-    seq: int,
-    prev: bytes | None,
-    digest: bytes,
-    signature: str,
-    fp: str,
-    action: str,
-    target: str,
-    outcome: str,
-    args_fp: str | None,
-    detail: str,
-    at_ms: int,
-    principal: str | None,
-    result_fp: str | None,
-    rule: str | None,
-    mark: str | None,
-) -> bytes:
-    """A row without refs as ``json.dumps(row, ensure_ascii=False)`` writes it, at a third of the cost.
-
-    Every string goes through json's own C string encoder; hex and the checked action and outcome need none.
-    """
-    previous = "null" if prev is None else f'"{prev.hex()}"'
-    return (
-        f'{{"agent_id": {_quote(agent_id)}, "seq": {seq}, "prev_hash": {previous}, '
-        f'"hash": "{digest.hex()}", "signature": "{signature}", "signer_fp": {_quote(fp)}, "action": "{action}", '
-        f'"target": {_quote(target)}, "outcome": "{outcome}", "args_fp": {_text(args_fp)}, '
-        f'"detail": {_quote(detail)}, "at_ms": {at_ms}, "principal": {_text(principal)}, '
-        f'"result_fp": {_text(result_fp)}, "rule": {_text(rule)}'
-        + ("}\n" if mark is None else f', "mark": "{mark}"}}\n')
-    ).encode("utf-8")
 
 
 class ChainWriter:
@@ -158,23 +170,28 @@ class ChainWriter:
 
     # ---- the append path (caller's thread, self._lock held) -------------------------------------
 
-    def _write_locked(self, agent_id: str, record: LedgerRecord | None, ack: Ack | None) -> str | None:
-        """Write the identity rows due and ``record``'s row; None once written, else why not (counted lost).
+    def _write_locked(self, agent_id: str, row: Fields | None, ack: Ack | None) -> str | None:
+        """Write the identity rows due and ``row``'s; None once written, else why not (counted lost).
 
-        With ``ack``, its ``seq`` is set and it waits in the chain for the committer's fsync.
+        ``row`` is a record's fields in :data:`Fields` order. With ``ack``, its ``seq`` is set and it
+        waits in the chain for the committer's fsync.
         """
-        count = 0 if record is None else 1
-        if record is not None and (record.action not in ACTIONS or record.outcome not in OUTCOMES):
-            return self._lose(count, f"unknown action {record.action!r} or outcome {record.outcome!r}")
+        count = 0 if row is None else 1
+        if row is not None and (row[0] not in ACTIONS or row[2] not in OUTCOMES):
+            return self._lose(count, f"unknown action {row[0]!r} or outcome {row[2]!r}")
+        # An open chain is looked up without reordering the open chains while they are fewer than the bound:
+        # the order (least recently used first) only matters for choosing one to close, once they are that many.
+        chain = self._chains.get(agent_id)
         try:
-            chain = self._open_chain(agent_id)
+            if chain is None or len(self._chains) >= _MAX_OPEN_CHAINS:
+                chain = self._open_chain(agent_id)
         except OSError as exc:
             return self._fail(count, describe_os_error(exc, exc.filename or self.chains_dir))
         except (ValueError, AlephError) as exc:
             return self._lose(count, f"cannot open the chain of agent {agent_id!r}: {exc}")
         if chain.broken:
             return self._lose(count, chain.broken)
-        fcntl.flock(chain.fd, fcntl.LOCK_EX)
+        self._lock_chain(chain)
         try:
             # The file's end, to see whether another process appended since our last row: lseek answers it
             # with one int where fstat builds a whole stat result (the fd is O_APPEND and every read is a
@@ -198,8 +215,8 @@ class ChainWriter:
                     logger.error("%s; run `aleph doctor`", why)
                 self.faults[agent_id] = why
                 return self._lose(count, why)
-            if record is not None:
-                lines.append(self._row(state, signer, record))
+            if row is not None:
+                lines.append(self._row(state, signer, row))
             if not lines:
                 return None
             data = lines[0] if len(lines) == 1 else b"".join(lines)
@@ -214,8 +231,9 @@ class ChainWriter:
             chain.size += len(data)
             chain.seq, chain.head, chain.signer_fp, chain.revoked = state
             chain.signer, chain.refresh = signer, False
+            chain.lease.bind(chain.agent_id, signer.fingerprint, signer.marker)
         finally:
-            fcntl.flock(chain.fd, fcntl.LOCK_UN)
+            self._unlock_chain(chain)
         if not self._dirty:
             self._wake.set()
         self._dirty.add(chain)
@@ -225,6 +243,33 @@ class ChainWriter:
         elif chain.seq - chain.sealed_seq >= self.checkpoint_every and not self._urgent.is_set():
             self._urgent.set()
         return None
+
+    def _lock_chain(self, chain: _Chain) -> None:
+        """Lock the chain file for this thread's rows (at once when this process holds its lease).
+
+        A writer that finds it locked by another process asks the holder for it (the lease's request counter),
+        and keeps from holding it across rows itself for a while, so the two take turns row by row. Before it
+        waits it gives up every lease this ledger holds: a process waiting for a chain while holding another
+        that the first one's holder waits for would otherwise wait forever (its committer, which gives leases
+        up, needs the lock this thread holds).
+        """
+        if chain.lease.held:
+            return
+        try:
+            fcntl.flock(chain.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            for other in self._chains.values():
+                if other.lease is not None:
+                    other.lease.release()
+            chain.lease.allowed = 0
+            chain.contended_at = time.monotonic()
+            ask_for(chain.path, chain.lease_map)
+            fcntl.flock(chain.fd, fcntl.LOCK_EX)
+
+    @staticmethod
+    def _unlock_chain(chain: _Chain) -> None:
+        chain.lease.held = 0
+        fcntl.flock(chain.fd, fcntl.LOCK_UN)
 
     def _write_rows(
         self, chain: _Chain, data: bytes, count: int, done: int = 0, failed: OSError | None = None
@@ -266,9 +311,16 @@ class ChainWriter:
                 os.ftruncate(chain.fd, chain.size)
             raise
 
-    def _row(self, state: list[Any], signer: Signer, record: LedgerRecord) -> bytes:
-        target, detail, args_fp, principal = record.target, record.detail, record.args_fp, record.principal
-        result_fp, rule = record.result_fp, record.rule
+    @staticmethod
+    def _row(state: list[Any], signer: Signer, row: Fields) -> bytes:
+        action, target, outcome, detail, args_fp, principal, result_fp, rule, refs = row
+        if refs is None:  # the common row: hash, mark and line in one call (native when built)
+            seq, fp = state[0] + 1, signer.fingerprint
+            built = row_line(signer.agent_id, seq, state[1], fp, signer.marker, _now_ms(), action, target, outcome,
+                             detail, args_fp, principal, result_fp, rule)  # fmt: skip
+            if built is not None:
+                state[0], state[1], state[2] = seq, built[1], fp
+                return built[0]
         if not (  # one check for the common row (short ASCII strings, nothing to clip); else field by field
             type(target) is str
             and type(detail) is str
@@ -283,18 +335,18 @@ class ChainWriter:
             target, detail = _clip(target, MAX_TARGET), _clip(detail, MAX_DETAIL)
             args_fp, principal = _clip_opt(args_fp, MAX_SHORT), _clip_opt(principal, MAX_SHORT)
             result_fp, rule = _clip_opt(result_fp, MAX_SHORT), _clip_opt(rule, MAX_SHORT)
-        return self._line(
+        return ChainWriter._line(
             state,
             signer,
-            action=record.action,
+            action=action,
             target=target,
-            outcome=record.outcome,
+            outcome=outcome,
             detail=detail,
             args_fp=args_fp,
             principal=principal,
             result_fp=result_fp,
             rule=rule,
-            refs=_clip_refs(record.refs),
+            refs=_clip_refs(refs),
         )
 
     @staticmethod
@@ -337,7 +389,7 @@ class ChainWriter:
         signature = signer.sign(digest).hex() if signed else ""
         mark = None if signed else signer.mark(digest)
         if refs is None:
-            return _encode_line(signer.agent_id, seq, prev, digest, signature, fp, action, target, outcome, args_fp,
+            return encode_line(signer.agent_id, seq, prev, digest, signature, fp, action, target, outcome, args_fp,
                                 detail, at_ms, principal, result_fp, rule, mark)  # fmt: skip
         # The same keys, in the same order, as LedgerRow.
         row: dict[str, Any] = {
@@ -401,6 +453,7 @@ class ChainWriter:
             # Bound open file descriptors; the committer seals the evicted chain and closes its file.
             oldest = self._chains.pop(next(iter(self._chains)))
             oldest.retired = True
+            close_lease(oldest.lease, oldest.lease_map)  # now: reopening it here must not wait for ourselves
             if not self._dirty:
                 self._wake.set()
             self._dirty.add(oldest)
@@ -410,11 +463,12 @@ class ChainWriter:
         path, ckpt_path = self._chain_paths(agent_id)
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
         chain = _Chain(agent_id, path, ckpt_path, fd)
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        chain.lease, chain.lease_map = open_lease(path, fd)
+        self._lock_chain(chain)
         try:
             self._load_state(chain)
         finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            self._unlock_chain(chain)
         self._chains[agent_id] = chain
         if chain.seq > chain.sealed_seq:  # rows a crashed writer left unsealed: seal them now
             if not self._dirty:

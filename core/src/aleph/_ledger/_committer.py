@@ -22,6 +22,7 @@ from aleph._errors import AlephError
 from aleph._ledger._chainwriter import ChainWriter, _Chain, _checkpoint_seq
 from aleph._ledger._durability import describe_os_error
 from aleph._ledger._format import signed_checkpoint
+from aleph._ledger._lease import LEASE_HOLDOFF, close_lease
 
 __all__ = ["SEAL_INTERVAL", "Committer"]
 
@@ -66,11 +67,14 @@ class Committer(ChainWriter):
                 except Exception:  # the committer must outlive any single chain's failure
                     logger.exception("ledger: committing the chain of agent %r failed", chain.agent_id)
             for chain in retired:
+                with self._lock:
+                    close_lease(chain.lease, chain.lease_map)
                 with contextlib.suppress(OSError):
                     os.close(chain.fd)
 
     def _commit_chain(self, chain: _Chain, seal: bool) -> None:
         with self._lock:
+            self._end_lease(chain)
             seq, head, fp = chain.seq, chain.head, chain.signer_fp
             waiting, chain.waiting = chain.waiting, []
             signer = chain.signer if chain.signer is not None and chain.signer.fingerprint == fp else None
@@ -113,6 +117,25 @@ class Committer(ChainWriter):
             chain.sealed_seq = max(chain.sealed_seq, seq)
             chain.sealed_at = time.monotonic()
         self._check_keys(chain)
+
+    @staticmethod
+    def _end_lease(chain: _Chain) -> None:
+        """Give the chain's lock up at every pass (self._lock held): a process that stops writing holds nothing.
+
+        A lease given up because another writer asked for it is allowed again :data:`LEASE_HOLDOFF` later.
+        """
+        lease = chain.lease
+        if lease is None:
+            return
+        with contextlib.suppress(OSError):
+            lease.release()
+        if lease.allowed or chain.lease_map is None or chain.retired:
+            return
+        now = time.monotonic()
+        if not chain.contended_at:
+            chain.contended_at = now
+        elif now - chain.contended_at >= LEASE_HOLDOFF:
+            lease.allowed, chain.contended_at = 1, 0.0
 
     def _check_keys(self, chain: _Chain) -> None:
         """Notice a key rotated or revoked by another process (off the callers' path): re-read before the next row."""

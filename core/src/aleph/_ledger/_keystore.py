@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 
 from aleph._atomic import remove_stale_temporaries, write_atomic
 from aleph._errors import AlephError
+from aleph._ledger._speedups import MarkKey
 
 __all__ = ["Keystore", "KeystoreError", "Signer", "agent_file_stem", "fingerprint", "verify_signature"]
 
@@ -80,8 +81,6 @@ def agent_file_stem(agent_id: str) -> str:
 
 
 _MAC_DOMAIN = b"aleph-agent-ledger-row-mark-v1"
-_IPAD = bytes(b ^ 0x36 for b in range(256))
-_OPAD = bytes(b ^ 0x5C for b in range(256))
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,14 +92,11 @@ class Signer:
     public_key: bytes
     _private: Ed25519PrivateKey
     _mac_key: bytes = b""
-    _pads: tuple[Any, Any] = field(init=False, repr=False, compare=False)
-    """SHA-256 states after HMAC's inner and outer key blocks, so a mark hashes only its own two blocks."""
+    marker: Any = field(init=False, repr=False, compare=False)
+    """The mark key with HMAC's two key blocks hashed once (native when built): a mark hashes only its own blocks."""
 
     def __post_init__(self) -> None:
-        key = self._mac_key if len(self._mac_key) <= 64 else hashlib.sha256(self._mac_key).digest()
-        key = key.ljust(64, b"\0")
-        pads = (hashlib.sha256(key.translate(_IPAD)), hashlib.sha256(key.translate(_OPAD)))
-        object.__setattr__(self, "_pads", pads)
+        object.__setattr__(self, "marker", MarkKey(self._mac_key))
 
     def sign(self, message: bytes) -> bytes:
         """The 64-byte Ed25519 signature of ``message``."""
@@ -114,13 +110,8 @@ class Signer:
         carry it: rows someone appended behind the ledger's back are cut, never vouched for.
         """
         # HMAC-SHA256 (RFC 2104) from the precomputed key blocks: the same bytes as
-        # hmac.digest(self._mac_key, digest, "sha256"), without hashing the key's two blocks again per row.
-        inner, outer = self._pads
-        inner = inner.copy()
-        inner.update(digest)
-        outer = outer.copy()
-        outer.update(inner.digest())
-        mark: str = outer.digest()[:16].hex()
+        # hmac.digest(self._mac_key, digest, "sha256")[:16].hex(), without hashing the key's blocks again per row.
+        mark: str = self.marker.mark(digest)
         return mark
 
     def __repr__(self) -> str:

@@ -34,12 +34,14 @@ import anyio
 import anyio.to_thread
 
 from aleph._atomic import write_atomic
-from aleph._ledger._chainwriter import _Chain
+from aleph._ledger._chainwriter import Fields, _Chain, fields_of
 from aleph._ledger._committer import Committer
 from aleph._ledger._durability import Ack, Reserve, describe_os_error
 from aleph._ledger._format import (
+    ACTIONS,
     CHECKPOINT_DOMAIN,
     HASH_DOMAIN,
+    OUTCOMES,
     LedgerAction,
     LedgerError,
     LedgerOutcome,
@@ -54,6 +56,7 @@ from aleph._ledger._format import (
     verify_chain,
 )
 from aleph._ledger._keystore import Keystore, check_agent_id
+from aleph._ledger._lease import close_lease
 
 if TYPE_CHECKING:
     from aleph._config import AlephConfig
@@ -169,21 +172,66 @@ class Ledger(Committer):
 
         ``ack`` gets the row's seq; an :class:`Ack` also waits in the chain for the committer's fsync.
         """
+        try:
+            row = None if record is None else fields_of(record)
+        except AttributeError:
+            with self._lock:
+                return self._lose(1, f"not a LedgerRecord: {type(record).__name__}")
+        return self._write_fields(agent_id, row, ack)
+
+    def write_row(
+        self,
+        agent_id: str,
+        action: LedgerAction,
+        target: str,
+        outcome: LedgerOutcome,
+        detail: str,
+        args_fp: str | None = None,
+        principal: str | None = None,
+    ) -> str | None:
+        """Write one row from its fields on this thread, before returning; None once written, else why not.
+
+        The chokepoint's fast entry for a call's row (no :class:`LedgerRecord`, no ``await``): it returns
+        once the row is written (in the page cache, so it survives ``kill -9``), which is what a durable
+        :meth:`append` waits for under ``sync = "write"``; under ``"fsync"`` use :meth:`append`. Never raises.
+        """
+        if outcome not in OUTCOMES:
+            return self._write_fields(agent_id, (action, target, outcome, detail, args_fp, principal, None, None, None))
+        with self._lock:
+            chain = self._chains.get(agent_id)
+            # The common row of a chain open and current: one native call writes it (see _lease).
+            if chain is not None and not chain.refresh and chain.broken is None and action in ACTIONS:
+                try:
+                    seq = chain.lease.append(action, target, outcome, detail, args_fp, principal, None, None)
+                except Exception:  # never raise into the call being recorded: the full path says why
+                    seq = 0
+                if seq > 0:
+                    if not self._dirty:
+                        self._wake.set()
+                    self._dirty.add(chain)
+                    if seq - chain.sealed_seq >= self.checkpoint_every and not self._urgent.is_set():
+                        self._urgent.set()
+                    return None
+        # Anything else (a chain to open or read again, identity rows due, a row to clip, another process
+        # holding the chain, a failed write) takes the full path, which also says why a row was not stored.
+        return self._write_fields(agent_id, (action, target, outcome, detail, args_fp, principal, None, None, None))
+
+    def _write_fields(self, agent_id: str, row: Fields | None, ack: Ack | _Seq | None = None) -> str | None:
         with self._lock:
             if self._closed:
-                return self._lose(0 if record is None else 1, "the ledger is closed")
+                return self._lose(0 if row is None else 1, "the ledger is closed")
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run_committer, name="aleph-ledger-committer", daemon=True)
                 self._thread.start()
                 _OPEN_LEDGERS.add(self)
             try:
-                error = self._write_locked(agent_id, record, ack if isinstance(ack, Ack) else None)
+                error = self._write_locked(agent_id, row, ack if isinstance(ack, Ack) else None)
                 if error is None and ack is not None:
                     ack.seq = self._chains[agent_id].seq
                 return error
             except Exception as exc:  # never raise into the call being recorded
                 logger.exception("ledger: unexpected failure writing the chain of agent %r", agent_id)
-                return self._lose(0 if record is None else 1, f"unexpected {type(exc).__name__}: {exc}")
+                return self._lose(0 if row is None else 1, f"unexpected {type(exc).__name__}: {exc}")
 
     async def append(
         self, record: LedgerRecord, *, durable: bool = False, on_row: Callable[[int], None] | None = None
@@ -327,6 +375,7 @@ class Ledger(Committer):
         self.commit()
         with self._lock:
             for chain in self._chains.values():
+                close_lease(chain.lease, chain.lease_map)
                 with contextlib.suppress(OSError):
                     os.close(chain.fd)
             self._chains.clear()

@@ -7,7 +7,8 @@ evidence falls below the cut. For such questions the ranking's best items (KEEP,
 the rest of the list goes to the best items of sessions it has not reached yet (other events), from
 the best POOL × limit. Keeping the head matters: concentration is what finds the first answer (a
 discount on every repeat of a session, 0.5-0.1 a repeat, lost 10-19 questions' "all evidence" on
-LoCoMo's dev split), while the tail of a plain top 10 is mostly the first hit's neighbours.
+LoCoMo's dev split), while the tail of a plain top 10 is mostly the first hit's neighbours. With vectors, a set
+question without a date or bound orders those new sessions by meaning instead (``_answervecs.by_meaning``).
 
 A question asks for a set when it counts ("how many", "how often", "every"), lists ("which ones",
 "what books has she read"), or asks what someone *has done* over time ("What has Melanie painted?",

@@ -19,7 +19,8 @@
 6. **Vectors** (when an embedder is configured): every item has its own vector and a turn also a
    context vector (the turn with the turns before and after it). The query without the people it
    names is embedded; the items nearest by the two cosines summed (among the items of the person
-   the query is about, when it names any: see ``_subject``) join the candidates, with the
+   the query is about, when it names any: see ``_subject``; a "both" question about several people
+   takes each one's nearest) join the candidates, with the
    next turn of each nearby turn that asks, and a 0-1 scaled similarity is added to the finished
    lexical ranking (its scores over its best); that next turn gains half its asker's. Vectors do
    not know when a turn was said: a dated query's similarity counts only inside its window, a
@@ -35,8 +36,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from aleph_memory._answers import POOL, asks_about_both, asks_for_a_set, distinct_events, diversify
+from aleph_memory._answervecs import by_meaning
 from aleph_memory._db import Database
 from aleph_memory._events import events_in, told_elsewhere, window_holds
 from aleph_memory._holidays import HOLIDAY
@@ -45,7 +48,7 @@ from aleph_memory._lexical import DocCounts, compound_forms, match_expression
 from aleph_memory._places import asks_for_a_place, items_naming_a_place
 from aleph_memory._providers import Embedder, _numpy, embed_normalised
 from aleph_memory._text import lemma, stem, terms
-from aleph_memory._vectorindex import VectorIndex
+from aleph_memory._vectorindex import VectorIndex, top_positions
 from aleph_memory._when import Window, find_window
 
 __all__ = ["Hit", "Ranker", "SearchResult"]
@@ -77,6 +80,10 @@ DENSE_CANDIDATES = 150
 DENSE_REPLY_SHARE = 0.5
 """A turn that asks, among the REPLY_TOP nearest by vector, passes this share of its similarity to the next turn."""
 MAX_QUERY_TERMS = 64
+VECTOR_SETS = True
+"""A set question without a date or bound orders its tail's new sessions by meaning (``_answervecs``)."""
+PER_PERSON = True
+"""A "both" question about several named people takes each one's nearest items by vector, not its subject's only."""
 
 
 _ASKS_WHEN = re.compile(r"\s*(?:when|what (?:day|date|month|year|time)|how long)\b", re.I)
@@ -264,7 +271,8 @@ class Ranker:
         mode = "lexical"
         dense: dict[int, float] = {}
         if embedder is not None and lexical:
-            dense = self._dense(embedder, agent, _vector_query(query, name_words), subject, scores)
+            both = tuple(sorted(named)) if len(named) >= 2 and asks_about_both(original) else ()
+            dense = self._dense(embedder, agent, _vector_query(query, name_words), subject, scores, both)
             mode = "hybrid"
         if not scores:
             return SearchResult([], mode, degraded, tuple(sorted(named)))
@@ -326,6 +334,7 @@ class Ranker:
                 s = features[rowid][2]
                 if s is not None:
                     final[rowid] += SESSION_WEIGHT * totals[s] / best
+        used: dict[int, float] = {}  # each item's scaled similarity as the ranking took it (set questions' tails)
         if dense:
             # Vectors join the finished lexical ranking (added earlier, they would also feed the reply and
             # session signals: 300 / 369 instead of 303 / 375 questions on LoCoMo's two groups). Time is
@@ -345,6 +354,8 @@ class Ranker:
                     # which only the lexical ranking sees; its vectors' nearest items stay candidates.
                     d = 0.0
                 final[rowid] = final[rowid] / best_final + DENSE_WEIGHT * d
+                if d:
+                    used[rowid] = d
         ranked = sorted(final, key=lambda r: (-final[r], -r))
         both = len(named) >= 2 and asks_about_both(original)
         if both:
@@ -355,7 +366,11 @@ class Ranker:
         elif asks_for_a_set(original):
             # "How many times", "which ones", "what has she painted": several events (see _answers).
             mine = {r: f[2] if len(named) != 1 or f[1] in named else None for r, f in features.items()}
-            ranked = distinct_events(ranked, mine, limit)
+            index = self._vectors.get(agent) if dense and VECTOR_SETS and window is None else None
+            if index is not None:
+                ranked = by_meaning(ranked, final, mine, limit, index, used)
+            else:
+                ranked = distinct_events(ranked, mine, limit)
         ranked = ranked[: max(0, limit)]
         items = self.items.by_rowids(ranked)
         hits = [Hit(items[r], round(final[r], 4)) for r in ranked if r in items]
@@ -368,6 +383,7 @@ class Ranker:
         question: str,
         gate: str | None,
         scores: dict[int, float],
+        people: Sequence[str] = (),
     ) -> dict[int, float]:
         """Scaled vector similarity (0-1) of the candidates to ``question`` (see :func:`_vector_query`).
 
@@ -377,15 +393,35 @@ class Ranker:
         subject, see :func:`_subject`) is about what that person said: the nearest items are taken among
         that speaker's items only (whatever else the vectors find near a name-less question about "her
         pets" is mostly the other person's chatter). A nearby turn that asks passes a share of its
-        similarity to the next turn, its answer (signal 4, by meaning instead of words).
+        similarity to the next turn, its answer (signal 4, by meaning instead of words). A "both" question about
+        several named people (``people``) asks for a piece of evidence from each, told in each one's own words:
+        each person's nearest items are taken among their items and scaled among themselves (DENSE_CANDIDATES
+        shared between them), so the subject's turns do not crowd out the other person's.
         """
-        np = _numpy()
         index = self.vector_index(embedder, agent)
         # Embedded here, not on a second thread beside the lexical ranking: that was measured and lost on the
         # busy 2-core machine (p50 57.8 against 39.9 ms at 100,000 items, 5 ms more CPU: the two threads take
         # turns at the GIL).
         qv = embed_normalised(embedder, [question])[0]
+        if len(people) >= 2 and PER_PERSON:
+            # Each person's part of a "both" question retrieved on its own: their nearest, scaled among them.
+            out: dict[int, float] = {}
+            for ids, sims in index.similarities_by_speaker(qv, people):
+                if not len(ids):
+                    continue
+                best = top_positions(_numpy(), sims, DENSE_CANDIDATES // len(people))
+                nearest = self._nearest(ids, sims, best, scores)
+                for rowid, value in nearest.items():
+                    out[rowid] = max(out.get(rowid, 0.0), value)
+            if out:
+                return out
         ids, sims, best = index.nearest(qv, DENSE_CANDIDATES, gate)
+        return self._nearest(ids, sims, best, scores)
+
+    def _nearest(self, ids: Any, sims: Any, best: Any, scores: dict[int, float]) -> dict[int, float]:
+        """The nearest rows (positions ``best``, nearest first) join ``scores``; every candidate's similarity
+        scaled 0-1 over them."""
+        np = _numpy()
         if not len(best):
             return {}
         # Nearest first: which of them a tie at 0 among the lexical scores lets pass a reply share is then

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from aleph_memory._providers import _numpy, one_blas_thread
@@ -196,6 +196,25 @@ class VectorIndex:
         if mine is None:
             return ids, sims, top_positions(np, sims, k)
         return ids, sims, mine[top_positions(np, sims[mine], k)]
+
+    def similarities_by_speaker(self, query: Any, speakers: Sequence[str]) -> list[tuple[Any, Any]]:
+        """(rowids, similarity) of each of ``speakers``' rows to ``query``: one product, split under one lock.
+
+        A speaker without rows gets empty arrays. Taken together, so a refresh on another thread cannot come
+        between the product and the masks.
+        """
+        np = self._np
+        with self._lock:
+            n = self._n
+            with one_blas_thread():
+                sims = query @ self._comb[:, :n]
+            ids = self._ids[:n]
+            out = []
+            for speaker in speakers:
+                code = self._codes.get(speaker)
+                rows = np.flatnonzero(self._spk[:n] == code) if code is not None else np.zeros(0, dtype=np.int64)
+                out.append((ids[rows], sims[rows]))
+            return out
 
     @property
     def context(self) -> Any:
