@@ -419,8 +419,7 @@ class Ranker:
         return self._nearest(ids, sims, best, scores)
 
     def _nearest(self, ids: Any, sims: Any, best: Any, scores: dict[int, float]) -> dict[int, float]:
-        """The nearest rows (positions ``best``, nearest first) join ``scores``; every candidate's similarity
-        scaled 0-1 over them."""
+        """The nearest rows (positions ``best``, nearest first) join ``scores``; each candidate's similarity, 0-1."""
         np = _numpy()
         if not len(best):
             return {}
