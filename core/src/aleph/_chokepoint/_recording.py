@@ -173,7 +173,10 @@ class Recording:
         # Core's own Ledger only (any other object with the ledger's methods takes the awaited path).
         if refs or type(ledger) is not Ledger or ledger.sync != "write" or _SPAN.get() is not None:
             return LATER
-        summary, args_fp = _summary_and_fingerprint(entry.name, arguments)
+        try:  # _summary_and_fingerprint's work without its frame (this runs on every mutating call)
+            summary, args_fp = summary_and_fingerprint(entry.name, arguments)
+        except Exception:
+            summary, args_fp = _summary_and_fingerprint(entry.name, arguments)
         try:
             unrecorded: str | None = ledger.write_row(
                 self.agent or "default",
