@@ -173,6 +173,7 @@ class Recording:
         # Core's own Ledger only (any other object with the ledger's methods takes the awaited path).
         if refs or type(ledger) is not Ledger or ledger.sync != "write" or _SPAN.get() is not None:
             return LATER
+        args_fp: str | None
         try:  # _summary_and_fingerprint's work without its frame (this runs on every mutating call)
             summary, args_fp = summary_and_fingerprint(entry.name, arguments)
         except Exception:
