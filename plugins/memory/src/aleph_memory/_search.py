@@ -308,7 +308,11 @@ class Ranker:
                 continue
             value = lex
             if query_stems:
-                value += COVERAGE_WEIGHT * sum(1 for q in padded_stems if q in own) / len(padded_stems)
+                covered = 0  # a loop, not a generator: this runs for each of ~1,000 candidates a question
+                for q in padded_stems:
+                    if q in own:
+                        covered += 1
+                value += COVERAGE_WEIGHT * covered / len(padded_stems)
             if rowid in events:
                 value += TIME_WEIGHT + EVENT_WEIGHT * events[rowid]
             elif window is not None and f[6] is not None and f[6] in window and rowid not in elsewhere:
