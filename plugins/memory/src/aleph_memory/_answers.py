@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-__all__ = ["asks_about_both", "asks_for_a_set", "distinct_events", "diversify"]
+__all__ = ["asks_about_both", "asks_for_a_set", "distinct_events", "diversify", "filled_from"]
 
 SAME_SESSION_DECAY = 0.8
 """Each item already picked from a session multiplies the next one's score by this."""
@@ -80,14 +80,7 @@ def distinct_events(ranked: list[int], sessions: Mapping[int, str | None], limit
         if session is not None and session not in seen:
             picked.append(rowid)
             seen.add(session)
-    chosen = set(picked)
-    for rowid in ranked:
-        if len(picked) >= limit:
-            break
-        if rowid not in chosen:
-            picked.append(rowid)
-            chosen.add(rowid)
-    return picked
+    return filled_from(ranked, picked, limit)
 
 
 def diversify(
@@ -129,4 +122,16 @@ def diversify(
         if speakers is not None:
             who = speakers.get(best)
             said[who] = said.get(who, 0) + 1
+    return picked
+
+
+def filled_from(ranked: list[int], picked: list[int], limit: int) -> list[int]:
+    """``picked``, then the best of ``ranked`` not in it, up to ``limit`` items (``picked`` is extended)."""
+    chosen = set(picked)
+    for rowid in ranked:
+        if len(picked) >= limit:
+            break
+        if rowid not in chosen:
+            picked.append(rowid)
+            chosen.add(rowid)
     return picked

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aleph_memory._answers import KEEP
+from aleph_memory._answers import KEEP, filled_from
 from aleph_memory._providers import _numpy
 
 __all__ = ["by_meaning"]
@@ -86,11 +86,4 @@ def by_meaning(
         value += SEED_WEIGHT * (candidates @ seeds.T).max(axis=1)
         order = np.argsort(-value, kind="stable")
         picked += [pool[i] for i in order[: limit - len(picked)].tolist()]
-    chosen = set(picked)
-    for rowid in ranked:
-        if len(picked) >= limit:
-            break
-        if rowid not in chosen:
-            picked.append(rowid)
-            chosen.add(rowid)
-    return picked
+    return filled_from(ranked, picked, limit)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import aleph
+from aleph_memory._providers import length_batches
 
 __all__ = ["MiniLMNumpyEmbedder"]
 
@@ -83,17 +84,7 @@ class MiniLMNumpyEmbedder:
         np = self._np
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         encoded = self._tokenizer.encode_batch(list(texts))
-        # Batches of similar length waste little on padding.
-        order = sorted(range(len(texts)), key=lambda i: len(encoded[i].ids))
-        for start in range(0, len(order), BATCH):
-            rows = order[start : start + BATCH]
-            width = max(len(encoded[i].ids) for i in rows)
-            ids = np.zeros((len(rows), width), dtype=np.int64)
-            mask = np.zeros((len(rows), width), dtype=np.float32)
-            for r, i in enumerate(rows):
-                n = len(encoded[i].ids)
-                ids[r, :n] = encoded[i].ids
-                mask[r, :n] = 1.0
+        for rows, ids, mask in length_batches(np, encoded, BATCH, np.float32):
             with self._threads.limit(limits=1, user_api="blas"):
                 out[rows] = self._forward(ids, mask)
         return out

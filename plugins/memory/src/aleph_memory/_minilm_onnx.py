@@ -26,6 +26,7 @@ from typing import Any
 
 import aleph
 from aleph_memory._minilm_graph import GRAPH_VERSION, build_graph
+from aleph_memory._providers import length_batches
 
 __all__ = ["CACHE_ENV", "MiniLMOnnxEmbedder", "default_cache_dir"]
 
@@ -105,17 +106,7 @@ class MiniLMOnnxEmbedder:
         if not texts:
             return out
         encoded = self._tokenizer.encode_batch(list(texts))
-        # Batches of similar length waste little on padding.
-        order = sorted(range(len(texts)), key=lambda i: len(encoded[i].ids))
-        for start in range(0, len(order), BATCH):
-            rows = order[start : start + BATCH]
-            width = max(len(encoded[i].ids) for i in rows)
-            ids = np.zeros((len(rows), width), dtype=np.int64)
-            mask = np.zeros((len(rows), width), dtype=np.int64)
-            for r, i in enumerate(rows):
-                n = len(encoded[i].ids)
-                ids[r, :n] = encoded[i].ids
-                mask[r, :n] = 1
+        for rows, ids, mask in length_batches(np, encoded, BATCH, np.int64):
             out[rows] = self._session.run(["embedding"], {"input_ids": ids, "attention_mask": mask})[0]
         return out
 

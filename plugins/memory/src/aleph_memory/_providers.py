@@ -9,7 +9,15 @@ from typing import Any, Protocol, runtime_checkable
 
 import aleph
 
-__all__ = ["Embedder", "EmbedderFactory", "Providers", "Summariser", "embed_normalised", "one_blas_thread"]
+__all__ = [
+    "Embedder",
+    "EmbedderFactory",
+    "Providers",
+    "Summariser",
+    "embed_normalised",
+    "length_batches",
+    "one_blas_thread",
+]
 
 MAX_EMBED_BATCH = 512
 
@@ -174,3 +182,21 @@ def one_blas_thread() -> Iterator[None]:
         return
     with _controller.limit(limits=1, user_api="blas"):
         yield
+
+
+def length_batches(np: Any, encoded: Sequence[Any], size: int, mask_dtype: Any) -> Iterator[tuple[list[int], Any, Any]]:
+    """Tokenised texts in batches of similar length (little padding): each batch's positions, ids and mask.
+
+    ``encoded`` are ``tokenizers`` encodings; ids are int64, the mask (1 for a token, 0 for padding) is ``mask_dtype``.
+    """
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].ids))
+    for start in range(0, len(order), size):
+        rows = order[start : start + size]
+        width = max(len(encoded[i].ids) for i in rows)
+        ids = np.zeros((len(rows), width), dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=mask_dtype)
+        for r, i in enumerate(rows):
+            n = len(encoded[i].ids)
+            ids[r, :n] = encoded[i].ids
+            mask[r, :n] = 1
+        yield rows, ids, mask
