@@ -80,14 +80,21 @@ def test_the_index_takes_the_nearest_among_a_speakers_rows_and_masks_the_rest() 
     index = index_of(vectors, speakers)
     query = vectors[0]
     full = (vectors * 2) @ query  # own + context, each row its own context
-    ids, sims, best = index.nearest(query, 150)
+    ids, sims = index.similarities(query)
     assert ids.tolist() == list(range(1, n + 1))
     assert np.allclose(sims, full, atol=1e-5)
-    assert best.tolist() == full_sort(sims, 150)
-    ids, sims, best = index.nearest(query, 150, "Bo")
+    near = index.nearest(query, 150)
+    assert near.rowids.tolist() == [i + 1 for i in full_sort(sims, 150)]
+    assert near.sims.tolist() == sims[full_sort(sims, 150)].tolist()
+    _, gated = index.similarities(query, "Bo")
     bo = np.array([s == "Bo" for s in speakers])
-    assert np.all(np.isneginf(sims[~bo])) and np.allclose(sims[bo], full[bo], atol=1e-5)
-    assert best.tolist() == full_sort(sims, 150) and all(speakers[i] == "Bo" for i in best)
-    _, sims, best = index.nearest(query, 150, "Cy")  # nobody of that name: every row
-    assert np.all(np.isfinite(sims)) and best.tolist() == full_sort(sims, 150)
-    assert index.nearest(query, 0)[2].tolist() == []
+    assert np.all(np.isneginf(gated[~bo])) and np.array_equal(gated[bo], sims[bo])
+    near = index.nearest(query, 150, "Bo")
+    assert near.rowids.tolist() == [i + 1 for i in full_sort(gated, 150)]
+    assert all(speakers[i - 1] == "Bo" for i in near.rowids.tolist())
+    found, values = near.similarities(np.arange(1, 100))  # other rows: the speaker's only, exactly as scored
+    assert found.tolist() == [i for i in range(1, 100) if speakers[i - 1] == "Bo"]
+    assert values.tolist() == sims[found - 1].tolist()
+    near = index.nearest(query, 150, "Cy")  # nobody of that name: every row
+    assert near.rowids.tolist() == [i + 1 for i in full_sort(sims, 150)]
+    assert index.nearest(query, 0).rowids.tolist() == []

@@ -36,7 +36,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from aleph_memory._answers import POOL, asks_about_both, asks_for_a_set, distinct_events, diversify
 from aleph_memory._answervecs import by_meaning
@@ -48,7 +47,7 @@ from aleph_memory._lexical import DocCounts, compound_forms, match_expression
 from aleph_memory._places import asks_for_a_place, items_naming_a_place
 from aleph_memory._providers import Embedder, _numpy, embed_normalised
 from aleph_memory._text import lemma, stem, terms
-from aleph_memory._vectorindex import VectorIndex, top_positions
+from aleph_memory._vectorindex import Nearest, VectorIndex
 from aleph_memory._when import Window, find_window
 
 __all__ = ["Hit", "Ranker", "SearchResult"]
@@ -410,42 +409,35 @@ class Ranker:
         if len(people) >= 2 and PER_PERSON:
             # Each person's part of a "both" question retrieved on its own: their nearest, scaled among them.
             out: dict[int, float] = {}
-            for ids, sims in index.similarities_by_speaker(qv, people):
-                if not len(ids):
-                    continue
-                best = top_positions(_numpy(), sims, DENSE_CANDIDATES // len(people))
-                nearest = self._nearest(ids, sims, best, scores)
-                for rowid, value in nearest.items():
+            for near in index.nearest_by_speaker(qv, people, DENSE_CANDIDATES // len(people)):
+                for rowid, value in self._nearest(near, scores).items():
                     out[rowid] = max(out.get(rowid, 0.0), value)
             if out:
                 return out
-        ids, sims, best = index.nearest(qv, DENSE_CANDIDATES, gate)
-        return self._nearest(ids, sims, best, scores)
+        return self._nearest(index.nearest(qv, DENSE_CANDIDATES, gate), scores)
 
-    def _nearest(self, ids: Any, sims: Any, best: Any, scores: dict[int, float]) -> dict[int, float]:
-        """The nearest rows (positions ``best``, nearest first) join ``scores``; each candidate's similarity, 0-1."""
+    def _nearest(self, near: Nearest, scores: dict[int, float]) -> dict[int, float]:
+        """The nearest rows (``near``, nearest first) join ``scores``; each candidate's similarity, 0-1."""
         np = _numpy()
-        if not len(best):
+        if not len(near.rowids):
             return {}
         # Nearest first: which of them a tie at 0 among the lexical scores lets pass a reply share is then
         # the nearest ones, not the order a partial sort left them in.
-        for rowid in ids[best].tolist():
+        for rowid in near.rowids.tolist():
             scores.setdefault(rowid, 0.0)
-        asking = ids[best[:REPLY_TOP]].tolist() if DENSE_REPLY_SHARE else []
+        asking = near.rowids[:REPLY_TOP].tolist() if DENSE_REPLY_SHARE else []
         replies = dict(self._next_turns(asking, asking=True))
         for answer in replies.values():
             scores.setdefault(answer, 0.0)
         # Similarities mean little in absolute terms: scale them so the nearest item scores 1 and the
         # last of the nearest DENSE_CANDIDATES scores 0.
-        high, low = float(sims[best[0]]), float(sims[best[-1]])
+        high, low = float(near.sims[0]), float(near.sims[-1])
         spread = (high - low) or 1.0
-        # The index's rowids ascend: the candidates are found by binary search, not a pass over every row;
-        # outside the gate (-inf) an item takes no similarity.
-        wanted = np.fromiter(scores, dtype=np.int64, count=len(scores))
-        at = np.minimum(np.searchsorted(ids, wanted), len(ids) - 1)
-        found = at[(ids[at] == wanted) & np.isfinite(sims[at])]
-        scaled = np.clip((sims[found] - low) / spread, 0.0, 1.0)
-        out = dict(zip(ids[found].tolist(), scaled.tolist(), strict=True))
+        # Only the candidates are scored (exactly, like the nearest rows), not every row; outside the gate an
+        # item takes no similarity.
+        found, sims = near.similarities(np.fromiter(scores, dtype=np.int64, count=len(scores)))
+        scaled = np.clip((sims - low) / spread, 0.0, 1.0)
+        out = dict(zip(found.tolist(), scaled.tolist(), strict=True))
         for question, answer in replies.items():
             if question in out:
                 out[answer] = out.get(answer, 0.0) + DENSE_REPLY_SHARE * out[question]

@@ -7,9 +7,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from aleph_memory._providers import _numpy, one_blas_thread
+from aleph_memory._twopass import QueryCode, exact_scores, native, quantise, select, upper_bounds
 from aleph_memory._vectorselect import SAMPLE, top_positions
 
-__all__ = ["SAMPLE", "VectorIndex", "top_positions"]
+__all__ = ["SAMPLE", "Nearest", "VectorIndex", "top_positions"]
 
 
 class VectorIndex:
@@ -21,7 +22,8 @@ class VectorIndex:
     rewritten rows carry a higher ``stamp`` and replace the old ones on the next refresh.
 
     Rows live in buffers that grow by doubling (new vectors arrive in small batches from the worker;
-    copying 100,000 rows for each would cost more than the search).
+    copying 100,000 rows for each would cost more than the search). With the native kernels the rows'
+    sums are also kept as int8 (see ``_twopass``): about 40 MB more at 100,000 rows of 384 dimensions.
     """
 
     def __init__(self, model: str, dim: int) -> None:
@@ -30,12 +32,25 @@ class VectorIndex:
         self._np = _numpy()
         np = self._np
         self._n = 0
+        self._native = native is not None
         self._ids = np.zeros(0, dtype=np.int64)
         self._own = np.zeros((0, dim), dtype=np.float32)
-        self._comb = np.zeros((dim, 0), dtype=np.float32)
-        """Each row's own vector plus its context vector, one column a row: one product scores both. Stored
-        transposed, since OpenBLAS's product of a vector with a wide matrix runs three times as fast here
-        as a tall matrix's with a vector (6 ms against 21 ms at 100,000 x 384 on one core)."""
+        self._rows = np.zeros((0, dim), dtype=np.float32)
+        """Each row's own vector plus its context vector: one score covers both. Row-major with the native
+        kernels (the second pass reads a few hundred whole rows); otherwise a transposed view of ``_cols``."""
+        self._cols = self._rows.T
+        """The same, one column a row. Without the native kernels it is the storage: OpenBLAS's product of a
+        vector with a wide matrix runs three times as fast here as a tall matrix's with a vector (6 ms against
+        21 ms at 100,000 x 384 on one core)."""
+        if not self._native:
+            self._cols = np.zeros((dim, 0), dtype=np.float32)
+            self._rows = self._cols.T
+        self._q8 = np.zeros((0, dim), dtype=np.int8)
+        """The rows as int8 codes, scaled by ``_scale``, with their error ``_err`` (native kernels only)."""
+        self._scale = np.zeros(0, dtype=np.float32)
+        self._err = np.zeros(0, dtype=np.float32)
+        self._bound = np.zeros(0, dtype=np.float32)
+        """Each row's norm, rounded up (inf for a row that is not finite): the rounding part of its bound."""
         self._spk = np.zeros(0, dtype=np.int32)
         """Each row's speaker as a code of ``_codes`` (0: none): comparing codes is one vector operation,
         comparing Python strings in an object array is one call per row (5 ms at 100,000 rows)."""
@@ -58,7 +73,7 @@ class VectorIndex:
     @property
     def combined(self) -> Any:
         """Each row's own vector plus its context vector."""
-        return self._comb[:, : self._n].T
+        return self._rows[: self._n]
 
     def refresh(
         self,
@@ -92,7 +107,20 @@ class VectorIndex:
                 mat = np.frombuffer(b"".join(r[1] for r in updates), dtype=np.float32).reshape(len(updates), self.dim)
                 at, known = self._find(ids)
                 rows_at = at[known]
-                self._comb[:, rows_at] = (self._own[rows_at] + mat[known]).T
+                self._write(rows_at, self._own[rows_at] + mat[known])
+
+    def _write(self, at: Any, combined: Any) -> None:
+        """Rows ``at`` (positions, or a slice) take the sums ``combined``; their int8 codes and bounds follow.
+
+        Every write of a row's sum goes through here, so the int8 copy never lags the float32 rows.
+        """
+        np = self._np
+        self._rows[at] = combined
+        fresh = self._rows[at]
+        codes, scale, error, bound = quantise(np, fresh)
+        self._bound[at] = bound
+        if self._native:
+            self._q8[at], self._scale[at], self._err[at] = codes, scale, error
 
     def _find(self, ids: Any) -> tuple[Any, Any]:
         """Positions of ``ids`` among the rows, and which of them are there."""
@@ -113,9 +141,9 @@ class VectorIndex:
         at, known = self._find(ids)
         if known.any():
             rows = at[known]
-            context = self._comb[:, rows].T - self._own[rows]
+            context = self._rows[rows] - self._own[rows]
             self._own[rows] = mat[known]
-            self._comb[:, rows] = (mat[known] + context).T
+            self._write(rows, mat[known] + context)
         new = ~known
         count = int(new.sum())
         if not count:
@@ -125,17 +153,24 @@ class VectorIndex:
         end = n + count
         self._ids[n:end] = ids[new]
         self._own[n:end] = mat[new]
-        self._comb[:, n:end] = 2 * mat[new].T
+        self._write(slice(n, end), 2 * mat[new])
         self._spk[n:end] = codes[new]
         self._n = end
         if n and int(ids[new][0]) < int(self._ids[n - 1]):
             # Rows older than the newest one held (found by the worker's scan): back into rowid order, which
             # the binary searches over the rowids need.
             order = np.argsort(self._ids[:end], kind="stable")
-            self._ids[:end] = self._ids[:end][order]
-            self._own[:end] = self._own[:end][order]
-            self._comb[:, :end] = self._comb[:, :end][:, order]
-            self._spk[:end] = self._spk[:end][order]
+            for array in self._per_row():
+                array[:end] = array[:end][order]
+
+    def _per_row(self) -> list[Any]:
+        """Every array with one entry (or row) per row, the sums by their storage's own orientation."""
+        arrays = [self._ids, self._own, self._spk, self._bound]
+        if self._native:
+            arrays += [self._rows, self._q8, self._scale, self._err]
+        else:
+            arrays.append(self._cols.T)
+        return arrays
 
     def _reserve(self, size: int) -> None:
         np = self._np
@@ -148,74 +183,118 @@ class VectorIndex:
             fresh[: self._n] = old[: self._n]
             return fresh
 
-        def wider(old: Any) -> Any:
-            fresh = np.zeros((old.shape[0], capacity), dtype=old.dtype)
-            fresh[:, : self._n] = old[:, : self._n]
-            return fresh
+        self._ids, self._own, self._spk, self._bound = (
+            grown(a) for a in (self._ids, self._own, self._spk, self._bound)
+        )
+        if self._native:
+            self._rows, self._q8, self._scale, self._err = (
+                grown(a) for a in (self._rows, self._q8, self._scale, self._err)
+            )
+            self._cols = self._rows.T
+        else:
+            wide = np.zeros((self.dim, capacity), dtype=np.float32)
+            wide[:, : self._n] = self._cols[:, : self._n]
+            self._cols, self._rows = wide, wide.T
 
-        self._ids, self._own, self._spk = (grown(a) for a in (self._ids, self._own, self._spk))
-        self._comb = wider(self._comb)
+    def _gate(self, speaker: str | None, *, strict: bool) -> tuple[Any, int | None]:
+        """(mask of ``speaker``'s rows, its code), or (None, None): every row.
+
+        Every row when there is no speaker, or, unless ``strict``, a speaker without rows (``strict``: no row).
+        """
+        np = self._np
+        if speaker is None:
+            return None, None
+        code = self._codes.get(speaker)
+        mask = self._spk[: self._n] == code if code is not None else np.zeros(self._n, dtype=bool)
+        if not strict and not mask.any():
+            return None, None
+        return mask, -1 if code is None else code
+
+    def _first_pass(self, code: QueryCode) -> tuple[Any, Any]:
+        """(rough scores, upper bounds) of every row: the int8 kernel's, else numpy's float32 product's."""
+        np = self._np
+        n = self._n
+        if self._native and code.usable:
+            scores = np.empty(n, dtype=np.float32)
+            native.approx(code.codes, self._q8[:n], self._scale[:n], code.factor, scores)
+            return scores, upper_bounds(np, scores, code, self._err[:n], self._bound[:n], from_int8=True)
+        if not code.usable:  # a zero or broken question: every row is scored exactly
+            return np.zeros(n, dtype=np.float32), np.full(n, np.inf, dtype=np.float32)
+        with one_blas_thread(), np.errstate(invalid="ignore", over="ignore"):  # a broken row scores NaN
+            scores = code.query @ self._cols[:, :n]
+        return scores, upper_bounds(np, scores, code, None, self._bound[:n], from_int8=False)
+
+    def _exact(self, query: Any, positions: Any) -> Any:
+        return exact_scores(self._np, query, self._rows[: self._n], positions)
+
+    def _select(self, code: QueryCode, first: tuple[Any, Any], k: int, gate: tuple[Any, int | None]) -> Nearest:
+        np = self._np
+        scores, upper = first
+        mask, speaker = gate
+        if mask is not None:
+            scores, upper = scores.copy(), upper.copy()
+            np.copyto(scores, -np.inf, where=~mask)
+            np.copyto(upper, -np.inf, where=~mask)
+        if k < 1 or not self._n:
+            best, sims = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        else:
+            best, sims = select(np, scores, upper, k, lambda at: self._exact(code.query, at))
+        return Nearest(self, code.query, self._ids[best], sims, speaker)
 
     def similarities(self, query: Any, speaker: str | None = None) -> tuple[Any, Any]:
-        """(rowids, similarity) of every row to ``query`` (a unit vector), one matrix product.
+        """(rowids, similarity) of every row to ``query`` (a unit vector), each row's exact score.
 
         The similarity is the cosine to the item's own vector plus the cosine to its context vector (-2 to 2).
-        With ``speaker`` (and when that speaker has rows), every other row's similarity is -inf: a mask costs
-        a pass over the scores, taking the speaker's rows out of the matrix would copy them.
-        """
-        ids, sims, _ = self.nearest(query, 0, speaker)
-        return ids, sims
-
-    def nearest(self, query: Any, k: int, speaker: str | None = None) -> tuple[Any, Any, Any]:
-        """(rowids, similarity, nearest): :meth:`similarities`, and the positions of the ``k`` highest.
-
-        ``nearest`` holds at most ``k`` positions (fewer when fewer rows have a finite similarity), the
-        highest similarity first and, between equal ones, the lower rowid first. With ``speaker`` they are
-        taken among that speaker's rows (all rows when the speaker has none).
+        With ``speaker`` (and when that speaker has rows), every other row's similarity is -inf. A search does
+        not need every row's (see :meth:`nearest`); this scores them all, for tests and benchmarks.
         """
         np = self._np
+        query = np.ascontiguousarray(query, dtype=np.float32)
         with self._lock:
             n = self._n
-            with one_blas_thread():
-                sims = query @ self._comb[:, :n]
-            ids = self._ids[:n].copy()
-            code = self._codes.get(speaker) if speaker is not None else None
-            mine = None
-            if code is not None:
-                mask = self._spk[:n] == code
-                if mask.any():
-                    np.copyto(sims, -np.inf, where=~mask)
-                    mine = np.flatnonzero(mask)
-        if k < 1:
-            return ids, sims, np.zeros(0, dtype=np.int64)
-        if mine is None:
-            return ids, sims, top_positions(np, sims, k)
-        return ids, sims, mine[top_positions(np, sims[mine], k)]
+            sims = self._exact(query, np.arange(n))
+            mask = self._gate(speaker, strict=False)[0]
+            if mask is not None:
+                np.copyto(sims, -np.inf, where=~mask)
+            return self._ids[:n].copy(), sims
+
+    def nearest(self, query: Any, k: int, speaker: str | None = None) -> Nearest:
+        """The ``k`` rows nearest to ``query`` (a unit vector), exactly, and a way to score other rows alike.
+
+        At most ``k`` rows (fewer when fewer rows have a finite similarity), the highest similarity first and,
+        between equal ones, the lower rowid first. With ``speaker`` they are taken among that speaker's rows
+        (all rows when the speaker has none), and :meth:`Nearest.similarities` scores that speaker's rows only.
+        """
+        code = QueryCode(self._np, query)
+        with self._lock:
+            return self._select(code, self._first_pass(code), k, self._gate(speaker, strict=False))
+
+    def nearest_by_speaker(self, query: Any, speakers: Sequence[str], k: int) -> list[Nearest]:
+        """:meth:`nearest` among each of ``speakers``' rows (none for a speaker without rows): one first pass.
+
+        Taken together under one lock, so a refresh on another thread cannot come between the speakers.
+        """
+        code = QueryCode(self._np, query)
+        with self._lock:
+            first = self._first_pass(code)
+            return [self._select(code, first, k, self._gate(s, strict=True)) for s in speakers]
 
     def similarities_by_speaker(self, query: Any, speakers: Sequence[str]) -> list[tuple[Any, Any]]:
-        """(rowids, similarity) of each of ``speakers``' rows to ``query``: one product, split under one lock.
-
-        A speaker without rows gets empty arrays. Taken together, so a refresh on another thread cannot come
-        between the product and the masks.
-        """
+        """(rowids, similarity) of each of ``speakers``' rows to ``query``, exact (for tests and benchmarks)."""
         np = self._np
+        query = np.ascontiguousarray(query, dtype=np.float32)
         with self._lock:
-            n = self._n
-            with one_blas_thread():
-                sims = query @ self._comb[:, :n]
-            ids = self._ids[:n]
             out = []
             for speaker in speakers:
-                code = self._codes.get(speaker)
-                rows = np.flatnonzero(self._spk[:n] == code) if code is not None else np.zeros(0, dtype=np.int64)
-                out.append((ids[rows], sims[rows]))
+                rows = np.flatnonzero(self._gate(speaker, strict=True)[0])
+                out.append((self._ids[rows], self._exact(query, rows)))
             return out
 
     @property
     def context(self) -> Any:
         """The context vectors (a copy; a row without one holds its own vector)."""
         with self._lock:
-            return self._comb[:, : self._n].T - self._own[: self._n]
+            return self._rows[: self._n] - self._own[: self._n]
 
     def of_speaker(self, speaker: str) -> Any:
         """A boolean mask of the rows whose item was said by ``speaker``."""
@@ -233,3 +312,36 @@ class VectorIndex:
             names[code] = name
         with self._lock:
             return self._np.array(names, dtype=object)[self._spk[: self._n]]
+
+
+class Nearest:
+    """The rows nearest to a question (:meth:`VectorIndex.nearest`), and the exact similarity of any other row.
+
+    ``rowids`` and ``sims``: the nearest rows, nearest first, and their similarities.
+    """
+
+    def __init__(self, index: VectorIndex, query: Any, rowids: Any, sims: Any, speaker: int | None) -> None:
+        self._index = index
+        self._query = query
+        self.rowids = rowids
+        self.sims = sims
+        self._speaker = speaker
+        """The gate's speaker code (None: every row)."""
+
+    def similarities(self, rowids: Any) -> tuple[Any, Any]:
+        """(rowids, similarity) of those of ``rowids`` the index holds with a finite similarity (in the gate).
+
+        Scored exactly like the nearest rows. When another thread's refresh took new vectors in since, a row
+        is scored on its newest vectors.
+        """
+        index = self._index
+        np = index._np
+        wanted = np.asarray(rowids, dtype=np.int64)
+        with index._lock:
+            at, known = index._find(wanted)
+            at = at[known]
+            if self._speaker is not None:
+                at = at[index._spk[at] == self._speaker]
+            sims = index._exact(self._query, at)
+            finite = np.isfinite(sims)
+            return index._ids[at[finite]], sims[finite]
