@@ -27,6 +27,7 @@ and kept only when it held on the other three; both groups are printed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -487,6 +488,32 @@ class QueryCost:
         return self._real.embed(texts)
 
 
+@contextlib.contextmanager
+def float32_only() -> Any:
+    """Vector indexes made inside score every row with numpy's float32 product, as without the native kernels.
+
+    The index takes its path when it is made (row-major int8 copy or not), so a store made here keeps the
+    float32 path for good: the same store searched both ways, in the same process, one after the other.
+    """
+    from aleph_memory import _twopass, _vectorindex
+
+    saved = _twopass.native, _vectorindex.native
+    _twopass.native = _vectorindex.native = None
+    try:
+        yield
+    finally:
+        _twopass.native, _vectorindex.native = saved
+
+
+def _paths_alternating(label: str, native: Any, plain: Any, sample: list[str]) -> dict[str, Any]:
+    """ROUNDS rounds of ``sample`` through the float32 path (``plain``) and the two passes (``native``), alternating."""
+    runs: dict[str, Any] = {f"{label}, float32 product over every row (baseline)": [], f"{label}, two passes": []}
+    for _ in range(ROUNDS):
+        for key, store in zip(runs, (plain, native), strict=True):
+            runs[key].append(_timed(lambda q, s=store: s.search("scale", q, limit=K), sample))
+    return runs
+
+
 WORKER_PROBE_S = 60.0
 """How long the real embedder's worker is watched at scale: its rate gives the time until all vectors exist."""
 
@@ -555,12 +582,19 @@ def vector_scale(embedders: list[str]) -> None:
         t0 = time.perf_counter()
         hybrid.search("scale", "warm the vector index", limit=K)
         load_s = time.perf_counter() - t0
+        with float32_only():
+            plain = MemoryStore(path, embedder=stand_in)
+            plain.search("scale", "warm the vector index", limit=K)
         _timed(lambda q: lexical.search("scale", q, limit=K), sample[:30])
-        runs = {
-            "lexical": [_timed(lambda q: lexical.search("scale", q, limit=K), sample) for _ in range(ROUNDS)],
-            "hybrid": [_timed(lambda q: hybrid.search("scale", q, limit=K), sample) for _ in range(ROUNDS)],
-        }
-        selection = nearest_rows(hybrid._memory.ranker.vector_index(stand_in, "scale"), stand_in, sample)
+        runs = {"lexical": [_timed(lambda q: lexical.search("scale", q, limit=K), sample) for _ in range(ROUNDS)]}
+        runs.update(_paths_alternating("hybrid", hybrid, plain, sample))
+        selection = nearest_rows(
+            hybrid._memory.ranker.vector_index(stand_in, "scale"),
+            plain._memory.ranker.vector_index(stand_in, "scale"),
+            stand_in,
+            sample,
+        )
+        plain.close()
         encodes: dict[str, list[tuple[list[float], float]]] = {}
         whole: list[str] = []
         for name in embedders:
@@ -572,10 +606,12 @@ def vector_scale(embedders: list[str]) -> None:
             encodes[name] = [_timed(lambda q, r=real: r.embed([q]), sample) for _ in range(ROUNDS)]
             costed = MemoryStore(path, embedder=QueryCost(real))
             costed.search("scale", "warm the vector index", limit=K)
-            runs[f"hybrid, questions embedded by {name}"] = [
-                _timed(lambda q, s=costed: s.search("scale", q, limit=K), sample) for _ in range(ROUNDS)
-            ]
+            with float32_only():
+                costed_plain = MemoryStore(path, embedder=QueryCost(real))
+                costed_plain.search("scale", "warm the vector index", limit=K)
+            runs.update(_paths_alternating(f"hybrid, questions embedded by {name}", costed, costed_plain, sample))
             costed.close()
+            costed_plain.close()
         lexical.close()
         hybrid.close()
     print(
@@ -594,27 +630,69 @@ def vector_scale(embedders: list[str]) -> None:
         real_scale(name, items, sample)
 
 
-def nearest_rows(index: Any, embedder: Any, sample: list[str]) -> str:
-    """The vector signal's nearest 150 of 100,000 scores: the index's selection against a partial sort (baseline)."""
+def nearest_rows(index: Any, plain: Any, embedder: Any, sample: list[str]) -> str:
+    """The vector signal's nearest 150 of 100,000 rows: the selection alone, and the whole search of the index.
+
+    The selection: the index's sampled bound against a partial sort (baseline) over the same scores. The whole:
+    ``plain`` (numpy's float32 product over every row, then the shortlist scored exactly: the path without the
+    native kernels, baseline) against ``index`` (the int8 pass and the exact second pass), alternating, and the
+    bare float32 product (what the search cost before the two passes, without its selection).
+    """
     import numpy
-    from aleph_memory._providers import embed_normalised
+    from aleph_memory._providers import embed_normalised, one_blas_thread
     from aleph_memory._vectorindex import top_positions
 
-    scores = [index.similarities(embed_normalised(embedder, [q])[0])[1] for q in sample]
+    queries = [embed_normalised(embedder, [q])[0] for q in sample]
+    scores = [index.similarities(q)[1] for q in queries]
     same = all(
         set(top_positions(numpy, s, 150).tolist()) == set(numpy.argpartition(-s, 149)[:150].tolist()) for s in scores
     )
-    rounds = {
-        "sampled bound": [_timed(lambda s: top_positions(numpy, s, 150), scores) for _ in range(ROUNDS)],
-        "partial sort": [_timed(lambda s: numpy.argpartition(-s, 149)[:150], scores) for _ in range(ROUNDS)],
+    columns = numpy.ascontiguousarray(index.combined.T)
+
+    def product(q: Any) -> Any:
+        with one_blas_thread():
+            return q @ columns
+
+    rounds: dict[str, list[tuple[list[float], float]]] = {
+        "sampled bound": [],
+        "partial sort": [],
+        "float32 product": [],
+        "plain": [],
+        "two passes": [],
     }
+    for _ in range(ROUNDS):
+        rounds["sampled bound"].append(_timed(lambda s: top_positions(numpy, s, 150), scores))
+        rounds["partial sort"].append(_timed(lambda s: numpy.argpartition(-s, 149)[:150], scores))
+        rounds["float32 product"].append(_timed(product, queries))
+        rounds["plain"].append(_timed(lambda q: plain.nearest(q, 150), queries))
+        rounds["two passes"].append(_timed(lambda q: index.nearest(q, 150), queries))
+    agree = all(
+        index.nearest(q, 150).rowids.tolist() == plain.nearest(q, 150).rowids.tolist()
+        and index.nearest(q, 150).sims.tobytes() == plain.nearest(q, 150).sims.tobytes()
+        for q in queries
+    )
     p50 = {k: sorted(percentile(r[0], 0.5) for r in v)[ROUNDS // 2] for k, v in rounds.items()}
+    cpu = {k: sorted(r[1] for r in v)[ROUNDS // 2] for k, v in rounds.items()}
     return (
         f"the nearest 150 of {len(scores[0]):,} similarities, p50 median of {ROUNDS} rounds: sampled bound"
         f" {p50['sampled bound']:.3f} ms, partial sort of the negated scores (the previous selection, baseline)"
         f" {p50['partial sort']:.3f} ms, ratio {p50['partial sort'] / max(p50['sampled bound'], 1e-9):.1f}x;"
-        f" the same rows for all {len(scores)} questions: {same}"
+        f" the same rows for all {len(scores)} questions: {same}\n"
+        f"the nearest 150 rows of {len(scores[0]):,}, whole (p50 median of {ROUNDS} rounds, CPU a question): float32"
+        f" product over every row then the shortlist scored exactly (no native kernels, baseline)"
+        f" {p50['plain']:.2f} ms (CPU {cpu['plain']:.2f}), two passes (int8 kernel: {_kernel_name()})"
+        f" {p50['two passes']:.2f} ms (CPU {cpu['two passes']:.2f}), ratio"
+        f" {p50['plain'] / max(p50['two passes'], 1e-9):.2f}x; the bare float32 product alone (the cost before"
+        f" the two passes, without its selection) {p50['float32 product']:.2f} ms, ratio"
+        f" {p50['float32 product'] / max(p50['two passes'], 1e-9):.2f}x; the same rows and the same bits for all"
+        f" {len(queries)} questions: {agree}"
     )
+
+
+def _kernel_name() -> str:
+    from aleph_memory import _twopass
+
+    return "not loaded" if _twopass.native is None else str(_twopass.native.kernel())
 
 
 def real_scale(name: str, items: list[NewItem], sample: list[str]) -> None:
