@@ -21,7 +21,8 @@ REPO = Path(__file__).resolve().parents[2]
 # aleph-core's wheel carries the ledger's native accelerator (core/hatch_build.py compiles it; gcc and libssl-dev
 # come from scripts/setup-system), so it is tagged for this interpreter and platform, as hatchling infers it.
 _PY = f"cp{sys.version_info.major}{sys.version_info.minor}"
-CORE_WHEEL = f"aleph_core-0.1.0-{_PY}-{_PY}-{sysconfig.get_platform().replace('-', '_').replace('.', '_')}.whl"
+_PLATFORM = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+CORE_WHEEL = f"aleph_core-0.1.0-{_PY}-{_PY}-{_PLATFORM}.whl"
 
 
 def make_plugin_from_template(target: Path) -> Path:
@@ -101,6 +102,20 @@ def test_build_dists_installs_build_and_twine_itself_on_a_fresh_machine(tmp_path
     assert "installing build and twine into" in done.stderr
     assert (tmp_path / "cache" / "aleph" / "build-dists-venv" / "bin" / "twine").exists()
     assert sorted(p.name for p in (tmp_path / "dist").iterdir()) == sorted([CORE_WHEEL, "aleph_core-0.1.0.tar.gz"])
+
+
+def test_the_memory_wheel_carries_its_native_vector_kernels(tmp_path: Path) -> None:
+    # aleph-memory's build hook compiles the vector index's int8 kernels (plugins/memory/hatch_build.py): its
+    # wheel is tagged for this interpreter and platform, and its sdist carries the source and the hook.
+    dist = tmp_path / "dist"
+    run(REPO / "scripts" / "build-dists", "--out", dist, REPO / "plugins" / "memory")
+    wheel = f"aleph_memory-0.1.0-{_PY}-{_PY}-{_PLATFORM}.whl"
+    assert sorted(p.name for p in dist.iterdir()) == sorted([wheel, "aleph_memory-0.1.0.tar.gz"])
+    packed = zipfile.ZipFile(dist / wheel).namelist()
+    assert len([n for n in packed if n.startswith("aleph_memory/_int8dot.") and n.endswith(".so")]) == 1
+    sdist = tarfile_names(dist / "aleph_memory-0.1.0.tar.gz")
+    assert "hatch_build.py" in sdist and "src/aleph_memory/_int8dot.c" in sdist
+    assert not [n for n in sdist if n.endswith(".so")]  # a module compiled in place is never shipped
 
 
 def tarfile_names(path: Path) -> list[str]:
