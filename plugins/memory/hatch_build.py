@@ -78,6 +78,7 @@ def compile_extension(source: Path, out: Path) -> str | None:
         str(source),
         "-o",
         str(tmp),
+        "-lm",
     ]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)

@@ -12,10 +12,16 @@
  *     multiply-add). aleph_memory._twopass.exact_scores computes the same sum with numpy when this module is not
  *     built, bit for bit: a row's score does not depend on which path or which other rows were asked for.
  *
- * Both release the GIL while they run and check every buffer's size and every position first.
+ * quantise(rows32, codes8, scales, errors, norms)
+ *     Each row's int8 copy: scale s = max|x| / 127 (float32 division), codes rint(x / s) clipped to +-127, the error
+ *     ||x - s c|| and the norm bound max(||x||, s ||c||), both summed in double and rounded up to float32. A row
+ *     with a value that is not finite gets codes 0, scale 0 and infinite bounds. The same as _twopass.quantise.
+ *
+ * All release the GIL while they run and check every buffer's size and every position first.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -112,6 +118,62 @@ exact_rows(const float *q, const float *rows, const int64_t *pos, float *out, Py
         for (Py_ssize_t k = 0; k < d; k++)
             s += q[k] * r[k];
         out[j] = s;
+    }
+}
+
+/* ---- quantise: each row's int8 copy and its bounds ----------------------------------------------------- */
+
+static float
+rounded_up(double v)
+{
+    float f = (float)v;
+    if ((double)f < v)
+        f = nextafterf(f, INFINITY);
+    return f;
+}
+
+static void
+quantise_rows(const float *rows, int8_t *codes, float *scales, float *errors, float *norms, Py_ssize_t n,
+              Py_ssize_t d)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const float *x = rows + i * d;
+        int8_t *c = codes + i * d;
+        float peak = 0.0f;
+        int finite = 1;
+        for (Py_ssize_t k = 0; k < d; k++) {
+            float a = fabsf(x[k]);
+            if (!isfinite(a))
+                finite = 0;
+            else if (a > peak)
+                peak = a;
+        }
+        if (!finite) {
+            memset(c, 0, (size_t)d);
+            scales[i] = 0.0f;
+            errors[i] = INFINITY;
+            norms[i] = INFINITY;
+            continue;
+        }
+        float s = peak / 127.0f;
+        double e2 = 0.0, x2 = 0.0, c2 = 0.0;
+        for (Py_ssize_t k = 0; k < d; k++) {
+            float q = 0.0f;
+            if (s > 0.0f) {
+                q = rintf(x[k] / s);
+                q = q > 127.0f ? 127.0f : (q < -127.0f ? -127.0f : q);
+            }
+            c[k] = (int8_t)q;
+            double r = (double)x[k] - (double)s * (double)q;
+            e2 += r * r;
+            x2 += (double)x[k] * (double)x[k];
+            c2 += (double)q * (double)q;
+        }
+        double norm = sqrt(x2), coded = (double)s * sqrt(c2);
+        scales[i] = s;
+        /* Double sums of at most a few thousand squares: their relative error is far below the 1e-9 added. */
+        errors[i] = rounded_up(sqrt(e2) * (1 + 1e-9));
+        norms[i] = rounded_up((norm > coded ? norm : coded) * (1 + 1e-9));
     }
 }
 
@@ -267,7 +329,52 @@ py_kernel(PyObject *self, PyObject *unused)
     return PyUnicode_FromString(use_avx2 ? "avx2" : "portable");
 }
 
+static PyObject *
+py_quantise(PyObject *self, PyObject *args)
+{
+    PyObject *orows, *ocodes, *oscales, *oerrors, *onorms;
+    Py_buffer rows, codes, scales, errors, norms;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOO:quantise", &orows, &ocodes, &oscales, &oerrors, &onorms))
+        return NULL;
+    if (get_buffer(orows, &rows, 0, 4, "rows") < 0)
+        return NULL;
+    if (get_buffer(ocodes, &codes, 1, 1, "codes") < 0)
+        goto release_rows;
+    if (get_buffer(oscales, &scales, 1, 4, "scales") < 0)
+        goto release_codes;
+    if (get_buffer(oerrors, &errors, 1, 4, "errors") < 0)
+        goto release_scales;
+    if (get_buffer(onorms, &norms, 1, 4, "norms") < 0)
+        goto release_errors;
+    Py_ssize_t n = scales.len / 4;
+    Py_ssize_t d = n ? rows.len / 4 / n : 0;
+    if ((n && (d < 1 || rows.len != n * d * 4)) || (!n && rows.len) || codes.len != n * d || errors.len != n * 4 ||
+        norms.len != n * 4) {
+        PyErr_Format(PyExc_ValueError, "quantise: %zd rows need as many codes rows, errors and norms", n);
+        goto release_norms;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    quantise_rows((const float *)rows.buf, (int8_t *)codes.buf, (float *)scales.buf, (float *)errors.buf,
+                  (float *)norms.buf, n, d);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+release_norms:
+    PyBuffer_Release(&norms);
+release_errors:
+    PyBuffer_Release(&errors);
+release_scales:
+    PyBuffer_Release(&scales);
+release_codes:
+    PyBuffer_Release(&codes);
+release_rows:
+    PyBuffer_Release(&rows);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"quantise", py_quantise, METH_VARARGS,
+     "quantise(rows, codes, scales, errors, norms): each float32 row's int8 codes, scale, error and norm bound."},
     {"use_kernel", py_use_kernel, METH_VARARGS,
      "use_kernel(name): approx's kernel from now on, 'avx2' or 'portable' (for tests); returns the previous one."},
     {"kernel", py_kernel, METH_NOARGS, "kernel(): the name of approx's kernel, 'avx2' or 'portable'."},

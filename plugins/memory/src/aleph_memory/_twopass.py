@@ -38,6 +38,7 @@ __all__ = [
     "exact_scores",
     "native",
     "quantise",
+    "row_norms",
     "select",
     "speedups_disabled",
     "upper_bounds",
@@ -51,6 +52,8 @@ RESCORE_ALL = 0.25
 """When more than this share of the rows (and more than 4,096) may still be among the nearest (scores so close
 that the int8 bound cannot tell them apart), every row is scored exactly: the second pass would cost as much."""
 
+EXACT_CHUNK = 4096
+"""Rows scored at a time by numpy's exact sum (its running sums take a float per product)."""
 _U = 2.0**-24
 """float32's unit roundoff."""
 
@@ -76,37 +79,33 @@ def _load() -> ModuleType | None:
 native: ModuleType | None = _load()
 
 
-def _rounded_up(np: Any, values: Any) -> Any:
-    """float64 ``values`` as float32, never below them (a bound stays a bound after the cast)."""
-    out = values.astype(np.float32)
-    low = out.astype(np.float64) < values
-    out[low] = np.nextafter(out[low], np.float32(np.inf))
-    return out
-
-
 def quantise(np: Any, rows: Any) -> tuple[Any, Any, Any, Any]:
     """(codes int8, scale, error, norm bound) of float32 ``rows`` (m x d), each row scaled by its largest value.
 
-    A row with a value that is not finite gets codes 0 and an infinite error and norm bound: its int8 score says
-    nothing, so it is always scored exactly (and then never chosen, its exact score not being finite either).
+    The native kernel's (this is its wrapper; the numpy twin that tests it is in tests/memory). A row with a value
+    that is not finite gets codes 0 and an infinite error and norm bound: its int8 score says nothing, so it is
+    always scored exactly (and then never chosen, its exact score not being finite either).
     """
-    x = rows.astype(np.float64)
-    finite = np.isfinite(x).all(axis=1)
-    x[~finite] = 0.0
-    peak = np.abs(x).max(axis=1) if x.shape[1] else np.zeros(len(x))
-    scale = (peak / 127.0).astype(np.float32)
-    s = scale.astype(np.float64)[:, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        codes = np.where(s > 0, np.rint(x / np.where(s > 0, s, 1.0)), 0.0)
-    codes = np.clip(codes, -127, 127)
-    rest = x - s * codes
-    # float64 sums of at most a few thousand squares: their relative error is far below the 1e-9 added.
-    error = _rounded_up(np, np.sqrt(np.einsum("ij,ij->i", rest, rest)) * (1 + 1e-9))
-    norm = np.maximum(np.sqrt(np.einsum("ij,ij->i", x, x)), s[:, 0] * np.sqrt(np.einsum("ij,ij->i", codes, codes)))
-    norm = _rounded_up(np, norm * (1 + 1e-9))
-    error[~finite] = np.inf
-    norm[~finite] = np.inf
-    return codes.astype(np.int8), scale, error, norm
+    if native is None:
+        raise RuntimeError("quantise needs the native kernels (aleph_memory._int8dot)")
+    rows = np.ascontiguousarray(rows, dtype=np.float32)
+    codes = np.empty(rows.shape, dtype=np.int8)
+    scale, error, norm = (np.empty(len(rows), dtype=np.float32) for _ in range(3))
+    native.quantise(rows, codes, scale, error, norm)
+    return codes, scale, error, norm
+
+
+def row_norms(np: Any, rows: Any) -> Any:
+    """Each row's norm, rounded up (inf for a row that is not finite, or whose squares overflow float32).
+
+    A float32 sum of d squares is within ``d u`` of the true one (relative), its root within half that: the
+    factor ``1 + 2 (d + 2) u`` covers both and the final rounding.
+    """
+    with np.errstate(invalid="ignore", over="ignore"):
+        squares = np.einsum("ij,ij->i", rows, rows)
+        out = np.sqrt(squares) * np.float32(1 + 2 * (rows.shape[1] + 2) * _U)
+    out[~np.isfinite(out)] = np.inf
+    return out.astype(np.float32, copy=False)
 
 
 class QueryCode:
@@ -165,10 +164,12 @@ def exact_scores(np: Any, query: Any, rows: Any, positions: Any) -> Any:
         native.exact(query, rows, positions, out)
         return out
     with np.errstate(invalid="ignore", over="ignore"):  # a broken row's score is NaN or inf, as in C
-        terms = rows[positions].T * query[:, None]  # d x m: the products, one row per dimension
-        out[:] = 0.0
-        for term in terms:  # one dimension after another: the order the native kernel adds them in
-            out += term
+        for start in range(0, len(positions), EXACT_CHUNK):
+            at = positions[start : start + EXACT_CHUNK]
+            terms = rows[at] * query  # the products, m x d
+            # A running sum is sequential by definition (each partial sum is an output), in the order k = 0 ..
+            # d-1 the native kernel adds in; + 0.0 turns a sum of negative zeros into the kernel's +0.0.
+            out[start : start + len(at)] = np.add.accumulate(terms, axis=1)[:, -1] + np.float32(0.0)
     return out
 
 

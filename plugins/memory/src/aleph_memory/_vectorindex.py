@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from aleph_memory._providers import _numpy, one_blas_thread
-from aleph_memory._twopass import QueryCode, exact_scores, native, quantise, select, upper_bounds
+from aleph_memory._twopass import QueryCode, exact_scores, native, quantise, row_norms, select, upper_bounds
 from aleph_memory._vectorselect import SAMPLE, top_positions
 
 __all__ = ["SAMPLE", "Nearest", "VectorIndex", "top_positions"]
@@ -117,10 +117,10 @@ class VectorIndex:
         np = self._np
         self._rows[at] = combined
         fresh = self._rows[at]
-        codes, scale, error, bound = quantise(np, fresh)
-        self._bound[at] = bound
         if self._native:
-            self._q8[at], self._scale[at], self._err[at] = codes, scale, error
+            self._q8[at], self._scale[at], self._err[at], self._bound[at] = quantise(np, fresh)
+        else:
+            self._bound[at] = row_norms(np, fresh)
 
     def _find(self, ids: Any) -> tuple[Any, Any]:
         """Positions of ``ids`` among the rows, and which of them are there."""
