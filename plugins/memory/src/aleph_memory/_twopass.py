@@ -192,6 +192,18 @@ def select(np: Any, scores: Any, upper: Any, k: int, exact: Any) -> tuple[Any, A
         rows = np.flatnonzero(~np.isneginf(scores))
     if len(rows) > max(4096, int(n * RESCORE_ALL)):
         rows = np.flatnonzero(~np.isneginf(scores))
-    values = exact(rows)
+    values = _known_or_exact(np, rows, first, values, exact)
     order = top_positions(np, values, k)  # rows ascend: equal scores keep the lower position first
     return rows[order], values[order]
+
+
+def _known_or_exact(np: Any, rows: Any, scored: Any, values: Any, exact: Any) -> Any:
+    """The exact scores of ``rows``: those of ``scored`` already known (``values``), the others computed."""
+    order = np.argsort(scored)
+    scored, values = scored[order], values[order]
+    at = np.minimum(np.searchsorted(scored, rows), max(len(scored) - 1, 0))
+    known = scored[at] == rows if len(scored) else np.zeros(len(rows), dtype=bool)
+    out = np.empty(len(rows), dtype=np.float32)
+    out[known] = values[at[known]]
+    out[~known] = exact(rows[~known])
+    return out
