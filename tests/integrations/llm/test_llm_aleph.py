@@ -7,6 +7,7 @@ found the way the ``llm`` command finds it: through llm's plugin manager and the
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import threading
 from collections.abc import Iterator
@@ -153,6 +154,16 @@ def test_the_turn_carries_the_session_and_llms_tool_call_id(workspace: Path, mon
     finally:
         box.close()
     assert seen == [("s-7", "call-0")]
+
+
+def test_each_implementation_declares_the_signature_it_has() -> None:
+    """llm reads an implementation's signature on every call (does it take ``llm_tool_call``?): the toolbox
+    declares it once, so it must be the function's real one."""
+    run = Aleph(agent="writer")._implementation("whoami")
+    declared = inspect.signature(run)
+    del run.__signature__
+    assert inspect.signature(run) == declared
+    assert "llm_tool_call" in declared.parameters
 
 
 def test_a_bad_approval_mode_is_refused() -> None:

@@ -28,7 +28,7 @@ from aleph._chokepoint._gate import (
 )
 from aleph._ledger._speedups import native
 
-__all__ = ["summary_and_fingerprint"]
+__all__ = ["NATIVE_PRINT", "PRINTER", "summary_and_fingerprint"]
 
 
 def summary_and_fingerprint(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str]:
@@ -94,3 +94,8 @@ def _flat(tool: str, arguments: Mapping[str, Any]) -> tuple[str, str] | None:
 
 _SECRET_JSON = _quote(SECRET_MARK)
 _native_print: Callable[..., tuple[str, str] | None] | None = native.call_print if native is not None else None
+NATIVE_PRINT: frozenset[str] | None = None if native is None else frozenset(EXEC_TOOLS | {"file_ops"})
+"""With the native module: the tools whose row summary it does not make (they summarise chosen fields), so
+:meth:`~aleph._ledger.Ledger.write_call` is not for them; None without it (then it is for none)."""
+PRINTER = (_secret_keys, _is_secret_key, _clean, _SECRET_JSON, SUMMARY_LIMIT)
+"""``call_print``'s arguments after the call's own, as :meth:`~aleph._ledger.Ledger.write_call` passes them on."""

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from aleph._chokepoint._call import _CALL, CallContext
-from aleph._chokepoint._callprint import summary_and_fingerprint
+from aleph._chokepoint._callprint import NATIVE_PRINT, PRINTER, summary_and_fingerprint
 from aleph._chokepoint._gate import grant_fingerprint, redact, summarize_call
 from aleph._chokepoint._telemetry import _SPAN, ledger_row_sink
 from aleph._contract._types import dumps_json
@@ -173,24 +173,34 @@ class Recording:
         # Core's own Ledger only (any other object with the ledger's methods takes the awaited path).
         if refs or type(ledger) is not Ledger or ledger.sync != "write" or _SPAN.get() is not None:
             return LATER
-        args_fp: str | None
-        try:  # _summary_and_fingerprint's work without its frame (this runs on every mutating call)
-            summary, args_fp = summary_and_fingerprint(entry.name, arguments)
-        except Exception:
-            summary, args_fp = _summary_and_fingerprint(entry.name, arguments)
-        try:
-            unrecorded: str | None = ledger.write_row(
-                self.agent or "default",
-                "tool_call",
-                entry.name,
-                outcome,
-                f"{summary} — {redact(detail)}" if detail else summary,
-                args_fp,
-                self._principal_text(),
-            )
-        except Exception as exc:
-            log.exception("ledger append failed")
-            unrecorded = f"the ledger failed: {type(exc).__name__}"
+        name, agent = entry.name, self.agent or "default"
+        unrecorded: str | None = None
+        # A call that ran, its arguments a flat object: summary, fingerprint and row in one native call.
+        if (
+            detail
+            or outcome != "ok"
+            or NATIVE_PRINT is None
+            or name in NATIVE_PRINT
+            or not ledger.write_call(agent, name, arguments, self._principal_text(), PRINTER)
+        ):
+            args_fp: str | None
+            try:  # _summary_and_fingerprint's work without its frame (this runs on every mutating call)
+                summary, args_fp = summary_and_fingerprint(name, arguments)
+            except Exception:
+                summary, args_fp = _summary_and_fingerprint(name, arguments)
+            try:
+                unrecorded = ledger.write_row(
+                    agent,
+                    "tool_call",
+                    name,
+                    outcome,
+                    f"{summary} — {redact(detail)}" if detail else summary,
+                    args_fp,
+                    self._principal_text(),
+                )
+            except Exception as exc:
+                log.exception("ledger append failed")
+                unrecorded = f"the ledger failed: {type(exc).__name__}"
         if cp.events is not None:
             self._event("executed" if outcome == "ok" else "failed", entry.name, redact(detail))
         return unrecorded

@@ -45,6 +45,18 @@ class Lease:
         rule: str | None,
         /,
     ) -> int: ...
+    def append_call(
+        self,
+        tool: str,
+        arguments: object,
+        principal: str | None,
+        secret_cache: dict[str, bool],
+        is_secret_key: Callable[[str], bool],
+        clean: Callable[[str], str],
+        secret_json: str,
+        limit: int,
+        /,
+    ) -> int: ...
     def release(self) -> None: ...
     def detach(self) -> None: ...
     def requests(self) -> int: ...

@@ -206,15 +206,43 @@ class Ledger(Committer):
                 except Exception:  # never raise into the call being recorded: the full path says why
                     seq = 0
                 if seq > 0:
-                    if not self._dirty:
-                        self._wake.set()
-                    self._dirty.add(chain)
-                    if seq - chain.sealed_seq >= self.checkpoint_every and not self._urgent.is_set():
-                        self._urgent.set()
+                    self._wrote(chain, seq)
                     return None
         # Anything else (a chain to open or read again, identity rows due, a row to clip, another process
         # holding the chain, a failed write) takes the full path, which also says why a row was not stored.
         return self._write_fields(agent_id, (action, target, outcome, detail, args_fp, principal, None, None, None))
+
+    def write_call(
+        self, agent_id: str, tool: str, arguments: object, principal: str | None, printer: tuple[Any, ...]
+    ) -> bool:
+        """The ``tool_call`` row of a call that ran (``ok``, its summary as the detail), built from its arguments.
+
+        The chokepoint's shortest entry: the native lease makes the summary and the arguments' fingerprint
+        (``printer``: the rest of ``call_print``'s arguments) and writes the row in one call. True once the row
+        is written (as :meth:`write_row` returns None); False when this entry wrote nothing (no native module,
+        arguments that are not a flat object, a chain to open or read again, another process at the chain):
+        the caller then builds the summary and calls :meth:`write_row`, which says why a row was not stored.
+        """
+        with self._lock:
+            chain = self._chains.get(agent_id)
+            if chain is None or chain.refresh or chain.broken is not None:
+                return False
+            try:
+                seq = chain.lease.append_call(tool, arguments, principal, *printer)
+            except Exception:  # no native lease, or a failure before the write: write_row takes it (and says why)
+                return False
+            if seq <= 0:
+                return False
+            self._wrote(chain, seq)
+            return True
+
+    def _wrote(self, chain: _Chain, seq: int) -> None:
+        """Mark ``chain`` as written by the fast entries (self._lock held): the committer fsyncs and seals it."""
+        if not self._dirty:
+            self._wake.set()
+        self._dirty.add(chain)
+        if seq - chain.sealed_seq >= self.checkpoint_every and not self._urgent.is_set():
+            self._urgent.set()
 
     def _write_fields(self, agent_id: str, row: Fields | None, ack: Ack | _Seq | None = None) -> str | None:
         with self._lock:

@@ -47,7 +47,6 @@ from aleph._chokepoint._alongside import FirstAnswer, InboxRequester
 from aleph._chokepoint._approval import ApprovalOutcome, ApprovalRequest, ApprovalResponse
 from aleph._chokepoint._requesters import DeferredApprovals
 from aleph._contract._service import panic_error
-from aleph._contract._types import ToolDefinition
 from aleph._errors import ApprovalRequired, ToolError
 from aleph._human import HumanInputRequired, HumanQuestion
 from aleph._mcp._oauth import is_loopback_host
@@ -65,6 +64,7 @@ from aleph._mcp._serve_human import QUESTION_KEY, Carried, ElicitingHuman, Unrea
 from aleph._mcp._serve_log import McpLog
 from aleph._mcp._serve_resources import ResourceSources
 from aleph._mcp._serve_roots import ROOTS_WAIT_S, RootWorkspaces
+from aleph._mcp._serve_tools import ServedTools
 from aleph._progress import ToolProgressCallback, get_tool_progress_handler, set_tool_progress_handler
 from aleph._turn import TurnContext
 
@@ -165,19 +165,6 @@ class _Server(Server[Any]):
         )
 
 
-def _tool(defn: ToolDefinition) -> types.Tool:
-    tags = defn.facts.tags
-    return types.Tool(
-        name=defn.name,
-        description=defn.description,
-        input_schema=defn.input_schema,
-        annotations=types.ToolAnnotations(
-            idempotent_hint=defn.facts.idempotent,
-            destructive_hint="destructive" in tags or not defn.facts.idempotent,
-        ),
-    )
-
-
 class AlephMcpServer:
     """Aleph's tool service behind an MCP server. Build it over an entered runtime."""
 
@@ -205,6 +192,7 @@ class AlephMcpServer:
         self.workspaces = RootWorkspaces(rt, load or _default_load)
         self._changed: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.tools = ServedTools()
         self.resources = ResourceSources()
         # Resources are advertised only when a family offers some (aleph_mcp_resources).
         offers = bool(self.resources.of(rt))
@@ -220,6 +208,7 @@ class AlephMcpServer:
             "aleph",
             version="0.1.0",
             instructions="Aleph's tools, checked against the user's policy before every call.",
+            get_tool_input_schema=self._input_schema,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_list_resources=self._list_resources if offers else None,
@@ -284,7 +273,14 @@ class AlephMcpServer:
     ) -> types.ListToolsResult:
         self._remember(ctx)
         defs = await self._service(rt=await self._runtime(ctx)).list()
-        return types.ListToolsResult(tools=[_tool(d) for d in defs])
+        return self.tools.listing(defs)
+
+    def _input_schema(self, name: str) -> Mapping[str, Any] | None:
+        """The schema the 2026-07-28 HTTP era checks a call's ``Mcp-Param-*`` headers against (see _serve_tools).
+
+        That era has no roots and no session: its caller is this server's principal on the default runtime.
+        """
+        return self.tools.schema(self._service(rt=self.rt)._cached_list(), name)
 
     async def _list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

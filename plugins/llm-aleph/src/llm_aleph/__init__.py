@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import inspect
 import threading
 import uuid
 from collections.abc import Callable, Coroutine
@@ -33,6 +34,13 @@ WORKER_NAME = "llm-aleph"
 """The name of the one worker thread a toolbox starts when it is called under another running loop."""
 
 _T = TypeVar("_T")
+
+
+def _run_shape(llm_tool_call: llm.ToolCall, **arguments: Any) -> Any:
+    """The shape of every tool implementation the toolbox hands llm (see ``Aleph._implementation``)."""
+
+
+_RUN_SIGNATURE = inspect.signature(_run_shape)
 
 
 class _Loop:
@@ -204,6 +212,9 @@ class Aleph(llm.Toolbox):  # type: ignore[misc]
             return output.value if isinstance(output.value, str) else output.text
 
         run.__name__ = name
+        # llm reads the implementation's signature on every tool call (to see whether it takes
+        # ``llm_tool_call``); a signature given here is read back as it is, not rebuilt (1.1 against 6.8 µs).
+        run.__signature__ = _RUN_SIGNATURE  # type: ignore[attr-defined]
         return run
 
     def answer(self, request: aleph.ApprovalRequest | str, answer: bool | aleph.ApprovalResponse) -> None:
