@@ -48,8 +48,11 @@ async def test_runs_share_one_zygote_on_the_host_with_a_private_temporary_direct
         second = await bash(service, 'echo "$TMPDIR"; ls "$TMPDIR"')
         assert zygote is not None and zygote == sandbox_of(rt).zygote_pid
     tmp_first, tmp_second = first["stdout"].strip(), second["stdout"].strip()
-    assert (first["isolation"], tmp_first.startswith("/tmp/aleph-run-")) == ("none", True)
+    assert (first["isolation"], tmp_first.startswith(f"/tmp/aleph-run-{zygote}-")) == ("none", True)
     assert tmp_second != tmp_first and not Path(tmp_first).exists()
+    # Closed: nothing of the server's is left in the host's /tmp, the directory it made ahead for a next run
+    # included (each one left behind before).
+    assert sorted(Path("/tmp").glob(f"aleph-run-{zygote}-*")) == []
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -465,6 +465,7 @@ class Zygote(Spawner):
         for run in list(self.runs.values()):
             self.finish(run)
         self.kill_descendants()
+        self.drop_spare()
 
     def terminated(self, *_: object) -> None:
         """``SIGTERM`` (on the host: the host died): kill and reap every descendant, then exit."""
@@ -472,7 +473,14 @@ class Zygote(Spawner):
         for run in self.runs.values():
             if run.tmp:
                 shutil.rmtree(run.tmp, ignore_errors=True)
+        self.drop_spare()
         os._exit(0)
+
+    def drop_spare(self) -> None:
+        """Remove the temporary directory made ahead for the next run: none comes (on the host it was left in /tmp)."""
+        if self.spare_tmp:
+            shutil.rmtree(self.spare_tmp, ignore_errors=True)
+            self.spare_tmp = ""
 
     def kill_descendants(self) -> None:
         """SIGKILL every descendant and reap them all (for up to ``SHUTDOWN_S``).

@@ -267,7 +267,10 @@ class Spawner:
 
     @staticmethod
     def make_tmp() -> str:
-        """A fresh private directory for one run: ``/tmp/aleph-run-<random>``, mode 0700."""
-        path = f"/tmp/aleph-run-{os.urandom(8).hex()}"
+        """A fresh private directory for one run: ``/tmp/aleph-run-<server pid>-<random>``, mode 0700.
+
+        The server's pid in the name tells whose a directory is (on the host, /tmp is everyone's).
+        """
+        path = f"/tmp/aleph-run-{os.getpid()}-{os.urandom(8).hex()}"
         os.mkdir(path, 0o700)
         return path
