@@ -305,6 +305,22 @@ def test_near_ties_duplicates_and_zero_rows_keep_a_full_sorts_order(path: str) -
             check(index, query, k)
 
 
+def test_a_store_the_bound_cannot_split_is_scored_whole(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(10)
+    base = unit(rng, 1, 32)[0]
+    store = Store(32)
+    for rowid in range(1, 12_001):  # every row within the int8 bound of every other: all may be the nearest
+        store.put(rowid, base + rng.standard_normal(32).astype(np.float32) * 1e-6, ("Ann", "Bo")[rowid % 2])
+    index = VectorIndex("t", 32)
+    store.refresh(index)
+    scored: list[int] = []
+    exact = _twopass.exact_scores
+    monkeypatch.setattr(_vectorindex, "exact_scores", lambda *a: scored.append(len(a[3])) or exact(*a))
+    check(index, base, 150)
+    check(index, base, 150, "Bo")
+    assert max(scored) >= 6_000  # the second pass took every row of the gate
+
+
 def test_broken_rows_and_a_zero_question_are_scored_exactly(path: str) -> None:
     rng = np.random.default_rng(6)
     store = Store(32)
