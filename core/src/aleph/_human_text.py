@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 import anyio
 
-from aleph._chokepoint._requesters import MAX_LINE, _readable_or_interrupted
+from aleph._chokepoint._requesters import MAX_LINE, _readable_or_interrupted, _sigint_owned
 from aleph._human import HumanAnswer, HumanAnswerInvalid, HumanField, HumanOutcome, HumanQuestion, HumanUnavailable
 
 __all__ = ["MAX_TRIES", "TerminalHuman", "TextHumanChannel", "parse_text_answer"]
@@ -130,15 +130,16 @@ class TerminalHuman(TextHumanChannel):
         """Show the question on the terminal and read one line (None at the timeout or end of input)."""
         if not self._in.isatty():
             raise HumanUnavailable("", "standard input is not a terminal, so nobody can be asked")
-        self._out.write(f"\nThe agent asks: {text}\n> ")
-        self._out.flush()
-        with anyio.move_on_after(seconds_left):
-            fd = self._in.fileno()
-            while True:
-                await _readable_or_interrupted(fd)
-                try:
-                    data = os.read(fd, MAX_LINE)
-                except BlockingIOError:
-                    continue
-                return (data.decode(errors="replace"), "terminal user") if data else None
+        with _sigint_owned() as interrupted:  # from before the question shows (see TerminalRequester)
+            self._out.write(f"\nThe agent asks: {text}\n> ")
+            self._out.flush()
+            with anyio.move_on_after(seconds_left):
+                fd = self._in.fileno()
+                while True:
+                    await _readable_or_interrupted(fd, interrupted)
+                    try:
+                        data = os.read(fd, MAX_LINE)
+                    except BlockingIOError:
+                        continue
+                    return (data.decode(errors="replace"), "terminal user") if data else None
         return None

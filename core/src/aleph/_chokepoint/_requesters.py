@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TextIO
 
 import anyio
@@ -74,12 +75,18 @@ class TerminalRequester:
         """Show the request and read the answer, asking again after an invalid one."""
         if not self._in.isatty():
             return ApprovalResponse(ApprovalOutcome.UNAVAILABLE, "stdin is not a terminal, so nobody can be asked")
+        # Ctrl-C is the prompt's from before its first line is written: one typed the instant the prompt
+        # appears ends the wait too (it used to reach the program's own handler and could be absorbed).
+        with _sigint_owned() as interrupted:
+            return await self._ask(request, interrupted)
+
+    async def _ask(self, request: ApprovalRequest, interrupted: asyncio.Future[None] | None) -> ApprovalResponse:
         choices = [_KEYS[d] for d in request.allowed_decisions if d in _KEYS]
         menu = " / ".join(f"[{key}] {label}" for key, label, _ in choices)
         self._write(f"\nApproval needed: {request.summary}\n  why: {request.reason}\n")
         for _ in range(MAX_TRIES):
             self._write(f"  {menu}: ")
-            answer = await self._readline()
+            answer = await self._readline(interrupted)
             if answer is None:
                 return ApprovalResponse(ApprovalOutcome.UNAVAILABLE, "the terminal closed")
             word = answer.strip().lower()
@@ -92,7 +99,7 @@ class TerminalRequester:
             if outcome is not ApprovalOutcome.DENIED:
                 return ApprovalResponse(outcome)
             self._write("  why not? (optional, Enter to skip): ")
-            reason = await self._readline()
+            reason = await self._readline(interrupted)
             self.last_denial_reason = (reason or "").strip()[:500] or None
             return ApprovalResponse(outcome, self.last_denial_reason)
         return ApprovalResponse(ApprovalOutcome.UNAVAILABLE, f"no valid answer after {MAX_TRIES} tries")
@@ -101,8 +108,8 @@ class TerminalRequester:
         self._out.write(text)
         self._out.flush()
 
-    async def _readline(self) -> str | None:
-        """One line from the terminal, or None at end of input; waiting is cancellable."""
+    async def _readline(self, interrupted: asyncio.Future[None] | None = None) -> str | None:
+        """One line from the terminal, or None at end of input; Ctrl-C (``interrupted``) ends the wait."""
         try:
             fd = self._in.fileno()
         except (OSError, ValueError):  # a stream without a descriptor (a test double) answers at once
@@ -110,7 +117,7 @@ class TerminalRequester:
             return line or None
         while True:
             # A terminal in canonical mode is readable once a whole line was typed (or at Ctrl-D).
-            await _readable_or_interrupted(fd)
+            await _readable_or_interrupted(fd, interrupted)
             try:
                 data = os.read(fd, MAX_LINE)
             except BlockingIOError:
@@ -118,13 +125,13 @@ class TerminalRequester:
             return data.decode(errors="replace") if data else None
 
 
-async def _readable_or_interrupted(fd: int) -> None:
-    """Wait until ``fd`` is readable; Ctrl-C (SIGINT) while waiting raises KeyboardInterrupt at once.
+@contextlib.contextmanager
+def _sigint_owned() -> Iterator[asyncio.Future[None] | None]:
+    """While a person is being asked, SIGINT settles the future this yields (None where it cannot be had).
 
-    While a person is being asked, the prompt owns SIGINT: the event loop's own signal handling wakes
-    the loop through its wakeup descriptor whatever the main thread is doing, and the interrupt ends the
-    wait here, directly. Left to the default path, a SIGINT delivered the instant the prompt appears had
-    to travel as a cancellation of the program's main task through the approval timeout's task and the
+    The event loop's own signal handling wakes the loop through its wakeup descriptor whatever the main
+    thread is doing, and the interrupt ends the wait directly. Left to the default path, a SIGINT had to
+    travel as a cancellation of the program's main task through the approval timeout's task and the
     caller's task group, and could be absorbed on the way; the call then waited for an answer forever.
     """
     loop = asyncio.get_running_loop()
@@ -133,18 +140,28 @@ async def _readable_or_interrupted(fd: int) -> None:
     try:
         loop.add_signal_handler(signal.SIGINT, _settle, interrupted)
     except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no unix signals
+        yield None
+        return
+    try:
+        yield interrupted
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        signal.signal(signal.SIGINT, previous)  # the program's own handler again (asyncio.run's, or Python's)
+
+
+async def _readable_or_interrupted(fd: int, interrupted: asyncio.Future[None] | None) -> None:
+    """Wait until ``fd`` is readable; raise KeyboardInterrupt once ``interrupted`` is settled (Ctrl-C)."""
+    if interrupted is None:
         await anyio.wait_readable(fd)
         return
-    readable = loop.create_future()
-    try:
+    if not interrupted.done():
+        loop = asyncio.get_running_loop()
+        readable = loop.create_future()
         loop.add_reader(fd, _settle, readable)
         try:
             await asyncio.wait((readable, interrupted), return_when=asyncio.FIRST_COMPLETED)
         finally:
             loop.remove_reader(fd)
-    finally:
-        loop.remove_signal_handler(signal.SIGINT)
-        signal.signal(signal.SIGINT, previous)  # the program's own handler again (asyncio.run's, or Python's)
     if interrupted.done():
         raise KeyboardInterrupt
 
