@@ -23,6 +23,8 @@ from aleph_memory import _twopass, _vectorindex
 from aleph_memory._twopass import QueryCode, exact_scores, quantise, speedups_disabled
 from aleph_memory._vectorindex import VectorIndex
 
+import aleph
+
 
 def _native() -> Any:
     if _twopass.native is None:
@@ -36,6 +38,24 @@ def test_native_kernels_are_loaded_in_ci() -> None:
     if os.environ.get("CI", "").strip().lower() not in ("true", "1", "yes") or speedups_disabled():
         pytest.skip("only checked under CI=true")
     assert _twopass.native is not None, "aleph_memory._int8dot was not built or does not import"
+
+
+def test_the_doctor_says_whether_the_native_kernels_serve_the_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
+    import aleph_memory.plugin
+
+    found: dict[str, tuple[str, str]] = {}
+    config = aleph.AlephConfig()
+    aleph_memory.plugin.aleph_doctor_checks(register=lambda name, check: found.update({name: check()}), config=config)
+    if _twopass.native is not None:
+        assert found["memory.vectors"] == (
+            "ok",
+            f"native vector kernels loaded ({_twopass.native.kernel()}): two passes over the vectors",
+        )
+    monkeypatch.setattr(_twopass, "native", None)
+    status, message = _twopass.vectors_check()
+    assert status == "warn" and "every row is scored with numpy, the same results more slowly" in message
+    monkeypatch.setenv("ALEPH_NO_SPEEDUPS", "1")
+    assert "(ALEPH_NO_SPEEDUPS is set)" in _twopass.vectors_check()[1]
 
 
 @pytest.fixture(params=["native", "numpy"])

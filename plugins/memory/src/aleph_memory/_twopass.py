@@ -42,6 +42,7 @@ __all__ = [
     "select",
     "speedups_disabled",
     "upper_bounds",
+    "vectors_check",
 ]
 
 logger = logging.getLogger("aleph.memory")
@@ -77,6 +78,17 @@ def _load() -> ModuleType | None:
 
 
 native: ModuleType | None = _load()
+
+
+def vectors_check() -> tuple[str, str]:
+    """``aleph doctor``'s ``memory.vectors``: whether the nearest rows are found by the native two passes."""
+    if native is not None:
+        return "ok", f"native vector kernels loaded ({native.kernel()}): two passes over the vectors"
+    why = "ALEPH_NO_SPEEDUPS is set" if speedups_disabled() else "not built at install (no C compiler)"
+    return "warn", (
+        f"native vector kernels not loaded ({why}): every row is scored with numpy, the same results more slowly "
+        "(a hybrid search at 100,000 items took 24 ms against 16 here); reinstall aleph-memory where gcc is installed"
+    )
 
 
 def quantise(np: Any, rows: Any) -> tuple[Any, Any, Any, Any]:

@@ -39,6 +39,7 @@ from aleph_memory._tools_sessions import (
     SessionSearchTool,
     SessionSendTool,
 )
+from aleph_memory._twopass import vectors_check
 
 ALEPH_PLUGIN_NAME = "memory"
 ALEPH_HOOKSPECS = (hookspec,)
@@ -112,11 +113,16 @@ def aleph_memory_embedders(register: Any) -> None:
 
 @aleph.hookimpl
 def aleph_doctor_checks(register: Any, config: aleph.AlephConfig) -> None:
-    """memory.embedder: which embedder search uses (loaded, one sentence embedded), or why it is lexical."""
+    """``aleph doctor``: memory.embedder (the embedder search uses) and memory.vectors (the native kernels).
+
+    memory.embedder loads the embedder search would use and embeds one sentence, or says why search is
+    lexical; memory.vectors says whether the two passes over the vectors run natively.
+    """
     configured = config.section("memory", MemoryConfig).embedder
     factories: dict[str, Any] = {}
     aleph_memory_embedders(register=factories.__setitem__)
     register("memory.embedder", lambda: embedder_check(configured, factories))
+    register("memory.vectors", vectors_check)
 
 
 @aleph.hookimpl
