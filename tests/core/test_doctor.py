@@ -99,6 +99,11 @@ async def test_a_swapped_ledger_key_is_shown_as_a_failure(workspace: Path, capsy
     code, checks = doctor(capsys)
     assert code == 0 and checks["core.ledger"][0] == "ok" and "2 chain(s)" in checks["core.ledger"][1]
 
+    from aleph._ledger._speedups import native
+
+    builder = "rows built by the native row writer" if native is not None else "rows built in Python ("
+    assert builder in checks["core.ledger"][1]
+
     fp = ledger.keystore.active_fingerprint("main")
     forged = Ed25519PrivateKey.generate().private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
     (ledger.keystore.directory / f"{fp}.key").write_bytes(forged)

@@ -112,8 +112,18 @@ def _ledger_check(rt: Aleph) -> tuple[str, str]:
     return "ok", (
         f"{directory}: {len(agents)} chain(s), each signable with the key that signed its last row; "
         f"can record (reserve of {ledger.reserve.size // 1024} KiB in place, "
-        f"on_failure = {rt.config.ledger.on_failure})"
+        f"on_failure = {rt.config.ledger.on_failure}); {_row_builder()}"
     )
+
+
+def _row_builder() -> str:
+    """Who builds the ledger's rows: the native accelerator, or Python (and why)."""
+    from aleph._ledger._speedups import native, speedups_disabled
+
+    if native is not None:
+        return "rows built by the native row writer"
+    why = "ALEPH_NO_SPEEDUPS is set" if speedups_disabled() else "not built at install: no C compiler or libssl-dev"
+    return f"rows built in Python ({why}): the same rows, a ledgered call about twice as slow"
 
 
 def _workspace_check(rt: Aleph) -> tuple[str, str]:
