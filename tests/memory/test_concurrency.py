@@ -27,11 +27,17 @@ def test_eight_writer_processes_lose_nothing_duplicate_nothing_and_the_ledger_ve
     ledger_dir = rt.config.data_dir / "ledger"
     asyncio.run(rt.aclose())
     writer = Path(__file__).with_name("writer.py")
-    procs = [
-        subprocess.Popen([sys.executable, str(writer), str(config), str(w), str(EACH), str(SHARED)])
-        for w in range(WORKERS)
-    ]
-    assert [p.wait(timeout=300) for p in procs] == [0] * WORKERS
+    # Each writer's stderr goes to a file (a pipe nobody reads could stall a writer holding a lock): what a
+    # failed one said is in the assertion's message.
+    said = [workspace.parent / f"writer-{w}.err" for w in range(WORKERS)]
+    procs = []
+    for w in range(WORKERS):
+        with said[w].open("w") as err:
+            argv = [sys.executable, str(writer), str(config), str(w), str(EACH), str(SHARED)]
+            procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err))
+    codes = [p.wait(timeout=300) for p in procs]
+    failed = {w: said[w].read_text()[-3000:] for w, code in enumerate(codes) if code != 0}
+    assert failed == {}, failed
     conn = sqlite3.connect(db)
     contents = [r[0] for r in conn.execute("SELECT content FROM items WHERE agent = 'crowd' AND kind = 'fact'")]
     conn.close()
