@@ -416,25 +416,28 @@ def test_rows_written_after_the_copy_was_made_are_scored_on_their_new_vectors(pa
         assert np.allclose(index.combined[at], own[rowid] + context, atol=1e-6)
 
 
+def nearest_bits() -> list[list[Any]]:
+    """The nearest rows of five questions over a seeded 20,000-row store, with their similarities' exact bits."""
+    rng = np.random.default_rng(9)
+    store = Store(384)
+    for rowid, vector in enumerate(unit(rng, 20000, 384), start=1):
+        store.put(rowid, vector, ("Ann", "Bo")[rowid % 2])
+    index = VectorIndex("t", 384)
+    store.refresh(index)
+    out = []
+    for query in unit(rng, 5, 384):
+        near = index.nearest(query, 150, "Bo")
+        out.append([near.rowids.tolist(), near.sims.tobytes().hex()])
+    return out
+
+
 CHILD = """
 import json, sys
-import numpy as np
 from aleph_memory import _twopass
-from aleph_memory._vectorindex import VectorIndex
 sys.path.insert(0, sys.argv[1])
-from test_vector_twopass import Store, unit
+from test_vector_twopass import nearest_bits
 assert _twopass.native is None, "ALEPH_NO_SPEEDUPS=1 must keep the native kernels out"
-rng = np.random.default_rng(9)
-store = Store(384)
-for rowid, vector in enumerate(unit(rng, 20000, 384), start=1):
-    store.put(rowid, vector, ("Ann", "Bo")[rowid % 2])
-index = VectorIndex("t", 384)
-store.refresh(index)
-out = []
-for query in unit(rng, 5, 384):
-    near = index.nearest(query, 150, "Bo")
-    out.append([near.rowids.tolist(), near.sims.tobytes().hex()])
-print(json.dumps(out))
+print(json.dumps(nearest_bits()))
 """
 
 
@@ -450,14 +453,4 @@ def test_without_the_native_module_the_nearest_rows_and_scores_are_the_same_bits
         check=False,
     )
     assert child.returncode == 0, child.stderr
-    rng = np.random.default_rng(9)
-    store = Store(384)
-    for rowid, vector in enumerate(unit(rng, 20000, 384), start=1):
-        store.put(rowid, vector, ("Ann", "Bo")[rowid % 2])
-    index = VectorIndex("t", 384)
-    store.refresh(index)
-    mine = []
-    for query in unit(rng, 5, 384):
-        near = index.nearest(query, 150, "Bo")
-        mine.append([near.rowids.tolist(), near.sims.tobytes().hex()])
-    assert json.loads(child.stdout) == mine
+    assert json.loads(child.stdout) == nearest_bits()

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from aleph._errors import AlephError
-from aleph._ledger._clip import MAX_DETAIL, MAX_SHORT, MAX_TARGET, _clip, _clip_opt, _clip_refs, _now_ms
+from aleph._ledger._clip import MAX_DETAIL, MAX_SHORT, MAX_TARGET, _clip, _clip_opt, _clip_refs, _now_ms, needs_no_clip
 from aleph._ledger._durability import Ack, Reserve, describe_os_error, is_full
 from aleph._ledger._format import (
     ACTIONS,
@@ -321,17 +321,7 @@ class ChainWriter:
             if built is not None:
                 state[0], state[1], state[2] = seq, built[1], fp
                 return built[0]
-        if not (  # one check for the common row (short ASCII strings, nothing to clip); else field by field
-            type(target) is str
-            and type(detail) is str
-            and len(target) <= MAX_TARGET
-            and len(detail) <= MAX_DETAIL
-            and (args_fp is None or (type(args_fp) is str and len(args_fp) <= MAX_SHORT))
-            and (principal is None or (type(principal) is str and len(principal) <= MAX_SHORT))
-            and result_fp is None
-            and rule is None
-            and (target + detail + (args_fp or "") + (principal or "")).isascii()
-        ):
+        if not needs_no_clip(target, detail, args_fp, principal, result_fp, rule):  # else field by field
             target, detail = _clip(target, MAX_TARGET), _clip(detail, MAX_DETAIL)
             args_fp, principal = _clip_opt(args_fp, MAX_SHORT), _clip_opt(principal, MAX_SHORT)
             result_fp, rule = _clip_opt(result_fp, MAX_SHORT), _clip_opt(rule, MAX_SHORT)

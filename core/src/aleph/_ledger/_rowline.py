@@ -13,7 +13,7 @@ from collections.abc import Callable
 from json.encoder import encode_basestring as _quote
 from typing import Any
 
-from aleph._ledger._clip import MAX_DETAIL, MAX_SHORT, MAX_TARGET
+from aleph._ledger._clip import MAX_DETAIL, MAX_SHORT, MAX_TARGET, needs_no_clip
 from aleph._ledger._format import row_hash
 from aleph._ledger._speedups import native
 
@@ -91,19 +91,12 @@ def py_row_line(
 ) -> tuple[bytes, bytes] | None:
     """``(line, hash)`` of a marked row (``key.mark`` makes the mark), or None when it needs clipping or more."""
     fast = (  # one check for the common row (short ASCII strings); field by field only when it fails
-        type(target) is str
-        and type(detail) is str
-        and type(agent_id) is str
+        type(agent_id) is str
         and type(signer_fp) is str
         and type(action) is str
         and type(outcome) is str
-        and len(target) <= MAX_TARGET
-        and len(detail) <= MAX_DETAIL
-        and (args_fp is None or (type(args_fp) is str and len(args_fp) <= MAX_SHORT))
-        and (principal is None or (type(principal) is str and len(principal) <= MAX_SHORT))
-        and result_fp is None
-        and rule is None
-        and (agent_id + signer_fp + action + outcome + target + detail + (args_fp or "") + (principal or "")).isascii()
+        and (agent_id + signer_fp + action + outcome).isascii()
+        and needs_no_clip(target, detail, args_fp, principal, result_fp, rule)
     )
     if not fast and not (
         _plain(agent_id, _ANY)
