@@ -27,7 +27,7 @@ import sqlite3
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,20 @@ class CachedEmbedder:
                     found[k] = vec
                     self._db.execute("INSERT OR REPLACE INTO v VALUES (?, ?, ?)", (self.name, k, vec.tobytes()))
         return np.stack([found[k] for k in keys]) if keys else np.zeros((0, self.dim), dtype=np.float32)
+
+
+def conversations(store: MemoryStore, data: Path, *, ingest: bool) -> Iterator[tuple[str, list, list]]:
+    """Each LoCoMo-format file of ``data`` as (name, turns, questions), its turns in ``store`` with their vectors.
+
+    ``ingest`` False: the store was kept from an earlier run (``--store``) and holds them already.
+    """
+    for conversation in sorted(data.glob("*.json")):
+        name, turns, questions = load_conversation(conversation)
+        if ingest:
+            store.ingest(name, turn_items(name, turns))
+        if not store.wait_for_vectors(timeout=3600):
+            raise SystemExit(f"the vector worker did not finish on {name}")
+        yield name, turns, questions
 
 
 class Profile:
@@ -145,12 +159,7 @@ def main() -> None:
         fresh = not path.exists()
         path.parent.mkdir(parents=True, exist_ok=True)
         store = MemoryStore(path, embedder=embedder)
-        for conversation in sorted(data.glob("*.json")):
-            name, turns, questions = load_conversation(conversation)
-            if fresh:
-                store.ingest(name, turn_items(name, turns))
-            if not store.wait_for_vectors(timeout=3600):
-                raise SystemExit(f"the vector worker did not finish on {name}")
+        for name, turns, questions in conversations(store, data, ingest=fresh):
             by_id = {t["id"]: t for t in turns}
             for q in questions:
                 hits = store.search(name, q["q"], limit=DEPTH).hits

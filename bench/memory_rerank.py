@@ -23,8 +23,8 @@ import numpy as np
 from aleph_memory import MemoryStore
 from aleph_memory._answers import asks_about_both, asks_for_a_set
 from aleph_memory._text import stems
-from bench_memory import DESIGN, LOCOMO, _embedder, load_conversation, turn_items
-from memory_misses import CachedEmbedder, _arg
+from bench_memory import DESIGN, LOCOMO, _embedder
+from memory_misses import CachedEmbedder, _arg, conversations
 
 DEPTH = 50
 K = 10
@@ -37,12 +37,7 @@ def questions(embedder: Any, store_dir: Path) -> list[dict[str, Any]]:
     path.parent.mkdir(parents=True, exist_ok=True)
     store = MemoryStore(path, embedder=embedder)
     out: list[dict[str, Any]] = []
-    for conversation in sorted(LOCOMO.glob("*.json")):
-        name, turns, asked = load_conversation(conversation)
-        if fresh:
-            store.ingest(name, turn_items(name, turns))
-        if not store.wait_for_vectors(timeout=3600):
-            raise SystemExit(f"the vector worker did not finish on {name}")
+    for name, turns, asked in conversations(store, LOCOMO, ingest=fresh):
         by_id = {t["id"]: (i, t) for i, t in enumerate(turns)}
         vectors = np.asarray(embedder.embed([t["text"] for t in turns]), dtype=np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
