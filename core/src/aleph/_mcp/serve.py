@@ -60,6 +60,7 @@ from aleph._mcp._serve_ask import (
     request_state_boundary,
 )
 from aleph._mcp._serve_frames import BoundedLines, frame_limit
+from aleph._mcp._serve_http import transport_security
 from aleph._mcp._serve_human import QUESTION_KEY, Carried, ElicitingHuman, Unreachable, input_required
 from aleph._mcp._serve_log import McpLog
 from aleph._mcp._serve_resources import ResourceSources
@@ -522,7 +523,9 @@ class AlephMcpServer:
         import uvicorn
 
         app = self.server.streamable_http_app(
-            host=host, max_request_body_size=frame_limit(self.rt.config.tools.max_input_bytes)
+            host=host,
+            max_request_body_size=frame_limit(self.rt.config.tools.max_input_bytes),
+            transport_security=transport_security(host),
         )
         config = uvicorn.Config(app, log_level="warning", lifespan="on")
         server = uvicorn.Server(config)
