@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Self
 
+from aleph._chokepoint._defprint import definition_bound
 from aleph._chokepoint._gate import grant_fingerprint
 from aleph._errors import PermissionDenied
 from aleph._principal import Principal
@@ -103,7 +104,8 @@ class Identity:
         A deferred answer (:class:`~aleph.DeferredApprovals`) is keyed by it: a framework resuming a
         suspended call answers exactly that call, for exactly this principal.
         """
-        return self._bound_fingerprint(grant_fingerprint(name, arguments))
+        entry = self._cp.registry.get(name) if isinstance(name, str) else None
+        return self._bound_fingerprint(definition_bound(grant_fingerprint(name, arguments), entry))
 
     def claim_session(self, key: str) -> bool:
         """Bind session ``key`` to this principal's owner if unused; whether it belongs to it now.
