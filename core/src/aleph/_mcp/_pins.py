@@ -56,16 +56,20 @@ class PinStore:
             return self._load().get(server_id, {}).get(tool)
 
     def knows(self, server_id: str) -> bool:
-        """Whether ``server_id``'s tools were pinned before (it has been seen and trusted)."""
+        """Whether ``server_id`` was listed before (it has been seen and trusted, with or without tools)."""
         with self._lock:
-            return bool(self._load().get(server_id))
+            return server_id in self._load()
 
     def set_many(self, server_id: str, hashes: dict[str, str]) -> None:
-        """Pin every ``tool → hash`` in ``hashes`` and persist."""
-        if not hashes:
-            return
+        """Pin every ``tool → hash`` in ``hashes`` and persist.
+
+        A server seen for the first time is recorded even with no tools, so a tool it adds later is not
+        trusted for being new (the manager re-gates it).
+        """
         with self._lock:
             pins = self._load()
+            if not hashes and server_id in pins:
+                return
             pins.setdefault(server_id, {}).update(hashes)
             self._save(pins)
 
