@@ -14,6 +14,7 @@ from aleph._contract._types import ToolFacts
 from aleph._errors import ExecutionFailed, ValidationFailed
 from aleph._mcp._hygiene import expand_template, template_variables, truncate_description
 from aleph._mcp._oauth import start_login
+from aleph._mcp._reach import reachable_servers
 from aleph._mcp._roles import Connection, ConnectionRegistry
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ _EMPTY: dict[str, Any] = {"type": "object", "properties": {}, "additionalPropert
 
 def _list_resources(manager: ConnectionRegistry) -> Callable[[dict[str, Any]], Any]:
     async def run(_: dict[str, Any]) -> Any:
+        reachable = reachable_servers()
         items = [
             {
                 "id": f"{c.id}:{r.uri}",
@@ -38,6 +40,7 @@ def _list_resources(manager: ConnectionRegistry) -> Callable[[dict[str, Any]], A
                 "mime_type": r.mime_type,
             }
             for c in manager.connected()
+            if reachable(c.id)
             for r in c.resources
         ]
         return {"count": len(items), "resources": items}
@@ -47,6 +50,7 @@ def _list_resources(manager: ConnectionRegistry) -> Callable[[dict[str, Any]], A
 
 def _list_templates(manager: ConnectionRegistry) -> Callable[[dict[str, Any]], Any]:
     async def run(_: dict[str, Any]) -> Any:
+        reachable = reachable_servers()
         items = [
             {
                 "server": c.id,
@@ -58,6 +62,7 @@ def _list_templates(manager: ConnectionRegistry) -> Callable[[dict[str, Any]], A
                 "tool": manager.template_tool_name(c.id, t.name),
             }
             for c in manager.connected()
+            if reachable(c.id)
             for t in c.templates
         ]
         return {"count": len(items), "templates": items}
@@ -68,7 +73,7 @@ def _list_templates(manager: ConnectionRegistry) -> Callable[[dict[str, Any]], A
 def _read_resource(manager: ConnectionRegistry) -> Callable[[dict[str, Any]], Any]:
     async def run(args: dict[str, Any]) -> Any:
         found = manager.find_server_prefix(args["uri"])
-        if found is None:
+        if found is None or not reachable_servers()(found[0].id):
             raise ExecutionFailed("mcp_read_resource", f"No MCP server found for URI: {args['uri']}")
         conn, uri = found
         return await conn.read_resource("mcp_read_resource", uri)
@@ -78,6 +83,7 @@ def _read_resource(manager: ConnectionRegistry) -> Callable[[dict[str, Any]], An
 
 def _list_prompts(manager: ConnectionRegistry) -> Callable[[dict[str, Any]], Any]:
     async def run(_: dict[str, Any]) -> Any:
+        reachable = reachable_servers()
         items = [
             {
                 "id": f"{c.id}:{p.name}",
@@ -90,6 +96,7 @@ def _list_prompts(manager: ConnectionRegistry) -> Callable[[dict[str, Any]], Any
                 ],
             }
             for c in manager.connected()
+            if reachable(c.id)
             for p in c.prompts
         ]
         return {"count": len(items), "prompts": items}
@@ -100,7 +107,7 @@ def _list_prompts(manager: ConnectionRegistry) -> Callable[[dict[str, Any]], Any
 def _get_prompt(manager: ConnectionRegistry) -> Callable[[dict[str, Any]], Any]:
     async def run(args: dict[str, Any]) -> Any:
         found = manager.find_server_prefix(args["name"])
-        if found is None:
+        if found is None or not reachable_servers()(found[0].id):
             raise ExecutionFailed("mcp_get_prompt", f"No MCP server found for prompt: {args['name']}")
         conn, name = found
         return await conn.get_prompt("mcp_get_prompt", name, args.get("arguments") or {})
