@@ -24,11 +24,9 @@ from typing import TYPE_CHECKING, Any
 from aleph._chokepoint._approval import ApprovalOutcome, ApprovalRequest, ApprovalRequester
 from aleph._chokepoint._call import _CALL
 from aleph._chokepoint._callguard import CallGuard, guard_for
-from aleph._chokepoint._defprint import definition_bound
 from aleph._chokepoint._gate import (
     allowed_decisions,
     escape_for_prompt,
-    grant_fingerprint,
     summarize_call,
 )
 from aleph._chokepoint._judge import Judging, prepare_input
@@ -339,7 +337,7 @@ class ScopedToolService(SyncCore, Identity, Judging, Recording, Provenance, Base
     async def _approve(self, entry: RegisteredTool, input: Mapping[str, Any], verdict: Verdict) -> None:
         name = entry.name
         operator = self.principal.is_operator()
-        fp = self._bound_fingerprint(definition_bound(grant_fingerprint(name, input), entry))
+        fp = self._approval_print(name, input, entry)
         request = ApprovalRequest(
             tool_name=name,
             summary=self._who_asks(summarize_call(name, input)),

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from aleph._chokepoint._defprint import definition_bound
 from aleph._chokepoint._gate import grant_fingerprint
+from aleph._chokepoint._secretbind import secrets_bound
 from aleph._errors import PermissionDenied
 from aleph._principal import Principal
 
@@ -104,8 +105,16 @@ class Identity:
         A deferred answer (:class:`~aleph.DeferredApprovals`) is keyed by it: a framework resuming a
         suspended call answers exactly that call, for exactly this principal.
         """
-        entry = self._cp.registry.get(name) if isinstance(name, str) else None
-        return self._bound_fingerprint(definition_bound(grant_fingerprint(name, arguments), entry))
+        return self._approval_print(name, arguments, self._cp.registry.get(name) if isinstance(name, str) else None)
+
+    def _approval_print(self, name: str, arguments: Mapping[str, Any], entry: RegisteredTool | None) -> str:
+        """The fingerprint an approval of this call carries.
+
+        Tool and canonical arguments, bound to the tool's definition (MCP tools), to the exact secret-named
+        values (under a key only Aleph holds) and to this principal's agents.
+        """
+        printed = definition_bound(grant_fingerprint(name, arguments), entry)
+        return self._bound_fingerprint(secrets_bound(printed, arguments, self._cp.gate))
 
     def claim_session(self, key: str) -> bool:
         """Bind session ``key`` to this principal's owner if unused; whether it belongs to it now.
