@@ -159,6 +159,34 @@ class Recording:
             self._event("executed" if outcome == "ok" else "failed", entry.name, redact(detail))
         return unrecorded
 
+    def _record_cancelled(self, entry: RegisteredTool, arguments: Mapping[str, Any], refs: Mapping[str, str]) -> None:
+        """A call cancelled while it ran (its client went away, a framework gave up): it gets its row.
+
+        The tool had started, so its effect may have happened (a thread keeps running, a child process
+        has already acted); without a row, starting a call and cancelling it at once left no trace. The
+        row is queued without an await: the task is being cancelled, and an await could be cancelled too.
+        """
+        why = "cancelled while it ran; its effect may have happened"
+        ledger = self._cp.ledger
+        if ledger is not None:
+            try:
+                summary, args_fp = _summary_and_fingerprint(entry.name, arguments)
+                record = LedgerRecord(
+                    agent_id=self._agent_id(),
+                    action="tool_call",
+                    target=entry.name,
+                    outcome="error",
+                    detail=f"{summary} — {why}",
+                    args_fp=args_fp,
+                    principal=self._principal_text(),
+                    refs=refs or None,
+                )
+                ledger.append_nowait(record)
+            except Exception:
+                log.exception("ledger append failed")
+        if self._cp.events is not None:
+            self._event("failed", entry.name, why)
+
     def _record_now(
         self, entry: RegisteredTool, arguments: Mapping[str, Any], outcome: LedgerOutcome, detail: str, refs: Any
     ) -> str | object | None:

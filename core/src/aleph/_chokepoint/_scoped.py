@@ -414,6 +414,10 @@ class ScopedToolService(SyncCore, Identity, Judging, Recording, Provenance, Base
             if error is exc:
                 raise
             raise error from None
+        except asyncio.CancelledError:
+            if self._records(entry, run):
+                self._record_cancelled(entry, prepared.arguments, run.call.refs)
+            raise
         finally:
             _CALL.reset(run.call_token)
             if run.turn_token is not None:
