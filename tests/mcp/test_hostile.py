@@ -106,3 +106,20 @@ async def test_a_description_changed_mid_session_is_regated(make_manager: MakeMa
     assert any("possible prompt injection" in w for w in status.warnings)
     assert ["stable"] == manager.trust("dyn", "dyn__stable")
     assert not registry.get("dyn__stable").facts.requires_approval  # type: ignore[union-attr]
+
+
+async def test_an_endless_line_is_dropped_in_bounded_memory_and_the_server_keeps_answering(
+    make_manager: MakeManager,
+) -> None:
+    """A server writing one 256 MiB line: the host keeps at most the 64 MiB limit of it, then reads on."""
+    import resource
+
+    manager = await make_manager({"s": python_server("spilling.py", protocol="legacy", timeout_seconds=60)})
+    service = UnscopedToolService(manager.registry)
+    assert "hi" == (await service.execute("s__echo", {"text": "hi"})).text
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    assert "spilled" == (await service.execute("s__spill", {"megabytes": 256})).text
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mib < 160, f"the host grew by {grown_mib:.0f} MiB reading a 256 MiB line"
+    assert "again" == (await service.execute("s__echo", {"text": "again"})).text
+    assert ["connected"] == [s.state for s in manager.servers()]

@@ -13,7 +13,9 @@ from types import TracebackType
 from typing import Any
 
 import anyio
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters
+
+from aleph._mcp._stdio import bounded_stdio
 
 __all__ = ["EofWatch", "watched_stdio"]
 
@@ -60,6 +62,6 @@ class EofWatch:
 
 @asynccontextmanager
 async def watched_stdio(params: StdioServerParameters, ended: anyio.Event) -> Any:
-    """``stdio_client(params)`` whose read stream sets ``ended`` when the server's output ends."""
-    async with stdio_client(params) as (read, write):
+    """The server's stdio transport (read in bounded pieces) whose read stream sets ``ended`` when its output ends."""
+    async with bounded_stdio(params) as (read, write):
         yield EofWatch(read, ended), write
