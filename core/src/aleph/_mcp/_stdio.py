@@ -99,26 +99,28 @@ async def bounded_stdio(params: StdioServerParameters, limit: int = MAX_LINE_BYT
         cwd=params.cwd,
         start_new_session=True,
     )
+    stdout, stdin = process.stdout, process.stdin
+    assert stdout is not None and stdin is not None, "the server is started with pipes"
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
 
     async def reader() -> None:
         async with read_writer:
-            async for line in _lines(process.stdout, limit):
+            async for line in _lines(stdout, limit):
                 try:
                     await read_writer.send(_parse(line))
                 except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                     break
             with anyio.CancelScope(shield=True), suppress(Exception):  # drain: a server never blocks on a full pipe
                 while True:
-                    await process.stdout.receive(_PIECE)
+                    await stdout.receive(_PIECE)
 
     async def writer() -> None:
         try:
             async with write_reader:
                 async for message in write_reader:
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-                    await process.stdin.send(data.encode("utf-8"))
+                    await stdin.send(data.encode("utf-8"))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             await read_writer.aclose()  # the session sees the connection end instead of a request hanging
 
