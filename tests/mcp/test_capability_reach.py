@@ -125,3 +125,22 @@ async def test_a_rule_on_some_tools_of_a_server_leaves_its_resources_and_prompts
         both = {"open", "secret"}
         assert {"resources": both, "templates": both, "prompts": both} == await servers_seen(service)
         assert (await service.call("mcp_get_prompt", {"name": "secret:review", "arguments": {"code": "x"}})).success
+
+
+async def test_a_login_to_a_denied_server_answers_like_a_missing_server(workspace: Path) -> None:
+    from aleph._mcp._captools import build_capability_tool
+
+    (workspace / "aleph.toml").write_text(
+        '[mcp.servers.secret]\nurl = "http://127.0.0.1:9/mcp"\nenabled = false\n'
+        '[mcp.servers.open]\nurl = "http://127.0.0.1:9/mcp"\nenabled = false\n' + DENIED
+    )
+    async with aleph.load(workspace / "aleph.toml", workspace=workspace, entry_points=False) as rt:
+        rt.register(build_capability_tool(rt.mcp, "mcp_login"))  # offered while a remote server is up
+        service = rt.tool_service()
+        denied = await service.call("mcp_login", {"server": "secret"})
+        missing = await service.call("mcp_login", {"server": "nosuch"})
+        assert not denied.success and (denied.error or "").replace("secret", "<id>") == (missing.error or "").replace(
+            "nosuch", "<id>"
+        )
+        allowed = await service.call("mcp_login", {"server": "open"})  # reached: refused for its own reason
+        assert not allowed.success and "not found" not in (allowed.error or "")

@@ -2,11 +2,11 @@
 
 A rule that covers every tool of a server (``"github__*" = "deny"``, ``"*__*" = "deny"``) shuts the caller
 out of that server, yet ``mcp_list_resources``, ``mcp_read_resource``, ``mcp_list_resource_templates``,
-``mcp_list_prompts`` and ``mcp_get_prompt`` are core tools of their own: they listed and read the denied
+``mcp_list_prompts``, ``mcp_get_prompt`` and ``mcp_login`` are core tools of their own: they listed and read the denied
 server's resources and prompts all the same, and ``mcp_read_resource`` read the very URI its denied template
 tool (``github__tpl_issue``) expands to. The capability tools therefore ask here, for the calling principal's
-merged policy, whether a server-wide rule denies the server: its entries are left out of every listing and a
-read or a prompt answers exactly as for a server that is not there.
+merged policy, whether a server-wide rule denies the server: its entries are left out of every listing, and
+a read, a prompt or a login answers exactly as for a server that is not there.
 """
 
 from __future__ import annotations
