@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Self
 
-from aleph._chokepoint._defprint import definition_bound
+from aleph._chokepoint._defprint import definition_bound, nulls_bound
 from aleph._chokepoint._gate import grant_fingerprint
 from aleph._chokepoint._secretbind import secrets_bound
 from aleph._errors import PermissionDenied
@@ -110,10 +110,11 @@ class Identity:
     def _approval_print(self, name: str, arguments: Mapping[str, Any], entry: RegisteredTool | None) -> str:
         """The fingerprint an approval of this call carries.
 
-        Tool and canonical arguments, bound to the tool's definition (MCP tools), to the exact secret-named
-        values (under a key only Aleph holds) and to this principal's agents.
+        Tool and canonical arguments, bound to the tool's definition (MCP tools), to its explicit nulls
+        (untyped tools), to the exact secret-named values (under a key only Aleph holds) and to this
+        principal's agents.
         """
-        printed = definition_bound(grant_fingerprint(name, arguments), entry)
+        printed = nulls_bound(definition_bound(grant_fingerprint(name, arguments), entry), entry, arguments)
         return self._bound_fingerprint(secrets_bound(printed, arguments, self._cp.gate))
 
     def claim_session(self, key: str) -> bool:
