@@ -260,13 +260,17 @@ async def test_session_grant_covers_exactly_the_same_arguments(registry: ToolReg
     cp = Chokepoint(registry)
     svc = service(registry, rules={"file_ops": "ask"}, requester=req, turn=TURN, cp=cp)
     await svc.execute("file_ops", {"operation": "delete", "path": "a.txt"})
-    await svc.execute("file_ops", {"path": "a.txt", "operation": "delete", "extra": None})  # reordered, null-padded
+    await svc.execute("file_ops", {"path": "a.txt", "operation": "delete"})  # reordered
     assert len(req.requests) == 1
     await svc.execute("file_ops", {"operation": "delete", "path": "b.txt"})
     assert len(req.requests) == 2
     other = service(registry, rules={"file_ops": "ask"}, requester=req, turn=TurnContext(session_key="s2"), cp=cp)
     await other.execute("file_ops", {"operation": "delete", "path": "a.txt"})
     assert len(req.requests) == 3
+    # This untyped tool gets its arguments as sent: an explicit null is another call (tests/mcp/test_approval_nulls.py).
+    with pytest.raises(aleph.ApprovalUnavailable):
+        await svc.execute("file_ops", {"path": "a.txt", "operation": "delete", "extra": None})
+    assert len(req.requests) == 4
 
 
 @pytest.mark.anyio
