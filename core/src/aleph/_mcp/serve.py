@@ -188,7 +188,7 @@ class AlephMcpServer:
         # Keyed by the client connection: the SDK builds a new ServerSession for every request, so the
         # latest one of each connection is kept to push notifications on its standalone channel.
         self._legacy_sessions: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-        self._session_keys: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        self._session_keys: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
         self._connection_rt: weakref.WeakKeyDictionary[Any, Aleph] = weakref.WeakKeyDictionary()
         self.workspaces = RootWorkspaces(rt, load or _default_load)
         self._changed: asyncio.Event | None = None
@@ -242,11 +242,13 @@ class AlephMcpServer:
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         if modern and _http_request(ctx) is not None:
             return None
-        connection = _connection(ctx) if not modern else self
-        key = self._session_keys.get(connection)
-        if key is None:
-            key = self._session_keys[connection] = f"mcp:{self.token}:{secrets.token_hex(8)}"
-        return key
+        # A session is also bound to the client's Authorization (as a 2026-07-28 requestState is): another
+        # client presenting a legacy session's id gets a session of its own, never its grants.
+        keys = self._session_keys.setdefault(_connection(ctx) if not modern else self, {})
+        binding = _client_binding(ctx)
+        if binding not in keys and len(keys) >= 8:
+            return None  # a client cycling Authorization headers on one session keeps no grants at all
+        return keys.setdefault(binding, f"mcp:{self.token}:{secrets.token_hex(8)}")
 
     async def _runtime(self, ctx: ServerRequestContext[Any, Any]) -> Aleph:
         """The runtime of this connection's workspace: its MCP roots (asked once), else the default."""
