@@ -117,6 +117,8 @@ def _get_prompt(manager: ConnectionRegistry) -> Callable[[dict[str, Any]], Any]:
 
 def _login(manager: ConnectionRegistry) -> Callable[[dict[str, Any]], Any]:
     async def run(args: dict[str, Any]) -> Any:
+        if not reachable_servers()(args["server"]):  # shut out of the server: it is not there for this caller
+            raise ExecutionFailed("mcp_login", f"MCP server not found: {args['server']}")
         return await start_login(manager, args["server"], args.get("scope"))
 
     return run
