@@ -18,6 +18,9 @@ from aleph import AlephTool, ToolArgs, ToolFacts
 from aleph_admin._managed import set_path
 from aleph_admin._state import AGENT_NAME, AdminState, caller, missing_agent
 
+DEFAULT_AGENT = "default"
+"""The agent core binds when a host names none: always a principal of the install."""
+
 __all__ = ["AgentCreate", "AgentDelete", "AgentInfo", "AgentList", "AgentSwitch", "agent_table", "apply_managed"]
 
 
@@ -109,8 +112,7 @@ class AgentCreate(AlephTool[AgentCreateArgs]):
             raise aleph.ExecutionFailed(
                 self.NAME, f"name {args.name!r}: lowercase letters, digits, _ and -, first a letter"
             )
-        config = self.state.context.current_config()
-        if args.name in config.agents or args.name == who.owner or self.state.store.agent_exists(args.name):
+        if args.name == who.owner or self._is_principal(args.name):
             raise aleph.ExecutionFailed(self.NAME, f"an agent named {args.name!r} exists already: choose another name")
         table = agent_table(args, who.owner)
         before, after = apply_managed(self.state, self.NAME, f"agents.{args.name}", table)
@@ -140,6 +142,27 @@ class AgentCreate(AlephTool[AgentCreateArgs]):
             "layer": table,
             "effective": decisions,
         }
+
+    def _is_principal(self, name: str) -> bool:
+        """Whether ``name`` is already a principal of this install, not a free name.
+
+        The creator of an agent owns it (``agent_switch`` acts as it, ``agent_delete`` revokes its key),
+        so creating a name that already acts here would hand its sessions, secrets and stored objects to
+        the creator. A principal shows in the configuration (its layer, or another layer naming it), in the
+        ledger's keystore (every agent that made a recorded call has a signing key, kept after revocation),
+        in this family's store (agents, secrets, routes), or is core's unnamed agent ``default``.
+        """
+        config = self.state.context.current_config()
+        named = {
+            a for settings in config.agents.values() for a in (*settings.bounded_by, *settings.accepts_delegation_from)
+        }
+        if name == DEFAULT_AGENT or name in config.agents or name in named:
+            return True
+        store = self.state.store
+        if store.agent_exists(name) or store.owned("secrets", name) or name in store.routes().values():
+            return True
+        keystore = self.state.keystore()
+        return bool(keystore.public_keys(name)) or keystore.is_revoked(name)
 
 
 class NameArgs(ToolArgs):
