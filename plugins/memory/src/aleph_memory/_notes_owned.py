@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from aleph_memory._confine import NotesDir, NotesPathError, split_path
-from aleph_memory._notes import Note, NoteGraph, Notes, _build_graph, _resolve
+from aleph_memory._notes import Note, NoteGraph, Notes, _build_graph, _resolve, parse_note
 
 __all__ = ["OwnedNotes", "is_private", "private_meta"]
 
@@ -89,8 +89,20 @@ class OwnedNotes:
             return hit
 
     def hidden(self, path: str) -> bool:
-        """Whether ``path`` is another agent's private note."""
-        return _key(path) in self._view()[1]
+        """Whether ``path`` is another agent's private note.
+
+        A note the graph does not hold (past ``max_notes``, or written since the last sync) is judged by its
+        own front matter, read here: being left out of the index never makes a private note readable.
+        """
+        key = _key(path)
+        graph, hidden = self._view()
+        if key in hidden or key in graph.notes:
+            return key in hidden
+        try:
+            note = parse_note(key, self._notes.folder.read(path))
+        except (NotesPathError, UnicodeDecodeError, OSError):
+            return False  # nothing readable there: every read of it fails the same way
+        return is_private(note) and note.meta.get("owner") != self.agent
 
     def sync(self) -> NoteGraph:
         """The link graph of the notes this agent can see."""
