@@ -50,6 +50,7 @@ def jot(text: str) -> str:
     ("toml", "name"),
     [
         ("", "default"),  # the agent core binds when a host names none
+        ("", "main"),  # the same agent, as teams, hub, browser and media own its objects
         ('[agents.ops]\naccepts_delegation_from = ["carol"]\n', "carol"),  # named by another agent's layer
         ('[agents.ops]\nbounded_by = ["carol"]\n', "carol"),
     ],

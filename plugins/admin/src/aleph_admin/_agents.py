@@ -18,8 +18,10 @@ from aleph import AlephTool, ToolArgs, ToolFacts
 from aleph_admin._managed import set_path
 from aleph_admin._state import AGENT_NAME, AdminState, caller, missing_agent
 
-DEFAULT_AGENT = "default"
-"""The agent core binds when a host names none: always a principal of the install."""
+HOST_AGENTS = frozenset({"default", "main"})
+"""The agent a host binds when it names none: core calls it ``default``, and the families that keep objects
+for it (teams, hub, browser profiles, media) own them as ``main``. Either name is that agent, always a
+principal of the install."""
 
 __all__ = ["AgentCreate", "AgentDelete", "AgentInfo", "AgentList", "AgentSwitch", "agent_table", "apply_managed"]
 
@@ -150,13 +152,13 @@ class AgentCreate(AlephTool[AgentCreateArgs]):
         so creating a name that already acts here would hand its sessions, secrets and stored objects to
         the creator. A principal shows in the configuration (its layer, or another layer naming it), in the
         ledger's keystore (every agent that made a recorded call has a signing key, kept after revocation),
-        in this family's store (agents, secrets, routes), or is core's unnamed agent ``default``.
+        in this family's store (agents, secrets, routes), or is the host's unnamed agent (``default``, ``main``).
         """
         config = self.state.context.current_config()
         named = {
             a for settings in config.agents.values() for a in (*settings.bounded_by, *settings.accepts_delegation_from)
         }
-        if name == DEFAULT_AGENT or name in config.agents or name in named:
+        if name in HOST_AGENTS or name in config.agents or name in named:
             return True
         store = self.state.store
         if store.agent_exists(name) or store.owned("secrets", name) or name in store.routes().values():
