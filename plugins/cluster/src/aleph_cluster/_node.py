@@ -205,17 +205,19 @@ class NodeService:
         if body.get("timeout_seconds") is not None:
             args["timeout_seconds"] = body["timeout_seconds"]
         timeout = min(float(body.get("timeout_seconds") or 60.0), self.config.max_timeout_seconds)
+        who = req.acting()
         turn = aleph.TurnContext(
-            session_key=f"cluster:{req.id}",
+            session_key=who.session or "",
             channel_id=req.channel,
             unattended=True,  # nobody on the node can approve: what its policy asks for is refused
-            caller_role="member",
+            caller_role=who.role,
             call_id=req.id,
             principal=req.principal,
             refs=(("request_id", req.id), ("center", self.center_fp), ("node", self.name)),
         )
         tier = self.config.exec_tier  # the node operator's choice; its policy and floor apply under every tier
-        service = self.runtime.tool_service(agent=req.principal, channel="cluster", turn=turn, tier=tier)
+        # The principal and everyone it acts for: the node's layers of every agent of the chain apply.
+        service = self.runtime.tool_service(principal=who, turn=turn, tier=tier)
         task = asyncio.ensure_future(service.execute("bash", args))
         self.running[req.id] = task
         self._owners[req.id] = req.principal
@@ -247,7 +249,7 @@ class NodeService:
                 outcome=outcome,  # type: ignore[arg-type]
                 detail=f"{req.kind} on node {self.name}",
                 args_fp=digest(req.body),
-                principal=req.principal,
+                principal=req.recorded_principal(),
                 result_fp=result_digest,
                 refs={"request_id": req.id, "center": self.center_fp, "node": self.name, "kind": req.kind},
             )
