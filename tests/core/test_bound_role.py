@@ -93,3 +93,17 @@ async def test_an_operator_principal_is_unchanged(workspace: Path) -> None:
         assert service.principal.role == "operator" and service.turn is None
         assert (await service.call("rotate", {"name": "db"})).success
         assert (await service.call("reboot", {})).success
+
+
+async def test_a_derived_turn_never_lifts_the_callers_role(workspace: Path) -> None:
+    VOTES.clear()
+    async with runtime(workspace) as rt:
+        member = rt.tool_service(principal=Principal("mallory", role="member"))
+        for turn in (aleph.TurnContext(session_key="m-1"), aleph.TurnContext(caller_role="operator"), None):
+            derived = member.derive(turn=turn)
+            assert derived.principal.role == "member"
+            refused = await derived.call("rotate", {"name": "db"})
+            assert not refused.success and "only an operator rotates" in (refused.error or "")
+        guest_turn = rt.tool_service(principal=Principal("root")).derive(turn=aleph.TurnContext(caller_role="guest"))
+        assert guest_turn.principal.role == "guest"
+        assert not (await guest_turn.call("reboot", {})).success
