@@ -52,7 +52,7 @@ def bound_role(principal: Principal, turn: TurnContext | None) -> tuple[Principa
     would be a member to one gate and an operator to the next. The role is the weakest of the
     principal's, every principal of its chain and the turn's.
     """
-    roles = [principal.role, *(p.role for p in principal.chain)]
+    roles: list[str] = [principal.role, *(p.role for p in principal.chain)]
     if turn is not None and turn.caller_role:
         roles.append(turn.caller_role)
     role = weakest_role(*roles)
