@@ -92,3 +92,17 @@ async def test_a_deleted_agents_name_cannot_be_taken_by_another_creator(
         assert not again.success and "scout" not in rt.config.agents
         # A fresh name is still free.
         assert output(await mallory.call("agent_create", {"name": "scout2"}))["bounded_by"] == ["mallory"]
+
+
+async def test_an_agent_made_while_acting_for_another_is_bounded_by_both(
+    make_runtime: Callable[..., aleph.Aleph],
+) -> None:
+    toml = '[agents.mallory.tool_permissions.overrides]\nread_config_guide = "deny"\n'
+    async with make_runtime(toml) as rt:
+        alice_for_mallory = rt.tool_service(
+            principal=aleph.Principal("alice", chain=(aleph.Principal("mallory"),)), requester=approving()
+        )
+        made = output(await alice_for_mallory.call("agent_create", {"name": "scribe"}))
+        assert made["bounded_by"] == ["alice", "mallory"]
+        assert "read_config_guide" not in made["effective"]  # denied: hidden
+        assert rt.tool_service(agent="scribe").decision_for("read_config_guide", {}) == "deny"

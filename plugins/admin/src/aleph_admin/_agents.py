@@ -53,9 +53,14 @@ class AgentCreateArgs(ToolArgs):
     """Its default execution tier (never looser than yours in effect)."""
 
 
-def agent_table(args: AgentCreateArgs, creator: str) -> dict[str, Any]:
-    """The ``[agents.<name>]`` table ``agent_create`` writes."""
-    table: dict[str, Any] = {"bounded_by": [creator], "accepts_delegation_from": [creator]}
+def agent_table(args: AgentCreateArgs, creator: str, acting_for: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The ``[agents.<name>]`` table ``agent_create`` writes.
+
+    Bounded by the creator and every agent the creator acts for: an agent made by ``alice`` acting for
+    ``mallory`` holds nothing either of them lacks.
+    """
+    bounds = list(dict.fromkeys((creator, *acting_for)))
+    table: dict[str, Any] = {"bounded_by": bounds, "accepts_delegation_from": [creator]}
     if args.tool_permissions is not None:
         permissions = args.tool_permissions
         table["tool_permissions"] = {
@@ -116,7 +121,7 @@ class AgentCreate(AlephTool[AgentCreateArgs]):
             )
         if args.name == who.owner or self._is_principal(args.name):
             raise aleph.ExecutionFailed(self.NAME, f"an agent named {args.name!r} exists already: choose another name")
-        table = agent_table(args, who.owner)
+        table = agent_table(args, who.owner, tuple(p.agent for p in who.chain))
         before, after = apply_managed(self.state, self.NAME, f"agents.{args.name}", table)
         if args.name not in self.state.context.current_config().agents:
             self.state.managed.restore(before or None)
@@ -138,7 +143,7 @@ class AgentCreate(AlephTool[AgentCreateArgs]):
         decisions = {d.name: service.decision_for(d.name, {}) for d in await service.list()}
         return {
             "agent": args.name,
-            "bounded_by": [who.owner],
+            "bounded_by": table["bounded_by"],
             "key_fingerprint": fingerprint,
             "config_change": change,
             "layer": table,
