@@ -34,9 +34,10 @@ def _call(cluster: Cluster, principal: aleph.Principal, command: str) -> aleph.T
 
     async def run() -> aleph.ToolResult:
         async with rt:
-            return await rt.tool_service(principal=principal).call(
-                "node_invoke", {"node": "node-b", "command": command}
-            )
+            # A guest is never above the auto tier, which asks before a remote command: a human approves here.
+            human = aleph.ScriptedRequester(lambda request: aleph.ApprovalResponse(aleph.ApprovalOutcome.APPROVED))
+            service = rt.tool_service(principal=principal, requester=human)
+            return await service.call("node_invoke", {"node": "node-b", "command": command})
 
     return asyncio.run(run())
 
