@@ -83,3 +83,20 @@ async def test_a_private_note_past_max_notes_still_does_not_exist_for_another_ag
             mallory, "note_manage", action="append", path="plans/heist", facts=["x"]
         )
         assert (await alice("note_manage", action="get", path="plans/heist"))["content"].strip() == "code 4711"
+
+
+async def test_a_folder_of_only_another_agents_private_notes_does_not_exist_for_others(rt: aleph.Aleph) -> None:
+    alice = caller(rt, agent="alice", session="alice-notes")
+    mallory = caller(rt, agent="mallory", session="mallory-notes")
+    await alice("note_manage", action="create", path="acme-deal/terms", title="T", content="price 9M", private=True)
+    await alice("note_manage", action="create", path="acme-deal/deep/more", title="M", content="x", private=True)
+    await alice("note_manage", action="create", path="shared/readme", title="R", content="hello")
+    assert (await mallory("memory_browse", path=""))["entries"] == ["shared/"]
+    for where in ("acme-deal", "acme-deal/deep"):
+        foreign = await mallory("memory_browse", path=where)
+        missing = await mallory("memory_browse", path="nothere")
+        assert foreign == {**missing, "message": missing["message"].replace("nothere", where)}
+    assert (await alice("memory_browse", path=""))["entries"] == ["acme-deal/", "shared/"]
+    # Once a note others can see is in it, the folder is everyone's to see.
+    await mallory("note_manage", action="create", path="acme-deal/public", title="P", content="news")
+    assert (await mallory("memory_browse", path="acme-deal"))["entries"] == ["public"]

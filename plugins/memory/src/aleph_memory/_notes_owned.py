@@ -104,6 +104,12 @@ class OwnedNotes:
             return False  # nothing readable there: every read of it fails the same way
         return is_private(note) and note.meta.get("owner") != self.agent
 
+    def foreign_folder(self, folder: str) -> bool:
+        """Whether ``folder`` holds notes and all of them are other agents' private notes."""
+        graph, hidden = self._view()
+        prefix = folder.strip("/") + "/"
+        return any(h.startswith(prefix) for h in hidden) and not any(k.startswith(prefix) for k in graph.notes)
+
     def sync(self) -> NoteGraph:
         """The link graph of the notes this agent can see."""
         return self._view()[0]
@@ -165,8 +171,17 @@ class _OwnedFolder:
         return [f for f in files if not self._owner.hidden(f[0])], truncated
 
     def listdir(self, path: str) -> tuple[list[str], list[str]]:
-        """Sub-folders and visible notes under ``path``."""
+        """Sub-folders and visible notes under ``path``.
+
+        A folder that holds notes and only other agents' private ones does not exist here either: it is
+        left out of its parent's listing, and listing it answers like a missing folder (its name, such as
+        ``acme-acquisition/``, would tell what the notes in it are about).
+        """
+        where = path.strip().strip("/")
+        if where and self._owner.foreign_folder(where):
+            name = where.rsplit("/", 1)[-1]
+            raise NotesPathError("missing", f"folder {name!r} does not exist")  # NotesDir's own words
         folders, names = self._folder.listdir(path)
-        where = path.strip("/")
         visible = [n for n in names if not self._owner.hidden(f"{where}/{n}" if where else n)]
-        return folders, visible
+        shown = [f for f in folders if not self._owner.foreign_folder(f"{where}/{f}" if where else f)]
+        return shown, visible
