@@ -10,6 +10,7 @@ import re
 
 from aleph._floor._analysis import SHELLS, Command, resolve
 from aleph._floor._rule import Env
+from aleph._floor._sedawk import awk_code, sed_effects, sed_scripts
 from aleph._floor._targets import _flags, _git_subcommand, _paths, _under, _wide_target
 from aleph._floor._wrappers import KNOWN_PROGRAMS, UNWRAPPED, argument_programs, is_interpreter
 
@@ -373,13 +374,15 @@ def _exec_flag(cmd: Command, env: Env) -> bool:
         if re.search(r"(proxycommand|localcommand|permitlocalcommand|knownhostscommand|match\s+exec)", opts):
             return True
         return p == "scp" and "-S" in texts
-    if p in ("awk", "gawk", "mawk", "nawk", "busybox"):
+    if p in ("awk", "gawk", "mawk", "nawk"):
+        code, unseen = awk_code(args)
+        return unseen or any(_AWK_EXEC.search(a.text) for a in code)
+    if p == "busybox":
         program = next((t for t in texts if not t.startswith("-")), "")
         return bool(_AWK_EXEC.search(program))
     if p == "sed":
-        scripts = [t for i, t in enumerate(texts) if i > 0 and texts[i - 1] in ("-e", "--expression")]
-        scripts = scripts or [t for t in texts if not t.startswith("-")][:1]
-        return any(re.search(r"(^|[;\n{}])\s*\d*e(\s|;|$)|/[gpimIM0-9w]*e[gpimIM0-9]*\s*(;|$|})", s) for s in scripts)
+        scripts, _, unseen, sandbox = sed_scripts(args)
+        return not sandbox and (unseen or any(sed_effects(a.text).runs for a in scripts))
     if p in ("zip",):
         return any(t in ("-TT", "--unzip-command") or t.startswith("--unzip-command=") for t in texts)
     if p == "man":

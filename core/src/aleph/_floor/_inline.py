@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import re
 
+from aleph._floor._callargs import call_arguments, computed_word
 from aleph._floor._words import Arg, Argv, Inner, Opaque, Text, _quote
 
 _CODE_FLAGS = frozenset({"-c", "-e", "-E", "-r", "--eval", "-p", "--print"})
@@ -352,7 +353,7 @@ def _python_code(code: str, depth: int) -> list[Inner]:
 
 _EXEC_CALL = re.compile(
     r"(?<![\w$])(system|exec|execSync|execFile|execFileSync|spawn|spawnSync|popen|popen2|popen3|capture2e?"
-    r"|capture3|shell_exec|passthru|proc_open|pcntl_exec|qx)\b",
+    r"|capture3|shell_exec|passthru|proc_open|pcntl_exec|qx|(?<=os\.)execute)\b",
 )
 
 
@@ -369,7 +370,7 @@ _DYNAMIC_LOAD = (
 _EXEC_PRESENT = re.compile(
     r"child_process|\bsystem\s*[(\"']|\bexec(?:Sync|File|FileSync)?\s*[(\"']|\bspawn(?:Sync)?\s*\("
     r"|\bqx\s*[{(/|]|\bpopen\w*\s*\(|shell_exec|passthru|proc_open|pcntl_exec|%x[{(\[]|\bOpen3\b|Deno\.(?:run|Command)"
-    r"|Bun\.(?:spawn|\$)|" + _DYNAMIC_LOAD
+    r"|Bun\.(?:spawn|\$)|\bos\.execute\b|" + _DYNAMIC_LOAD
 )
 
 
@@ -392,12 +393,46 @@ _FS_PROGRAM = {
 }
 
 
+# calls that delete a whole tree: always (Ruby's FileUtils, Perl's File::Path, fs-extra, rimraf), or with
+# a `recursive` option (Node's fs, Deno); the first may be called without parentheses
+_TREE_ALWAYS = (
+    r"rm_rf|rm_r|rmtree|remove_tree|remove_dir|remove_entry(?:_secure)?|rimraf(?:Sync)?|removeSync|emptyDir(?:Sync)?"
+)
+_TREE_CALL = re.compile(rf"(?<![\w$])(?:({_TREE_ALWAYS})\b\s*\(?|(rmSync|rm|rmdirSync|rmdir|remove)\s*\()\s*")
+
+
+def _tree_deletes(code: str) -> list[Inner]:
+    """Tree deletions in Perl, Ruby or Node code whose target is computed, which cannot be proven safe.
+
+    ``FileUtils.rm_rf(Dir.home)``, ``fs.rmSync(home, {recursive: true})``, ``rmtree $ENV{HOME}``; a literal
+    target given without parentheses (``rmtree '/x'``) is judged as ``rm -rf`` of it.
+    """
+    out: list[Inner] = []
+    for m in _TREE_CALL.finditer(code):
+        if m.group(2) and "recursive" not in code[m.end() : m.end() + 1024]:
+            continue
+        items = call_arguments(code, m.end())
+        if not items:
+            continue
+        target = computed_word(items[0])
+        if not target.literal:
+            out.append(
+                Opaque(
+                    "dynamic_delete_target", f"inline code deletes a tree only known at run time ({m.group(0).strip()})"
+                )
+            )
+        elif not m.group(0).rstrip().endswith("("):
+            out.append(Argv([Arg("rm"), Arg("-rf"), target]))
+    return out
+
+
 def _pattern_code(code: str) -> list[Inner]:
     """Perl, Ruby, Node, PHP, Lua: the literal commands of ``system``/``exec``/``spawn``/backticks."""
     out: list[Inner] = []
     for m in _FS_CALL.finditer(code):
         program = _FS_PROGRAM.get(m.group(1), "tee")
         out.append(Argv([Arg(program), *([Arg("-rf")] if program == "rm" else []), Arg(m.group(3))]))
+    out.extend(_tree_deletes(code))
     for m in re.finditer(r"(?<![\w\\])`([^`\n]*)`", code):
         out.append(Text(Arg(m.group(1)), "code backticks"))
     if not _EXEC_PRESENT.search(code):
@@ -410,17 +445,12 @@ def _pattern_code(code: str) -> list[Inner]:
             out.append(Opaque("dynamic_shell_code", f"inline code calls {name} with a command only known at run time"))
             continue
         found = True
-        literal = arg.group(1)[1:-1]
-        words = [
-            next(g for g in w.groups() if g is not None)
-            for w in _STRING_LITERAL.finditer(
-                code[arg.start(1) : arg.start(1) + 4096].split(")", 1)[0].split("]", 1)[0]
-            )
-        ]
-        if name in ("execFile", "execFileSync", "spawn", "spawnSync", "pcntl_exec") or len(words) > 1:
-            out.append(Argv([Arg(w) for w in words or [literal]]))
+        items = call_arguments(code, arg.start(1))
+        if name in ("execFile", "execFileSync", "spawn", "spawnSync", "pcntl_exec") or len(items) > 1:
+            out.append(Argv([computed_word(pieces) for pieces in items]))
         else:
-            out.append(Text(Arg(literal), f"code {name}"))
+            word = computed_word(items[0])
+            out.append(Text(Arg(word.text, word.literal), f"code {name}"))
     if re.search(_DYNAMIC_LOAD, code):
         out.append(Opaque("dynamic_shell_code", "inline code evaluates or loads code only known at run time"))
     elif not found and not out:
