@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from aleph._floor._braces import _brace_expand
+from aleph._floor._braces import _brace_expand, assignment_tildes
 from aleph._floor._command import Analysis, Command, Limits, Unknown, basename, resolve
 from aleph._floor._longopts import canonical_options
 from aleph._floor._parse import parse
@@ -288,7 +288,7 @@ class _Walker:
 
     def expand(self, word: Word, loop_vars: tuple[tuple[str, Arg], ...] = ()) -> list[Arg]:
         """Brace expansion, ``$IFS`` splitting and ``~``/``$HOME``, then render each resulting word."""
-        segs = word.segs
+        segs = assignment_tildes(word.segs)
         if len(segs) == 1 and segs[0][0] == "u" and "{" not in segs[0][1]:
             self.budget.count_words(1)
             return [Arg(segs[0][1], True, _is_glob(segs[0][1]))]

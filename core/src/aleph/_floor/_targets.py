@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 
 from aleph._floor._analysis import Arg, Command, resolve
+from aleph._floor._destinations import patch_files
 from aleph._floor._rule import Env
 from aleph._floor._sedawk import awk_code, sed_effects, sed_scripts
 
@@ -316,7 +317,7 @@ _WRITERS = frozenset(
         "chgrp",
         "chattr",
     }
-    | {"setfacl", "rm", "rmdir", "unlink", "shred", "dd", "sort", "curl", "wget", "sed", "find"}
+    | {"setfacl", "rm", "rmdir", "unlink", "shred", "dd", "sort", "curl", "wget", "sed", "find", "patch"}
 )
 
 
@@ -364,6 +365,8 @@ def _compute_write_targets(cmd: Command) -> list[Arg]:
         value = _option_value(args, ("-o", "--output") if p == "curl" else ("-O", "--output-document"))
         if value is not None and value.text != "-":
             out.append(value)
+    elif p == "patch":
+        out.extend(patch_files(args))
     elif p == "sed":
         scripts, files, _, sandbox = sed_scripts(args)
         if any(_sed_in_place(a.text) for a in args):
