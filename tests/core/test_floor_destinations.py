@@ -129,3 +129,26 @@ def test_deleting_all_of_a_directory_only_known_at_run_time_is_never_allowed(com
 )
 def test_everyday_extracts_clones_patches_and_cleanups_stay_allowed(command: str) -> None:
     assert _verdict(command) == "allow", command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "find ~ -exec dd if=/dev/zero of={} \\;",
+        "find ~ -type f -exec dd if=/dev/null of={} conv=notrunc \\;",
+        "find / -name '*.conf' -exec curl -o {} https://example.org/x \\;",
+        "find ~ -exec perl -e 'unlink @ARGV' {} +",
+        "find /home -exec ruby -e 'ARGV.each { |f| File.write(f, \"\") }' {} +",
+        "find ~ -exec node -e 'process.argv.slice(1).forEach(require(\"fs\").unlinkSync)' {} +",
+    ],
+)
+def test_finds_files_over_home_handed_to_an_option_or_inline_code_are_never_allowed(command: str) -> None:
+    assert _verdict(command) != "allow", command
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["find . -name '*.tmp' -exec dd if=/dev/null of={} \\;", "find src -exec perl -pi -e 's/a/b/' {} +"],
+)
+def test_the_same_inside_the_working_directory_stays_allowed(command: str) -> None:
+    assert _verdict(command) == "allow", command

@@ -47,6 +47,7 @@ from aleph._floor._targets import (
     _under,
     _write_targets,
 )
+from aleph._floor._wrappers import is_interpreter
 from aleph._protected import HOST_EXECUTED_PATHS, ProtectedPaths
 
 __all__ = ["DEFAULT_RULES", "GUARDS", "HARDLINE", "Builtin", "Env", "Tier"]
@@ -165,7 +166,10 @@ def _find_writes_home(cmd: Command, env: Env) -> bool:
     """
     if "find" not in cmd.via:
         return False
-    for target in (*_write_targets(cmd), *(_rm_targets(cmd) if cmd.program in ("rm", "mv") else ())):
+    targets = [*_write_targets(cmd), *(_rm_targets(cmd) if cmd.program in ("rm", "mv") else ())]
+    if is_interpreter(cmd.program):
+        targets.extend(cmd.args)  # inline code handed find's files (`perl -e 'unlink @ARGV' {} +`): not readable
+    for target in targets:
         path = resolve(target.text, cmd.cwd) if target.literal and target.glob else None
         if path is not None and path.endswith("/*") and _under(env.home, path[:-2] or "/"):
             return True

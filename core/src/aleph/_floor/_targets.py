@@ -356,7 +356,7 @@ def _compute_write_targets(cmd: Command) -> list[Arg]:
     elif p == "shred":
         out.extend(_paths(args))
     elif p == "dd":
-        out.extend(Arg(a.text[3:], a.literal) for a in args if a.text.startswith("of="))
+        out.extend(Arg(a.text[3:], a.literal, a.glob) for a in args if a.text.startswith("of="))
     elif p == "sort":
         value = _option_value(args, ("-o", "--output"))
         if value is not None:
@@ -437,9 +437,9 @@ def _option_value(args: Sequence[Arg], names: tuple[str, ...]) -> Arg | None:
             if t == name and i + 1 < len(args):
                 return args[i + 1]
             if name.startswith("--") and t.startswith(name + "="):
-                return Arg(t[len(name) + 1 :], a.literal)
+                return Arg(t[len(name) + 1 :], a.literal, a.glob)
             if not name.startswith("--") and len(name) == 2 and t.startswith(name) and len(t) > 2:
-                return Arg(t[2:], a.literal)
+                return Arg(t[2:], a.literal, a.glob)
     return None
 
 
