@@ -276,6 +276,8 @@ class _Walker:
             if r.op == "<<<" and r.target is not None:
                 expanded = self.expand(r.target)
                 stdin = " ".join(a.text for a in expanded) if all(a.literal for a in expanded) else None
+                if stdin is None:  # computed text on standard input: kept, so a shell reading it is judged
+                    out.append((r.op, r.fd, Arg(r.target.raw, literal=False)))
                 continue
             target = None
             if r.target is not None:

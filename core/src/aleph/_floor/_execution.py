@@ -140,9 +140,9 @@ def _reads_code_from_stdin(cmd: Command) -> bool:
 
 
 def _stdin_redirected_from_elsewhere(cmd: Command) -> bool:
-    """Standard input comes from a descriptor or a computed file (``< <(...)``, ``<&3``)."""
+    """Standard input comes from a descriptor, a computed file or computed text (``<&3``, ``<<< "$x"``)."""
     return any(
-        fd in (None, "0") and (op == "<&" or (op in ("<", "<>") and target is not None and not target.literal))
+        fd in (None, "0") and (op == "<&" or (op in ("<", "<>", "<<<") and target is not None and not target.literal))
         for op, fd, target in cmd.redirects
     )
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Literal
 from aleph._errors import ConfigError
 from aleph._floor._analysis import Analysis, Command, Limits, analyse
 from aleph._floor._rules import DEFAULT_RULES, GUARDS, HARDLINE, Builtin, Env
+from aleph._floor._written import scripts_written_by_programs
 
 if TYPE_CHECKING:
     from aleph._config import CommandPolicyConfig
@@ -255,6 +256,7 @@ class CommandPolicy:
         )
         if analysis.budget_exceeded is not None:
             return None
+        analysis.unknowns.extend(scripts_written_by_programs(analysis))
         return _argv(analysis, program_first=True)
 
     def check(self, command: str, *, stdin: str | None = None, cwd: Path | None = None) -> CommandVerdict:
@@ -277,6 +279,7 @@ class CommandPolicy:
                 f"blocked by command policy [{_BUDGET_RULE}]: too complex to analyse ({analysis.budget_exceeded})",
                 (),
             )
+        analysis.unknowns.extend(scripts_written_by_programs(analysis))
         hits: list[tuple[str, CommandAction, str]] = []
         subs: list[SubcommandVerdict] = []
         programs: dict[str, None] = {}

@@ -440,6 +440,11 @@ def _option_value(args: Sequence[Arg], names: tuple[str, ...]) -> Arg | None:
                 return Arg(t[len(name) + 1 :], a.literal, a.glob)
             if not name.startswith("--") and len(name) == 2 and t.startswith(name) and len(t) > 2:
                 return Arg(t[2:], a.literal, a.glob)
+    for i, a in enumerate(args[:-1]):
+        # a cluster of flags ending with the option, as getopt reads `curl -sSLo FILE`, `wget -qO FILE`
+        t = a.text
+        if a.literal and re.fullmatch(r"-[A-Za-z]{2,16}", t) and any(t[-1] == n[1] for n in names if len(n) == 2):
+            return args[i + 1]
     return None
 
 
