@@ -277,10 +277,7 @@ def _env(args: list[Arg]) -> list[Inner]:
             # a cluster of short options, read as getopt does: `-iS 'cmd'`, `-vC/ cmd`, `-iu X cmd`
             for pos, flag in enumerate(t[1:], start=2):
                 if flag in "uCSa":
-                    value = t[pos:]
-                    t = f"-{flag}"
-                    if value:
-                        t += value
+                    t = f"-{flag}{t[pos:]}"
                     break
         if t in ("-S", "--split-string") or (t.startswith("-S") and len(t) > 2) or t.startswith("--split-string="):
             if t in ("-S", "--split-string"):
