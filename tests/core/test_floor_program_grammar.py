@@ -209,3 +209,25 @@ def test_the_sed_reader_finds_e_exactly_when_gnu_sed_runs_a_command(script: str,
     subprocess.run([sed, "-n", script, "x"], cwd=tmp_path, capture_output=True, timeout=30, check=False)
     ran = (tmp_path / "MARK").exists()
     assert sed_effects(script).runs == ran, script
+
+
+TIMEIT = [
+    ('python3 -m timeit -n 1 -r 1 \'open("MARK", "w")\'', "python3 -m timeit 'import os; os.system(\"rm -rf ~\")'"),
+    (
+        'python3 -m timeit -n 1 -r 1 -s \'open("MARK", "w")\' pass',
+        "python3 -m timeit -s 'import shutil; shutil.rmtree(\"/home/user\")' pass",
+    ),
+    (
+        'python3 -mtimeit -n1 -r1 --setup=\'open("MARK", "w")\' pass',
+        "python3 -mtimeit --setup='import os' 'os.system(\"rm -rf /\")'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("harmless", "attack"), TIMEIT)
+def test_python_m_timeit_runs_its_arguments_as_code_and_the_floor_reads_them(
+    harmless: str, attack: str, tmp_path: Path
+) -> None:
+    assert _runs_for_real(harmless, tmp_path), harmless
+    assert _verdict(attack) == "block", attack
+    assert _verdict('python3 -m timeit "$x"') == "ask"

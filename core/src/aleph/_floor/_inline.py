@@ -101,6 +101,12 @@ def _inline_code(args: list[Arg], stdin: str | None, program: str = "") -> list[
             if skip or a.text in ("-W", "-X", "--check-hash-based-pycs"):
                 skip = not skip
                 continue
+            if a.text in ("-m", "-mtimeit") and (a.text == "-mtimeit" or args[i + 1].text == "timeit"):
+                timed = _timeit_code(args[i + 1 if a.text == "-mtimeit" else i + 2 :])
+                if timed is None:
+                    return [Opaque("dynamic_shell_code", "python -m timeit runs code only known at run time")]
+                code = timed  # its statements and -s setup are Python code run as such
+                break
             if a.text == "-m" or not a.text.startswith("-") or a.text == "-":
                 break  # a module or a script file: not part of this command's text
             if "c" not in a.text[1:] or a.text.startswith("--"):
@@ -132,6 +138,33 @@ def _inline_code(args: list[Arg], stdin: str | None, program: str = "") -> list[
             out.append(Text(Arg(" ".join(_quote(w) for w in words)), "code", speculative=True))
     proven = [item for item in out if not (isinstance(item, Text) and item.speculative)]
     return [*proven[:32], *[item for item in out if item not in proven][:16]]
+
+
+def _timeit_code(args: list[Arg]) -> str | None:
+    """The Python ``python -m timeit`` runs: its ``-s``/``--setup`` values and statements; None if computed."""
+    parts: list[Arg] = []
+    i = 0
+    while i < len(args):
+        t = args[i].text
+        if t in ("-s", "--setup") and i + 1 < len(args):
+            parts.append(args[i + 1])
+            i += 2
+            continue
+        if t.startswith("--setup="):
+            parts.append(Arg(t[len("--setup=") :], args[i].literal))
+        elif t.startswith("-s") and len(t) > 2:
+            parts.append(Arg(t[2:], args[i].literal))
+        elif t in ("-n", "-r", "-u", "--number", "--repeat", "--unit"):
+            i += 1
+        elif t == "--":
+            parts.extend(args[i + 1 :])
+            break
+        elif not t.startswith("-"):
+            parts.append(args[i])
+        i += 1
+    if any(not p.literal for p in parts):
+        return None
+    return "\n".join(p.text for p in parts)
 
 
 # Python calls that run shell text, an argv, or delete a tree; names as imported (aliases resolved).
