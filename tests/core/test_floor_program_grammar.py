@@ -231,3 +231,40 @@ def test_python_m_timeit_runs_its_arguments_as_code_and_the_floor_reads_them(
     assert _runs_for_real(harmless, tmp_path), harmless
     assert _verdict(attack) == "block", attack
     assert _verdict('python3 -m timeit "$x"') == "ask"
+
+
+MORE_WAYS_TO_RUN_OR_WRITE = [
+    # Perl's two-argument open and Ruby's Kernel#open run the command a `|` marks
+    ("perl -e 'open(F, \"|rm -rf ~\")'", "block"),
+    ("perl -e 'open(my $f, \"rm -rf /|\")'", "block"),
+    ("ruby -e 'open(\"|rm -rf ~\")'", "block"),
+    ("ruby -e 'Kernel.open(\"| rm -rf /\")'", "block"),
+    # pathlib writes besides write_text/unlink
+    ('python3 -c \'import pathlib; pathlib.Path("/home/user/.bashrc").open("w")\'', "block"),
+    ('python3 -c \'import pathlib; pathlib.Path("/tmp/x").rename("/home/user/.bashrc")\'', "block"),
+    ('python3 -c \'import pathlib; pathlib.Path("/tmp/x").replace("/home/user/.profile")\'', "block"),
+    ('python3 -c \'import pathlib; pathlib.Path("/home/user/.bashrc").symlink_to("/tmp/x")\'', "block"),
+    ("python3 -c 'import os; os.chmod(\"/home/user/.ssh/authorized_keys\", 0o666)'", "block"),
+    # an interactive shell's start-up file is a script it runs; gawk's @load loads native code
+    ("bash --rcfile <(echo 'rm -rf ~') -i", "ask"),
+    ("tee rc <<< 'rm -rf ~'; bash --rcfile rc -i", "ask"),
+    ("awk '@load \"./evil\"; BEGIN { }'", "ask"),
+]
+
+
+@pytest.mark.parametrize(("command", "expected"), MORE_WAYS_TO_RUN_OR_WRITE)
+def test_more_ways_inline_code_and_shells_run_or_write_are_read(command: str, expected: str) -> None:
+    assert _verdict(command) == expected, command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        'perl -e \'open(my $f, "<", "data.txt") or die\'',
+        "ruby -e 'open(\"data.txt\") { |f| puts f.read }'",
+        "python3 -c 'import pathlib; print(pathlib.Path(\"README.md\").open().read())'",
+        'python3 -c \'import pathlib; pathlib.Path("out.txt").open("w").write("x")\'',
+    ],
+)
+def test_reading_and_workspace_writes_through_those_calls_stay_allowed(command: str) -> None:
+    assert _verdict(command) == "allow", command

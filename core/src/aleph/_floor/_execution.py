@@ -166,7 +166,7 @@ _EXEC_OPTION_NAMES: dict[str, tuple[str, ...]] = {
 }
 
 
-_AWK_EXEC = re.compile(r"system\s{0,64}\(|\|\s{0,64}getline|\|&|printf?[^;}\n]{0,256}\|\s{0,64}\"")
+_AWK_EXEC = re.compile(r"system\s{0,64}\(|\|\s{0,64}getline|\|&|printf?[^;}\n]{0,256}\|\s{0,64}\"|@load\b")
 
 
 def _reverse_shell(cmd: Command, env: Env) -> bool:
@@ -422,7 +422,10 @@ def _dynamic_script(cmd: Command, env: Env) -> bool:
     return (
         bool(operands)
         and not operands[0].literal
-        and not any(a.text.startswith("-") and "c" in a.text for a in cmd.args)
+        and not any(a.text.startswith("-") and not a.text.startswith("--") and "c" in a.text[1:] for a in cmd.args)
+    ) or any(  # the start-up file of an interactive shell is a script it runs: `bash --rcfile <(...) -i`
+        a.text in ("--rcfile", "--init-file") and i + 1 < len(cmd.args) and not cmd.args[i + 1].literal
+        for i, a in enumerate(cmd.args)
     )
 
 

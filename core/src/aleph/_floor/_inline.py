@@ -212,6 +212,32 @@ _PY_TWO_PATHS = {
 _PY_PATH_METHODS = {"write_text": "tee", "write_bytes": "tee", "unlink": "rm", "rmdir": "rmdir", "touch": "touch"}
 
 
+_PY_PATH_OTHER = frozenset({"rename", "replace", "symlink_to", "hardlink_to", "open", "chmod", "lchmod"})
+"""``Path`` methods that write besides :data:`_PY_PATH_METHODS`: a second path, a mode, an open mode."""
+
+
+def _py_path_other(node: ast.Call, attr: str, aliases: dict[str, str]) -> list[Inner]:
+    """``Path('a').rename('b')``, ``.symlink_to('t')``, ``.open('w')``, ``.chmod(0o777)`` as the write each is."""
+    owner = node.func.value if isinstance(node.func, ast.Attribute) else None
+    if not (isinstance(owner, ast.Call) and (_py_name(owner.func, aliases) or "").endswith("Path") and owner.args):
+        return []
+    path = _py_str(owner.args[0])
+    other = _py_str(node.args[0]) if node.args else None
+    if path is None:
+        return []
+    if attr in ("rename", "replace") and other is not None:
+        return [Argv([Arg("mv"), Arg(path), Arg(other)])]
+    if attr in ("symlink_to", "hardlink_to") and other is not None:
+        return [Argv([Arg("ln"), Arg("-sf"), Arg(other), Arg(path)])]
+    if attr == "open":
+        mode = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "mode"), None)
+        text = _py_str(mode) if mode is not None else "r"
+        return [Argv([Arg("tee"), Arg(path)])] if text is None or any(c in text for c in "wax+") else []
+    if attr in ("chmod", "lchmod"):
+        return [Argv([Arg("chmod"), Arg("0"), Arg(path)])]
+    return []
+
+
 def _py_writes(call: ast.Call) -> bool:
     """``open(path, mode)`` with a mode that writes (or a mode the analyser cannot read)."""
     mode: ast.expr | None = call.args[1] if len(call.args) > 1 else None
@@ -290,6 +316,8 @@ def _python_code(code: str, depth: int) -> list[Inner]:
         if not isinstance(node, ast.Call):
             continue
         called.add(id(node.func))
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _PY_PATH_OTHER:
+            out.extend(_py_path_other(node, node.func.attr, aliases))
         if isinstance(node.func, ast.Attribute) and node.func.attr in _PY_PATH_METHODS:
             owner = node.func.value  # Path('x').write_text(...)
             if isinstance(owner, ast.Call) and (_py_name(owner.func, aliases) or "").endswith("Path"):
@@ -352,6 +380,8 @@ def _python_code(code: str, depth: int) -> list[Inner]:
                 out.append(Argv([Arg("rm"), *([Arg("-rf")] if name in _PY_DELETE_TREE else []), Arg(path)]))
             elif name in _PY_DELETE_TREE:
                 out.append(Opaque("dynamic_delete_target", f"python {name}() deletes a tree only known at run time"))
+        elif name in ("os.chmod", "os.lchmod", "os.chown", "os.lchown") and _py_str(first) is not None:
+            out.append(Argv([Arg(name.split(".")[1].lstrip("l")), Arg("0"), Arg(_py_str(first) or "")]))
         elif name in ("open", "io.open", "os.open", "codecs.open") and _py_writes(node):
             path = _py_str(first)
             if path is not None:
@@ -459,9 +489,17 @@ def _tree_deletes(code: str) -> list[Inner]:
     return out
 
 
+# Perl's two-argument open and Ruby's Kernel#open run a command when the name starts or ends with `|`
+_PIPE_OPEN = re.compile(
+    r"(?<![\w$.>])(?:Kernel\s*\.\s*)?open\s*\(?\s*(?:[^,()'\"\n]{1,64},\s*)?(['\"])\s*(\|[^'\"\n]*|[^'\"\n]*\|)\s*\1"
+)
+
+
 def _pattern_code(code: str) -> list[Inner]:
     """Perl, Ruby, Node, PHP, Lua: the literal commands of ``system``/``exec``/``spawn``/backticks."""
     out: list[Inner] = []
+    for m in _PIPE_OPEN.finditer(code):
+        out.append(Text(Arg(m.group(2).strip().strip("|").strip()), "code open"))
     for m in _FS_CALL.finditer(code):
         program = _FS_PROGRAM.get(m.group(1), "tee")
         out.append(Argv([Arg(program), *([Arg("-rf")] if program == "rm" else []), Arg(m.group(3))]))

@@ -29,6 +29,8 @@ def _script(cmd: Command) -> str | None:
         if not any(set(f[1:]) & set("ceErm") for f in flags):  # -c/-e/-E/-r code, -m module: no script file
             candidates.extend([a for a in cmd.args if not a.text.startswith(("-", "+"))][:1])
             candidates.extend(t for op, fd, t in cmd.redirects if op == "<" and fd in (None, "0") and t is not None)
+        args = cmd.args
+        candidates.extend(args[i + 1] for i, a in enumerate(args[:-1]) if a.text in ("--rcfile", "--init-file"))
     for a in candidates:
         path = resolve(a.text, cmd.cwd) if a.literal else None
         if path is not None:
