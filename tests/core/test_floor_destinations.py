@@ -152,3 +152,41 @@ def test_finds_files_over_home_handed_to_an_option_or_inline_code_are_never_allo
 )
 def test_the_same_inside_the_working_directory_stays_allowed(command: str) -> None:
     assert _verdict(command) == "allow", command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "podman run --rm -v ~:/h alpine rm -rf /h",
+        "docker run -v /:/host alpine chroot /host sh",
+        "docker run --rm -v /var/run/docker.sock:/var/run/docker.sock docker:cli ps",
+        "docker run --privileged alpine",
+        "docker run --pid=host alpine",
+        "docker run --mount type=bind,source=/home/user,target=/h alpine",
+        "docker run -v/etc:/e alpine",
+        "docker container run -v ~/.ssh:/s alpine",
+        "nerdctl run -v $SRC:/h alpine",
+        # a generic wrapper whose command is no program the floor knows, given a wide target
+        "npx -y rimraf ~",
+        "uv run del /",
+    ],
+)
+def test_a_container_or_wrapped_unknown_program_that_reaches_the_host_asks(command: str) -> None:
+    assert _verdict(command) == "ask", command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        'docker run --rm -v "$PWD":/src -w /src python:3.12 pytest',
+        "docker run --rm -v /work/project:/src node:20 npm test",
+        "docker run --rm -v cache:/root/.cache alpine true",
+        "docker run -it --rm alpine sh",
+        "docker build -t x .",
+        "npx prettier --write .",
+        "uv run pytest -q",
+        "strace -f ls ~",
+    ],
+)
+def test_containers_with_the_project_and_known_wrapped_programs_stay_allowed(command: str) -> None:
+    assert _verdict(command) == "allow", command

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from aleph._floor._analysis import SHELLS, Command, resolve
+from aleph._floor._programs import _GENERIC_WRAPPERS
 from aleph._floor._rule import Env
 from aleph._floor._sedawk import awk_code, sed_effects, sed_scripts
 from aleph._floor._targets import _flags, _git_subcommand, _paths, _under, _wide_target
@@ -441,8 +442,11 @@ def _unknown_program(cmd: Command, env: Env) -> bool:
         return False
     head = cmd.argv[0].text
     system = "/" not in head or head.startswith(("/usr/", "/bin/", "/sbin/", "/opt/", "/nix/"))
-    if system and (p in KNOWN_PROGRAMS or p in UNWRAPPED or is_interpreter(p)):
+    known = system and (p in KNOWN_PROGRAMS or p in UNWRAPPED or is_interpreter(p))
+    names_known = any(a.literal and a.text.rsplit("/", 1)[-1] in KNOWN_PROGRAMS for a in cmd.args)
+    if known and not (p in _GENERIC_WRAPPERS and not names_known):
         return False  # a workspace file named `ls` or `git` is not the program the floor knows
+    # a generic wrapper (npx, uv run) whose command is no program the floor knows is judged as that program
     cached = cmd.memo.get("unknown_program")
     if cached is None:
         cached = cmd.memo["unknown_program"] = (

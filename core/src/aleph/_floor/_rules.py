@@ -14,6 +14,7 @@ import re
 from dataclasses import replace
 
 from aleph._floor._analysis import Arg, Command, resolve
+from aleph._floor._containers import CONTAINER_ENGINES, container_reaches_host
 from aleph._floor._destinations import TREE_DESTINATION_PROGRAMS, tree_destination
 from aleph._floor._execution import (
     _EXEC_OPTION_NAMES,
@@ -309,6 +310,15 @@ def _tree_into_wide_dir(cmd: Command, env: Env) -> bool:
     return any(path in wide or _holds_protected(path, cmd, env) for path in _covers(dest, cmd))
 
 
+def _privilege_or_host_container(cmd: Command, env: Env) -> bool:
+    if cmd.program not in CONTAINER_ENGINES:
+        return _privilege(cmd, env)
+    wide = ("/", "/home", env.home, *_SYSTEM_DIRS)
+    return container_reaches_host(
+        cmd, lambda a: any(p in wide or _holds_protected(p, cmd, env) for p in _covers(a, cmd))
+    )
+
+
 def _holds_protected(path: str, cmd: Command, env: Env) -> bool:
     """A directory in a protected path (``~/.ssh``, ``.git/hooks``) or holding one outside the working directory.
 
@@ -574,8 +584,8 @@ DEFAULT_RULES = (
         "privilege_escalation",
         "tunable",
         "ask",
-        "runs a command as another user (sudo, doas, su, pkexec)",
-        _privilege,
-        frozenset({"sudo", "doas", "su", "pkexec", "run0", "runuser", "sudoedit"}),
+        "runs a command as another user (sudo, doas, su, pkexec) or a container that reaches the host",
+        _privilege_or_host_container,
+        frozenset({"sudo", "doas", "su", "pkexec", "run0", "runuser", "sudoedit"}) | CONTAINER_ENGINES,
     ),
 )
