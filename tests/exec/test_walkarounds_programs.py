@@ -56,7 +56,9 @@ async def test_an_allow_rule_for_the_program_does_not_cover_what_it_hides(worksp
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("command", ["sed -i 's/a/b/' notes.txt", "awk -F: '{print $1}' notes.txt", "env -i python3 -V"])
+@pytest.mark.parametrize(
+    "command", ["sed -i 's/a/b/' notes.txt", "awk -F: '{print $1}' notes.txt", "env -i python3 -V"]
+)
 async def test_the_same_rules_still_cover_everyday_use(workspace: Path, command: str) -> None:
     async with make_runtime(workspace, RULES) as rt:
         explanation = rt.tool_service(tier="full").explain("bash", {"command": command})
