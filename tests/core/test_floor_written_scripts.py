@@ -91,3 +91,22 @@ def test_scripts_the_text_shows_and_computed_here_strings_for_data_stay_allowed(
 @pytest.mark.parametrize("command", ["curl -sSLo ~/.bashrc https://example.org/x", "sort -uo ~/.profile notes"])
 def test_an_output_option_at_the_end_of_a_cluster_of_flags_is_a_write(command: str) -> None:
     assert _verdict(command) == "block", command
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        # a script for another program, written with a redirection, is read as that program's inline code
+        ("echo 'import os; os.system(\"rm -rf ~\")' > x.py && python3 x.py", "block"),
+        ("cat > x.py <<'EOF'\nimport shutil\nshutil.rmtree('/home/user')\nEOF\npython3 x.py", "block"),
+        ("echo 'system(\"rm -rf ~\")' > x.pl && perl x.pl", "block"),
+        ("echo 'BEGIN{system(\"rm -rf ~\")}' > p.awk; awk -f p.awk", "block"),
+        ("printf '1e rm -rf ~\\n' > s.sed; sed -f s.sed notes", "ask"),
+        ("echo 'x = 1' >> x.py; python3 x.py", "ask"),  # appended to: its whole text is not shown
+        ("echo 'x:; rm -rf ~' > mk && make -f mk", "ask"),  # a makefile is not read
+        ("cat > t.py <<'EOF'\nprint(sum(range(10)))\nEOF\npython3 t.py", "allow"),
+        ("echo '{print $1}' > p.awk && awk -f p.awk notes", "allow"),
+    ],
+)
+def test_a_script_for_another_program_that_the_text_writes_is_read_as_its_code(command: str, expected: str) -> None:
+    assert _verdict(command) == expected, command

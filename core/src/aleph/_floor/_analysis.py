@@ -93,7 +93,7 @@ class _Walker:
         self.home = home
         self.self_calls: dict[str, list[bool]] = {}
         # files this command writes (path -> content when known): `echo ... > s.sh; sh s.sh` runs that content
-        self.written: dict[str, str | None] = {}
+        self.written: dict[str, str | None] = result.written
         self.values: dict[str, set[str]] = {}
 
     def value(self, name: str, value: str) -> None:
