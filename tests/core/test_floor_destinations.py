@@ -179,6 +179,7 @@ def test_a_container_or_wrapped_unknown_program_that_reaches_the_host_asks(comma
     "command",
     [
         'docker run --rm -v "$PWD":/src -w /src python:3.12 pytest',
+        'docker run --rm -v "$(pwd)":/app -w /app node:20 npm test',
         "docker run --rm -v /work/project:/src node:20 npm test",
         "docker run --rm -v cache:/root/.cache alpine true",
         "docker run -it --rm alpine sh",

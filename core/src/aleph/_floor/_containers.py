@@ -69,7 +69,7 @@ def container_reaches_host(cmd: Command, wide: Callable[[Arg], bool]) -> bool:
     for source in _mount_sources(opts):
         text = source.text
         if not source.literal and cmd.cwd is not None:
-            text = re.sub(r"\$\{PWD\}|\$PWD(?![A-Za-z0-9_])", lambda _: cmd.cwd or "", text)
+            text = re.sub(r"\$\{PWD\}|\$PWD(?![A-Za-z0-9_])|\$\(pwd\)|`pwd`", lambda _: cmd.cwd or "", text)
         if "$" in text or "`" in text or text.startswith(_SOCKETS) or wide(Arg(text)):
             return True  # a source only known at run time may be any of them
     return False
