@@ -42,6 +42,25 @@ class CommitError(Exception):
     """A commit could not finish (it was rolled back where it could be)."""
 
 
+_DROPPED_XATTRS = frozenset({"system.posix_acl_access", "system.posix_acl_default", "security.capability"})
+
+
+def _foreign_xattr(name: str) -> bool:
+    """An xattr a commit does not carry into the workspace: overlay's own, ACLs and file capabilities.
+
+    An ACL grants some other user access that the file's mode, which is all a changeset shows, does
+    not tell; a file capability is privilege. (Labels such as ``security.selinux`` are the system's.)
+    """
+    return ".overlay." in name or name in _DROPPED_XATTRS
+
+
+def _has_foreign_xattrs(path: str) -> bool:
+    try:
+        return any(_foreign_xattr(name) for name in os.listxattr(path, follow_symlinks=False))
+    except OSError:
+        return False
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -102,7 +121,12 @@ def _plan(cs: Changeset) -> list[dict[str, Any]]:
         old = c.action == "modify"
         step = {"op": "put", "path": c.path, "kind": c.kind, "old": old, "mode": c.mode}
         # A copied-up (modified) file may carry overlay xattrs; set-id bits and foreign owners are fixed.
-        step["fix"] = old or bool(c.mode & _SUID) or (me[0] == 0 and c.owner != (0, me[1]))
+        step["fix"] = (
+            old
+            or bool(c.mode & _SUID)
+            or (me[0] == 0 and c.owner != (0, me[1]))
+            or (c.kind == "file" and _has_foreign_xattrs(str(cs.upper / c.path)))
+        )
         step["old_size"] = os.lstat(ws / c.path).st_size if old else 0
         step["target" if c.kind == "symlink" else "sha256"] = c.content()
         steps.append(step)
@@ -166,7 +190,7 @@ class _Applier:
             os.unlink(target)
 
     def _fix(self, path: str) -> None:
-        """No set-id bits and no overlay xattrs from a sandboxed command; owned by this process's user."""
+        """No set-id bits, overlay xattrs or ACLs from a sandboxed command; owned by this process's user."""
         st = os.lstat(path)
         if self.euid == 0 and (st.st_uid != 0 or st.st_gid != self.egid):
             os.lchown(path, 0, self.egid)
@@ -174,14 +198,14 @@ class _Applier:
             os.chmod(path, stat.S_IMODE(st.st_mode) & ~_SUID)
         if not stat.S_ISLNK(st.st_mode):
             for name in os.listxattr(path, follow_symlinks=False):
-                if ".overlay." in name:
+                if _foreign_xattr(name):
                     os.removexattr(path, name, follow_symlinks=False)
 
     def _fix_tree(self, top: str, entries: list[list[Any]]) -> None:
         """:meth:`_fix` for a new directory's subtree, visiting only what needs it."""
         self._fix(top)
         for rel, kind, _content, mode in entries:
-            if kind == "file" and mode & _SUID:
+            if (kind == "file" and mode & _SUID) or (kind in ("file", "dir") and _has_foreign_xattrs(self.upper + rel)):
                 self._fix(self.upper + rel)
         if self.euid == 0:
             for dirpath, dirnames, filenames in os.walk(top):
