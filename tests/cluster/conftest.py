@@ -18,6 +18,10 @@ STRICT_NODE = """
 [agents.alice.tool_permissions]
 default = "allow"
 overrides = { "bash(rm *)" = "deny", "bash(curl *)" = "deny" }
+[agents.carol.tool_permissions.overrides]
+node_file = "deny"
+[agents.dave.tool_permissions.overrides]
+"node_file(direction=push)" = "deny"
 """
 
 
@@ -26,7 +30,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = Cluster(tmp_path_factory.mktemp("cluster"))
     try:
         c.start_scheduler()
-        # node-b's own policy refuses `rm` and `curl` for alice, whatever the center allows
+        # node-b's own policy refuses `rm` and `curl` for alice and file copies to carol (pushes to dave),
+        # whatever the center allows
         c.start_node("node-a", tags=("kit", "web"))
         c.start_node("node-b", tags=("kit",), extra_toml=STRICT_NODE)
         rt = c.center()

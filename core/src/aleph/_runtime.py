@@ -17,7 +17,7 @@ from aleph._chokepoint._layers import AccessControl, build_chokepoint
 from aleph._chokepoint._owners import SessionOwners
 from aleph._chokepoint._scoped import DefinitionRewriter, ScopedToolService
 from aleph._chokepoint._tiers import ExecTier
-from aleph._chokepoint._who import principal_for
+from aleph._chokepoint._who import bound_role, principal_for
 from aleph._config import AlephConfig, load_config
 from aleph._contract._registry import RegisteredTool, ToolRegistry
 from aleph._contract._tool import Tool
@@ -192,6 +192,7 @@ class Aleph:
             ):
                 raise ValueError("tool_service: agent and channel must agree with the principal given")
             agent, channel = principal.agent, principal.channel
+            principal, turn = bound_role(principal, turn)  # one role for every gate: the weakest given
         else:
             principal = principal_for(agent, channel, turn, self.access.role(channel, turn))
         if (

@@ -40,7 +40,7 @@ from aleph._chokepoint._telemetry import enabled as telemetry_enabled
 from aleph._chokepoint._telemetry import note_approval, traced_execute
 from aleph._chokepoint._tiers import ExecTier
 from aleph._chokepoint._verdict import Verdict
-from aleph._chokepoint._who import Identity, principal_for
+from aleph._chokepoint._who import Identity, bound_role, principal_for
 from aleph._contract._registry import RegisteredTool, fold_tool_name
 from aleph._contract._service import BaseToolService, panic_error
 from aleph._contract._tool import Prepared
@@ -133,12 +133,15 @@ class ScopedToolService(SyncCore, Identity, Judging, Recording, Provenance, Base
         clone = object.__new__(type(self))  # copy.copy's reduce protocol costs ~5x this on every framework call
         clone.__dict__.update(self.__dict__)
         if not isinstance(turn, _Unset):
+            principal, turn = bound_role(self.principal, turn)  # the new turn never lifts the caller's role
+            if principal is not self.principal:
+                clone.principal, clone._scope = principal, None
             clone.turn = turn
             session = turn.session_key if turn is not None else ""
             if session and session != self.principal.session:
                 if not self.claim_session(session):
                     raise PermissionDenied("session", f"session {session!r} belongs to another agent")
-                clone.principal = dataclasses.replace(self.principal, session=session)
+                clone.principal = dataclasses.replace(clone.principal, session=session)
                 clone._scope = None
         if not isinstance(requester, _Unset):
             clone.requester = requester

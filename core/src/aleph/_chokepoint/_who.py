@@ -7,6 +7,7 @@ tool argument.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import uuid
 from collections.abc import Mapping
@@ -16,14 +17,14 @@ from aleph._chokepoint._defprint import definition_bound, nulls_bound
 from aleph._chokepoint._gate import grant_fingerprint
 from aleph._chokepoint._secretbind import secrets_bound
 from aleph._errors import PermissionDenied
-from aleph._principal import Principal
+from aleph._principal import Principal, weakest_role
+from aleph._turn import TurnContext
 
 if TYPE_CHECKING:
     from aleph._chokepoint._shared import Chokepoint
     from aleph._contract._registry import RegisteredTool
-    from aleph._turn import TurnContext
 
-__all__ = ["Identity", "principal_for"]
+__all__ = ["Identity", "bound_role", "principal_for"]
 
 
 def principal_for(
@@ -43,6 +44,25 @@ def principal_for(
         (),
         turn.principal,
     )
+
+
+def bound_role(principal: Principal, turn: TurnContext | None) -> tuple[Principal, TurnContext | None]:
+    """A principal a host passed whole, and the turn, both carrying one role: the weakest of them all.
+
+    Tiers and plugin votes read the turn's ``caller_role`` (none counts as an operator) and role facts
+    read the principal's, so a ``Principal(..., role="member")`` given beside a turn that names no role
+    would be a member to one gate and an operator to the next. The role is the weakest of the
+    principal's, every principal of its chain and the turn's.
+    """
+    roles: list[str] = [principal.role, *(p.role for p in principal.chain)]
+    if turn is not None and turn.caller_role:
+        roles.append(turn.caller_role)
+    role = weakest_role(*roles)
+    if role != principal.role:
+        principal = dataclasses.replace(principal, role=role)
+    if role != "operator" and (turn is None or turn.caller_role != role):
+        turn = dataclasses.replace(turn, caller_role=role) if turn is not None else TurnContext(caller_role=role)
+    return principal, turn
 
 
 def _role(role: str | None) -> Any:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from aleph._floor._braces import _brace_expand
+from aleph._floor._braces import _brace_expand, assignment_tildes
 from aleph._floor._command import Analysis, Command, Limits, Unknown, basename, resolve
 from aleph._floor._longopts import canonical_options
 from aleph._floor._parse import parse
@@ -93,7 +93,7 @@ class _Walker:
         self.home = home
         self.self_calls: dict[str, list[bool]] = {}
         # files this command writes (path -> content when known): `echo ... > s.sh; sh s.sh` runs that content
-        self.written: dict[str, str | None] = {}
+        self.written: dict[str, str | None] = result.written
         self.values: dict[str, set[str]] = {}
 
     def value(self, name: str, value: str) -> None:
@@ -276,6 +276,8 @@ class _Walker:
             if r.op == "<<<" and r.target is not None:
                 expanded = self.expand(r.target)
                 stdin = " ".join(a.text for a in expanded) if all(a.literal for a in expanded) else None
+                if stdin is None:  # computed text on standard input: kept, so a shell reading it is judged
+                    out.append((r.op, r.fd, Arg(r.target.raw, literal=False)))
                 continue
             target = None
             if r.target is not None:
@@ -288,7 +290,7 @@ class _Walker:
 
     def expand(self, word: Word, loop_vars: tuple[tuple[str, Arg], ...] = ()) -> list[Arg]:
         """Brace expansion, ``$IFS`` splitting and ``~``/``$HOME``, then render each resulting word."""
-        segs = word.segs
+        segs = assignment_tildes(word.segs)
         if len(segs) == 1 and segs[0][0] == "u" and "{" not in segs[0][1]:
             self.budget.count_words(1)
             return [Arg(segs[0][1], True, _is_glob(segs[0][1]))]

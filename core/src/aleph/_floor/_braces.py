@@ -93,3 +93,40 @@ def _merge(atoms: list[tuple[SegKind, str]]) -> list[tuple[SegKind, str]]:
         else:
             out.append((kind, text))
     return out
+
+
+_ASSIGNMENT_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_TILDE_PREFIX = re.compile(r"~[A-Za-z0-9._-]{0,256}")
+
+
+def assignment_tildes(segs: list[tuple[SegKind, str]]) -> list[tuple[SegKind, str]]:
+    """Tilde expansion bash does in an argument that looks like an assignment (``dd of=~/.bashrc``).
+
+    Outside POSIX mode bash expands an unquoted ``~`` right after the first ``=`` and after each ``:`` of
+    such a word, as in a real assignment; ``of=~/x`` names ``$HOME/x``. ``~user`` becomes unknown.
+    """
+    if not segs or segs[0][0] != "u":
+        return segs
+    text = segs[0][1]
+    m = _ASSIGNMENT_WORD.match(text)
+    if m is None or "~" not in text:
+        return segs
+    out: list[tuple[SegKind, str]] = []
+    start = 0
+    i = m.end()
+    while i < len(text):
+        if text[i] == "~" and (i == m.end() or text[i - 1] == ":"):
+            prefix = _TILDE_PREFIX.match(text, i)
+            assert prefix is not None
+            end = prefix.end()
+            if end == len(text) or text[end] in "/:":
+                out.append(("u", text[start:i]))
+                out.append(("home", "~") if end == i + 1 else ("d", text[i:end]))
+                start = i = end
+                continue
+        i += 1
+    if not out:
+        return segs
+    if start < len(text):
+        out.append(("u", text[start:]))
+    return [*out, *segs[1:]]

@@ -85,6 +85,8 @@ class Analysis:
     unknowns: list[Unknown] = field(default_factory=list)
     fork_bombs: list[str] = field(default_factory=list)
     budget_exceeded: str | None = None
+    written: dict[str, str | None] = field(default_factory=dict)
+    """Files the text writes with a redirection: path -> content when the text shows it (else None)."""
 
 
 def basename(text: str) -> str:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 
 from aleph._floor._analysis import SHELLS, Command, resolve
+from aleph._floor._programs import _GENERIC_WRAPPERS
 from aleph._floor._rule import Env
+from aleph._floor._sedawk import awk_code, sed_effects, sed_scripts
 from aleph._floor._targets import _flags, _git_subcommand, _paths, _under, _wide_target
 from aleph._floor._wrappers import KNOWN_PROGRAMS, UNWRAPPED, argument_programs, is_interpreter
 
@@ -139,9 +141,9 @@ def _reads_code_from_stdin(cmd: Command) -> bool:
 
 
 def _stdin_redirected_from_elsewhere(cmd: Command) -> bool:
-    """Standard input comes from a descriptor or a computed file (``< <(...)``, ``<&3``)."""
+    """Standard input comes from a descriptor, a computed file or computed text (``<&3``, ``<<< "$x"``)."""
     return any(
-        fd in (None, "0") and (op == "<&" or (op in ("<", "<>") and target is not None and not target.literal))
+        fd in (None, "0") and (op == "<&" or (op in ("<", "<>", "<<<") and target is not None and not target.literal))
         for op, fd, target in cmd.redirects
     )
 
@@ -165,7 +167,7 @@ _EXEC_OPTION_NAMES: dict[str, tuple[str, ...]] = {
 }
 
 
-_AWK_EXEC = re.compile(r"system\s{0,64}\(|\|\s{0,64}getline|\|&|printf?[^;}\n]{0,256}\|\s{0,64}\"")
+_AWK_EXEC = re.compile(r"system\s{0,64}\(|\|\s{0,64}getline|\|&|printf?[^;}\n]{0,256}\|\s{0,64}\"|@load\b")
 
 
 def _reverse_shell(cmd: Command, env: Env) -> bool:
@@ -373,13 +375,15 @@ def _exec_flag(cmd: Command, env: Env) -> bool:
         if re.search(r"(proxycommand|localcommand|permitlocalcommand|knownhostscommand|match\s+exec)", opts):
             return True
         return p == "scp" and "-S" in texts
-    if p in ("awk", "gawk", "mawk", "nawk", "busybox"):
+    if p in ("awk", "gawk", "mawk", "nawk"):
+        code, unseen = awk_code(args)
+        return unseen or any(_AWK_EXEC.search(a.text) for a in code)
+    if p == "busybox":
         program = next((t for t in texts if not t.startswith("-")), "")
         return bool(_AWK_EXEC.search(program))
     if p == "sed":
-        scripts = [t for i, t in enumerate(texts) if i > 0 and texts[i - 1] in ("-e", "--expression")]
-        scripts = scripts or [t for t in texts if not t.startswith("-")][:1]
-        return any(re.search(r"(^|[;\n{}])\s*\d*e(\s|;|$)|/[gpimIM0-9w]*e[gpimIM0-9]*\s*(;|$|})", s) for s in scripts)
+        scripts, _, unseen, sandbox = sed_scripts(args)
+        return not sandbox and (unseen or any(sed_effects(a.text).runs for a in scripts))
     if p in ("zip",):
         return any(t in ("-TT", "--unzip-command") or t.startswith("--unzip-command=") for t in texts)
     if p == "man":
@@ -419,7 +423,10 @@ def _dynamic_script(cmd: Command, env: Env) -> bool:
     return (
         bool(operands)
         and not operands[0].literal
-        and not any(a.text.startswith("-") and "c" in a.text for a in cmd.args)
+        and not any(a.text.startswith("-") and not a.text.startswith("--") and "c" in a.text[1:] for a in cmd.args)
+    ) or any(  # the start-up file of an interactive shell is a script it runs: `bash --rcfile <(...) -i`
+        a.text in ("--rcfile", "--init-file") and i + 1 < len(cmd.args) and not cmd.args[i + 1].literal
+        for i, a in enumerate(cmd.args)
     )
 
 
@@ -435,8 +442,11 @@ def _unknown_program(cmd: Command, env: Env) -> bool:
         return False
     head = cmd.argv[0].text
     system = "/" not in head or head.startswith(("/usr/", "/bin/", "/sbin/", "/opt/", "/nix/"))
-    if system and (p in KNOWN_PROGRAMS or p in UNWRAPPED or is_interpreter(p)):
+    known = system and (p in KNOWN_PROGRAMS or p in UNWRAPPED or is_interpreter(p))
+    names_known = any(a.literal and a.text.rsplit("/", 1)[-1] in KNOWN_PROGRAMS for a in cmd.args)
+    if known and not (p in _GENERIC_WRAPPERS and not names_known):
         return False  # a workspace file named `ls` or `git` is not the program the floor knows
+    # a generic wrapper (npx, uv run) whose command is no program the floor knows is judged as that program
     cached = cmd.memo.get("unknown_program")
     if cached is None:
         cached = cmd.memo["unknown_program"] = (

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import re
 
+from aleph._floor._callargs import call_arguments, computed_word
 from aleph._floor._words import Arg, Argv, Inner, Opaque, Text, _quote
 
 _CODE_FLAGS = frozenset({"-c", "-e", "-E", "-r", "--eval", "-p", "--print"})
@@ -100,6 +101,12 @@ def _inline_code(args: list[Arg], stdin: str | None, program: str = "") -> list[
             if skip or a.text in ("-W", "-X", "--check-hash-based-pycs"):
                 skip = not skip
                 continue
+            if a.text in ("-m", "-mtimeit") and (a.text == "-mtimeit" or args[i + 1].text == "timeit"):
+                timed = _timeit_code(args[i + 1 if a.text == "-mtimeit" else i + 2 :])
+                if timed is None:
+                    return [Opaque("dynamic_shell_code", "python -m timeit runs code only known at run time")]
+                code = timed  # its statements and -s setup are Python code run as such
+                break
             if a.text == "-m" or not a.text.startswith("-") or a.text == "-":
                 break  # a module or a script file: not part of this command's text
             if "c" not in a.text[1:] or a.text.startswith("--"):
@@ -131,6 +138,33 @@ def _inline_code(args: list[Arg], stdin: str | None, program: str = "") -> list[
             out.append(Text(Arg(" ".join(_quote(w) for w in words)), "code", speculative=True))
     proven = [item for item in out if not (isinstance(item, Text) and item.speculative)]
     return [*proven[:32], *[item for item in out if item not in proven][:16]]
+
+
+def _timeit_code(args: list[Arg]) -> str | None:
+    """The Python ``python -m timeit`` runs: its ``-s``/``--setup`` values and statements; None if computed."""
+    parts: list[Arg] = []
+    i = 0
+    while i < len(args):
+        t = args[i].text
+        if t in ("-s", "--setup") and i + 1 < len(args):
+            parts.append(args[i + 1])
+            i += 2
+            continue
+        if t.startswith("--setup="):
+            parts.append(Arg(t[len("--setup=") :], args[i].literal))
+        elif t.startswith("-s") and len(t) > 2:
+            parts.append(Arg(t[2:], args[i].literal))
+        elif t in ("-n", "-r", "-u", "--number", "--repeat", "--unit"):
+            i += 1
+        elif t == "--":
+            parts.extend(args[i + 1 :])
+            break
+        elif not t.startswith("-"):
+            parts.append(args[i])
+        i += 1
+    if any(not p.literal for p in parts):
+        return None
+    return "\n".join(p.text for p in parts)
 
 
 # Python calls that run shell text, an argv, or delete a tree; names as imported (aliases resolved).
@@ -176,6 +210,32 @@ _PY_TWO_PATHS = {
 
 
 _PY_PATH_METHODS = {"write_text": "tee", "write_bytes": "tee", "unlink": "rm", "rmdir": "rmdir", "touch": "touch"}
+
+
+_PY_PATH_OTHER = frozenset({"rename", "replace", "symlink_to", "hardlink_to", "open", "chmod", "lchmod"})
+"""``Path`` methods that write besides :data:`_PY_PATH_METHODS`: a second path, a mode, an open mode."""
+
+
+def _py_path_other(node: ast.Call, attr: str, aliases: dict[str, str]) -> list[Inner]:
+    """``Path('a').rename('b')``, ``.symlink_to('t')``, ``.open('w')``, ``.chmod(0o777)`` as the write each is."""
+    owner = node.func.value if isinstance(node.func, ast.Attribute) else None
+    if not (isinstance(owner, ast.Call) and (_py_name(owner.func, aliases) or "").endswith("Path") and owner.args):
+        return []
+    path = _py_str(owner.args[0])
+    other = _py_str(node.args[0]) if node.args else None
+    if path is None:
+        return []
+    if attr in ("rename", "replace") and other is not None:
+        return [Argv([Arg("mv"), Arg(path), Arg(other)])]
+    if attr in ("symlink_to", "hardlink_to") and other is not None:
+        return [Argv([Arg("ln"), Arg("-sf"), Arg(other), Arg(path)])]
+    if attr == "open":
+        mode = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "mode"), None)
+        text = _py_str(mode) if mode is not None else "r"
+        return [Argv([Arg("tee"), Arg(path)])] if text is None or any(c in text for c in "wax+") else []
+    if attr in ("chmod", "lchmod"):
+        return [Argv([Arg("chmod"), Arg("0"), Arg(path)])]
+    return []
 
 
 def _py_writes(call: ast.Call) -> bool:
@@ -256,6 +316,8 @@ def _python_code(code: str, depth: int) -> list[Inner]:
         if not isinstance(node, ast.Call):
             continue
         called.add(id(node.func))
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _PY_PATH_OTHER:
+            out.extend(_py_path_other(node, node.func.attr, aliases))
         if isinstance(node.func, ast.Attribute) and node.func.attr in _PY_PATH_METHODS:
             owner = node.func.value  # Path('x').write_text(...)
             if isinstance(owner, ast.Call) and (_py_name(owner.func, aliases) or "").endswith("Path"):
@@ -318,6 +380,8 @@ def _python_code(code: str, depth: int) -> list[Inner]:
                 out.append(Argv([Arg("rm"), *([Arg("-rf")] if name in _PY_DELETE_TREE else []), Arg(path)]))
             elif name in _PY_DELETE_TREE:
                 out.append(Opaque("dynamic_delete_target", f"python {name}() deletes a tree only known at run time"))
+        elif name in ("os.chmod", "os.lchmod", "os.chown", "os.lchown") and _py_str(first) is not None:
+            out.append(Argv([Arg(name.split(".")[1].lstrip("l")), Arg("0"), Arg(_py_str(first) or "")]))
         elif name in ("open", "io.open", "os.open", "codecs.open") and _py_writes(node):
             path = _py_str(first)
             if path is not None:
@@ -352,7 +416,7 @@ def _python_code(code: str, depth: int) -> list[Inner]:
 
 _EXEC_CALL = re.compile(
     r"(?<![\w$])(system|exec|execSync|execFile|execFileSync|spawn|spawnSync|popen|popen2|popen3|capture2e?"
-    r"|capture3|shell_exec|passthru|proc_open|pcntl_exec|qx)\b",
+    r"|capture3|shell_exec|passthru|proc_open|pcntl_exec|qx|(?<=os\.)execute)\b",
 )
 
 
@@ -369,7 +433,7 @@ _DYNAMIC_LOAD = (
 _EXEC_PRESENT = re.compile(
     r"child_process|\bsystem\s*[(\"']|\bexec(?:Sync|File|FileSync)?\s*[(\"']|\bspawn(?:Sync)?\s*\("
     r"|\bqx\s*[{(/|]|\bpopen\w*\s*\(|shell_exec|passthru|proc_open|pcntl_exec|%x[{(\[]|\bOpen3\b|Deno\.(?:run|Command)"
-    r"|Bun\.(?:spawn|\$)|" + _DYNAMIC_LOAD
+    r"|Bun\.(?:spawn|\$)|\bos\.execute\b|" + _DYNAMIC_LOAD
 )
 
 
@@ -392,12 +456,54 @@ _FS_PROGRAM = {
 }
 
 
+# calls that delete a whole tree: always (Ruby's FileUtils, Perl's File::Path, fs-extra, rimraf), or with
+# a `recursive` option (Node's fs, Deno); the first may be called without parentheses
+_TREE_ALWAYS = (
+    r"rm_rf|rm_r|rmtree|remove_tree|remove_dir|remove_entry(?:_secure)?|rimraf(?:Sync)?|removeSync|emptyDir(?:Sync)?"
+)
+_TREE_CALL = re.compile(rf"(?<![\w$])(?:({_TREE_ALWAYS})\b\s*\(?|(rmSync|rm|rmdirSync|rmdir|remove)\s*\()\s*")
+
+
+def _tree_deletes(code: str) -> list[Inner]:
+    """Tree deletions in Perl, Ruby or Node code whose target is computed, which cannot be proven safe.
+
+    ``FileUtils.rm_rf(Dir.home)``, ``fs.rmSync(home, {recursive: true})``, ``rmtree $ENV{HOME}``; a literal
+    target given without parentheses (``rmtree '/x'``) is judged as ``rm -rf`` of it.
+    """
+    out: list[Inner] = []
+    for m in _TREE_CALL.finditer(code):
+        if m.group(2) and "recursive" not in code[m.end() : m.end() + 1024]:
+            continue
+        items = call_arguments(code, m.end())
+        if not items:
+            continue
+        target = computed_word(items[0])
+        if not target.literal:
+            out.append(
+                Opaque(
+                    "dynamic_delete_target", f"inline code deletes a tree only known at run time ({m.group(0).strip()})"
+                )
+            )
+        elif not m.group(0).rstrip().endswith("("):
+            out.append(Argv([Arg("rm"), Arg("-rf"), target]))
+    return out
+
+
+# Perl's two-argument open and Ruby's Kernel#open run a command when the name starts or ends with `|`
+_PIPE_OPEN = re.compile(
+    r"(?<![\w$.>])(?:Kernel\s*\.\s*)?open\s*\(?\s*(?:[^,()'\"\n]{1,64},\s*)?(['\"])\s*(\|[^'\"\n]*|[^'\"\n]*\|)\s*\1"
+)
+
+
 def _pattern_code(code: str) -> list[Inner]:
     """Perl, Ruby, Node, PHP, Lua: the literal commands of ``system``/``exec``/``spawn``/backticks."""
     out: list[Inner] = []
+    for m in _PIPE_OPEN.finditer(code):
+        out.append(Text(Arg(m.group(2).strip().strip("|").strip()), "code open"))
     for m in _FS_CALL.finditer(code):
         program = _FS_PROGRAM.get(m.group(1), "tee")
         out.append(Argv([Arg(program), *([Arg("-rf")] if program == "rm" else []), Arg(m.group(3))]))
+    out.extend(_tree_deletes(code))
     for m in re.finditer(r"(?<![\w\\])`([^`\n]*)`", code):
         out.append(Text(Arg(m.group(1)), "code backticks"))
     if not _EXEC_PRESENT.search(code):
@@ -410,17 +516,12 @@ def _pattern_code(code: str) -> list[Inner]:
             out.append(Opaque("dynamic_shell_code", f"inline code calls {name} with a command only known at run time"))
             continue
         found = True
-        literal = arg.group(1)[1:-1]
-        words = [
-            next(g for g in w.groups() if g is not None)
-            for w in _STRING_LITERAL.finditer(
-                code[arg.start(1) : arg.start(1) + 4096].split(")", 1)[0].split("]", 1)[0]
-            )
-        ]
-        if name in ("execFile", "execFileSync", "spawn", "spawnSync", "pcntl_exec") or len(words) > 1:
-            out.append(Argv([Arg(w) for w in words or [literal]]))
+        items = call_arguments(code, arg.start(1))
+        if name in ("execFile", "execFileSync", "spawn", "spawnSync", "pcntl_exec") or len(items) > 1:
+            out.append(Argv([computed_word(pieces) for pieces in items]))
         else:
-            out.append(Text(Arg(literal), f"code {name}"))
+            word = computed_word(items[0])
+            out.append(Text(Arg(word.text, word.literal), f"code {name}"))
     if re.search(_DYNAMIC_LOAD, code):
         out.append(Opaque("dynamic_shell_code", "inline code evaluates or loads code only known at run time"))
     elif not found and not out:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Literal
 from aleph._errors import ConfigError
 from aleph._floor._analysis import Analysis, Command, Limits, analyse
 from aleph._floor._rules import DEFAULT_RULES, GUARDS, HARDLINE, Builtin, Env
+from aleph._floor._written import scripts_written
 
 if TYPE_CHECKING:
     from aleph._config import CommandPolicyConfig
@@ -253,9 +254,14 @@ class CommandPolicy:
             cwd=os.path.abspath(cwd) if cwd is not None else None,
             limits=self._limits,
         )
+        scripts_written(analysis, self._reanalyse)
         if analysis.budget_exceeded is not None:
             return None
         return _argv(analysis, program_first=True)
+
+    def _reanalyse(self, text: str, cwd: str | None) -> Analysis:
+        """Analyse a script's text given inline (see :mod:`aleph._floor._written`)."""
+        return analyse(text, home=self._env.home, cwd=cwd, limits=self._limits)
 
     def check(self, command: str, *, stdin: str | None = None, cwd: Path | None = None) -> CommandVerdict:
         """Judge one shell command.
@@ -270,6 +276,7 @@ class CommandPolicy:
 
     def _check(self, command: str, stdin: str | None, cwd: str | None) -> CommandVerdict:
         analysis = analyse(command, home=self._env.home, cwd=cwd, stdin=stdin, limits=self._limits)
+        scripts_written(analysis, self._reanalyse)
         if analysis.budget_exceeded is not None:
             return CommandVerdict(
                 "block",

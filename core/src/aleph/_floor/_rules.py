@@ -11,8 +11,11 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from dataclasses import replace
 
 from aleph._floor._analysis import Arg, Command, resolve
+from aleph._floor._containers import CONTAINER_ENGINES, container_reaches_host
+from aleph._floor._destinations import TREE_DESTINATION_PROGRAMS, tree_destination
 from aleph._floor._execution import (
     _EXEC_OPTION_NAMES,
     _code_from_pipe,
@@ -45,6 +48,7 @@ from aleph._floor._targets import (
     _under,
     _write_targets,
 )
+from aleph._floor._wrappers import is_interpreter
 from aleph._protected import HOST_EXECUTED_PATHS, ProtectedPaths
 
 __all__ = ["DEFAULT_RULES", "GUARDS", "HARDLINE", "Builtin", "Env", "Tier"]
@@ -163,7 +167,10 @@ def _find_writes_home(cmd: Command, env: Env) -> bool:
     """
     if "find" not in cmd.via:
         return False
-    for target in (*_write_targets(cmd), *(_rm_targets(cmd) if cmd.program in ("rm", "mv") else ())):
+    targets = [*_write_targets(cmd), *(_rm_targets(cmd) if cmd.program in ("rm", "mv") else ())]
+    if is_interpreter(cmd.program):
+        targets.extend(cmd.args)  # inline code handed find's files (`perl -e 'unlink @ARGV' {} +`): not readable
+    for target in targets:
         path = resolve(target.text, cmd.cwd) if target.literal and target.glob else None
         if path is not None and path.endswith("/*") and _under(env.home, path[:-2] or "/"):
             return True
@@ -255,8 +262,19 @@ def _touches_aleph_files(cmd: Command, env: Env) -> bool:
     return False
 
 
+_UNKNOWN_CWD = "/\x00unknown-cwd"
+
+
 def _dynamic_delete(cmd: Command, env: Env) -> bool:
-    return any(not a.literal for a in _rm_targets(cmd))
+    targets = _rm_targets(cmd)
+    if any(not a.literal for a in targets):
+        return True
+    if cmd.cwd is not None or not targets or cmd.program == "find":
+        return False  # find's filters are left to the transaction, as where the directory is known
+    # where the working directory is only known at run time (`cd "$d" && rm -rf *`), a delete of all of it
+    # or above it may be of / or the home directory
+    somewhere = replace(cmd, cwd=_UNKNOWN_CWD)
+    return any(_under(_UNKNOWN_CWD, path) for a in targets for path in _covers(a, somewhere))
 
 
 _TREE_WRITERS = frozenset({"tar", "bsdtar", "gtar", "unzip", "7z", "cpio", "bsdcpio", "cp", "rsync", "scp"})
@@ -268,10 +286,10 @@ def _tree_into_wide_dir(cmd: Command, env: Env) -> bool:
     It may hold a protected file (``~/.bashrc``, ``~/.ssh/...``), so it cannot be proven safe.
     """
     p = cmd.program
-    if p not in _TREE_WRITERS:
+    if p not in _TREE_WRITERS and p not in TREE_DESTINATION_PROGRAMS:
         return False
     texts = [a.text for a in cmd.args]
-    dest: Arg | None = None
+    dest: Arg | None = tree_destination(cmd)
     if p in ("tar", "bsdtar", "gtar"):
         extracting = any(
             t in ("-x", "--extract", "--get") or re.fullmatch(r"-?[a-wyzA-Z]*x[A-Za-z]*", t) for t in texts[:3]
@@ -279,10 +297,8 @@ def _tree_into_wide_dir(cmd: Command, env: Env) -> bool:
         if not extracting:
             return False
         dest = _option_value(cmd.args, ("-C", "--directory")) or Arg(".")
-    elif p in ("unzip", "7z", "cpio", "bsdcpio"):
-        dest = _option_value(cmd.args, ("-d", "-o")) or Arg(".")
-        if p in ("cpio", "bsdcpio") and not any("i" in t.lstrip("-") for t in texts if t.startswith("-")):
-            return False
+    elif p == "7z":
+        dest = _option_value(cmd.args, ("-o",)) or Arg(".")
     elif p in ("cp", "rsync", "scp") and (
         _flags(cmd.args) & {"-r", "-R", "-a", "--recursive", "--archive"} or p == "rsync"
     ):
@@ -291,7 +307,29 @@ def _tree_into_wide_dir(cmd: Command, env: Env) -> bool:
     if dest is None:
         return False
     wide = ("/", "/home", env.home, *_SYSTEM_DIRS)
-    return any(path in wide for path in _covers(dest, cmd))
+    return any(path in wide or _holds_protected(path, cmd, env) for path in _covers(dest, cmd))
+
+
+def _privilege_or_host_container(cmd: Command, env: Env) -> bool:
+    if cmd.program not in CONTAINER_ENGINES:
+        return _privilege(cmd, env)
+    wide = ("/", "/home", env.home, *_SYSTEM_DIRS)
+    return container_reaches_host(
+        cmd, lambda a: any(p in wide or _holds_protected(p, cmd, env) for p in _covers(a, cmd))
+    )
+
+
+def _holds_protected(path: str, cmd: Command, env: Env) -> bool:
+    """A directory in a protected path (``~/.ssh``, ``.git/hooks``) or holding one outside the working directory.
+
+    ``~/.config`` holds ``git/config``: unknown names written there may be that file.
+    """
+    if _protected(path, env):
+        return True
+    if cmd.cwd is not None and _under(path, cmd.cwd):
+        return False  # the workspace's own protected files are the transaction's to refuse
+    candidates = [*env.protected, *(f"{env.home}/{rc}" for rc in _RC_FILES), f"{env.home}/.ssh"]
+    return any(_under(c, path) for c in candidates)
 
 
 def _dynamic_write(cmd: Command, env: Env) -> bool:
@@ -546,8 +584,8 @@ DEFAULT_RULES = (
         "privilege_escalation",
         "tunable",
         "ask",
-        "runs a command as another user (sudo, doas, su, pkexec)",
-        _privilege,
-        frozenset({"sudo", "doas", "su", "pkexec", "run0", "runuser", "sudoedit"}),
+        "runs a command as another user (sudo, doas, su, pkexec) or a container that reaches the host",
+        _privilege_or_host_container,
+        frozenset({"sudo", "doas", "su", "pkexec", "run0", "runuser", "sudoedit"}) | CONTAINER_ENGINES,
     ),
 )

@@ -11,7 +11,9 @@ import re
 from collections.abc import Sequence
 
 from aleph._floor._analysis import Arg, Command, resolve
+from aleph._floor._destinations import patch_files
 from aleph._floor._rule import Env
+from aleph._floor._sedawk import awk_code, sed_effects, sed_scripts
 
 _MKFS = re.compile(r"mkfs(\..+)?|mke2fs|mkswap|mkntfs|mkdosfs|mkexfatfs")
 
@@ -286,12 +288,6 @@ def _system_path(a: Arg, cmd: Command) -> bool:
     return any(_under(path, d) for d in _SYSTEM_DIRS)
 
 
-_SED_WRITE = re.compile(
-    r"s(.)(?:\\.|(?!\1).)*\1(?:\\.|(?!\1).)*\1[gpiImMe0-9]*[wW]\s*([^;\n}]+)"
-    r"|(?:^|[;\n{}])\s*(?:\d+|\$|/(?:\\.|[^/\n])*/)?(?:\s*,\s*(?:\d+|\$|/(?:\\.|[^/\n])*/))?\s*!?\s*[wW]\s*([^;\n}]+)"
-)
-
-
 _GIT_OUTPUT = frozenset({"archive", "format-patch", "bundle", "diff", "log", "show"})
 
 
@@ -321,7 +317,7 @@ _WRITERS = frozenset(
         "chgrp",
         "chattr",
     }
-    | {"setfacl", "rm", "rmdir", "unlink", "shred", "dd", "sort", "curl", "wget", "sed", "find"}
+    | {"setfacl", "rm", "rmdir", "unlink", "shred", "dd", "sort", "curl", "wget", "sed", "find", "patch"}
 )
 
 
@@ -360,7 +356,7 @@ def _compute_write_targets(cmd: Command) -> list[Arg]:
     elif p == "shred":
         out.extend(_paths(args))
     elif p == "dd":
-        out.extend(Arg(a.text[3:], a.literal) for a in args if a.text.startswith("of="))
+        out.extend(Arg(a.text[3:], a.literal, a.glob) for a in args if a.text.startswith("of="))
     elif p == "sort":
         value = _option_value(args, ("-o", "--output"))
         if value is not None:
@@ -369,15 +365,14 @@ def _compute_write_targets(cmd: Command) -> list[Arg]:
         value = _option_value(args, ("-o", "--output") if p == "curl" else ("-O", "--output-document"))
         if value is not None and value.text != "-":
             out.append(value)
+    elif p == "patch":
+        out.extend(patch_files(args))
     elif p == "sed":
-        if any(a.text.startswith("-i") or a.text.startswith("--in-place") for a in args):
-            paths = _paths([a for a in args if not a.text.startswith("-i")])
-            explicit_script = any(a.text in ("-e", "-f", "--expression", "--file") for a in args)
-            out.extend(paths if explicit_script else paths[1:])
-        scripts = [a for i, a in enumerate(args) if i > 0 and args[i - 1].text in ("-e", "--expression")]
-        for script in scripts or [a for a in args if not a.text.startswith("-")][:1]:
-            for m in _SED_WRITE.finditer(script.text):
-                out.append(Arg((m.group(2) or m.group(3) or "").strip(), script.literal))
+        scripts, files, _, sandbox = sed_scripts(args)
+        if any(_sed_in_place(a.text) for a in args):
+            out.extend(files)
+        for script in [] if sandbox else scripts:
+            out.extend(Arg(name, script.literal) for name in sed_effects(script.text).writes)
     elif p == "git":
         texts = [a.text for a in args]
         at, sub = _git_subcommand(texts)
@@ -386,8 +381,7 @@ def _compute_write_targets(cmd: Command) -> list[Arg]:
         if value is not None:
             out.append(value)
     elif p in ("awk", "gawk", "mawk", "nawk"):
-        program = next((a for a in args if not a.text.startswith("-")), None)
-        if program is not None:
+        for program in awk_code(args)[0]:
             out.extend(Arg(m.group(1), program.literal) for m in _AWK_WRITE.finditer(program.text))
     elif p in ("perl", "ruby") or re.fullmatch(r"perl[0-9.]*", p):
         if any(re.fullmatch(r"-[a-zA-Z]*i\S*", a.text) for a in args):
@@ -401,6 +395,21 @@ def _compute_write_targets(cmd: Command) -> list[Arg]:
         if any(a.text == "-delete" for a in args):
             out.extend(_find_roots(cmd))
     return out
+
+
+def _sed_in_place(text: str) -> bool:
+    """``-i``, ``-i.bak``, ``-ni``, ``--in-place[=SUFFIX]``: sed rewrites its input files."""
+    if text.startswith("--"):
+        return text == "--in-place" or text.startswith("--in-place=")
+    if not text.startswith("-") or text == "-":
+        return False
+    flags = text[1:]
+    for flag in flags:
+        if flag == "i":
+            return True
+        if flag in "efl":
+            return False  # the rest of the word is that option's value
+    return False
 
 
 def _landing(args: Sequence[Arg]) -> list[Arg]:
@@ -428,9 +437,14 @@ def _option_value(args: Sequence[Arg], names: tuple[str, ...]) -> Arg | None:
             if t == name and i + 1 < len(args):
                 return args[i + 1]
             if name.startswith("--") and t.startswith(name + "="):
-                return Arg(t[len(name) + 1 :], a.literal)
+                return Arg(t[len(name) + 1 :], a.literal, a.glob)
             if not name.startswith("--") and len(name) == 2 and t.startswith(name) and len(t) > 2:
-                return Arg(t[2:], a.literal)
+                return Arg(t[2:], a.literal, a.glob)
+    for i, a in enumerate(args[:-1]):
+        # a cluster of flags ending with the option, as getopt reads `curl -sSLo FILE`, `wget -qO FILE`
+        t = a.text
+        if a.literal and re.fullmatch(r"-[A-Za-z]{2,16}", t) and any(t[-1] == n[1] for n in names if len(n) == 2):
+            return args[i + 1]
     return None
 
 

@@ -26,6 +26,7 @@ from aleph._floor._programs import (
     is_interpreter,
     names_program,
 )
+from aleph._floor._sedawk import awk_code
 from aleph._floor._words import SHELLS, Arg, Argv, Inner, Opaque, Text, _quote
 
 __all__ = [
@@ -132,8 +133,7 @@ def unwrap(program: str, args: list[Arg], stdin: str | None) -> list[Inner]:
     if program in ("source", ".") and stdin is not None and args and args[0].text in _STDIN_FILES:
         return [Text(Arg(stdin), "stdin")]
     if program in ("awk", "gawk", "mawk", "nawk"):
-        script = next((a for a in args if not a.text.startswith("-")), None)
-        return _inline_code([Arg("-e"), script], None) if script is not None else []
+        return [inner for script in awk_code(args)[0] for inner in _inline_code([Arg("-e"), script], None)]
     if program in ("at", "batch") and stdin is not None:
         return [Text(Arg(stdin), "at")]
     if program == "sg":  # sg GROUP [-c] COMMAND: the command is shell text
@@ -273,6 +273,12 @@ def _env(args: list[Arg]) -> list[Inner]:
         if t == "--":
             i += 1
             break
+        if t.startswith("-") and not t.startswith("--") and len(t) > 2:
+            # a cluster of short options, read as getopt does: `-iS 'cmd'`, `-vC/ cmd`, `-iu X cmd`
+            for pos, flag in enumerate(t[1:], start=2):
+                if flag in "uCSa":
+                    t = f"-{flag}{t[pos:]}"
+                    break
         if t in ("-S", "--split-string") or (t.startswith("-S") and len(t) > 2) or t.startswith("--split-string="):
             if t in ("-S", "--split-string"):
                 value = args[i + 1] if i + 1 < len(args) else Arg("")
@@ -280,6 +286,7 @@ def _env(args: list[Arg]) -> list[Inner]:
             else:
                 value = Arg(t.split("=", 1)[1] if t.startswith("--") else t[2:], a.literal)
                 rest = args[i + 1 :]
+            value = replace(value, text=_env_escapes(value.text))
             tail = " ".join(_quote(r.text) for r in rest)
             text = Arg(f"{value.text} {tail}".strip(), value.literal and all(r.literal for r in rest))
             prefix = " ".join(_quote(f"{n}={v}") for n, v, _ in assigns)
@@ -288,8 +295,8 @@ def _env(args: list[Arg]) -> list[Inner]:
             chdir = args[i + 1]
             i += 2
             continue
-        if t.startswith("--chdir="):
-            chdir = Arg(t.split("=", 1)[1], a.literal)
+        if t.startswith(("--chdir=", "-C")):
+            chdir = Arg(t.split("=", 1)[1] if t.startswith("--") else t[2:], a.literal)
             i += 1
             continue
         if t in ("-u", "--unset", "-a", "--argv0"):
@@ -306,6 +313,40 @@ def _env(args: list[Arg]) -> list[Inner]:
         break
     inner = args[i:]
     return [Argv(inner, assigns, chdir=chdir)] if inner else []
+
+
+def _env_escapes(text: str) -> str:
+    r"""``env -S`` text with env's own escapes turned into shell text.
+
+    ``\_`` separates words outside quotes; it and ``\t``, ``\n`` ... are that character inside a word;
+    ``\c`` ends the text. Other escapes (``\\``, ``\"``, ``\'``, ``\$``, ``\#``) read the same in shell
+    text. Single quotes keep them.
+    """
+    out: list[str] = []
+    quote = ""
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "'" and quote != '"':
+            quote = "" if quote else "'"
+        elif c == '"' and quote != "'":
+            quote = "" if quote else '"'
+        elif c == "\\" and quote != "'" and i + 1 < len(text):
+            e = text[i + 1]
+            if e == "c" and not quote:
+                break
+            if e in "_tnrvf":
+                char = {"_": " ", "t": "\t", "n": "\n", "r": "\r", "v": "\v", "f": "\f"}[e]
+                # unquoted, \_ separates words and the others are a character of the word
+                out.append(char if quote or e == "_" else f"'{char}'")
+                i += 2
+                continue
+            out.append(text[i : i + 2])
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 def _find(args: list[Arg]) -> list[Inner]:

@@ -18,6 +18,11 @@ from aleph import AlephTool, ToolArgs, ToolFacts
 from aleph_admin._managed import set_path
 from aleph_admin._state import AGENT_NAME, AdminState, caller, missing_agent
 
+HOST_AGENTS = frozenset({"default", "main"})
+"""The agent a host binds when it names none: core calls it ``default``, and the families that keep objects
+for it (teams, hub, browser profiles, media) own them as ``main``. Either name is that agent, always a
+principal of the install."""
+
 __all__ = ["AgentCreate", "AgentDelete", "AgentInfo", "AgentList", "AgentSwitch", "agent_table", "apply_managed"]
 
 
@@ -48,9 +53,14 @@ class AgentCreateArgs(ToolArgs):
     """Its default execution tier (never looser than yours in effect)."""
 
 
-def agent_table(args: AgentCreateArgs, creator: str) -> dict[str, Any]:
-    """The ``[agents.<name>]`` table ``agent_create`` writes."""
-    table: dict[str, Any] = {"bounded_by": [creator], "accepts_delegation_from": [creator]}
+def agent_table(args: AgentCreateArgs, creator: str, acting_for: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The ``[agents.<name>]`` table ``agent_create`` writes.
+
+    Bounded by the creator and every agent the creator acts for: an agent made by ``alice`` acting for
+    ``mallory`` holds nothing either of them lacks.
+    """
+    bounds = list(dict.fromkeys((creator, *acting_for)))
+    table: dict[str, Any] = {"bounded_by": bounds, "accepts_delegation_from": [creator]}
     if args.tool_permissions is not None:
         permissions = args.tool_permissions
         table["tool_permissions"] = {
@@ -109,10 +119,9 @@ class AgentCreate(AlephTool[AgentCreateArgs]):
             raise aleph.ExecutionFailed(
                 self.NAME, f"name {args.name!r}: lowercase letters, digits, _ and -, first a letter"
             )
-        config = self.state.context.current_config()
-        if args.name in config.agents or args.name == who.owner or self.state.store.agent_exists(args.name):
+        if args.name == who.owner or self._is_principal(args.name):
             raise aleph.ExecutionFailed(self.NAME, f"an agent named {args.name!r} exists already: choose another name")
-        table = agent_table(args, who.owner)
+        table = agent_table(args, who.owner, tuple(p.agent for p in who.chain))
         before, after = apply_managed(self.state, self.NAME, f"agents.{args.name}", table)
         if args.name not in self.state.context.current_config().agents:
             self.state.managed.restore(before or None)
@@ -134,12 +143,33 @@ class AgentCreate(AlephTool[AgentCreateArgs]):
         decisions = {d.name: service.decision_for(d.name, {}) for d in await service.list()}
         return {
             "agent": args.name,
-            "bounded_by": [who.owner],
+            "bounded_by": table["bounded_by"],
             "key_fingerprint": fingerprint,
             "config_change": change,
             "layer": table,
             "effective": decisions,
         }
+
+    def _is_principal(self, name: str) -> bool:
+        """Whether ``name`` is already a principal of this install, not a free name.
+
+        The creator of an agent owns it (``agent_switch`` acts as it, ``agent_delete`` revokes its key),
+        so creating a name that already acts here would hand its sessions, secrets and stored objects to
+        the creator. A principal shows in the configuration (its layer, or another layer naming it), in the
+        ledger's keystore (every agent that made a recorded call has a signing key, kept after revocation),
+        in this family's store (agents, secrets, routes), or is the host's unnamed agent (``default``, ``main``).
+        """
+        config = self.state.context.current_config()
+        named = {
+            a for settings in config.agents.values() for a in (*settings.bounded_by, *settings.accepts_delegation_from)
+        }
+        if name in HOST_AGENTS or name in config.agents or name in named:
+            return True
+        store = self.state.store
+        if store.agent_exists(name) or store.owned("secrets", name) or name in store.routes().values():
+            return True
+        keystore = self.state.keystore()
+        return bool(keystore.public_keys(name)) or keystore.is_revoked(name)
 
 
 class NameArgs(ToolArgs):

@@ -21,7 +21,7 @@ from aleph_admin._guide import config_guide
 from aleph_admin._managed import get_path, leaves
 from aleph_admin._state import AdminState, caller
 
-__all__ = ["ConfigAudit", "ReadConfigGuide", "SelfConfig", "audit"]
+__all__ = ["ConfigAudit", "ReadConfigGuide", "SelfConfig", "audit", "hide_credentials"]
 
 _PATH = re.compile(r"[A-Za-z0-9_*()/:.<>-]{1,200}(\.[A-Za-z0-9_*()/:.<>-]{1,200}){0,12}")
 _SECTIONS = frozenset(
@@ -58,8 +58,10 @@ class SelfConfig(AlephTool[SelfConfigArgs]):
         config = self.state.context.current_config()
         if args.action == "read":
             if not args.config_path:
-                return {"files": config.files, "in_force": config.model_dump(mode="json")}
-            value = get_path(config.model_dump(mode="json") | config.plugin_sections(), args.config_path)
+                return {"files": config.files, "in_force": hide_credentials(config.model_dump(mode="json"))}
+            value = get_path(
+                hide_credentials(config.model_dump(mode="json") | config.plugin_sections()), args.config_path
+            )
             return {"config_path": args.config_path, "value": value, "origin": config.origin(args.config_path)}
         call = aleph.current_call()
         if args.action == "rollback_config":
@@ -96,14 +98,45 @@ class SelfConfig(AlephTool[SelfConfigArgs]):
             )
         if path.split(".", 1)[0] == "workspace":
             raise aleph.ExecutionFailed(self.NAME, "workspace settings cannot be changed from a tool")
-        old = get_path(config.model_dump(mode="json") | config.plugin_sections(), path)
+        old = get_path(hide_credentials(config.model_dump(mode="json") | config.plugin_sections()), path)
         before, after = apply_managed(self.state, self.NAME, path, args.value)
         change = self.state.store.add_change(
-            who.describe(), "update", path, before, after, f"{path}: {old!r} -> {args.value!r}"
+            who.describe(), "update", path, before, after, f"{path}: {old!r} -> {_shown(path, args.value)!r}"
         )
         if call is not None:
             call.annotate(config_change=change, config_path=path)
         return {"config_path": path, "before": old, "value": args.value, "config_change": change}
+
+
+_CREDENTIAL_MAPS = frozenset({"env", "headers"})
+HIDDEN = "***"
+
+
+def hide_credentials(tree: Any) -> Any:
+    """``tree`` with every value of an ``env`` or ``headers`` table shown as ``***`` (its names kept).
+
+    Those tables hand a child process or an HTTP server its credentials (``[mcp.servers.<id>] env``
+    often holds an API token written out); reading the configuration is open to every caller, so what is
+    in them is never part of what it returns.
+    """
+    if isinstance(tree, dict):
+        return {
+            key: {name: HIDDEN for name in value}
+            if key in _CREDENTIAL_MAPS and isinstance(value, dict)
+            else hide_credentials(value)
+            for key, value in tree.items()
+        }
+    if isinstance(tree, list):
+        return [hide_credentials(item) for item in tree]
+    return tree
+
+
+def _shown(dotted: str, value: Any) -> Any:
+    """``value`` as it may be shown at ``dotted`` (a credential table's values hidden), for change summaries."""
+    tree: Any = value
+    for part in reversed(dotted.split(".")):
+        tree = {part: tree}
+    return get_path(hide_credentials(tree), dotted)
 
 
 def _risky(config: aleph.AlephConfig) -> list[str]:

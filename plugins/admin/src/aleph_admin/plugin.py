@@ -119,7 +119,7 @@ def _agent_create(
     state: AdminState, input: Mapping[str, Any], turn: aleph.TurnContext | None, agent: str | None, _c: Any
 ) -> aleph.PolicyVote:
     del state, turn
-    creator = agent or "default"
+    creator = agent or "default"  # with every agent it acts for, when it acts for others (see agent_table)
     layer = {
         k: _plain(input[k]) for k in ("tool_permissions", "allowed_tools", "exec_tier") if input.get(k) is not None
     }

@@ -64,6 +64,8 @@ class RemoteReply:
     node_sig: str
     node_key: bytes
     data: bytes | None = None
+    principal: str = ""
+    """Who the request ran for, as both ledgers record it (:meth:`Request.recorded_principal`)."""
 
 
 class Backend(Protocol):
@@ -222,8 +224,14 @@ class Center:
         ``pinned_key`` None (join only) accepts whichever key the node signs with; the caller pins it.
         """
         call = aleph.current_call()
+        bound = call.principal if call is not None else None
+        acting_for: tuple[str, ...] = ()
+        role = "member"
         if principal is None:  # the principal the host bound to this call, never a tool argument
             principal = (call.agent if call is not None else None) or "default"
+            if bound is not None and bound.agent == principal:
+                # Everyone the call is made for goes along: the node judges by each one's policy too.
+                acting_for, role = tuple(p.agent for p in bound.chain), bound.role
         channel = (call.channel if call is not None else None) or ""
         req, text = Request.make(
             node=worker.name,
@@ -233,6 +241,8 @@ class Center:
             body=body,
             ttl_seconds=timeout + 30,
             request_id=request_id,
+            acting_for=acting_for,
+            role=role,
         )
         signature = self.signer.sign(REQUEST_DOMAIN + text)
         started = time.monotonic()
@@ -280,6 +290,7 @@ class Center:
             result_digest=rdigest,
             node_sig=bytes(reply["node_sig"]).hex(),
             node_key=key,
+            principal=req.recorded_principal(),
             data=bytes(reply["data"]) if reply.get("data") is not None else None,
         )
 

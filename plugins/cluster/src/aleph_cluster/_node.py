@@ -126,7 +126,7 @@ class NodeService:
             outcome = "denied" if denied else "error"
             message = exc.reason if isinstance(exc, aleph.PermissionDenied) else str(exc)
             reply = self._reply(req, error={"kind": exc.kind, "message": message})
-        if req.kind in RECORDED:
+        if req.kind in RECORDED or outcome == "denied":
             # durable before the center hears of it: nothing is reported done that the node has not recorded
             await self._record(req, outcome, reply["result_digest"])
             await self.ledger.flush()
@@ -161,6 +161,8 @@ class NodeService:
             return {"draining": self.draining, "running": len(self.running)}, None
         if kind in ("invoke", "put_begin"):
             self._admit_new_work(req)
+        if kind in ("put_begin", "get_begin"):
+            self._judge_transfer(req)
         if kind == "invoke":
             return await self._invoke(req), None
         if kind == "get_chunk":
@@ -176,6 +178,25 @@ class NodeService:
         if kind not in handlers:
             raise TransferError(f"unknown request kind {kind!r}")
         return await asyncio.to_thread(handlers[kind]), None
+
+    def _judge_transfer(self, req: Request) -> None:
+        """A push or pull is a ``node_file`` call under this node's own policy, for the principal and its chain.
+
+        Rules see ``direction`` and ``remote_path`` (this node's path; ``local_path``, the center's, is not
+        known here and carries the same path). Judged on the rules alone (the ``full`` tier: a copy asks
+        nothing of the exec tier); anything but an allow is refused, as nobody on the node can approve.
+        """
+        who = req.acting()
+        turn = aleph.TurnContext(session_key=who.session or "", unattended=True, caller_role=who.role, call_id=req.id)
+        service = self.runtime.tool_service(principal=who, turn=turn, tier="full")
+        direction = "push" if req.kind == "put_begin" else "pull"
+        path = str(req.body.get("path") or "") or "-"
+        args = {"node": self.name, "direction": direction, "local_path": path, "remote_path": path}
+        decision = service.decision_for("node_file", args)
+        if decision != "allow":
+            raise aleph.PermissionDenied(
+                "node_file", f"node {self.name}'s policy does not let {req.principal} {direction} {path!r} ({decision})"
+            )
 
     def _admit_new_work(self, req: Request) -> None:
         if self.draining:
@@ -205,17 +226,19 @@ class NodeService:
         if body.get("timeout_seconds") is not None:
             args["timeout_seconds"] = body["timeout_seconds"]
         timeout = min(float(body.get("timeout_seconds") or 60.0), self.config.max_timeout_seconds)
+        who = req.acting()
         turn = aleph.TurnContext(
-            session_key=f"cluster:{req.id}",
+            session_key=who.session or "",
             channel_id=req.channel,
             unattended=True,  # nobody on the node can approve: what its policy asks for is refused
-            caller_role="member",
+            caller_role=who.role,
             call_id=req.id,
             principal=req.principal,
             refs=(("request_id", req.id), ("center", self.center_fp), ("node", self.name)),
         )
         tier = self.config.exec_tier  # the node operator's choice; its policy and floor apply under every tier
-        service = self.runtime.tool_service(agent=req.principal, channel="cluster", turn=turn, tier=tier)
+        # The principal and everyone it acts for: the node's layers of every agent of the chain apply.
+        service = self.runtime.tool_service(principal=who, turn=turn, tier=tier)
         task = asyncio.ensure_future(service.execute("bash", args))
         self.running[req.id] = task
         self._owners[req.id] = req.principal
@@ -243,11 +266,11 @@ class NodeService:
             aleph.LedgerRecord(
                 agent_id=LEDGER_AGENT,
                 action="tool_denied" if outcome == "denied" else "tool_call",
-                target=RECORDED[req.kind],
+                target=RECORDED.get(req.kind, "node_file"),  # a refused put_begin: the push it starts
                 outcome=outcome,  # type: ignore[arg-type]
                 detail=f"{req.kind} on node {self.name}",
                 args_fp=digest(req.body),
-                principal=req.principal,
+                principal=req.recorded_principal(),
                 result_fp=result_digest,
                 refs={"request_id": req.id, "center": self.center_fp, "node": self.name, "kind": req.kind},
             )

@@ -55,7 +55,7 @@ def _refs(reply: RemoteReply, call: aleph.CallContext) -> dict[str, str]:
         "request_id": reply.request_id,
         "argv_digest": reply.argv_digest,
         "result_digest": reply.result_digest,
-        "principal": call.agent or "default",
+        "principal": reply.principal or call.agent or "default",
         "node_sig": reply.node_sig,
     }
 

@@ -13,14 +13,17 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
+import re
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+import aleph
 
 __all__ = [
     "REPLY_DOMAIN",
@@ -38,6 +41,9 @@ REQUEST_DOMAIN = b"aleph-cluster-request-v1\x00"
 REPLY_DOMAIN = b"aleph-cluster-reply-v1\x00"
 MAX_REQUEST_BYTES = 1_048_576
 """Signed request text larger than this is refused before it is parsed."""
+MAX_CHAIN = 8
+"""Most agents a request's principal may act for (core's delegation depth)."""
+_AGENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", re.ASCII)
 CLOCK_SKEW_MS = 30_000
 
 
@@ -85,6 +91,10 @@ class Request:
     channel: str
     body: dict[str, Any]
     expires_ms: int
+    acting_for: tuple[str, ...] = ()
+    """The agents ``principal`` acts for, nearest first (its delegation chain on the center)."""
+    role: str = "member"
+    """The weakest role of the principal's chain on the center (``member`` or ``guest`` on a node)."""
 
     @classmethod
     def make(
@@ -97,6 +107,8 @@ class Request:
         body: Mapping[str, Any],
         ttl_seconds: float,
         request_id: str | None = None,
+        acting_for: Sequence[str] = (),
+        role: str = "member",
     ) -> tuple[Request, bytes]:
         """A new request and its canonical text (to be signed with :data:`REQUEST_DOMAIN` in front)."""
         now = int(time.time() * 1000)
@@ -108,6 +120,8 @@ class Request:
             channel=channel,
             body=dict(body),
             expires_ms=now + int(ttl_seconds * 1000),
+            acting_for=_chain(list(acting_for)),
+            role=_role(role),
         )
         text = canonical(
             {
@@ -116,6 +130,8 @@ class Request:
                 "node": node,
                 "kind": kind,
                 "principal": principal,
+                "acting_for": list(req.acting_for),
+                "role": req.role,
                 "channel": channel,
                 "body": req.body,
                 "issued_ms": now,
@@ -123,6 +139,17 @@ class Request:
             }
         )
         return req, text
+
+    def recorded_principal(self) -> str:
+        """The principal as both ledgers record it: the agent, or with a chain its principal's canonical JSON."""
+        if not self.acting_for:
+            return self.principal
+        return canonical(self.acting().to_json()).decode()
+
+    def acting(self) -> aleph.Principal:
+        """The principal a node runs this request as: the agent acting for its chain, with the chain's role."""
+        chain = tuple(aleph.Principal(agent, None, None, self.role) for agent in self.acting_for)
+        return aleph.Principal(self.principal, "cluster", f"cluster:{self.id}", self.role, chain)  # type: ignore[arg-type]
 
     @classmethod
     def open(cls, text: bytes, signature: bytes, *, center_key: bytes, node: str, now_ms: int | None = None) -> Request:
@@ -162,7 +189,25 @@ class Request:
             channel=str(data.get("channel") or ""),
             body=body,
             expires_ms=expires,
+            acting_for=_chain(data.get("acting_for", [])),
+            role=_role(data.get("role", "member")),
         )
+
+
+def _chain(value: Any) -> tuple[str, ...]:
+    """The agents a request's principal acts for; anything but a short list of agent names is refused."""
+    if not isinstance(value, list) or len(value) > MAX_CHAIN:
+        raise WireError(f"request acting_for must be a list of at most {MAX_CHAIN} agent names")
+    if not all(isinstance(a, str) and _AGENT.fullmatch(a) for a in value):
+        raise WireError("request acting_for holds something that is not an agent name")
+    return tuple(value)
+
+
+def _role(value: Any) -> str:
+    """A request's role: ``guest`` or ``member`` (a node never takes an operator's call)."""
+    if value not in ("operator", "member", "guest"):
+        raise WireError(f"request role {value!r} is not operator, member or guest")
+    return "guest" if value == "guest" else "member"
 
 
 class Replay:

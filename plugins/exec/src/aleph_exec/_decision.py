@@ -55,6 +55,7 @@ class _MergedView:
     def __init__(self, cs: Changeset) -> None:
         self.by_path = {c.path: c for c in cs.changes}
         self.workspace = cs.workspace
+        self.upper = cs.upper
 
     def lookup(self, path: str) -> tuple[str, str | None] | None:
         """(kind, link target) of ``path`` in the merged view, or None when absent."""
@@ -135,6 +136,67 @@ def _count_files(workspace: Path, enough: int, skip: frozenset[str] = frozenset(
     return count
 
 
+_GIT_DIR_CODE = frozenset({"config", "config.worktree", "hooks", "commondir", "gitdir", "info"})
+"""Entries of a git directory that git runs code from or follows to another config (``info``: attributes)."""
+_GIT_DIR_SHAPE = ("HEAD", "objects", "refs")
+"""What makes a directory a git directory to git's discovery (``is_git_directory``)."""
+
+
+def _is_git_dir(directory: str, view: _MergedView) -> bool:
+    def at(name: str) -> tuple[str, str | None] | None:
+        return view.lookup(f"{directory}/{name}" if directory else name)
+
+    head, objects, refs = (at(name) for name in _GIT_DIR_SHAPE)
+    if head is None or head[0] == "dir" or objects is None or refs is None:
+        return False
+    if head[0] != "file":
+        return True  # a symlinked HEAD (git's old form): not read here, so taken as valid
+    path = f"{directory}/HEAD" if directory else "HEAD"
+    where = view.workspace / path if path not in view.by_path else view.upper / path
+    try:
+        with open(where, "rb") as f:
+            text = f.read(256).strip()
+    except OSError:
+        return True  # cannot be read: taken as valid
+    # what git's validate_headref accepts: a symbolic ref, or an object id
+    return text.startswith(b"ref:") or (len(text) in (40, 64) and all(c in b"0123456789abcdef" for c in text))
+
+
+def _bare_repositories(cs: Changeset, view: _MergedView) -> list[str]:
+    """Repositories without a ``.git``: a directory with ``HEAD``, ``objects/`` and ``refs/`` is one to git.
+
+    Run in it (or below it), git reads its ``config`` (``core.fsmonitor``, ``core.pager``, ``alias.*``)
+    and runs its ``hooks``, as for ``.git``; the workspace root itself is one when the project has no
+    ``.git``. So a change to those entries of such a directory, or a change that makes a directory
+    holding them one, is refused like a change to ``.git/config``. Inside a ``.git`` the patterns judge.
+    """
+    seen: set[tuple[str, bool]] = set()
+    problems = []
+    for c in cs.changes:
+        if c.action == "delete":
+            continue
+        parts = c.path.split("/")
+        for i, name in enumerate(parts):
+            if name == ".git":
+                break
+            shape = name in _GIT_DIR_SHAPE and i == len(parts) - 1 and c.action == "create"
+            if name not in _GIT_DIR_CODE and not shape:
+                continue
+            directory = "/".join(parts[:i])
+            if (directory, shape) in seen:
+                continue
+            seen.add((directory, shape))
+            if not _is_git_dir(directory, view):
+                continue
+            if shape and not any(
+                view.lookup(f"{directory}/{n}" if directory else n) is not None for n in ("config", "hooks")
+            ):
+                continue
+            where = repr(directory) if directory else "the workspace root"
+            problems.append(f"changes {c.path!r}, which makes {where} a git repository whose config or hooks git runs")
+    return problems
+
+
 def _problems(cs: Changeset, protected: ProtectedPaths) -> list[str]:
     problems = []
     view: _MergedView | None = None
@@ -152,6 +214,8 @@ def _problems(cs: Changeset, protected: ProtectedPaths) -> list[str]:
                 problems.append(f"creates a symlink {c.path!r} -> {c.target!r} that leads outside the workspace")
             elif where and (hit := protected.hit(where, non_dir=True)) is not None:
                 problems.append(f"creates a symlink {c.path!r} -> {c.target!r} into a protected path ({hit})")
+    if not problems and cs.changes:
+        problems.extend(_bare_repositories(cs, view or _MergedView(cs)))
     return problems
 
 

@@ -67,14 +67,23 @@ def parse_note(path: str, text: str) -> Note:
 def render_note(
     title: str, body: str, tags: list[str], created: str, updated: str, extra: dict[str, str] | None = None
 ) -> str:
-    """A note file's text: front matter (``extra`` fields last, e.g. ``private``/``owner``), then the body."""
-    lines = ["---", f"title: {' '.join(title.split())}"]
+    """A note file's text: front matter (``extra`` fields last, e.g. ``private``/``owner``), then the body.
+
+    Every value is folded onto its one line (any line break, ``\u2028`` included, becomes a space): a
+    caller's title or tag must never start a front-matter line of its own, such as ``owner:``.
+    """
+    lines = ["---", f"title: {_one_line(title)}"]
     if tags:
-        lines.append("tags: [" + ", ".join(t.replace(",", " ").strip() for t in tags) + "]")
-    lines += [f"created: {created}", f"updated: {updated}"]
-    lines += [f"{k}: {' '.join(v.split())}" for k, v in (extra or {}).items()]
+        lines.append("tags: [" + ", ".join(_one_line(t.replace(",", " ")) for t in tags) + "]")
+    lines += [f"created: {_one_line(created)}", f"updated: {_one_line(updated)}"]
+    lines += [f"{k}: {_one_line(v)}" for k, v in (extra or {}).items()]
     lines += ["---", ""]
     return "\n".join(lines) + body.rstrip("\n") + "\n"
+
+
+def _one_line(value: str) -> str:
+    """``value`` with every run of whitespace (line breaks included) as one space."""
+    return " ".join(value.split())
 
 
 def _first_heading(body: str) -> str | None:

@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from aleph_memory._confine import NotesDir, NotesPathError, split_path
-from aleph_memory._notes import Note, NoteGraph, Notes, _build_graph, _resolve
+from aleph_memory._notes import Note, NoteGraph, Notes, _build_graph, _resolve, parse_note
 
 __all__ = ["OwnedNotes", "is_private", "private_meta"]
 
@@ -89,8 +89,26 @@ class OwnedNotes:
             return hit
 
     def hidden(self, path: str) -> bool:
-        """Whether ``path`` is another agent's private note."""
-        return _key(path) in self._view()[1]
+        """Whether ``path`` is another agent's private note.
+
+        A note the graph does not hold (past ``max_notes``, or written since the last sync) is judged by its
+        own front matter, read here: being left out of the index never makes a private note readable.
+        """
+        key = _key(path)
+        graph, hidden = self._view()
+        if key in hidden or key in graph.notes:
+            return key in hidden
+        try:
+            note = parse_note(key, self._notes.folder.read(path))
+        except (NotesPathError, UnicodeDecodeError, OSError):
+            return False  # nothing readable there: every read of it fails the same way
+        return is_private(note) and note.meta.get("owner") != self.agent
+
+    def foreign_folder(self, folder: str) -> bool:
+        """Whether ``folder`` holds notes and all of them are other agents' private notes."""
+        graph, hidden = self._view()
+        prefix = folder.strip("/") + "/"
+        return any(h.startswith(prefix) for h in hidden) and not any(k.startswith(prefix) for k in graph.notes)
 
     def sync(self) -> NoteGraph:
         """The link graph of the notes this agent can see."""
@@ -153,8 +171,17 @@ class _OwnedFolder:
         return [f for f in files if not self._owner.hidden(f[0])], truncated
 
     def listdir(self, path: str) -> tuple[list[str], list[str]]:
-        """Sub-folders and visible notes under ``path``."""
+        """Sub-folders and visible notes under ``path``.
+
+        A folder that holds notes and only other agents' private ones does not exist here either: it is
+        left out of its parent's listing, and listing it answers like a missing folder (its name, such as
+        ``acme-acquisition/``, would tell what the notes in it are about).
+        """
+        where = path.strip().strip("/")
+        if where and self._owner.foreign_folder(where):
+            name = where.rsplit("/", 1)[-1]
+            raise NotesPathError("missing", f"folder {name!r} does not exist")  # NotesDir's own words
         folders, names = self._folder.listdir(path)
-        where = path.strip("/")
         visible = [n for n in names if not self._owner.hidden(f"{where}/{n}" if where else n)]
-        return folders, visible
+        shown = [f for f in folders if not self._owner.foreign_folder(f"{where}/{f}" if where else f)]
+        return shown, visible

@@ -276,7 +276,10 @@ class ToolUsageTool(FamilyTool):
         if factory is None:
             return {}
         try:
-            service = factory(agent=agent)
+            # The whole principal (its channel's layer, everyone it acts for): a tool hidden from the caller
+            # stays hidden here too. The bare agent's list would name tools its channel or chain denies.
+            principal = aleph.current_principal()
+            service = factory(principal=principal) if principal is not None else factory(agent=agent)
             definitions = await service.list()
         except Exception:
             return {}

@@ -129,7 +129,24 @@ class OwnedStore:
         task = self._store.get_task(task_id, tx) if tx is not None else self._store.get_task(task_id)
         if task is None or not self.reachable(task, tx):
             return None
+        if fields.get("owner") not in (None, task["owner"]):
+            self.check_hand_over(task)
         return self._store.update_task(task_id, **fields)
+
+    def check_hand_over(self, task: dict[str, Any]) -> None:
+        """Refuse to give a task without a team to another agent unless this principal created it.
+
+        Such a task runs as its owner acting for the chain that created it, and its new owner's consent is
+        asked for the caller's chain: only when the caller *is* that chain does the consent cover the run.
+        Its owner handing it on would make a third agent work for the creator without the creator's chain
+        ever being accepted.
+        """
+        if task["team_id"] is None and (
+            task.get("created_by") != self.who or task.get("acting_for") != chain_record(self.principal)
+        ):
+            raise StoreError(
+                f"task '{task['id']}' can be handed to another agent only by the principal that created it"
+            )
 
     # -- artifacts ------------------------------------------------------------------------------------
 

@@ -185,6 +185,10 @@ class TaskUpdateTool(TeamsTool[TaskUpdateArgs]):
                 if args.owner not in [m["agent_id"] for m in team["members"]]:
                     raise self.fail(f"Agent '{args.owner}' is not a member of team '{team['id']}'")
             else:
+                try:
+                    self.store.check_hand_over(task)
+                except StoreError as exc:
+                    raise self.store_error(exc) from None
                 await consent(self.NAME, args.owner, f"run the task '{task['subject'][:200]}'")
         if args.status is not None and args.status not in _STATUSES:
             raise self.invalid(

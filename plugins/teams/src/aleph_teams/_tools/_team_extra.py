@@ -227,6 +227,9 @@ class TeamSnapshotTool(TeamsTool[TeamSnapshotArgs]):
     async def _restore(self, meta: dict[str, Any], payload: dict[str, Any], apply: bool) -> dict[str, Any]:
         team = self.store.get_team(meta["team_id"])
         assert team is not None
+        if apply and team["leader_id"] != caller():
+            # It adds and removes members and re-creates tasks: the leader's changes (team_member_add/remove).
+            raise self.fail(f"only the team leader ('{team['leader_id']}') can apply a snapshot restore")
         now_members = {m["agent_id"] for m in team["members"]}
         then = {m["agent_id"]: m for m in payload.get("members", [])}
         add = [a for a in then if a not in now_members]
