@@ -13,6 +13,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import aleph_exec.plugin
 import pytest
@@ -48,16 +49,21 @@ def test_git_runs_a_planted_bare_repositorys_alias(tmp_path: Path) -> None:
     assert (tmp_path / "e" / "refs" / "PWNED").exists() or (tmp_path / "e" / "PWNED").exists()
 
 
-@needs_overlay
-@pytest.mark.parametrize("command", BARE_PLANTS)
-def test_a_changeset_that_plants_a_bare_repository_is_refused(command: str, tmp_path: Path) -> None:
+def judged_in_a_project(tmp_path: Path, command: str) -> Any:
+    """What the commit judge decides on ``command``'s changeset, run in the overlay over a one-file project."""
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "README.md").write_text("# project\n")
     layer = tmp_path / "layer"
     run = overlay_run(workspace, layer, command)
     assert run.returncode == 0, run.stderr
-    decision = decide(read_changeset(layer / "upper", workspace), ProtectedPaths(DEFAULT_PROTECTED))
+    return decide(read_changeset(layer / "upper", workspace), ProtectedPaths(DEFAULT_PROTECTED))
+
+
+@needs_overlay
+@pytest.mark.parametrize("command", BARE_PLANTS)
+def test_a_changeset_that_plants_a_bare_repository_is_refused(command: str, tmp_path: Path) -> None:
+    decision = judged_in_a_project(tmp_path, command)
     assert decision.action == "refuse", decision
     assert "git repository" in decision.reason
 
@@ -84,13 +90,7 @@ def test_changing_the_config_of_a_bare_repository_already_there_is_refused(tmp_p
     ],
 )
 def test_everyday_files_named_like_a_git_directorys_are_committed(command: str, tmp_path: Path) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    (workspace / "README.md").write_text("# project\n")
-    layer = tmp_path / "layer"
-    run = overlay_run(workspace, layer, command)
-    assert run.returncode == 0, run.stderr
-    decision = decide(read_changeset(layer / "upper", workspace), ProtectedPaths(DEFAULT_PROTECTED))
+    decision = judged_in_a_project(tmp_path, command)
     assert decision.action == "commit", decision
 
 
