@@ -132,12 +132,19 @@ def children_of(pid: int) -> list[str]:
     """The children of ``pid`` (zombies included), each as "pid state"; not the zygote's closer process."""
     found = []
     for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/children") as fh:
-            for child in fh.read().split():
+        try:  # a thread or a child that ends between the listing and the read is gone: not a child any more
+            with open(f"/proc/{pid}/task/{task}/children") as fh:
+                children = fh.read().split()
+        except FileNotFoundError:
+            continue
+        for child in children:
+            try:
                 with open(f"/proc/{child}/stat") as stat:
                     text = stat.read()
-                if "(aleph-closer)" not in text:
-                    found.append(f"{child} {text.rsplit(')', 1)[1].split()[0]}")
+            except FileNotFoundError:
+                continue
+            if "(aleph-closer)" not in text:
+                found.append(f"{child} {text.rsplit(')', 1)[1].split()[0]}")
     return found
 
 
