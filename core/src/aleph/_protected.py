@@ -111,6 +111,14 @@ class ProtectedPaths:
     HOST_EXECUTED: ClassVar[tuple[str, ...]] = HOST_EXECUTED_PATHS
     """The globs every family protects: files a trusted program on the host runs code from (module docstring)."""
 
+    GIT_DIR_CODE: ClassVar[frozenset[str]] = frozenset(f.split("/", 1)[0] for f in _GIT_DIR_FILES)
+    """The entries of a git directory git runs code from or follows to another config (``config``,
+    ``hooks``, the pointers, ``info`` for its attributes): what :data:`HOST_EXECUTED` protects in a ``.git``."""
+
+    GIT_DIR_SHAPE: ClassVar[tuple[str, ...]] = ("HEAD", "objects", "refs")
+    """What makes a directory a git directory to git's discovery, with no ``.git`` above it: a bare
+    repository, whose :data:`GIT_DIR_CODE` entries git reads and runs like those of a ``.git``."""
+
     INTERNAL: ClassVar[tuple[str, ...]] = (".aleph-tx",)
     """Top-level workspace directories Aleph keeps for itself, not the project's: ``.aleph-tx`` holds
     aleph-exec's transaction layers (on the workspace's filesystem, so a commit renames). Families list

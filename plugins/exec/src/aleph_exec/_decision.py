@@ -136,17 +136,11 @@ def _count_files(workspace: Path, enough: int, skip: frozenset[str] = frozenset(
     return count
 
 
-_GIT_DIR_CODE = frozenset({"config", "config.worktree", "hooks", "commondir", "gitdir", "info"})
-"""Entries of a git directory that git runs code from or follows to another config (``info``: attributes)."""
-_GIT_DIR_SHAPE = ("HEAD", "objects", "refs")
-"""What makes a directory a git directory to git's discovery (``is_git_directory``)."""
-
-
 def _is_git_dir(directory: str, view: _MergedView) -> bool:
     def at(name: str) -> tuple[str, str | None] | None:
         return view.lookup(f"{directory}/{name}" if directory else name)
 
-    head, objects, refs = (at(name) for name in _GIT_DIR_SHAPE)
+    head, objects, refs = (at(name) for name in ProtectedPaths.GIT_DIR_SHAPE)
     if head is None or head[0] == "dir" or objects is None or refs is None:
         return False
     if head[0] != "file":
@@ -179,8 +173,8 @@ def _bare_repositories(cs: Changeset, view: _MergedView) -> list[str]:
         for i, name in enumerate(parts):
             if name == ".git":
                 break
-            shape = name in _GIT_DIR_SHAPE and i == len(parts) - 1 and c.action == "create"
-            if name not in _GIT_DIR_CODE and not shape:
+            shape = name in ProtectedPaths.GIT_DIR_SHAPE and i == len(parts) - 1 and c.action == "create"
+            if name not in ProtectedPaths.GIT_DIR_CODE and not shape:
                 continue
             directory = "/".join(parts[:i])
             if (directory, shape) in seen:

@@ -20,8 +20,6 @@ from aleph_files._journal import TempJournal
 
 __all__ = ["MAX_NAME_BYTES", "MAX_PATH_BYTES", "PathError", "Target", "Workspace"]
 
-_GIT_DIR_CODE = frozenset({"config", "config.worktree", "hooks", "commondir", "gitdir", "info"})
-_GIT_DIR_SHAPE = ("HEAD", "objects", "refs")
 
 MAX_PATH_BYTES = aleph.ConfinedRoot.MAX_PATH_BYTES
 """Longest path accepted (Linux ``PATH_MAX``)."""
@@ -112,11 +110,11 @@ class Workspace(aleph.ConfinedRoot):
         for i, name in enumerate(parts):
             if name == ".git":
                 return False  # the patterns judge what is inside a .git directory
-            code = name in _GIT_DIR_CODE
-            if not code and name not in _GIT_DIR_SHAPE:
+            code = name in aleph.ProtectedPaths.GIT_DIR_CODE
+            if not code and name not in aleph.ProtectedPaths.GIT_DIR_SHAPE:
                 continue
             directory = self.root.joinpath(*parts[:i])
-            shape = [(directory / n).exists() or n == name for n in _GIT_DIR_SHAPE]
+            shape = [(directory / n).exists() or n == name for n in aleph.ProtectedPaths.GIT_DIR_SHAPE]
             if not all(shape):
                 continue
             if code or any(os.path.lexists(directory / n) for n in ("config", "hooks")):
